@@ -1,0 +1,322 @@
+"""The gate: one pure decision from a request to a response or a file.
+
+Every server calls this and only this: the local ASGI server, the CloudFront
+viewer-request adapter, the tests. It does no I/O of its own; the key store, the
+limiter and the release index are passed in, and the clock is an argument, so
+every rule can be tested without a network or a sleep.
+
+Order of checks (documented in docs/api.md and pinned by tests):
+
+1. OPTIONS → CORS preflight (no key needed, any path).
+2. Method other than GET/HEAD → 405 METHOD_NOT_ALLOWED.
+3. Path not in the route table (exact match on the raw path; nothing is
+   decoded or normalised, so `%2e%2e` or `//` never match) → 404 NOT_FOUND.
+4. Key → 401 (missing, invalid, revoked, expired, owner removed, org suspended).
+5. Limits → 429 (per-minute, then monthly allowance for live keys).
+6. Scope → 403 SCOPE_REQUIRED.
+7. Query string shape → 400 INVALID_QUERY / UNKNOWN_PARAMETER / REPEATED_PARAMETER.
+8. Parameter values, in the route's parameter order → the SPEC's codes.
+9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
+10. File → 200 (or 304 when If-None-Match matches), gzip when accepted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+from urllib.parse import unquote_to_bytes
+
+from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
+from .problems import BY_CODE, PROBLEM_JSON, problem_body
+from .release import ReleaseIndex
+from .routes import BY_PATH, ParamError, Route
+
+ALLOWED_METHODS = "GET, HEAD, OPTIONS"
+ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
+EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id"
+SUCCESS_CACHE = "private, max-age=300, must-revalidate"
+ERROR_CACHE = "no-store"
+
+Headers = list[tuple[str, str]]
+
+STATUS_FOR_KEY = {
+    "revoked": ("API_KEY_REVOKED", "This API key was revoked."),
+    "expired": ("API_KEY_EXPIRED", "This API key has expired."),
+    "owner_removed": ("ACCOUNT_REMOVED", "The account that owned this API key was removed."),
+    "org_suspended": ("ORGANISATION_SUSPENDED", "The organisation that owns this API key is suspended."),
+}
+
+
+@dataclass(frozen=True)
+class Request:
+    method: str
+    path: str  # raw, still percent-encoded
+    query: str  # raw query string without '?'
+    headers: Mapping[str, str]  # lower-case names
+
+
+@dataclass
+class Response:
+    status: int
+    headers: Headers
+    body: bytes | None = None  # set for generated answers (errors, preflight)
+    file_key: str | None = None  # set when the answer is a release file
+    key_id: str | None = None  # who asked, for logs and limits
+    extra: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class LimitDecision:
+    allowed: bool
+    headers: Headers
+    code: str | None = None  # RATE_LIMITED | MONTHLY_ALLOWANCE_EXHAUSTED
+    detail: str = ""
+    retry_after: int | None = None
+
+
+class Limiter(Protocol):
+    def hit(self, record: KeyRecord, now: datetime) -> LimitDecision: ...
+
+
+def cors_headers() -> Headers:
+    return [("Access-Control-Allow-Origin", "*"), ("Access-Control-Expose-Headers", EXPOSE_HEADERS)]
+
+
+def error(code: str, detail: str, path: str, extra_headers: Headers | None = None, **members: object) -> Response:
+    p = BY_CODE[code]
+    headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers()]
+    if extra_headers:
+        headers.extend(extra_headers)
+    return Response(p.status, headers, problem_body(code, detail, instance=path, **members))
+
+
+def preflight() -> Response:
+    return Response(
+        204,
+        [
+            ("Access-Control-Allow-Origin", "*"),
+            ("Access-Control-Allow-Methods", ALLOWED_METHODS),
+            ("Access-Control-Allow-Headers", ALLOW_HEADERS),
+            ("Access-Control-Max-Age", "86400"),
+            ("Cache-Control", "public, max-age=86400"),
+        ],
+        b"",
+    )
+
+
+def _bearer(headers: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The presented key, or an error detail when the headers are contradictory or malformed."""
+    auth = headers.get("authorization")
+    xkey = headers.get("x-api-key")
+    bearer = None
+    if auth is not None:
+        scheme, _, token = auth.strip().partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            return None, "The Authorization header must be `Bearer <API_KEY>`."
+        bearer = token.strip()
+    if xkey is not None:
+        xkey = xkey.strip()
+    if bearer is not None and xkey is not None and bearer != xkey:
+        return None, "Authorization and x-api-key carry different keys; send one."
+    return bearer if bearer is not None else xkey, None
+
+
+def authenticate(req: Request, keys: KeyStore, now: datetime) -> KeyRecord | Response:
+    key, problem = _bearer(req.headers)
+    if problem is not None:
+        return error("API_KEY_INVALID", problem, req.path)
+    if key is None:
+        return error(
+            "API_KEY_MISSING",
+            "Send your key as `Authorization: Bearer <API_KEY>` (or `x-api-key: <API_KEY>`).",
+            req.path,
+            [("WWW-Authenticate", 'Bearer realm="malaria-risk"')],
+        )
+    if not looks_like_key(key):
+        return error(
+            "API_KEY_INVALID",
+            "That is not an API key: keys start with svc_live_ or svc_test_ followed by 32 characters.",
+            req.path,
+            [("WWW-Authenticate", 'Bearer realm="malaria-risk", error="invalid_token"')],
+        )
+    record = keys.lookup(hash_key(key))
+    if record is None:
+        return error("API_KEY_INVALID", "No such API key.", req.path,
+                     [("WWW-Authenticate", 'Bearer realm="malaria-risk", error="invalid_token"')])
+    status = record.status(now)
+    if status != "active":
+        code, detail = STATUS_FOR_KEY[status]
+        return error(code, detail, req.path,
+                     [("WWW-Authenticate", 'Bearer realm="malaria-risk", error="invalid_token"')])
+    return record
+
+
+def parse_query(raw: str, route: Route, path: str) -> dict[str, str] | Response:
+    """Strictly parse the query string: valid UTF-8, no control characters, known names, once each."""
+    values: dict[str, str] = {}
+    if not raw:
+        return values
+    for part in raw.split("&"):
+        if part == "":
+            continue
+        name_raw, sep, value_raw = part.partition("=")
+        try:
+            name = _decode(name_raw)
+            value = _decode(value_raw) if sep else ""
+        except ValueError as e:
+            return error("INVALID_QUERY", str(e), path)
+        if route.param(name) is None:
+            known = ", ".join(p.name for p in route.params) or "none"
+            shown = name if len(name) <= 30 else name[:30] + "…"
+            return error("UNKNOWN_PARAMETER", f"`{shown}` is not a parameter of {route.path} (it takes: {known}).",
+                         path, parameter=shown)
+        if name in values:
+            return error("REPEATED_PARAMETER", f"`{name}` is given more than once; give it once.", path,
+                         parameter=name)
+        values[name] = value
+    return values
+
+
+def _decode(s: str) -> str:
+    # '%' must introduce two hex digits; unquote would otherwise pass a stray '%' through
+    i = s.find("%")
+    while i != -1:
+        h = s[i + 1 : i + 3]
+        if len(h) != 2 or any(c not in "0123456789abcdefABCDEF" for c in h):
+            raise ValueError("The query string has a '%' that is not followed by two hex digits.")
+        i = s.find("%", i + 1)
+    try:
+        text = unquote_to_bytes(s.replace("+", " ")).decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError("The query string is not valid UTF-8 once percent-decoded.") from e
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in text):
+        raise ValueError("The query string holds control characters (such as NUL).")
+    return text
+
+
+def _etag_matches(if_none_match: str, *etags: str | None) -> bool:
+    """Weak comparison (RFC 9110 §13.1.2): W/ prefixes are ignored, `*` matches anything."""
+    candidates = {e for e in etags if e}
+    for tag in if_none_match.split(","):
+        tag = tag.strip()
+        if tag == "*":
+            return True
+        if tag.startswith("W/"):
+            tag = tag[2:]
+        if tag in candidates:
+            return True
+    return False
+
+
+def _accepts_gzip(accept_encoding: str | None) -> bool:
+    """True when gzip (or `*`) is listed with a non-zero quality value."""
+    if not accept_encoding:
+        return False
+    for item in accept_encoding.split(","):
+        coding, *params = (x.strip() for x in item.split(";"))
+        if coding.lower() not in ("gzip", "*"):
+            continue
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        if q > 0:
+            return True
+    return False
+
+
+def handle(
+    req: Request,
+    now: datetime,
+    keys: KeyStore,
+    release: ReleaseIndex,
+    limiter: Limiter | None = None,
+) -> Response:
+    method = req.method.upper()
+    if method == "OPTIONS":
+        return preflight()
+    if method not in ("GET", "HEAD"):
+        return error("METHOD_NOT_ALLOWED", f"{method} is not served; the API is read-only (GET, HEAD).",
+                     req.path, [("Allow", ALLOWED_METHODS)])
+
+    route = BY_PATH.get(req.path)
+    if route is None:
+        return error("NOT_FOUND", "No endpoint at this path; see /docs/api.html for the list.", req.path)
+
+    who = authenticate(req, keys, now)
+    if isinstance(who, Response):
+        return who
+    record: KeyRecord = who
+
+    limit_headers: Headers = []
+    if limiter is not None:
+        decision = limiter.hit(record, now)
+        limit_headers = list(decision.headers)
+        if not decision.allowed:
+            assert decision.code is not None
+            extra = list(limit_headers)
+            if decision.retry_after is not None:
+                extra.append(("Retry-After", str(decision.retry_after)))
+            resp = error(decision.code, decision.detail, req.path, extra)
+            resp.key_id = record.id
+            return resp
+
+    resp = _authorised(req, route, record, release)
+    resp.headers.extend(limit_headers)
+    resp.key_id = record.id
+    return resp
+
+
+def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:
+    if route.scope is not None and route.scope not in record.scopes:
+        return error("SCOPE_REQUIRED", f"This key lacks the `{route.scope}` scope that {route.path} needs.",
+                     req.path, required_scope=route.scope)
+
+    parsed = parse_query(req.query, route, req.path)
+    if isinstance(parsed, Response):
+        return parsed
+
+    facts = release.facts
+    values: dict[str, str] = {}
+    for p in route.params:
+        try:
+            values[p.name] = p.validate(parsed.get(p.name), facts)
+        except ParamError as e:
+            return error(e.code, e.detail, req.path, parameter=e.param)
+
+    if route.dataset not in facts.available:
+        if route.unavailable is not None:
+            _, code = route.unavailable
+            return error(code, f"The {route.dataset} data is not loaded in release {release.release_id}.",
+                         req.path)
+        return error("RELEASE_INCOMPLETE", f"Release {release.release_id} has no {route.dataset} data.",
+                     req.path)
+
+    key = route.key(values)
+    entry = release.entry(key)
+    if entry is None:
+        return error("RELEASE_INCOMPLETE", f"Release {release.release_id} lacks {key}.", req.path)
+
+    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
+    etag = entry.gzip_etag if use_gzip else entry.etag
+    headers: Headers = [
+        ("ETag", etag or entry.etag),
+        ("Cache-Control", SUCCESS_CACHE),
+        ("Vary", "Accept-Encoding"),
+        ("X-Release-Id", release.release_id),
+        *cors_headers(),
+    ]
+    inm = req.headers.get("if-none-match")
+    if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):
+        return Response(304, headers)
+    headers.append(("Content-Type", entry.content_type))
+    if use_gzip:
+        headers.append(("Content-Encoding", "gzip"))
+        return Response(200, headers, file_key=entry.gzip_key)
+    return Response(200, headers, file_key=key)

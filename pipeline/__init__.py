@@ -1,0 +1,1 @@
+"""Batch pipeline: reads the raw data, computes every response, renders a release."""

@@ -1,0 +1,102 @@
+"""The release manifest: the one list of what a release holds.
+
+The renderer writes it, the local server and publisher read it, `verify` checks a
+tree against it. A file that is not in the manifest is not part of the release,
+and publishing refuses a tree that holds one (so a stray key store or editor
+backup can never reach the bucket).
+
+Layout of a release directory::
+
+    releases/<release_id>/manifest.json
+    releases/<release_id>/v1/...json        identity bytes
+    releases/<release_id>/v1/...json.gz     precompressed copy (content_encoding "gzip")
+
+`files` maps each relative key to size, sha256, content_type and content_encoding
+(None or "gzip"; a `.gz` entry carries the content type of what it decompresses to).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+MANIFEST_NAME = "manifest.json"
+FORMAT = 1
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def file_entry(data: bytes, content_type: str, content_encoding: str | None = None) -> dict[str, Any]:
+    return {
+        "size": len(data),
+        "sha256": sha256_hex(data),
+        "content_type": content_type,
+        "content_encoding": content_encoding,
+    }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    release_id: str
+    updated_at: str
+    model_version: str | None
+    facts: dict[str, Any]
+    files: dict[str, dict[str, Any]]
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {
+                "format": FORMAT,
+                "release_id": self.release_id,
+                "updated_at": self.updated_at,
+                "model_version": self.model_version,
+                "facts": self.facts,
+                "files": self.files,
+            },
+            option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2,
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes) -> Manifest:
+        doc = orjson.loads(raw)
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"unsupported manifest format {doc.get('format')!r}")
+        return cls(doc["release_id"], doc["updated_at"], doc.get("model_version"), doc["facts"], doc["files"])
+
+    @classmethod
+    def load(cls, release_dir: Path) -> Manifest:
+        return cls.from_bytes((release_dir / MANIFEST_NAME).read_bytes())
+
+
+def verify_release_dir(release_dir: Path, manifest: Manifest | None = None) -> list[str]:
+    """Every difference between a release directory and its manifest; empty means sound.
+
+    Checks missing files, wrong size or checksum, and files the manifest does not list.
+    """
+    manifest = manifest or Manifest.load(release_dir)
+    problems: list[str] = []
+    on_disk = {
+        p.relative_to(release_dir).as_posix()
+        for p in release_dir.rglob("*")
+        if p.is_file() or p.is_symlink()
+    }
+    on_disk.discard(MANIFEST_NAME)
+    for key, entry in manifest.files.items():
+        path = release_dir / key
+        if key not in on_disk:
+            problems.append(f"missing: {key}")
+            continue
+        data = path.read_bytes()
+        if len(data) != entry["size"]:
+            problems.append(f"size differs: {key} ({len(data)} on disk, {entry['size']} in manifest)")
+        elif sha256_hex(data) != entry["sha256"]:
+            problems.append(f"checksum differs: {key}")
+    for key in sorted(on_disk - manifest.files.keys()):
+        problems.append(f"not in manifest: {key}")
+    return problems

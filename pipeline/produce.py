@@ -1,0 +1,31 @@
+"""The contract between producers (one per dataset) and the renderer.
+
+A producer takes the build context and returns documents keyed by route path and
+parameter values. The renderer checks that every combination the route table
+expects is present, so a producer cannot silently leave a hole in a release.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+# documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
+Documents = dict[str, dict[tuple[str, ...], Any]]
+
+
+@dataclass
+class BuildContext:
+    data_dir: Path
+    updated_at: str  # ISO 8601 UTC, the data load time stamped into the release
+    geography: Any = None  # pipeline.geography.Geography, filled before the producers run
+    progress: Any = None  # callable(label: str, done: int, total: int) or None
+
+
+@dataclass
+class Produced:
+    dataset: str
+    documents: Documents
+    facts: dict[str, Any] = field(default_factory=dict)  # e.g. {"estimated": [...], "forecast": [...]}
+    model_version: str | None = None

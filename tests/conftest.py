@@ -1,0 +1,135 @@
+"""Shared fixtures: a small synthetic release, a real SQLite key store, a real server on loopback.
+
+The synthetic release goes through the real renderer, so edge tests exercise the
+same files, manifest and symlink switch that a real build produces; only the
+documents' contents are small and made up (no figures are published from them).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from edge.asgi import App
+from edge.store_sqlite import SQLiteKeyStore
+from pipeline.produce import Produced
+from pipeline.render import render_release
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = Path(os.environ.get("DATA_DIR", ROOT.parent / "shared" / "data"))
+
+STATES = ("KN", "LA")
+ESTIMATED = ("2024-01", "2024-02")
+FORECAST = ("2024-03", "2024-04", "2024-05", "2024-06")
+NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
+
+
+def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
+    """One Produced per dataset covering exactly what the route table expects for the facts above."""
+    geo = Produced(
+        "geography",
+        {"/v1/boundaries/lgas": {(s,): {"type": "FeatureCollection", "source": "test", "features": [], "state": s}
+                                  for s in STATES}},
+        facts={"states": list(STATES)},
+    )
+    context = Produced(
+        "context",
+        {
+            "/v1/context/states": {(): {"source": {}, "states": [{"state_code": s} for s in STATES]}},
+            "/v1/context/lgas": {(s,): {"state_code": s, "lgas": []} for s in STATES},
+        },
+    )
+    risk = Produced(
+        "risk",
+        {
+            "/v1/periods": {(): {"last_estimated": ESTIMATED[-1], "last_forecast": FORECAST[-1]}},
+            "/v1/risk/states": {(p,): {"period": p, "kind": "estimated", "states": []} for p in ESTIMATED},
+            "/v1/risk/lgas": {(s, p): {"period": p, "state_code": s, "lgas": []} for s in STATES for p in ESTIMATED},
+            "/v1/forecasts/states": {(m,): {"forecasts": [{"period": f} for f in FORECAST[: int(m)]]}
+                                     for m in "1234"},
+            "/v1/forecasts/lgas": {(s, m): {"state_code": s, "forecasts": [{"period": f} for f in FORECAST[: int(m)]]}
+                                   for s in STATES for m in "1234"},
+        },
+        facts={"estimated": list(ESTIMATED), "forecast": list(FORECAST)},
+        model_version="test-1",
+    )
+    out = [geo, context, risk]
+    if with_transmission:
+        out.append(Produced(
+            "transmission",
+            {
+                "/v1/transmission/states": {(): {"states": []}},
+                "/v1/transmission/lgas": {(s,): {"state_code": s, "lgas": []} for s in STATES},
+            },
+        ))
+    return out
+
+
+@pytest.fixture
+def release_root(tmp_path: Path) -> Path:
+    root = tmp_path / "build"
+    render_release(root, synthetic_produced(), "2026-11-22T10:00:00Z")
+    return root
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> SQLiteKeyStore:
+    return SQLiteKeyStore(tmp_path / "var" / "keys.sqlite")
+
+
+@pytest.fixture
+def all_scopes_key(store: SQLiteKeyStore) -> str:
+    _, key = store.create("all", ["risk_scores", "forecasts", "lga_boundaries"], "test", now=NOW)
+    return key
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LiveServer:
+    """uvicorn on 127.0.0.1 in a thread, serving an App; stopped by the fixture."""
+
+    def __init__(self, app: App):
+        self.app = app
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self) -> LiveServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline:
+                raise RuntimeError("server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def live(release_root: Path, store: SQLiteKeyStore) -> Iterator[LiveServer]:
+    with LiveServer(App(release_root, store)) as server:
+        yield server
+
+
+@pytest.fixture
+def client(live: LiveServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=live.url, timeout=10) as c:
+        yield c
