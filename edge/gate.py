@@ -31,7 +31,7 @@ from urllib.parse import unquote_to_bytes
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
 from .release import ReleaseIndex
-from .routes import BY_PATH, ParamError, Route
+from .routes import BY_PATH, PUBLIC_PREFIX, ParamError, Route
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
@@ -246,6 +246,8 @@ def handle(
                      req.path, [("Allow", ALLOWED_METHODS)])
 
     route = BY_PATH.get(req.path)
+    if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path == "/docs"):
+        return _public(req, release)
     if route is None:
         return error("NOT_FOUND", "No endpoint at this path; see /docs/api.html for the list.", req.path)
 
@@ -271,6 +273,25 @@ def handle(
     resp.headers.extend(limit_headers)
     resp.key_id = record.id
     return resp
+
+
+def _public(req: Request, release: ReleaseIndex) -> Response:
+    """The docs site: keyless, exact manifest lookup, `/docs/` and `/docs/x/` mean their index.html."""
+    key = req.path.lstrip("/")
+    if key == "docs" or key.endswith("/"):
+        key = key.rstrip("/") + "/index.html"
+    entry = release.entry(key)
+    if entry is None:
+        return error("NOT_FOUND", "No such documentation page.", req.path)
+    headers: Headers = [
+        ("ETag", entry.etag), ("Cache-Control", "public, max-age=300"), ("X-Release-Id", release.release_id),
+        *cors_headers(),
+    ]
+    inm = req.headers.get("if-none-match")
+    if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):
+        return Response(304, headers)
+    headers.append(("Content-Type", entry.content_type))
+    return Response(200, headers, file_key=key)
 
 
 def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:

@@ -245,6 +245,11 @@ ROUTES: tuple[Route, ...] = (
 
 BY_PATH: dict[str, Route] = {r.path: r for r in ROUTES}
 
+# The documentation site ships inside each release under this key prefix and is
+# served without a key at /docs/…; a path maps to a file only if the manifest
+# lists exactly that key, so nothing outside the site can be reached this way.
+PUBLIC_PREFIX = "docs/"
+
 
 def route_values(route: Route, facts: Facts) -> list[dict[str, str]]:
     """Every parameter combination a release renders for `route`."""

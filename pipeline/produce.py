@@ -29,3 +29,6 @@ class Produced:
     documents: Documents
     facts: dict[str, Any] = field(default_factory=dict)  # e.g. {"estimated": [...], "forecast": [...]}
     model_version: str | None = None
+    # static files outside the route table, e.g. the docs site: key -> (content type, bytes).
+    # Keys must start with "docs/"; the gate serves them without a key at /docs/...
+    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import orjson
 
-from edge.routes import ROUTES, Facts, route_values
+from edge.routes import PUBLIC_PREFIX, ROUTES, Facts, route_values
 
 from .manifest import MANIFEST_NAME, Manifest, file_entry, sha256_hex, verify_release_dir
 from .produce import Produced
@@ -101,6 +101,13 @@ def plan(produced: list[Produced], facts: Facts) -> list[tuple[str, str, bytes]]
             out.append((route.key(values), route.content_type, data))
     if docs_by_path:
         raise RenderError(f"documents for paths not in the route table: {sorted(docs_by_path)}")
+    seen = {k for k, _, _ in out}
+    for p in produced:
+        for key, (ctype, data) in sorted(p.files.items()):
+            if not key.startswith(PUBLIC_PREFIX) or ".." in key.split("/") or key in seen:
+                raise RenderError(f"static file {key!r} from {p.dataset} must be a unique path under {PUBLIC_PREFIX}")
+            seen.add(key)
+            out.append((key, ctype, data))
     return out
 
 

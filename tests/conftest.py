@@ -62,7 +62,9 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
         facts={"estimated": list(ESTIMATED), "forecast": list(FORECAST)},
         model_version="test-1",
     )
-    out = [geo, context, risk]
+    site = Produced("site", {}, files={"docs/index.html": ("text/html; charset=utf-8", b"<h1>docs</h1>"),
+                                       "docs/openapi.json": ("application/json", b"{}")})
+    out = [geo, context, risk, site]
     if with_transmission:
         out.append(Produced(
             "transmission",

@@ -267,3 +267,11 @@ def test_list_never_shows_the_key(store: SQLiteKeyStore):
     rows = store.list(NOW + timedelta(days=1))
     assert len(rows) == 1 and rows[0]["hint"] == f"svc_live_…{key[-4:]}"
     assert key not in json.dumps(rows)
+
+
+def test_docs_are_public_and_exact(release, store):
+    resp = get(release, store, "/docs/")
+    assert resp.status == 200 and resp.file_key == "docs/index.html"
+    assert get(release, store, "/docs/openapi.json").file_key == "docs/openapi.json"
+    for path in ["/docs/../manifest.json", "/docs/%2e%2e/manifest.json", "/docs/nope.html", "/docs/v1/periods.json"]:
+        assert get(release, store, path).status == 404, path
