@@ -1,0 +1,128 @@
+"""The real thing: a build from DATA_DIR, served over HTTP on loopback, checked against the SPEC.
+
+One build per test session (it takes seconds, not minutes); every assertion reads
+the answer a client would get.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from edge.asgi import App
+from edge.store_sqlite import SQLiteKeyStore
+from pipeline.build import build
+
+from .conftest import DATA_DIR, LiveServer
+
+PCODE = re.compile(r"^NG0\d{2}\d{3}$")
+LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
+
+pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no data directory at {DATA_DIR}")
+
+
+@pytest.fixture(scope="module")
+def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("real") / "build"
+    build(DATA_DIR, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def api(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    store = SQLiteKeyStore(tmp_path_factory.mktemp("keys") / "keys.sqlite")
+    _, key = store.create("e2e", ["risk_scores", "forecasts", "lga_boundaries"], "test")
+    with LiveServer(App(real_build, store)) as live, httpx.Client(
+        base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+    ) as c:
+        yield c
+
+
+def test_kano_boundaries_have_44_ocha_features(api: httpx.Client):
+    r = api.get("/v1/boundaries/lgas", params={"state": "KN"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/geo+json"
+    doc = r.json()
+    assert doc["type"] == "FeatureCollection" and "CC BY" in doc["source"]
+    assert len(doc["features"]) == 44
+    for f in doc["features"]:
+        assert f["type"] == "Feature" and PCODE.match(f["properties"]["lgaCode"])
+        assert f["properties"]["state"] == "KN" and f["properties"]["lga"]
+        assert f["geometry"]["type"] in ("Polygon", "MultiPolygon")
+        lon, lat = f["geometry"]["coordinates"][0][0][0] if f["geometry"]["type"] == "MultiPolygon" \
+            else f["geometry"]["coordinates"][0][0]
+        assert 2.6 < lon < 14.7 and 4.2 < lat < 13.9
+
+
+def test_states_hold_774_distinct_lgas(api: httpx.Client):
+    states = [s["state_code"] for s in api.get("/v1/context/states").json()["states"]]
+    assert len(states) == 37 and len(set(states)) == 37 and "FC" in states and "LA" in states
+    codes: list[str] = []
+    for s in states:
+        feats = api.get("/v1/boundaries/lgas", params={"state": s}).json()["features"]
+        codes += [f["properties"]["lgaCode"] for f in feats]
+    assert len(codes) == 774 and len(set(codes)) == 774
+
+
+def test_context_matches_spec(api: httpx.Client):
+    doc = api.get("/v1/context/states").json()
+    assert set(doc["source"]) >= {"name", "coverage_year", "note"}
+    assert isinstance(doc["source"]["coverage_year"], int)
+    fields = ["state_code", "state", "zone", "lgas", "population", "area_km2", "itn_use", "itn_access",
+              "irs_coverage", "effective_treatment", "travel_minutes_to_care", "response_index"]
+    for rec in doc["states"]:
+        assert list(rec)[: len(fields)] == fields
+        assert rec["irs_coverage"] is None
+        for share in ("itn_use", "itn_access", "effective_treatment", "response_index"):
+            assert rec[share] is None or 0 <= rec[share] <= 1
+    total = sum(r["lgas"] for r in doc["states"])
+    assert total == 774
+    lgas = api.get("/v1/context/lgas", params={"state": "LA"}).json()
+    assert lgas["state_code"] == "LA" and lgas["state"] == "Lagos" and len(lgas["lgas"]) == 20
+    names = [r["lga"] for r in lgas["lgas"]]
+    assert names == sorted(names, key=str.casefold) or names == sorted(names)
+    assert any(r["is_urban"] for r in lgas["lgas"])
+
+
+def test_periods_and_risk(api: httpx.Client):
+    periods = api.get("/v1/periods").json()
+    months = periods["months"]
+    assert months[0]["period"] == "2018-01"
+    assert [m["period"] for m in months] == sorted(m["period"] for m in months)
+    est = [m["period"] for m in months if m["kind"] == "estimated"]
+    fc = [m["period"] for m in months if m["kind"] == "forecast"]
+    assert est[-1] == periods["last_estimated"] and fc[-1] == periods["last_forecast"] and len(fc) == 4
+    assert periods["model_version"] and periods["updated_at"]
+
+    latest = api.get("/v1/risk/states").json()
+    assert latest["period"] == periods["last_estimated"] and latest["kind"] == "estimated"
+    assert len(latest["states"]) == 37
+    scores = [s["score"] for s in latest["states"]]
+    assert scores == sorted(scores, reverse=True)
+    for s in latest["states"]:
+        assert 0 <= s["score_low"] <= s["score"] <= s["score_high"] <= 1 and s["level"] in LEVELS
+
+    lgas = api.get("/v1/risk/lgas", params={"state": "KN", "period": "2018-01"}).json()
+    assert lgas["period"] == "2018-01" and lgas["state_code"] == "KN" and len(lgas["lgas"]) == 44
+
+    assert api.get("/v1/risk/states", params={"period": fc[0]}).json()["code"] == "FORECAST_PERIOD"
+    assert api.get("/v1/risk/states", params={"period": "2017-12"}).json()["code"] == "PERIOD_NOT_AVAILABLE"
+
+    f2 = api.get("/v1/forecasts/lgas", params={"state": "LA", "months": "2"}).json()
+    assert [f["period"] for f in f2["forecasts"]] == fc[:2]
+    assert all(f["kind"] == "forecast" and len(f["lgas"]) == 20 for f in f2["forecasts"])
+
+
+def test_transmission(api: httpx.Client):
+    doc = api.get("/v1/transmission/states").json()
+    assert len(doc["states"]) == 37 and set(doc["method"]) >= {"cases_follow_rain_by_months", "check"}
+    lg = api.get("/v1/transmission/lgas", params={"state": "KN"}).json()
+    assert len(lg["lgas"]) == 44 and all(len(r["typical_rainfall_mm"]) == 12 for r in lg["lgas"])
+
+
+def test_docs_site_is_served(api: httpx.Client):
+    r = httpx.get(str(api.base_url) + "/docs/")
+    assert r.status_code == 200 and "text/html" in r.headers["content-type"]
