@@ -1,0 +1,130 @@
+"""Survey malaria positivity in children 6-59 months, in one normalised schema.
+
+Two inputs can supply it: the DHS API export (when the operator has loaded
+`malaria/dhs_api_positivity_u5.json`, read by `pipeline.sources.dhs_api`) and the
+scout-assembled `malaria/survey_positivity_u5.csv` (malaria SOURCES.md §1). Both
+return the same columns, so the risk model and the transmission producer do not care
+which one was present:
+
+survey_year Int64, survey Utf8, level Utf8 (national|residence|zone|state), area Utf8,
+state_code Utf8 (null unless level=state), test Utf8 (microscopy|RDT), test_assumed
+Boolean, positivity Float64 (share 0..1), low/high Float64 (95% range, share, null where
+the source gives none), clusters Int64, children_tested Int64, source Utf8.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import polars as pl
+
+from pipeline.errors import InputError
+from pipeline.lga_names import STATE_NAME_VARIANTS, normalise
+
+SURVEY_CSV = "malaria/survey_positivity_u5.csv"
+DHS_API_JSON = "malaria/dhs_api_positivity_u5.json"
+
+SCHEMA: dict[str, pl.DataType] = {
+    "survey_year": pl.Int64,
+    "survey": pl.Utf8,
+    "level": pl.Utf8,
+    "area": pl.Utf8,
+    "state_code": pl.Utf8,
+    "test": pl.Utf8,
+    "test_assumed": pl.Boolean,
+    "positivity": pl.Float64,
+    "low": pl.Float64,
+    "high": pl.Float64,
+    "clusters": pl.Int64,
+    "children_tested": pl.Int64,
+    "source": pl.Utf8,
+}
+LEVELS = ("national", "residence", "zone", "state")
+
+
+def _state_lookup(state_codes: dict[str, str]) -> dict[str, str]:
+    table = {normalise(k): v for k, v in state_codes.items()}
+    for k, v in STATE_NAME_VARIANTS.items():
+        if v in state_codes.values():
+            table.setdefault(k, v)
+    return table
+
+
+def read_survey_positivity(data_dir: Path, state_codes: dict[str, str]) -> pl.DataFrame:
+    """Positivity rows in the normalised schema (see module docstring).
+
+    `state_codes` maps state names to ISO suffix codes (built by the caller from
+    geo.states); FCT/Abuja/Nasarawa spellings and stray spaces are handled here.
+    """
+    api = Path(data_dir) / DHS_API_JSON
+    if api.exists():
+        from pipeline.sources.dhs_api import read_dhs_api_export  # written by another helper
+
+        return read_dhs_api_export(api, state_codes)
+    return read_survey_csv(Path(data_dir) / SURVEY_CSV, state_codes)
+
+
+def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
+    """The scout-assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
+    if not path.exists():
+        raise InputError(path, "file not found")
+    raw = pl.read_csv(path, infer_schema_length=0)
+    need = {"survey", "year", "level", "area", "test", "positivity_pct", "ci_low_pct", "ci_high_pct", "n_clusters", "n_tested", "source"}
+    if not need <= set(raw.columns):
+        raise InputError(path, f"missing columns {sorted(need - set(raw.columns))}")
+    raw = raw.with_row_index("row", offset=2).with_columns(pl.col(c).str.strip_chars() for c in ("level", "area", "test"))
+    lookup = _state_lookup(state_codes)
+
+    def num(c: str) -> pl.Expr:
+        return pl.col(c).str.strip_chars().cast(pl.Float64, strict=False)
+
+    df = raw.with_columns(
+        pl.col("year").str.strip_chars().cast(pl.Int64, strict=False).alias("survey_year"),
+        pl.col("test").str.to_lowercase().str.contains("assumed").alias("test_assumed"),
+        pl.when(pl.col("test").str.to_lowercase().str.starts_with("micro"))
+        .then(pl.lit("microscopy"))
+        .when(pl.col("test").str.to_lowercase().str.starts_with("rdt"))
+        .then(pl.lit("RDT"))
+        .otherwise(None)
+        .alias("test_norm"),
+        (num("positivity_pct") / 100).alias("positivity"),
+        (num("ci_low_pct") / 100).alias("low"),
+        (num("ci_high_pct") / 100).alias("high"),
+        num("n_clusters").cast(pl.Int64).alias("clusters"),
+        num("n_tested").cast(pl.Int64).alias("children_tested"),
+        pl.when(pl.col("level") == "state")
+        .then(pl.col("area").map_elements(lambda s: lookup.get(normalise(s)), return_dtype=pl.Utf8))
+        .otherwise(None)
+        .alias("state_code"),
+    )
+    checks = [
+        (pl.col("survey_year").is_null(), "year is not a whole number"),
+        (~pl.col("level").is_in(LEVELS), f"level not one of {LEVELS}"),
+        (pl.col("test_norm").is_null(), "test is neither microscopy nor RDT"),
+        (pl.col("positivity").is_null() | (pl.col("positivity") < 0) | (pl.col("positivity") > 1), "positivity_pct missing or outside 0..100"),
+        ((pl.col("level") == "state") & pl.col("state_code").is_null(), "unknown state name"),
+        (pl.col("low") > pl.col("high"), "ci_low_pct above ci_high_pct"),
+    ]
+    for cond, reason in checks:
+        bad = df.filter(cond)
+        if bad.height:
+            raise InputError(path, f"{reason}: {bad['area'][0]!r}", int(bad["row"][0]))
+    return (
+        df.select(
+            "survey_year",
+            pl.col("survey").str.strip_chars(),
+            "level",
+            "area",
+            "state_code",
+            pl.col("test_norm").alias("test"),
+            "test_assumed",
+            "positivity",
+            "low",
+            "high",
+            "clusters",
+            "children_tested",
+            pl.col("source").str.strip_chars(),
+        )
+        .cast(SCHEMA)
+        .sort("survey_year", "level", "area", "test", "source")
+    )
