@@ -126,3 +126,29 @@ def test_transmission(api: httpx.Client):
 def test_docs_site_is_served(api: httpx.Client):
     r = httpx.get(str(api.base_url) + "/docs/")
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
+
+
+def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
+    """A data load lacking the state rainfall climatology (only the seasons use it) still
+    builds every other endpoint, and the transmission endpoints say why they cannot answer."""
+    data = tmp_path / "data"
+    missing = Path("rainfall/nga_state_chirps_climatology_monthly.csv")
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file() and rel != missing:
+            (data / rel).parent.mkdir(parents=True, exist_ok=True)
+            (data / rel).symlink_to(path.resolve())
+    result = build(data, tmp_path / "build")
+    assert [name for name, _ in result.unavailable] == ["pipeline.transmission"]
+    store = SQLiteKeyStore(tmp_path / "keys.sqlite")
+    _, key = store.create("t", ["risk_scores"], "test")
+    with LiveServer(App(tmp_path / "build", store)) as live, httpx.Client(
+        base_url=live.url, headers={"Authorization": f"Bearer {key}"}
+    ) as c:
+        for url in ("/v1/transmission/states", "/v1/transmission/lgas?state=KN"):
+            r = c.get(url)
+            assert r.status_code == 503 and r.json()["code"] == "TRANSMISSION_DATA_UNAVAILABLE"
+            assert r.headers["content-type"] == "application/problem+json"
+        assert c.get("/v1/transmission/lgas?state=XX").json()["code"] == "UNKNOWN_STATE"
+        assert c.get("/v1/risk/states").status_code == 200
+        assert len(c.get("/v1/context/states").json()["states"]) == 37
