@@ -29,7 +29,7 @@ def hash_key(key: str) -> str:
 
 
 def looks_like_key(key: str) -> bool:
-    return KEY_RE.match(key) is not None
+    return KEY_RE.fullmatch(key) is not None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,8 @@ GEOJSON = "application/geo+json"
 
 SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 
+# Anchored for the OpenAPI document (JSON Schema patterns are unanchored) and used with
+# fullmatch here, because `$` alone would also accept a trailing newline.
 PERIOD_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 STATE_RE = re.compile(r"^[A-Z]{2}$")
 MONTHS_RE = re.compile(r"^[1-4]$")
@@ -104,7 +106,7 @@ class Param:
 def _state(p: Param, raw: str | None, facts: Facts) -> str:
     if raw is None:
         raise ParamError("UNKNOWN_STATE", "The `state` parameter is required: a two-letter state code such as KN.", p.name)
-    if not STATE_RE.match(raw) or raw not in facts.states:
+    if not STATE_RE.fullmatch(raw) or raw not in facts.states:
         hint = ""
         if raw.upper() in facts.states:
             hint = f" State codes are upper case: use `{raw.upper()}`."
@@ -123,7 +125,7 @@ def _period(p: Param, raw: str | None, facts: Facts) -> str:
             raise ParamError("PERIOD_NOT_AVAILABLE", "This release holds no estimated month.", p.name)
         return facts.last_estimated
     shown = raw if len(raw) <= 20 else raw[:20] + "…"
-    if not PERIOD_RE.match(raw):
+    if not PERIOD_RE.fullmatch(raw):
         raise ParamError("INVALID_PERIOD", f"`{shown}` is not a month of the form YYYY-MM (e.g. 2024-07).", p.name)
     if raw in facts.forecast:
         raise ParamError(
@@ -145,7 +147,7 @@ def _period(p: Param, raw: str | None, facts: Facts) -> str:
 def _months(p: Param, raw: str | None, facts: Facts) -> str:
     if raw is None:
         return str(p.default)
-    if not MONTHS_RE.match(raw):
+    if not MONTHS_RE.fullmatch(raw):
         shown = raw if len(raw) <= 20 else raw[:20] + "…"
         raise ParamError("INVALID_MONTHS", f"`{shown}` is not a whole number from 1 to 4.", p.name)
     return raw

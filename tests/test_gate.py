@@ -275,3 +275,14 @@ def test_docs_are_public_and_exact(release, store):
     assert get(release, store, "/docs/openapi.json").file_key == "docs/openapi.json"
     for path in ["/docs/../manifest.json", "/docs/%2e%2e/manifest.json", "/docs/nope.html", "/docs/v1/periods.json"]:
         assert get(release, store, path).status == 404, path
+
+
+def test_trailing_newline_is_not_a_valid_value(release, store, all_scopes_key):
+    from edge.keys import looks_like_key
+    from edge.routes import PERIOD, STATE, Facts, ParamError
+
+    facts = Facts(states=("KN",), estimated=("2024-01",))
+    for param, value in ((STATE, "KN\n"), (PERIOD, "2024-01\n")):
+        with pytest.raises(ParamError):
+            param.validate(value, facts)
+    assert not looks_like_key(all_scopes_key + "\n")
