@@ -140,6 +140,17 @@ def _runs(mask: np.ndarray) -> list[list[int]]:
     return runs
 
 
+def _opposite_peak(months: np.ndarray, peak: int) -> int:
+    """The month of `months` farthest (circularly) from `peak`; between two equally far,
+    the one after the peak. Relative to the peak, so rotating the calendar rotates the answer."""
+
+    def key(m: int) -> tuple[int, int]:
+        ahead = (m - peak) % MONTHS
+        return (-min(ahead, MONTHS - ahead), ahead)
+
+    return min((int(m) for m in months), key=key)
+
+
 def season_from_index(index: Sequence[float], share: float = 0.5) -> Season:
     """Apply the SPEC 2.6 rules to one 12-value index whose maximum is 1."""
     idx = np.asarray(index, dtype=float)
@@ -152,7 +163,8 @@ def season_from_index(index: Sequence[float], share: float = 0.5) -> Season:
 
     if high.all():
         lows = np.flatnonzero(idx == idx.min())
-        start = (int(lows[-1]) + 1) % MONTHS
+        # a flat profile has no peak to measure from: it reads January to December
+        start = 0 if top == idx.min() else (_opposite_peak(lows, int(np.argmax(idx))) + 1) % MONTHS
         order = [(start + k) % MONTHS for k in range(MONTHS)]
         peak = next(m for m in order if is_max[m])
         return Season(
@@ -168,9 +180,10 @@ def season_from_index(index: Sequence[float], share: float = 0.5) -> Season:
     carried = ~high & np.roll(high, 1) & np.roll(high, -1)
     in_season = high | carried
     if in_season.all():
-        # keep the ring open at the weakest carried month (latest on ties)
+        # keep the ring open at the weakest carried month; on ties the one lying
+        # farthest from the peak, so the answer does not depend on where January falls
         cand = np.flatnonzero(carried)
-        weakest = cand[idx[cand] == idx[cand].min()][-1]
+        weakest = _opposite_peak(cand[idx[cand] == idx[cand].min()], int(np.argmax(idx)))
         in_season[weakest] = False
 
     runs = [r for r in _runs(in_season) if is_max[r].any()]
