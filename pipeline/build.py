@@ -24,6 +24,7 @@ PRODUCERS: tuple[str, ...] = (
     "pipeline.context",
     "pipeline.risk",
     "pipeline.transmission",
+    "pipeline.site",  # last: documents the release it ships in
 )
 
 Progress = Callable[[str, int, int], None]

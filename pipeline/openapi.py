@@ -1,0 +1,435 @@
+"""The OpenAPI 3.1 document, generated from the route table and the problem catalogue.
+
+Paths, parameters (with the validators' own patterns), scopes and the error codes
+each route can answer all come from `edge.routes` and `edge.problems`, so the
+document cannot drift from what the gate does. What the route table does not know
+— the shape of each response body (SPEC 2.1–2.9) — is written out once here, as
+JSON Schemas keyed by route path; a test fails if a route has no schema.
+
+The document ships inside every release as `docs/openapi.json`, next to the pages
+that describe the same data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
+from edge.routes import PERIOD_RE, ROUTES, SCOPES, STATE_RE, Facts, Param, Route
+
+OPENAPI_VERSION = "3.1.0"
+API_VERSION = "1"
+
+# Answered before a route is known (the path or method itself is wrong), so they
+# belong to no operation; the docs list them with the catalogue.
+PATH_LEVEL_CODES = ("NOT_FOUND", "METHOD_NOT_ALLOWED")
+
+# Security scheme names: the same key is accepted in either header.
+BEARER = "bearerKey"
+HEADER = "apiKeyHeader"
+
+Schema = dict[str, Any]
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _nullable(kind: str, description: str, **extra: Any) -> Schema:
+    return {"type": [kind, "null"], "description": description, **extra}
+
+
+def _obj(properties: dict[str, Schema], required: list[str] | None = None, description: str = "") -> Schema:
+    """Every SPEC field is always present (null where the data lacks it), hence required=all by default."""
+    out: Schema = {"type": "object", "properties": properties,
+                   "required": list(properties) if required is None else required}
+    if description:
+        out["description"] = description
+    return out
+
+
+# --- value domains shared by several schemas -------------------------------------
+
+LEVELS = ["very_low", "low", "moderate", "high", "very_high"]
+SHARE = {"type": "number", "minimum": 0, "maximum": 1}
+MONTH_NUMBER = {"type": "integer", "minimum": 1, "maximum": 12}
+TWELVE_NUMBERS = {"type": "array", "items": {"type": "number"}, "minItems": 12, "maxItems": 12}
+
+
+def _share(description: str, nullable: bool = False) -> Schema:
+    if nullable:
+        return {"type": ["number", "null"], "minimum": 0, "maximum": 1, "description": description}
+    return {**SHARE, "description": description}
+
+
+def _str(description: str, **extra: Any) -> Schema:
+    return {"type": "string", "description": description, **extra}
+
+
+def _int(description: str, **extra: Any) -> Schema:
+    return {"type": "integer", "description": description, **extra}
+
+
+STATE_CODE = _str("Two-letter state code (ISO 3166-2:NG suffix).", pattern=STATE_RE.pattern, examples=["KN"])
+PERIOD = _str("Month, YYYY-MM.", pattern=PERIOD_RE.pattern, examples=["2024-07"])
+LGA_CODE = _str("Stable LGA identifier: the OCHA COD-AB p-code. Join on it, not on the name.",
+                examples=["NG001001"])
+
+
+def resource_schemas() -> dict[str, Schema]:
+    """SPEC sections 2.1–2.9 as JSON Schema (draft 2020-12, which OpenAPI 3.1 uses)."""
+    risk_common = {
+        "score": _share("Risk score, 0 to 1."),
+        "score_low": _share("Lower end of the likely range."),
+        "score_high": _share("Upper end of the likely range."),
+        "level": _str("Risk level band of the score.", enum=LEVELS),
+    }
+    season = {
+        "peak_month": {**MONTH_NUMBER, "description": "Month reported cases are expected to be highest "
+                       "(accurate to about a month)."},
+        "season_start_month": {**MONTH_NUMBER, "description": "First month of the high season."},
+        "season_end_month": {**MONTH_NUMBER, "description": "Last month of the high season."},
+        "season_months": _int("Length of the high season in months.", minimum=1, maximum=12),
+        "high_months": {"type": "array", "items": MONTH_NUMBER, "description": "Every month at "
+                        "`high_season_share_of_peak` of the peak or more."},
+        "seasonal_index": {**TWELVE_NUMBERS, "description": "Expected level of reported cases per month "
+                           "(January to December) as a share of the peak month (peak month = 1)."},
+    }
+    survey = {
+        "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
+        "positivity": _share("Share of children aged 6 to 59 months who tested positive."),
+        "low": _share("Lower end of the 95% range; null where the source gives none.", nullable=True),
+        "high": _share("Upper end of the 95% range; null where the source gives none.", nullable=True),
+        "clusters": _nullable("integer", "Survey locations in the area that round; null where the source "
+                              "gives no count (documented deviation from the SPEC)."),
+        "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
+                                     "source gives no count (documented deviation from the SPEC)."),
+        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; null when the "
+                                  "number tested is unknown."),
+    }
+    context_figures = {
+        "population": _int("People living in the area."),
+        "area_km2": {"type": "number", "description": "Land area, km², computed geodesically from the outline."},
+        "itn_use": _share("Share who slept under a treated net.", nullable=True),
+        "itn_access": _share("Share with access to a treated net.", nullable=True),
+        "irs_coverage": _share("Share protected by indoor spraying.", nullable=True),
+        "effective_treatment": _share("Share of malaria cases getting effective treatment.", nullable=True),
+        "travel_minutes_to_care": _nullable("number", "Average travel time to the nearest health facility, "
+                                            "minutes."),
+        "response_index": _share("Average of net use and effective treatment.", nullable=True),
+    }
+    s: dict[str, Schema] = {}
+    s["Month"] = _obj({"period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"])})
+    s["PeriodIndex"] = _obj({
+        "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
+        "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast."},
+        "months": {"type": "array", "items": _ref("Month"), "description": "Every available month, oldest "
+                   "first, from 2018-01."},
+        "updated_at": _str("When the data was last loaded (ISO 8601).", format="date-time"),
+        "model_version": _str("Version of the model that produced the scores."),
+    }, description="SPEC 2.1.")
+    s["StateRisk"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
+        **risk_common,
+        "lgas": _int("Number of LGAs in the state."), "population": _int("People living in the state."),
+    }, description="SPEC 2.2.")
+    s["LgaRisk"] = _obj({
+        "lga_code": LGA_CODE, "lga": _str("LGA name."), **risk_common,
+        "is_urban": {"type": "boolean", "description": "Whether the LGA is classed as urban (derived from "
+                     "population density; no official flag exists)."},
+        "population": _int("People living in the LGA."),
+    }, description="SPEC 2.3.")
+    s["StateRiskReport"] = _obj({
+        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
+        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk "
+                   "first; ties broken by `state_code`."},
+    }, description="SPEC 2.4, state risk report.")
+    s["LgaRiskReport"] = _obj({
+        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
+        "state_code": STATE_CODE, "state": _str("State name."),
+        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest "
+                 "risk first; ties broken by `lga_code`."},
+    }, description="SPEC 2.4, LGA risk report.")
+    s["StateForecast"] = _obj({
+        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
+        "states": {"type": "array", "items": _ref("StateRisk")},
+    })
+    s["StateForecastResponse"] = _obj({
+        "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
+                      "description": "One report per month after the latest estimated month, nearest first."},
+    }, description="SPEC 2.4, state forecast response.")
+    s["LgaForecast"] = _obj({
+        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
+        "state_code": STATE_CODE, "state": _str("State name."),
+        "lgas": {"type": "array", "items": _ref("LgaRisk")},
+    })
+    s["LgaForecastResponse"] = _obj({
+        "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
+                      "description": "One report per month after the latest estimated month, nearest first."},
+    }, description="SPEC 2.4, LGA forecast response.")
+    s["ContextSource"] = _obj({
+        "name": _str("Origin of the coverage figures, with licences."),
+        "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
+        "note": _str("States that the figures are modelled context and not score inputs."),
+    })
+    s["StateContext"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
+        "lgas": _int("Number of LGAs."), **context_figures,
+    }, description="SPEC 2.5, state record: population-weighted averages of the state's LGAs.")
+    s["LgaContext"] = _obj({
+        "lga_code": LGA_CODE, "lga": _str("LGA name (OCHA)."),
+        "is_urban": {"type": "boolean", "description": "Urban classification (derived, see the geography page)."},
+        **context_figures,
+    }, description="SPEC 2.5, LGA record.")
+    s["StateContextResponse"] = _obj({
+        "source": _ref("ContextSource"), "states": {"type": "array", "items": _ref("StateContext")},
+    })
+    s["LgaContextResponse"] = _obj({
+        "source": _ref("ContextSource"), "state_code": STATE_CODE, "state": _str("State name."),
+        "lgas": {"type": "array", "items": _ref("LgaContext"), "description": "Alphabetical by LGA name."},
+    })
+    s["Season"] = _obj(season, description="SPEC 2.6.")
+    s["SurveyTrendEntry"] = _obj(survey, description="SPEC 2.7, state entry.")
+    s["NationalSurveyTrendEntry"] = _obj({
+        **survey,
+        "urban": _share("Urban positivity.", nullable=True),
+        "rural": _share("Rural positivity.", nullable=True),
+    }, description="SPEC 2.7, national entry (with urban and rural).")
+    s["TransmissionCheck"] = _obj({
+        "series": _int("How many independent case series were compared."),
+        "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
+        "median_correlation": {"type": "number"},
+        "mean_months_off": {"type": "number"},
+        "mean_months_peak_is_off": {"type": "number"},
+    }, description="Comparison against independent monthly case records.")
+    s["TransmissionMethod"] = _obj({
+        "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
+        "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
+        "description": _str("The method in plain sentences."),
+        "check": _ref("TransmissionCheck"),
+    })
+    s["TransmissionStatesResponse"] = _obj({
+        "method": _ref("TransmissionMethod"),
+        "national": _obj({
+            "season": _ref("Season"),
+            "survey_trend": {"type": "array", "items": _ref("NationalSurveyTrendEntry")},
+        }),
+        "states": {"type": "array", "items": _obj({
+            "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
+            "season": _ref("Season"),
+            "survey_trend": {"type": "array", "items": _ref("SurveyTrendEntry")},
+        })},
+    }, description="SPEC section 4 rule 6.")
+    s["LgaTransmission"] = _obj({
+        "lga_code": LGA_CODE, "lga": _str("LGA name."), **season,
+        "typical_rainfall_mm": {**TWELVE_NUMBERS, "description": "Usual rainfall per month, mm (downscaled "
+                                "from state CHIRPS)."},
+    }, description="SPEC 2.8.")
+    s["LgaTransmissionResponse"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."),
+        "lgas": {"type": "array", "items": _ref("LgaTransmission"), "description": "Alphabetical by LGA name."},
+    })
+    s["BoundaryFeature"] = _obj({
+        "type": _str("Always `Feature`.", const="Feature"),
+        "properties": _obj({
+            "lgaCode": {**LGA_CODE, "description": "LGA identifier; equals `lga_code` in the other endpoints."},
+            "lga": _str("LGA name."),
+            "state": STATE_CODE,
+        }),
+        "geometry": _obj({
+            "type": _str("Geometry type.", enum=["Polygon", "MultiPolygon"]),
+            "coordinates": {"type": "array", "description": "GeoJSON coordinates, longitude/latitude (WGS 84)."},
+        }),
+    }, description="SPEC 2.9.")
+    s["BoundaryCollection"] = _obj({
+        "type": _str("Always `FeatureCollection`.", const="FeatureCollection"),
+        "source": _str("Origin and licence of the shapes."),
+        "features": {"type": "array", "items": _ref("BoundaryFeature")},
+    })
+    s["Problem"] = problem_schema()
+    return s
+
+
+# Which schema answers which route: the one thing about a route the route table does not hold.
+RESPONSE_SCHEMA: dict[str, str] = {
+    "/v1/periods": "PeriodIndex",
+    "/v1/risk/states": "StateRiskReport",
+    "/v1/risk/lgas": "LgaRiskReport",
+    "/v1/forecasts/states": "StateForecastResponse",
+    "/v1/forecasts/lgas": "LgaForecastResponse",
+    "/v1/context/states": "StateContextResponse",
+    "/v1/context/lgas": "LgaContextResponse",
+    "/v1/transmission/states": "TransmissionStatesResponse",
+    "/v1/transmission/lgas": "LgaTransmissionResponse",
+    "/v1/boundaries/lgas": "BoundaryCollection",
+}
+
+
+def problem_schema() -> Schema:
+    return {
+        "type": "object",
+        "description": "RFC 9457 problem details. Branch on `code`; `title` and `detail` are for people.",
+        "required": ["type", "title", "status", "code", "detail"],
+        "properties": {
+            "type": _str("URI reference of the code's entry in the error catalogue.", format="uri-reference"),
+            "title": _str("Short summary of the problem type."),
+            "status": _int("HTTP status code."),
+            "code": _str("Stable machine-readable code.", enum=[p.code for p in CATALOGUE]),
+            "detail": _str("What was wrong with this request, for people."),
+            "instance": _str("The request path.", format="uri-reference"),
+            "parameter": _str("The query parameter at fault (parameter errors only)."),
+            "required_scope": _str("The scope the key lacks (SCOPE_REQUIRED only).", enum=list(SCOPES)),
+        },
+    }
+
+
+# --- per-route derivations ---------------------------------------------------------
+
+
+def codes_for_route(route: Route) -> list[Problem]:
+    """Every problem the gate can answer for a GET on this route, in catalogue order.
+
+    A code that some route lists in `Route.errors` is route-specific; a code no
+    route lists (other than the path-level ones) can happen on every route: the
+    key, limit, query-shape and release checks run for all of them. The scope check
+    runs only where the route needs a scope.
+    """
+    specific = {c for r in ROUTES for c in r.errors}
+    out: list[Problem] = []
+    for p in CATALOGUE:
+        if p.code in PATH_LEVEL_CODES:
+            continue
+        if p.code == "SCOPE_REQUIRED":
+            if route.scope is not None:
+                out.append(p)
+        elif p.code in specific:
+            if p.code in route.errors:
+                out.append(p)
+        else:
+            out.append(p)
+    return out
+
+
+def routes_for_code(code: str) -> list[str]:
+    """Paths that can answer `code`; empty for the path-level codes, which apply to any request."""
+    return [r.path for r in ROUTES if any(p.code == code for p in codes_for_route(r))]
+
+
+def param_schema(p: Param) -> Schema:
+    """The parameter's wire format, taken from the validator's own pattern or value domain."""
+    if p.kind == "state":
+        return {"type": "string", "pattern": STATE_RE.pattern}
+    if p.kind == "period":
+        return {"type": "string", "pattern": PERIOD_RE.pattern}
+    if p.kind == "months":
+        values = [int(v) for v in p.domain(Facts())]
+        schema: Schema = {"type": "integer", "enum": values}
+        if p.default is not None:
+            schema["default"] = int(p.default)
+        return schema
+    raise ValueError(f"no schema for parameter kind {p.kind!r}")
+
+
+def _parameter(p: Param) -> Schema:
+    desc = p.description
+    if p.kind == "state":
+        desc += " Lower-case codes are rejected (404 UNKNOWN_STATE, with a hint naming the upper-case code)."
+    return {"name": p.name, "in": "query", "required": p.required, "description": desc,
+            "schema": param_schema(p), "allowEmptyValue": False}
+
+
+def _operation_id(path: str) -> str:
+    parts = [x for x in path.split("/") if x and x != "v1"]
+    return "get" + "".join(x[:1].upper() + x[1:] for x in parts)
+
+
+def _problem_response(status: int, problems: list[Problem]) -> Schema:
+    codes = [p.code for p in problems]
+    desc = "; ".join(f"`{p.code}`: {p.when}" for p in problems)
+    return {
+        "description": desc,
+        "headers": {"Cache-Control": {"$ref": "#/components/headers/NoStore"}},
+        "content": {PROBLEM_JSON: {
+            "schema": {"allOf": [_ref("Problem"), {"properties": {
+                "code": {"enum": codes}, "status": {"const": status}}}]},
+            "examples": {p.code: {"summary": p.title, "value": {
+                "type": TYPE_BASE + p.code, "title": p.title, "status": p.status, "code": p.code,
+                "detail": p.when,
+            }} for p in problems},
+        }},
+    }
+
+
+def _operation(route: Route) -> Schema:
+    responses: dict[str, Schema] = {
+        "200": {
+            "description": "The response body, precomputed for this release.",
+            "headers": {
+                "ETag": {"$ref": "#/components/headers/ETag"},
+                "Cache-Control": {"$ref": "#/components/headers/CacheControl"},
+                "X-Release-Id": {"$ref": "#/components/headers/ReleaseId"},
+            },
+            "content": {route.content_type: {"schema": _ref(RESPONSE_SCHEMA[route.path])}},
+        },
+        "304": {"description": "`If-None-Match` matched the current ETag; no body."},
+    }
+    by_status: dict[int, list[Problem]] = {}
+    for p in codes_for_route(route):
+        by_status.setdefault(p.status, []).append(p)
+    for status in sorted(by_status):
+        responses[str(status)] = _problem_response(status, by_status[status])
+    scopes = [route.scope] if route.scope else []
+    op: Schema = {
+        "operationId": _operation_id(route.path),
+        "summary": route.summary,
+        "description": (f"Needs a key with the `{route.scope}` scope." if route.scope
+                        else "Needs any valid key.")
+        + f" Served from the release file `{route.file_key}`.",
+        "tags": [route.dataset],
+        "parameters": [_parameter(p) for p in route.params],
+        "security": [{BEARER: scopes}, {HEADER: scopes}],
+        "responses": responses,
+        "x-required-scope": route.scope,
+        "x-file-key": route.file_key,
+    }
+    return op
+
+
+def openapi_document(release: str | None = None) -> dict[str, Any]:
+    """OpenAPI 3.1 for every route; `release`, when given, is stamped into `info` for traceability."""
+    info: Schema = {
+        "title": "Malaria risk data service for Nigeria",
+        "version": API_VERSION + (f" (release {release})" if release else ""),
+        "summary": "Read-only, precomputed malaria risk, forecasts, context, seasons and LGA outlines.",
+        "description": "Every request needs an API key (`Authorization: Bearer <API_KEY>` or "
+        "`x-api-key`). Errors are RFC 9457 problem details with a stable `code`; see /docs/errors.html. "
+        "HEAD is accepted wherever GET is; OPTIONS answers CORS preflight without a key.",
+        # no `url`: OpenAPI wants an absolute URI there and the base address is deployment-specific
+        "license": {"name": "Data sources keep their own licences: see /docs/attribution.html"},
+    }
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": info,
+        "servers": [{"url": "/", "description": "The host serving this document."}],
+        "security": [{BEARER: []}, {HEADER: []}],
+        "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
+        "paths": {r.path: {"get": _operation(r)} for r in ROUTES},
+        "components": {
+            "securitySchemes": {
+                BEARER: {"type": "http", "scheme": "bearer",
+                         "description": "`Authorization: Bearer svc_live_…` or `svc_test_…`. Scopes: "
+                         + ", ".join(SCOPES) + "."},
+                HEADER: {"type": "apiKey", "in": "header", "name": "x-api-key",
+                         "description": "The same key in the `x-api-key` header."},
+            },
+            "headers": {
+                "ETag": {"description": "Strong validator of the file's bytes (from the release manifest).",
+                         "schema": {"type": "string"}},
+                "CacheControl": {"description": "`private, max-age=300, must-revalidate` on data.",
+                                 "schema": {"type": "string"}},
+                "NoStore": {"description": "`no-store`: errors are never cached.", "schema": {"type": "string"}},
+                "ReleaseId": {"description": "The release that answered.", "schema": {"type": "string"}},
+            },
+            "schemas": resource_schemas(),
+        },
+    }
