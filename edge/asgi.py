@@ -7,15 +7,21 @@ directory named by the manifest, never from a path built out of request text.
 
 from __future__ import annotations
 
+import os
+import socket
+import sqlite3
 import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import uvicorn  # the local server's only third-party dependency; not in the edge bundle
+
 from .gate import Limiter, Request, Response, error, handle
-from .keys import KeyStore
+from .keys import KeyRecord, KeyStore
 from .release import LocalReleases, ManifestRelease
 
 Clock = Callable[[], datetime]
@@ -47,6 +53,54 @@ class FileCache:
             _, old = self._items.popitem(last=False)
             self._size -= len(old)
         return data
+
+
+class ChangeAwareKeyCache:
+    """Key records cached in-process, dropped the moment the SQLite key file changes.
+
+    `PRAGMA data_version` changes whenever another connection (any thread or process)
+    commits to the file, so a revocation, suspension or removal made by `malaria-risk
+    keys …` empties the cache before the next request is decided: revocation stays
+    immediate (bound: zero requests), while an unchanged file costs one cheap pragma
+    instead of a three-table join. Expiry needs no invalidation: the gate evaluates
+    `record.status(now)` on every request. Counters must live in another file, or their
+    commits would empty the cache on every request (see edge/counters_sqlite.py).
+    """
+
+    def __init__(self, inner: Any, path: Path | str, max_items: int = 10_000):
+        self.inner = inner
+        self.path = Path(path)
+        self.max_items = max_items
+        self._local = threading.local()
+
+    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[int]]:
+        st = getattr(self._local, "st", None)
+        if st is None:
+            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            st = (conn, {}, [-1])
+            self._local.st = st
+        return st
+
+    def lookup(self, key_hash: str) -> KeyRecord | None:
+        conn, cache, version = self._state()
+        v = conn.execute("PRAGMA data_version").fetchone()[0]
+        if v != version[0]:
+            cache.clear()
+            version[0] = v
+        try:
+            return cache[key_hash]
+        except KeyError:
+            pass
+        record = self.inner.lookup(key_hash)
+        if len(cache) >= self.max_items:
+            cache.clear()
+        # only known keys are cached: a flood of random keys must not evict real ones
+        if record is not None:
+            cache[key_hash] = record
+        return record
+
+    def __getattr__(self, name: str) -> Any:  # admin methods pass straight through
+        return getattr(self.inner, name)
 
 
 class App:
@@ -100,9 +154,102 @@ class App:
         await send({"type": "http.response.body", "body": send_body})
 
 
-def serve(app: App, host: str, port: int, log_level: str = "warning") -> None:
-    import uvicorn  # local server only; the CDN bundle never imports this module's serve()
+# --- configuration from the environment (so uvicorn can start several workers) ------------
 
+ENV_ROOT = "MALARIA_RISK_ROOT"
+ENV_STORE = "MALARIA_RISK_STORE"  # sqlite:PATH (default sqlite:var/keys.sqlite) or dynamodb:PREFIX
+ENV_COUNTERS = "MALARIA_RISK_COUNTERS"  # SQLite counters file; default beside the keys
+ENV_LIMITS = "MALARIA_RISK_LIMITS"  # "on" (default) or "off"
+ENV_PER_MINUTE = "MALARIA_RISK_PER_MINUTE"
+ENV_MONTHLY = "MALARIA_RISK_MONTHLY"
+ENV_FIXED_NOW = "MALARIA_RISK_FIXED_NOW"  # tests and benchmarks only: freeze the gate's clock
+
+
+def open_store(spec: str) -> tuple[Any, Any]:
+    """`sqlite:PATH` or `dynamodb:TABLE_PREFIX` → (key store with admin methods, limit counter).
+
+    A bare path means `sqlite:PATH`, so `--keys var/keys.sqlite` keeps working.
+    """
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in ("sqlite", "dynamodb"):
+        kind, rest = "sqlite", spec
+    if kind == "dynamodb":
+        from .store_dynamodb import DynamoDBCounter, DynamoDBKeyStore
+
+        store = DynamoDBKeyStore.from_env(rest)
+        return store, DynamoDBCounter(store.counters_table)
+    from .counters_sqlite import SQLiteCounter, counters_path_for
+    from .store_sqlite import SQLiteKeyStore
+
+    return SQLiteKeyStore(rest), SQLiteCounter(os.environ.get(ENV_COUNTERS) or counters_path_for(rest))
+
+
+def create_app() -> App:
+    """The app factory uvicorn calls in each worker process; all settings come from the environment."""
+    from .limits import DEFAULT_MONTHLY, DEFAULT_PER_MINUTE
+    from .limits import Limiter as FixedWindowLimiter
+
+    root = Path(os.environ.get(ENV_ROOT, "build"))
+    spec = os.environ.get(ENV_STORE, "sqlite:var/keys.sqlite")
+    store, counter = open_store(spec)
+    keys: Any = store
+    if spec.startswith("sqlite:") or ":" not in spec:
+        keys = ChangeAwareKeyCache(store, store.path)
+    limiter = None
+    if os.environ.get(ENV_LIMITS, "on") != "off":
+        limiter = FixedWindowLimiter(
+            counter,
+            int(os.environ.get(ENV_PER_MINUTE, DEFAULT_PER_MINUTE)),
+            int(os.environ.get(ENV_MONTHLY, DEFAULT_MONTHLY)),
+        )
+    clock: Clock = utc_now
+    fixed = os.environ.get(ENV_FIXED_NOW)
+    if fixed:
+        frozen = datetime.fromisoformat(fixed.replace("Z", "+00:00")).astimezone(UTC)
+
+        def clock() -> datetime:
+            return frozen
+
+    return App(root, keys, limiter, clock)
+
+
+def serve_workers(host: str, port: int, workers: int = 1, log_level: str = "warning") -> None:
+    """Run `create_app` under uvicorn with `workers` processes sharing the port.
+
+    Settings travel in the environment (see the ENV_* names) because worker processes
+    are spawned fresh and build their own app; limits stay exact across them because
+    the counters are in SQLite, not in process memory.
+    """
+    from uvicorn.supervisors import Multiprocess
+
+    print(f"serving http://{host}:{port}/ with {workers} worker(s)  (Ctrl-C to stop)", file=sys.stderr)
+    config = _NoDelayConfig("edge.asgi:create_app", factory=True, host=host, port=port, workers=workers,
+                            log_level=log_level, access_log=False, proxy_headers=False, server_header=False,
+                            date_header=True)
+    if workers > 1:
+        Multiprocess(config, sockets=[config.bind_socket()]).run()
+    else:
+        uvicorn.Server(config).run()
+
+
+class _NoDelayConfig(uvicorn.Config):
+    """uvicorn's Config, with TCP_NODELAY on the shared listening socket.
+
+    With several workers uvicorn binds the socket itself with `proto=0`, and asyncio
+    only sets TCP_NODELAY on accepted sockets whose proto is IPPROTO_TCP — so every
+    worker connection kept Nagle's algorithm, and the body write waited for the
+    client's delayed ACK: 40 ms per keep-alive request (22 req/s on one connection).
+    Linux copies TCP_NODELAY from the listening socket to the sockets it accepts.
+    """
+
+    def bind_socket(self) -> socket.socket:
+        sock = super().bind_socket()
+        if sock.family in (socket.AF_INET, socket.AF_INET6):
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+
+def serve(app: App, host: str, port: int, log_level: str = "warning") -> None:
     print(f"serving http://{host}:{port}/  (Ctrl-C to stop)", file=sys.stderr)
     uvicorn.run(app, host=host, port=port, workers=1, log_level=log_level, access_log=False,
                 proxy_headers=False, server_header=False, date_header=True)

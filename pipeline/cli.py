@@ -10,10 +10,11 @@ import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
-from edge.store_sqlite import AdminError, SQLiteKeyStore
+from edge.store_sqlite import AdminError
 
 DEFAULT_KEYS = "var/keys.sqlite"
 
@@ -26,6 +27,17 @@ keys_option = click.option(
     "--keys", "keys_path", default=DEFAULT_KEYS, show_default=True, type=click.Path(dir_okay=False),
     help="SQLite key store (keep it outside build/, which is what gets published).",
 )
+store_option = click.option(
+    "--store", "store_spec", default=None, metavar="sqlite:PATH|dynamodb:TABLE_PREFIX",
+    help="Key store; overrides --keys (which is shorthand for sqlite:PATH).",
+)
+
+
+def open_key_store(keys_path: str, store_spec: str | None) -> Any:
+    """The admin store named by --store, else the SQLite file named by --keys."""
+    from edge.asgi import open_store
+
+    return open_store(store_spec or f"sqlite:{keys_path}")[0]
 
 
 @click.group()
@@ -78,15 +90,24 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 @click.option("--root", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
+              help="uvicorn worker processes; limits stay exact across them (shared SQLite counters).")
+@click.option("--limits/--no-limits", default=True, show_default=True,
+              help="Enforce per-minute limits and monthly allowances (see docs/limits.md).")
 @keys_option
-def serve(root: Path, host: str, port: int, keys_path: str) -> None:
-    """Serve the current release over HTTP, checking keys against the SQLite store."""
-    from edge.asgi import App
-    from edge.asgi import serve as run
+@store_option
+def serve(root: Path, host: str, port: int, workers: int, limits: bool, keys_path: str,
+          store_spec: str | None) -> None:
+    """Serve the current release over HTTP, checking keys and limits against the key store."""
+    from edge import asgi
 
     if not (root / "current").exists():
         raise click.ClickException(f"no release under {root}: run `malaria-risk build` first")
-    run(App(root, SQLiteKeyStore(keys_path)), host, port)
+    os.environ[asgi.ENV_ROOT] = str(root)
+    os.environ[asgi.ENV_STORE] = store_spec or f"sqlite:{keys_path}"
+    os.environ[asgi.ENV_LIMITS] = "on" if limits else "off"
+    asgi.create_app()  # fail here, once, with a readable error rather than in every worker
+    asgi.serve_workers(host, port, workers)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------
@@ -108,10 +129,12 @@ def keys() -> None:
 @click.option("--per-minute", type=int, default=None, help="Per-minute request limit (default: service default).")
 @click.option("--monthly", type=int, default=None, help="Monthly allowance, live keys (default: service default).")
 @keys_option
+@store_option
 def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | None, org: str | None,
-                owner: str | None, per_minute: int | None, monthly: int | None, keys_path: str) -> None:
+                owner: str | None, per_minute: int | None, monthly: int | None, keys_path: str,
+                store_spec: str | None) -> None:
     """Create a key. The key is printed once, as the last line, and never shown again."""
-    store = SQLiteKeyStore(keys_path)
+    store = open_key_store(keys_path, store_spec)
     try:
         kid, key = store.create(name, list(scopes), kind, expires, owner, org, per_minute, monthly)
     except AdminError as e:
@@ -122,9 +145,10 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
 
 @keys.command("list")
 @keys_option
-def keys_list(keys_path: str) -> None:
+@store_option
+def keys_list(keys_path: str, store_spec: str | None) -> None:
     """One line per key: id, name, kind, scopes, status, owner, org, expiry, key hint."""
-    rows = SQLiteKeyStore(keys_path).list(datetime.now(UTC))
+    rows = open_key_store(keys_path, store_spec).list(datetime.now(UTC))
     for r in rows:
         scopes = ",".join(r["scopes"].split())
         click.echo("\t".join([
@@ -138,10 +162,11 @@ def keys_list(keys_path: str) -> None:
 @keys.command("revoke")
 @click.argument("key_id")
 @keys_option
-def keys_revoke(key_id: str, keys_path: str) -> None:
+@store_option
+def keys_revoke(key_id: str, keys_path: str, store_spec: str | None) -> None:
     """Revoke a key by id; the next request with it gets 401."""
     try:
-        SQLiteKeyStore(keys_path).revoke(key_id)
+        open_key_store(keys_path, store_spec).revoke(key_id)
     except AdminError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"revoked {key_id}")
@@ -155,9 +180,10 @@ def orgs() -> None:
 @orgs.command("suspend")
 @click.argument("org")
 @keys_option
-def orgs_suspend(org: str, keys_path: str) -> None:
+@store_option
+def orgs_suspend(org: str, keys_path: str, store_spec: str | None) -> None:
     try:
-        SQLiteKeyStore(keys_path).set_org_suspended(org, True)
+        open_key_store(keys_path, store_spec).set_org_suspended(org, True)
     except AdminError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"suspended {org}")
@@ -166,9 +192,10 @@ def orgs_suspend(org: str, keys_path: str) -> None:
 @orgs.command("restore")
 @click.argument("org")
 @keys_option
-def orgs_restore(org: str, keys_path: str) -> None:
+@store_option
+def orgs_restore(org: str, keys_path: str, store_spec: str | None) -> None:
     try:
-        SQLiteKeyStore(keys_path).set_org_suspended(org, False)
+        open_key_store(keys_path, store_spec).set_org_suspended(org, False)
     except AdminError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"restored {org}")
@@ -182,26 +209,25 @@ def accounts() -> None:
 @accounts.command("remove")
 @click.argument("account")
 @keys_option
-def accounts_remove(account: str, keys_path: str) -> None:
+@store_option
+def accounts_remove(account: str, keys_path: str, store_spec: str | None) -> None:
     """Remove an account: every key it owns answers 401 from the next request on."""
     try:
-        SQLiteKeyStore(keys_path).remove_account(account)
+        open_key_store(keys_path, store_spec).remove_account(account)
     except AdminError as e:
         raise click.ClickException(str(e)) from e
     click.echo(f"removed {account}")
 
 
-def _register_optional() -> None:
-    """Commands that live in their own modules (one per deploy target)."""
-    try:
-        from .publish.cli import commands
-    except ImportError:
-        return
+def _register_deploy_targets() -> None:
+    """Commands that live in their own modules, one per deploy target (as Datasette's publish/)."""
+    from .publish.cli import commands
+
     for cmd in commands:
         main.add_command(cmd)
 
 
-_register_optional()
+_register_deploy_targets()
 
 if __name__ == "__main__":
     sys.exit(main())

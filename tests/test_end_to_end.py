@@ -116,11 +116,91 @@ def test_periods_and_risk(api: httpx.Client):
     assert all(f["kind"] == "forecast" and len(f["lgas"]) == 20 for f in f2["forecasts"])
 
 
-def test_transmission(api: httpx.Client):
+STATE_RISK_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
+LGA_RISK_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population"]
+SEASON_FIELDS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months",
+                 "seasonal_index"]
+
+
+def _check_ranked(records: list[dict], code: str) -> None:
+    """Highest risk first, ties broken by code (docs/api.md)."""
+    keys = [(-r["score"], r[code]) for r in records]
+    assert keys == sorted(keys)
+    for r in records:
+        assert 0 <= r["score_low"] <= r["score"] <= r["score_high"] <= 1 and r["level"] in LEVELS
+
+
+def test_risk_records_follow_spec_field_order(api: httpx.Client):
+    states = api.get("/v1/risk/states", params={"period": "2020-08"}).json()
+    assert list(states) == ["period", "kind", "states"]
+    for r in states["states"]:
+        assert list(r)[: len(STATE_RISK_FIELDS)] == STATE_RISK_FIELDS
+    _check_ranked(states["states"], "state_code")
+    assert sum(r["lgas"] for r in states["states"]) == 774
+    lgas = api.get("/v1/risk/lgas", params={"state": "SO", "period": "2020-08"}).json()
+    assert list(lgas)[:4] == ["period", "kind", "state_code", "state"] and lgas["kind"] == "estimated"
+    for r in lgas["lgas"]:
+        assert list(r)[: len(LGA_RISK_FIELDS)] == LGA_RISK_FIELDS
+    _check_ranked(lgas["lgas"], "lga_code")
+    # the state record is the population-weighted mean of its LGAs
+    so = next(r for r in states["states"] if r["state_code"] == "SO")
+    weighted = sum(r["score"] * r["population"] for r in lgas["lgas"]) / sum(r["population"] for r in lgas["lgas"])
+    assert abs(weighted - so["score"]) < 1e-3 and so["lgas"] == len(lgas["lgas"]) == 23
+
+
+def test_forecasts_nearest_first_and_ranked(api: httpx.Client):
+    periods = api.get("/v1/periods").json()
+    fc = [m["period"] for m in periods["months"] if m["kind"] == "forecast"]
+    full = api.get("/v1/forecasts/states").json()
+    assert list(full) == ["forecasts"] and [f["period"] for f in full["forecasts"]] == fc
+    for f in full["forecasts"]:
+        assert f["kind"] == "forecast" and len(f["states"]) == 37
+        _check_ranked(f["states"], "state_code")
+        for r in f["states"]:
+            assert list(r)[: len(STATE_RISK_FIELDS)] == STATE_RISK_FIELDS
+    one = api.get("/v1/forecasts/states", params={"months": "1"}).json()
+    assert one["forecasts"] == full["forecasts"][:1]
+    lg = api.get("/v1/forecasts/lgas", params={"state": "KN"}).json()
+    assert [f["period"] for f in lg["forecasts"]] == fc
+    for f in lg["forecasts"]:
+        assert f["state_code"] == "KN" and len(f["lgas"]) == 44
+        _check_ranked(f["lgas"], "lga_code")
+    assert api.get("/v1/forecasts/lgas", params={"state": "KN", "months": "1.5"}).json()["code"] == "INVALID_MONTHS"
+
+
+def test_transmission_shapes_and_orders(api: httpx.Client):
     doc = api.get("/v1/transmission/states").json()
-    assert len(doc["states"]) == 37 and set(doc["method"]) >= {"cases_follow_rain_by_months", "check"}
+    m = doc["method"]
+    assert isinstance(m["cases_follow_rain_by_months"], (int, float))
+    assert 0 < m["high_season_share_of_peak"] < 1 and m["description"]
+    check = m["check"]
+    assert isinstance(check["series"], int) and check["series"] > 0
+    assert all(isinstance(n, str) for n in check["states"])
+    for k in ("median_correlation", "mean_months_off", "mean_months_peak_is_off"):
+        assert isinstance(check[k], (int, float))
+    national = doc["national"]
+    assert list(national["season"])[: len(SEASON_FIELDS)] == SEASON_FIELDS
+    for entry in national["survey_trend"]:
+        assert {"urban", "rural"} <= set(entry) and entry["survey_year"] in (2010, 2015, 2018, 2021)
+    codes = [s["state_code"] for s in doc["states"]]
+    assert len(codes) == 37 and codes == sorted(codes)
+    for s in doc["states"]:
+        season = s["season"]
+        assert list(season)[: len(SEASON_FIELDS)] == SEASON_FIELDS
+        assert 1 <= season["peak_month"] <= 12 and max(season["seasonal_index"]) == 1
+        assert season["seasonal_index"][season["peak_month"] - 1] == 1
+        assert all(season["seasonal_index"][h - 1] >= m["high_season_share_of_peak"] for h in season["high_months"])
+        years = [e["survey_year"] for e in s["survey_trend"]]
+        assert years == sorted(years) and 2010 not in years
+        for e in s["survey_trend"]:
+            assert "urban" not in e and "rural" not in e and 0 <= e["positivity"] <= 1
     lg = api.get("/v1/transmission/lgas", params={"state": "KN"}).json()
-    assert len(lg["lgas"]) == 44 and all(len(r["typical_rainfall_mm"]) == 12 for r in lg["lgas"])
+    assert lg["state_code"] == "KN" and lg["state"] == "Kano" and len(lg["lgas"]) == 44
+    names = [(r["lga"].casefold(), r["lga_code"]) for r in lg["lgas"]]
+    assert names == sorted(names)
+    for r in lg["lgas"]:
+        assert list(r)[:2] == ["lga_code", "lga"] and len(r["typical_rainfall_mm"]) == 12
+        assert len(r["seasonal_index"]) == 12 and all(v >= 0 for v in r["typical_rainfall_mm"])
 
 
 def test_docs_site_is_served(api: httpx.Client):

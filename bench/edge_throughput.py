@@ -1,0 +1,238 @@
+"""Edge throughput: the local server against nginx serving the same release files, with wrk.
+
+Run with `make bench-edge`. Loopback only. Installs wrk and nginx from Debian packages
+(apt-get) when missing. Prints, for (a) an authorised LGA risk request, (b) a 304
+revalidation and (c) a 401, requests/s and p99 for our server and nginx, and the ratio;
+then a micro-benchmark of the gate function alone (decisions/s on one core).
+
+nginx serves the release directory without any auth: it is the physical limit of this
+machine for "send a small file over HTTP/1.1", not a like-for-like server. Limits are ON
+in our server (a live counter write per request) with a per-minute limit high enough
+never to trigger, so what is measured is the real hot path.
+
+Environment: BENCH_SECONDS (default 8), BENCH_CONNECTIONS (default 32), BENCH_WORKERS (2),
+BENCH_ROOT (a build root with `current`, default ./build if it exists, else a small
+synthetic release rendered into a temporary directory).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SECONDS = int(os.environ.get("BENCH_SECONDS", "8"))
+CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
+WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+
+
+def ensure_tools() -> None:
+    missing = [t for t in ("wrk", "nginx") if shutil.which(t) is None and not Path(f"/usr/sbin/{t}").exists()]
+    if not missing:
+        return
+    print(f"installing {' '.join(missing)} from Debian packages…", file=sys.stderr)
+    subprocess.run(["apt-get", "update", "-qq"], check=True)
+    subprocess.run(["apt-get", "install", "-y", "-qq", "wrk", "nginx-light"], check=True,
+                   env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_up(url: str, proc: subprocess.Popen, what: str) -> None:
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not start") from None
+            time.sleep(0.1)
+
+
+def release_root(tmp: Path) -> tuple[Path, str]:
+    given = os.environ.get("BENCH_ROOT")
+    if given:
+        return Path(given), "BENCH_ROOT"
+    if (ROOT / "build" / "current").exists():
+        return ROOT / "build", "the real build (./build/current)"
+    from pipeline.render import render_release
+    from tests.conftest import synthetic_produced
+
+    root = tmp / "build"
+    render_release(root, synthetic_produced(), "2026-11-22T10:00:00Z")
+    return root, "a small synthetic release (run `make build` first to bench the real one)"
+
+
+def wrk(url: str, headers: dict[str, str]) -> tuple[float, float, dict[int, int]]:
+    """Requests/s, p99 in ms, and a status tally from wrk's own Lua-free output."""
+    cmd = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SECONDS}s", "--latency"]
+    for k, v in headers.items():
+        cmd += ["-H", f"{k}: {v}"]
+    out = subprocess.run([*cmd, url], check=True, capture_output=True, text=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", out)
+    p99 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)]
+    non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    return rps, p99, {0: int(non2xx.group(1)) if non2xx else 0}
+
+
+NGINX_CONF = """
+worker_processes {workers};
+daemon off;
+pid {tmp}/nginx.pid;
+error_log {tmp}/nginx-error.log warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    keepalive_requests 1000000;
+    client_body_temp_path {tmp}/body;
+    proxy_temp_path {tmp}/proxy;
+    fastcgi_temp_path {tmp}/fastcgi;
+    uwsgi_temp_path {tmp}/uwsgi;
+    scgi_temp_path {tmp}/scgi;
+    types {{ application/json json; }}
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        location / {{ }}
+    }}
+}}
+"""
+
+
+def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
+    """Decisions per second of `edge.gate.handle` alone, one core, no HTTP."""
+    from edge.asgi import ChangeAwareKeyCache
+    from edge.counters_sqlite import SQLiteCounter
+    from edge.gate import Request, handle
+    from edge.limits import Limiter, MemoryCounter
+    from edge.release import LocalReleases
+    from edge.store_sqlite import SQLiteKeyStore
+
+    store = SQLiteKeyStore(tmp / "micro.sqlite")
+    _, key = store.create("micro", ["risk_scores", "forecasts", "lga_boundaries"], "live",
+                          per_minute=10**9, monthly=10**9)
+    release = LocalReleases(root).current()
+    state = release.facts.states[0]
+    req = Request("GET", "/v1/risk/lgas", f"state={state}", {"authorization": f"Bearer {key}"})
+    bad = Request("GET", "/v1/risk/lgas", f"state={state}", {})
+    now = datetime.now(UTC)
+    cached = ChangeAwareKeyCache(store, store.path)
+    cases = [
+        ("authorised, uncached key, no limiter", req, store, None),
+        ("authorised, key cache, no limiter", req, cached, None),
+        ("authorised, key cache, in-memory limits", req, cached, Limiter(MemoryCounter())),
+        ("authorised, key cache, SQLite limits (as served)", req, cached,
+         Limiter(SQLiteCounter(tmp / "micro.counters.sqlite"))),
+        ("401 missing key", bad, cached, None),
+    ]
+    results = []
+    for label, r, keys, lim in cases:
+        n = 0
+        t0 = time.perf_counter()
+        while time.perf_counter() - t0 < 1.5:
+            for _ in range(500):
+                handle(r, now, keys, release, lim)
+            n += 500
+        results.append((label, n / (time.perf_counter() - t0)))
+    return results
+
+
+def main() -> None:
+    ensure_tools()
+    from edge.release import LocalReleases
+    from edge.store_sqlite import SQLiteKeyStore
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-edge-"))
+    tmp.chmod(0o755)  # nginx workers run as an unprivileged user when started by root
+    procs: list[subprocess.Popen] = []
+    try:
+        root, which = release_root(tmp)
+        release = LocalReleases(root).current()
+        state = "KN" if "KN" in release.facts.states else release.facts.states[0]
+        period = release.facts.last_estimated
+        file_key = f"v1/risk/lgas/{state}/{period}.json"
+        release_dir = (root / "current").resolve()
+        keys_path = tmp / "var" / "keys.sqlite"
+        _, key = SQLiteKeyStore(keys_path).create("bench", ["risk_scores"], "live",
+                                                  per_minute=10**9, monthly=10**9)
+
+        port = free_port()
+        exe = Path(sys.executable).with_name("malaria-risk")
+        procs.append(subprocess.Popen(
+            [str(exe), "serve", "--root", str(root), "--port", str(port), "--keys", str(keys_path),
+             "--workers", str(WORKERS)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        ours = f"http://127.0.0.1:{port}"
+        wait_up(ours + "/v1/periods", procs[-1], "malaria-risk serve")
+
+        nport = free_port()
+        (tmp / "nginx.conf").write_text(NGINX_CONF.format(workers=WORKERS, tmp=tmp, port=nport, root=release_dir))
+        nginx = shutil.which("nginx") or "/usr/sbin/nginx"
+        procs.append(subprocess.Popen([nginx, "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        theirs = f"http://127.0.0.1:{nport}"
+        wait_up(theirs + "/" + file_key, procs[-1], "nginx")
+
+        auth = {"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"}
+        url = f"{ours}/v1/risk/lgas?state={state}&period={period}"
+        first = httpx.get(url, headers=auth)
+        assert first.status_code == 200, first.text
+        assert first.content == (release_dir / file_key).read_bytes()
+        etag = first.headers["etag"]
+        assert httpx.get(url, headers={**auth, "If-None-Match": etag}).status_code == 304
+        assert httpx.get(url).status_code == 401
+        probe = httpx.get(f"{theirs}/{file_key}")
+        assert probe.status_code == 200, (probe.status_code, probe.text[:200])
+        n_etag = probe.headers["etag"]
+
+        print(f"release: {which} ({release.release_id}); request: /v1/risk/lgas?state={state}&period={period} "
+              f"({len(first.content)} bytes)")
+        print(f"wrk: 2 threads, {CONNECTIONS} connections, {SECONDS} s each; {WORKERS} worker(s) for both servers; "
+              f"{os.cpu_count()} CPUs shared by client and servers\n")
+        rows = [
+            ("(a) authorised LGA risk 200", url, auth, f"{theirs}/{file_key}", {}),
+            ("(b) 304 revalidation", url, {**auth, "If-None-Match": etag}, f"{theirs}/{file_key}",
+             {"If-None-Match": n_etag}),
+            ("(c) 401 no key", url, {}, f"{theirs}/{file_key}", {}),
+        ]
+        print(f"{'case':<30} {'ours req/s':>11} {'p99 ms':>8} {'nginx req/s':>12} {'p99 ms':>8} {'ratio':>7}")
+        for label, u, h, nu, nh in rows:
+            rps, p99, _ = wrk(u, h)
+            nrps, np99, _ = wrk(nu, nh)
+            print(f"{label:<30} {rps:>11.0f} {p99:>8.2f} {nrps:>12.0f} {np99:>8.2f} {rps / nrps:>6.0%}")
+
+        print("\ngate function alone (one core, no HTTP):")
+        for label, rate in gate_microbench(root, tmp):
+            print(f"  {label:<50} {rate:>10.0f} decisions/s")
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,223 @@
+"""Limit policy: per-minute limits for every key, a monthly allowance for live keys.
+
+The SPEC (sections 5 and 8) fixes the shape — a per-minute limit shared by live and
+test keys, a monthly allowance for live keys only, 429 when reached — and leaves the
+numbers to us. Defaults and the reasons for them are in docs/limits.md.
+
+Counting is a fixed window, keyed key × UTC calendar minute and key × UTC calendar
+month. Each request increments its counters with one atomic read-modify-write in a
+shared store (SQLite locally, DynamoDB at the edge) and is accepted iff the value that
+increment *returned* is within the limit. Because every increment returns a distinct
+value, exactly `limit` requests of a window are accepted however many processes race
+for it — no read-then-write gap, no per-process memory to drift apart.
+
+What counts (pinned by tests/test_limits.py):
+- every request that passes authentication counts against the minute, whatever its
+  answer (200, 304, 403, 4xx parameter errors, even a 429): the work to answer it was
+  done, and a client looping on a bad parameter must be slowed like any other;
+- 401s never count (there is no key to count against; an attacker must not be able to
+  burn someone's allowance with a bad key);
+- the monthly allowance counts live-key requests that the per-minute limit let through,
+  so being throttled does not also eat the month; test keys never touch it.
+
+This module is part of the edge bundle: standard library only.
+"""
+
+from __future__ import annotations
+
+import calendar
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from functools import lru_cache
+from typing import Protocol
+
+from .gate import Headers, LimitDecision
+from .keys import KeyRecord
+
+DEFAULT_PER_MINUTE = 60
+DEFAULT_MONTHLY = 10_000
+
+MINUTE_POLICY = "minute"
+MONTH_POLICY = "month"
+
+# counters live a little longer than their window so a straggler read never sees a
+# vanished row mid-window; the stores delete (SQLite) or expire (DynamoDB TTL) after
+MINUTE_TTL = 120
+MONTH_GRACE = 86_400
+
+
+class Counter(Protocol):
+    """The one operation limits need from a store: atomically add one and say the new total.
+
+    `name` identifies key × window; `expires_at` (epoch seconds) is when the row may be
+    discarded. Implementations must make concurrent calls from any number of threads and
+    processes return distinct consecutive values.
+    """
+
+    def incr(self, name: str, expires_at: int) -> int: ...
+
+    def sweep(self, before: int) -> None:
+        """Forget windows that expired before `before` (epoch s); a no-op where the store expires rows itself."""
+
+
+@dataclass(frozen=True)
+class Window:
+    """One fixed window: which bucket `now` falls in, how long it is, when it ends."""
+
+    policy: str
+    bucket: str  # e.g. "29412345" (minute index) or "2026-11"
+    length: int  # seconds in the window (a calendar month's real length)
+    reset: int  # whole seconds until the window ends, at least 1
+    ends_at: int  # epoch seconds of the window's end
+
+
+def minute_window(now: datetime) -> Window:
+    ts = now.timestamp()
+    index = int(ts // 60)
+    ends = (index + 1) * 60
+    return Window(MINUTE_POLICY, str(index), 60, max(1, _ceil(ends - ts)), ends)
+
+
+def month_window(now: datetime) -> Window:
+    now = now.astimezone(UTC)
+    ends, length = _month_bounds(now.year, now.month)
+    return Window(MONTH_POLICY, f"{now.year:04d}-{now.month:02d}", length,
+                  max(1, _ceil(ends - now.timestamp())), ends)
+
+
+@lru_cache(maxsize=64)
+def _month_bounds(year: int, month: int) -> tuple[int, int]:
+    """(epoch end, length in s) of a calendar month; cached because it sits on the hot path."""
+    start = datetime(year, month, 1, tzinfo=UTC)
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    days = calendar.monthrange(year, month)[1]
+    assert int((end - start).total_seconds()) == days * 86_400
+    return int(end.timestamp()), days * 86_400
+
+
+def _ceil(x: float) -> int:
+    i = int(x)
+    return i if i == x else i + 1
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The limits that apply to one key: its own overrides, else the service defaults."""
+
+    per_minute: int
+    monthly: int | None  # None: no allowance (test keys)
+
+    @classmethod
+    def for_key(cls, record: KeyRecord, default_per_minute: int = DEFAULT_PER_MINUTE,
+                default_monthly: int = DEFAULT_MONTHLY) -> Policy:
+        per_minute = record.per_minute if record.per_minute is not None else default_per_minute
+        if record.kind != "live":
+            return cls(per_minute, None)
+        return cls(per_minute, record.monthly if record.monthly is not None else default_monthly)
+
+
+# --- header formatting (IETF httpapi RateLimit header fields draft, -08 and later) ----------
+#
+# RateLimit-Policy: a Structured Fields List of policies, each a String naming it with
+#   parameters q (quota, in requests) and w (window, seconds).
+# RateLimit: a List of the same policy names with r (remaining quota) and t (seconds until
+#   the window resets). A policy we did not evaluate on this request is simply left out.
+
+
+def format_policy(items: Sequence[tuple[str, int, int]]) -> str:
+    """`[(name, quota, window_seconds)]` → the RateLimit-Policy field value."""
+    return ", ".join(f'"{name}";q={q};w={w}' for name, q, w in items)
+
+
+def format_ratelimit(items: Sequence[tuple[str, int, int]]) -> str:
+    """`[(name, remaining, reset_seconds)]` → the RateLimit field value."""
+    return ", ".join(f'"{name}";r={max(0, r)};t={t}' for name, r, t in items)
+
+
+def parse_sf_list(value: str) -> dict[str, dict[str, int]]:
+    """Read back a field this module wrote (for tests and the bench): name → params.
+
+    Deliberately narrow: quoted names, integer parameters — the subset we emit.
+    """
+    out: dict[str, dict[str, int]] = {}
+    for member in value.split(","):
+        name, *params = (p.strip() for p in member.strip().split(";"))
+        if not (len(name) >= 2 and name[0] == name[-1] == '"'):
+            raise ValueError(f"not a quoted policy name: {name!r}")
+        out[name[1:-1]] = {k: int(v) for k, v in (p.split("=", 1) for p in params)}
+    return out
+
+
+class Limiter:
+    """Fixed-window limits over a shared `Counter`; the gate's `limiter.hit` hook.
+
+    The clock is the gate's `now` argument, so month and minute boundaries are tested
+    by passing instants, never by sleeping.
+    """
+
+    def __init__(self, counter: Counter, per_minute: int = DEFAULT_PER_MINUTE,
+                 monthly: int = DEFAULT_MONTHLY):
+        self.counter = counter
+        self.per_minute = per_minute
+        self.monthly = monthly
+        self._swept_minute = ""
+
+    def hit(self, record: KeyRecord, now: datetime) -> LimitDecision:
+        policy = Policy.for_key(record, self.per_minute, self.monthly)
+        minute = minute_window(now)
+        month = month_window(now) if policy.monthly is not None else None
+
+        policies = [(MINUTE_POLICY, policy.per_minute, minute.length)]
+        if month is not None and policy.monthly is not None:
+            policies.append((MONTH_POLICY, policy.monthly, month.length))
+        policy_header = ("RateLimit-Policy", format_policy(policies))
+
+        if minute.bucket != self._swept_minute:  # once per minute per process; a benign race
+            self._swept_minute = minute.bucket
+            self.counter.sweep(int(now.timestamp()))
+        used = self.counter.incr(f"m:{record.id}:{minute.bucket}", minute.ends_at + MINUTE_TTL)
+        if used > policy.per_minute:
+            headers: Headers = [policy_header, ("RateLimit", format_ratelimit([(MINUTE_POLICY, 0, minute.reset)]))]
+            return LimitDecision(
+                False, headers, "RATE_LIMITED",
+                f"This key's limit of {policy.per_minute} requests per minute is reached; "
+                f"retry in {minute.reset} s (the window is the UTC calendar minute).",
+                minute.reset,
+            )
+        state = [(MINUTE_POLICY, policy.per_minute - used, minute.reset)]
+
+        if month is not None and policy.monthly is not None:
+            used_month = self.counter.incr(f"M:{record.id}:{month.bucket}", month.ends_at + MONTH_GRACE)
+            if used_month > policy.monthly:
+                state.append((MONTH_POLICY, 0, month.reset))
+                headers = [policy_header, ("RateLimit", format_ratelimit(state))]
+                return LimitDecision(
+                    False, headers, "MONTHLY_ALLOWANCE_EXHAUSTED",
+                    f"This live key's monthly allowance of {policy.monthly} requests is used up until "
+                    f"{datetime.fromtimestamp(month.ends_at, UTC):%Y-%m-%d} 00:00 UTC. "
+                    "Test keys do not count toward the allowance.",
+                    month.reset,
+                )
+            state.append((MONTH_POLICY, policy.monthly - used_month, month.reset))
+
+        return LimitDecision(True, [policy_header, ("RateLimit", format_ratelimit(state))])
+
+
+class MemoryCounter:
+    """A counter for one process (tests, the gate micro-benchmark). Not for several workers."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._n: dict[str, int] = {}
+
+    def incr(self, name: str, expires_at: int) -> int:
+        with self._lock:
+            n = self._n.get(name, 0) + 1
+            self._n[name] = n
+            return n
+
+    def sweep(self, before: int) -> None:
+        """Windows are never reused (the bucket is in the name), so keeping them is harmless here."""
