@@ -70,6 +70,44 @@ def expiry_instant(expires_on: str) -> datetime:
     return datetime(d.year, d.month, d.day, tzinfo=UTC)
 
 
+class AdminError(Exception):
+    """A key-administration request that cannot be carried out (unknown id, bad scope…)."""
+
+
+def validate_new_key(
+    name: str,
+    scopes: list[str],
+    kind: str,
+    expires_on: str | None,
+    per_minute: int | None,
+    monthly: int | None,
+    now: datetime,
+    known_scopes: tuple[str, ...],
+) -> None:
+    """The dashboard's rules for a new key, shared by every store so their messages agree."""
+    if kind not in PREFIXES:
+        raise AdminError(f"kind must be live or test, not {kind!r}")
+    bad = [s for s in scopes if s not in known_scopes]
+    if bad:
+        raise AdminError(f"unknown scope(s) {', '.join(bad)}; scopes are {', '.join(known_scopes)}")
+    if not scopes:
+        raise AdminError("a key needs at least one scope")
+    if not name.strip():
+        raise AdminError("a key needs a name")
+    if expires_on is not None:
+        try:
+            d = date.fromisoformat(expires_on)
+        except ValueError as e:
+            raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}") from e
+        if len(expires_on) != 10:
+            raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}")
+        if d <= now.date():
+            raise AdminError(f"--expires {expires_on} is not in the future")
+    for label, value in (("--per-minute", per_minute), ("--monthly", monthly)):
+        if value is not None and value < 1:
+            raise AdminError(f"{label} must be a positive whole number")
+
+
 class KeyStore(Protocol):
     """Read side used by the gate on every request."""
 

@@ -26,12 +26,11 @@ at a loopback endpoint.
 from __future__ import annotations
 
 import os
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any
 
-from .keys import PREFIXES, KeyRecord, hash_key, new_key
+from .keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
 from .routes import SCOPES
-from .store_sqlite import AdminError
 
 ID_INDEX = "by_id"
 
@@ -136,25 +135,7 @@ class DynamoDBKeyStore:
                monthly: int | None = None, now: datetime | None = None) -> tuple[str, str]:
         """Same rules and messages as SQLiteKeyStore.create; the key itself is never stored."""
         now = now or datetime.now(UTC)
-        if kind not in PREFIXES:
-            raise AdminError(f"kind must be live or test, not {kind!r}")
-        bad = [s for s in scopes if s not in SCOPES]
-        if bad:
-            raise AdminError(f"unknown scope(s) {', '.join(bad)}; scopes are {', '.join(SCOPES)}")
-        if not name.strip():
-            raise AdminError("a key needs a name")
-        if expires_on is not None:
-            try:
-                d = date.fromisoformat(expires_on)
-            except ValueError as e:
-                raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}") from e
-            if len(expires_on) != 10:
-                raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}")
-            if d <= now.date():
-                raise AdminError(f"--expires {expires_on} is not in the future")
-        for label, value in (("--per-minute", per_minute), ("--monthly", monthly)):
-            if value is not None and value < 1:
-                raise AdminError(f"{label} must be a positive whole number")
+        validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
         if owner is not None and self._flag(f"account#{owner}", "removed_at"):
             raise AdminError(f"account {owner!r} was removed; it cannot own new keys")
         key = new_key(kind)

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
-from .keys import PREFIXES, KeyRecord, hash_key, new_key
+from .keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
 from .routes import SCOPES
+
+__all__ = ["AdminError", "SQLiteKeyStore"]  # AdminError is re-exported for the CLI
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orgs (
@@ -50,10 +52,6 @@ LEFT JOIN accounts a ON a.account = k.owner
 LEFT JOIN orgs o ON o.org = k.org
 WHERE k.key_hash = ?
 """
-
-
-class AdminError(Exception):
-    """A key-administration request that cannot be carried out (unknown id, bad scope…)."""
 
 
 class SQLiteKeyStore:
@@ -103,25 +101,7 @@ class SQLiteKeyStore:
     ) -> tuple[str, str]:
         """Create a key; returns (key id, the key itself). The key is not stored and never shown again."""
         now = now or datetime.now(UTC)
-        if kind not in PREFIXES:
-            raise AdminError(f"kind must be live or test, not {kind!r}")
-        bad = [s for s in scopes if s not in SCOPES]
-        if bad:
-            raise AdminError(f"unknown scope(s) {', '.join(bad)}; scopes are {', '.join(SCOPES)}")
-        if not name.strip():
-            raise AdminError("a key needs a name")
-        if expires_on is not None:
-            try:
-                d = date.fromisoformat(expires_on)
-            except ValueError as e:
-                raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}") from e
-            if len(expires_on) != 10:
-                raise AdminError(f"--expires must be YYYY-MM-DD, not {expires_on!r}")
-            if d <= now.date():
-                raise AdminError(f"--expires {expires_on} is not in the future")
-        for label, value in (("--per-minute", per_minute), ("--monthly", monthly)):
-            if value is not None and value < 1:
-                raise AdminError(f"{label} must be a positive whole number")
+        validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
         if owner is not None and self._removed(owner):
             raise AdminError(f"account {owner!r} was removed; it cannot own new keys")
         key = new_key(kind)

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from edge.store_sqlite import AdminError
+from edge.keys import AdminError
 
 DEFAULT_KEYS = "var/keys.sqlite"
 

@@ -26,11 +26,10 @@ from click.testing import CliRunner
 
 from edge.cloudfront import EdgeGate, PointerReleases, TTLKeyCache
 from edge.gate import Request, handle
-from edge.keys import hash_key
+from edge.keys import AdminError, hash_key
 from edge.limits import Limiter
 from edge.release import LocalReleases
 from edge.store_dynamodb import DynamoDBCounter, DynamoDBKeyStore
-from edge.store_sqlite import AdminError
 from pipeline.cli import main as cli
 from pipeline.publish.s3 import POINTER_NAME
 

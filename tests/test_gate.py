@@ -248,7 +248,7 @@ def test_transmission_unavailable_is_503(tmp_path, store, all_scopes_key):
 
 
 def test_key_store_admin_errors(store: SQLiteKeyStore):
-    from edge.store_sqlite import AdminError
+    from edge.keys import AdminError
 
     with pytest.raises(AdminError, match="unknown scope"):
         store.create("x", ["admin"], "live", now=NOW)
