@@ -21,6 +21,7 @@ import polars as pl
 import shapely
 
 from pipeline.errors import InputError
+from pipeline.sources.csvtext import read_text_columns
 
 STATE_COUNT = 37
 LGA_COUNT = 774
@@ -61,16 +62,7 @@ def _read_csv(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
     Everything is read as text first so that a bad value can be reported with its
     line instead of failing inside the CSV parser with a generic message.
     """
-    if not path.is_file():
-        raise InputError(path, "file not found")
-    try:
-        raw = pl.read_csv(path, infer_schema=False)
-    except Exception as exc:  # polars raises several exception types for bad CSV
-        raise InputError(path, f"not a readable CSV file: {exc}") from exc
-    missing = [c for c in columns if c not in raw.columns]
-    if missing:
-        raise InputError(path, f"missing column(s) {', '.join(missing)}; found {', '.join(raw.columns)}")
-    frame = raw.select(list(columns)).with_columns(pl.col(pl.Utf8).str.strip_chars())
+    frame = read_text_columns(path, list(columns))
     casts = []
     for name, dtype in columns.items():
         if dtype == pl.Utf8:

@@ -13,6 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.sources.csvtext import read_text_columns
 
 DHS_CSV = Path("sepmein_nga_report_2022") / "2023-04-05-nga_dhs.csv"
 TRAVEL_CSV = Path("travel_time_phc_walking_state.csv")
@@ -31,19 +32,8 @@ _MISSING = ("", "NA", "N/A", "na")
 
 
 def _read_text_csv(path: Path, columns: list[str]) -> pl.DataFrame:
-    if not path.is_file():
-        raise InputError(path, "file not found")
-    try:
-        raw = pl.read_csv(path, infer_schema=False)
-    except Exception as exc:  # polars raises several exception types for bad CSV
-        raise InputError(path, f"not a readable CSV file: {exc}") from exc
-    raw = raw.rename({c: c.strip() for c in raw.columns})
-    missing = [c for c in columns if c not in raw.columns]
-    if missing:
-        raise InputError(path, f"missing column(s) {'; '.join(missing)}")
     return (
-        raw.select(columns)
-        .with_columns(pl.col(c).str.strip_chars() for c in columns)
+        read_text_columns(path, columns)
         .with_row_index("row", offset=2)
         .with_columns(pl.col("row").cast(pl.Int64))
     )

@@ -30,6 +30,7 @@ import orjson
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.sources import survey
 
 INDICATOR_TESTS = {"ML_PMAL_C_MSC": "microscopy", "ML_PMAL_C_RDT": "RDT"}
 
@@ -38,21 +39,8 @@ ZONES = ("North Central", "North East", "North West", "South East", "South South
 # Abuja is spelt several ways across DHS products
 STATE_VARIANTS = {"fct": "FC", "fctabuja": "FC", "abuja": "FC", "federalcapitalterritory": "FC", "nassarawa": "NA"}
 
-SCHEMA = {
-    "survey_year": pl.Int64,
-    "survey": pl.Utf8,
-    "level": pl.Utf8,
-    "area": pl.Utf8,
-    "state_code": pl.Utf8,
-    "test": pl.Utf8,
-    "test_assumed": pl.Boolean,
-    "positivity": pl.Float64,
-    "low": pl.Float64,
-    "high": pl.Float64,
-    "clusters": pl.Int64,
-    "children_tested": pl.Int64,
-    "source": pl.Utf8,
-}
+# the normalised survey schema is defined once, by the reader of the assembled table
+SCHEMA = survey.SCHEMA
 
 
 def _key(name: str) -> str:
