@@ -34,7 +34,7 @@ serve: install
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
-	$(BIN)/ruff check pipeline edge tests bench
+	$(BIN)/ruff check pipeline edge tests bench deploy
 
 test: install lint
 	$(BIN)/pytest -q

@@ -78,22 +78,39 @@ def test_preflight_without_key(client: httpx.Client):
     assert "authorization" in allowed and "x-api-key" in allowed
 
 
-def test_errors_are_problem_json(client: httpx.Client, all_scopes_key: str):
+def test_every_request_error_code_over_http(client: httpx.Client, all_scopes_key: str, store):
+    """Each code of the catalogue that a request alone can trigger, as a client receives it.
+    (Expiry, limits and the 503 need a clock or a particular build: see their own tests.)"""
+    _, narrow = store.create("narrow", ["risk_scores"], "live", now=NOW)
+    _, removed = store.create("gone", ["risk_scores"], "live", owner="bob", now=NOW)
+    store.remove_account("bob")
+    good = auth(all_scopes_key)
     cases = [
-        ("/v1/periods", {}, 401, "API_KEY_MISSING"),
-        ("/v1/risk/lgas?state=ZZ", auth(all_scopes_key), 404, "UNKNOWN_STATE"),
-        ("/v1/risk/states?period=2024-13", auth(all_scopes_key), 400, "INVALID_PERIOD"),
-        ("/v1/forecasts/states?months=5", auth(all_scopes_key), 400, "INVALID_MONTHS"),
-        ("/v1/nothing", auth(all_scopes_key), 404, "NOT_FOUND"),
+        ("GET", "/v1/periods", {}, 401, "API_KEY_MISSING"),
+        ("GET", "/v1/periods", {"x-api-key": "not-a-key"}, 401, "API_KEY_INVALID"),
+        ("GET", "/v1/periods", auth("svc_test_" + "A" * 32), 401, "API_KEY_INVALID"),
+        ("GET", "/v1/periods", auth(removed), 401, "ACCOUNT_REMOVED"),
+        ("GET", "/v1/forecasts/states", auth(narrow), 403, "SCOPE_REQUIRED"),
+        ("GET", "/v1/nothing", good, 404, "NOT_FOUND"),
+        ("DELETE", "/v1/periods", good, 405, "METHOD_NOT_ALLOWED"),
+        ("GET", "/v1/periods?format=csv", good, 400, "UNKNOWN_PARAMETER"),
+        ("GET", "/v1/context/lgas?state=KN&state=LA", good, 400, "REPEATED_PARAMETER"),
+        ("GET", "/v1/context/lgas?state=%FF", good, 400, "INVALID_QUERY"),
+        ("GET", "/v1/risk/states?period=2024-13", good, 400, "INVALID_PERIOD"),
+        ("GET", "/v1/risk/states?period=2024-03", good, 400, "FORECAST_PERIOD"),
+        ("GET", "/v1/risk/lgas?state=KN&period=2017-12", good, 404, "PERIOD_NOT_AVAILABLE"),
+        ("GET", "/v1/risk/lgas?state=ZZ", good, 404, "UNKNOWN_STATE"),
+        ("GET", "/v1/forecasts/states?months=5", good, 400, "INVALID_MONTHS"),
     ]
-    for url, headers, status, code in cases:
-        r = client.get(url, headers=headers)
-        assert r.status_code == status, url
+    for method, url, headers, status, code in cases:
+        r = client.request(method, url, headers=headers)
+        assert r.status_code == status, (url, r.text)
         assert r.headers["content-type"] == "application/problem+json"
         assert r.headers["cache-control"] == "no-store"
+        assert r.headers["access-control-allow-origin"] == "*"
         doc = r.json()
         assert doc["code"] == code and doc["status"] == status and doc["title"] and doc["detail"]
-        assert doc["type"].endswith("#" + code)
+        assert doc["type"].endswith("#" + code) and doc["instance"] == url.split("?")[0]
 
 
 def test_path_tricks_over_the_wire(live: LiveServer, all_scopes_key: str):
