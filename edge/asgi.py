@@ -158,7 +158,8 @@ class App:
 
 ENV_ROOT = "MALARIA_RISK_ROOT"
 ENV_STORE = "MALARIA_RISK_STORE"  # sqlite:PATH (default sqlite:var/keys.sqlite) or dynamodb:PREFIX
-ENV_COUNTERS = "MALARIA_RISK_COUNTERS"  # SQLite counters file; default beside the keys
+ENV_COUNTERS = "MALARIA_RISK_COUNTERS"  # counters file; default <keys>.counters.map beside the keys;
+# a path ending in .sqlite selects the SQLite counters (slower, see docs/limits.md#throughput)
 ENV_LIMITS = "MALARIA_RISK_LIMITS"  # "on" (default) or "off"
 ENV_PER_MINUTE = "MALARIA_RISK_PER_MINUTE"
 ENV_MONTHLY = "MALARIA_RISK_MONTHLY"
@@ -178,10 +179,13 @@ def open_store(spec: str) -> tuple[Any, Any]:
 
         store = DynamoDBKeyStore.from_env(rest)
         return store, DynamoDBCounter(store.counters_table)
-    from .counters_sqlite import SQLiteCounter, counters_path_for
+    from .counters_sqlite import MappedCounter, SQLiteCounter, mapped_counters_path_for
     from .store_sqlite import SQLiteKeyStore
 
-    return SQLiteKeyStore(rest), SQLiteCounter(os.environ.get(ENV_COUNTERS) or counters_path_for(rest))
+    counters = os.environ.get(ENV_COUNTERS)
+    if counters and counters.endswith(".sqlite"):
+        return SQLiteKeyStore(rest), SQLiteCounter(counters)
+    return SQLiteKeyStore(rest), MappedCounter(counters or mapped_counters_path_for(rest))
 
 
 def create_app() -> App:
@@ -213,16 +217,36 @@ def create_app() -> App:
     return App(root, keys, limiter, clock)
 
 
-def serve_workers(host: str, port: int, workers: int = 1, log_level: str = "warning") -> None:
-    """Run `create_app` under uvicorn with `workers` processes sharing the port.
+ENV_HTTP = "MALARIA_RISK_HTTP"  # "uvicorn" (default) or "direct" (edge/http_direct.py)
+FRONTS = ("uvicorn", "direct")
 
-    Settings travel in the environment (see the ENV_* names) because worker processes
-    are spawned fresh and build their own app; limits stay exact across them because
-    the counters are in SQLite, not in process memory.
+
+def serve_workers(host: str, port: int, workers: int = 1, log_level: str = "warning",
+                  http: str | None = None) -> None:
+    """Run `create_app` in `workers` processes sharing one listening socket.
+
+    The default front is this module's ASGI app on uvicorn. `direct` drives the same
+    `App.respond` from httptools on uvloop without the ASGI layer (edge/http_direct.py):
+    several times the throughput on this machine, at the price of a smaller HTTP
+    implementation of our own (docs/limits.md#throughput). Either way settings travel in
+    the environment and each worker builds its own app; limits stay exact across workers
+    because the counters are shared on disk, not in process memory.
     """
+    front = http or os.environ.get(ENV_HTTP, "uvicorn")
+    if front not in FRONTS:
+        raise ValueError(f"unknown HTTP front {front!r}; choose one of {', '.join(FRONTS)}")
+    if front == "direct":
+        from .http_direct import serve_direct
+
+        serve_direct(host, port, workers)
+        return
+    _serve_uvicorn(host, port, workers, log_level)
+
+
+def _serve_uvicorn(host: str, port: int, workers: int, log_level: str) -> None:
     from uvicorn.supervisors import Multiprocess
 
-    print(f"serving http://{host}:{port}/ with {workers} worker(s)  (Ctrl-C to stop)", file=sys.stderr)
+    print(f"serving http://{host}:{port}/ with {workers} uvicorn worker(s)  (Ctrl-C to stop)", file=sys.stderr)
     config = _NoDelayConfig("edge.asgi:create_app", factory=True, host=host, port=port, workers=workers,
                             log_level=log_level, access_log=False, proxy_headers=False, server_header=False,
                             date_header=True)
@@ -253,3 +277,5 @@ def serve(app: App, host: str, port: int, log_level: str = "warning") -> None:
     print(f"serving http://{host}:{port}/  (Ctrl-C to stop)", file=sys.stderr)
     uvicorn.run(app, host=host, port=port, workers=1, log_level=log_level, access_log=False,
                 proxy_headers=False, server_header=False, date_header=True)
+
+

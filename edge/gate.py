@@ -30,7 +30,7 @@ from urllib.parse import unquote_to_bytes
 
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
-from .release import ReleaseIndex
+from .release import FileEntry, ReleaseIndex
 from .routes import BY_PATH, PUBLIC_PREFIX, ParamError, Route
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
@@ -155,6 +155,15 @@ def authenticate(req: Request, keys: KeyStore, now: datetime) -> KeyRecord | Res
 
 def parse_query(raw: str, route: Route, path: str) -> dict[str, str] | Response:
     """Strictly parse the query string: valid UTF-8, no control characters, known names, once each."""
+    parsed = _parse_query(raw, route)
+    if isinstance(parsed, tuple):
+        code, detail, members = parsed
+        return error(code, detail, path, **members)
+    return parsed
+
+
+def _parse_query(raw: str, route: Route) -> dict[str, str] | tuple[str, str, dict[str, str]]:
+    """parse_query's rules; a refusal is (code, detail, problem members) so it can be remembered."""
     values: dict[str, str] = {}
     if not raw:
         return values
@@ -166,20 +175,26 @@ def parse_query(raw: str, route: Route, path: str) -> dict[str, str] | Response:
             name = _decode(name_raw)
             value = _decode(value_raw) if sep else ""
         except ValueError as e:
-            return error("INVALID_QUERY", str(e), path)
+            return "INVALID_QUERY", str(e), {}
         if route.param(name) is None:
             known = ", ".join(p.name for p in route.params) or "none"
             shown = name if len(name) <= 30 else name[:30] + "…"
-            return error("UNKNOWN_PARAMETER", f"`{shown}` is not a parameter of {route.path} (it takes: {known}).",
-                         path, parameter=shown)
+            return ("UNKNOWN_PARAMETER", f"`{shown}` is not a parameter of {route.path} (it takes: {known}).",
+                    {"parameter": shown})
         if name in values:
-            return error("REPEATED_PARAMETER", f"`{name}` is given more than once; give it once.", path,
-                         parameter=name)
+            return "REPEATED_PARAMETER", f"`{name}` is given more than once; give it once.", {"parameter": name}
         values[name] = value
     return values
 
 
 def _decode(s: str) -> str:
+    if "%" not in s and s.isascii():
+        # the common case, without the byte round trip: for ASCII, "printable" is exactly
+        # "no control character" (0x00–0x1F, 0x7F), the rule the general path applies
+        text = s.replace("+", " ")
+        if text.isprintable():
+            return text
+        raise ValueError("The query string holds control characters (such as NUL).")
     # '%' must introduce two hex digits; unquote would otherwise pass a stray '%' through
     i = s.find("%")
     while i != -1:
@@ -294,14 +309,40 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
     return Response(200, headers, file_key=key)
 
 
-def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:
-    if route.scope is not None and route.scope not in record.scopes:
-        return error("SCOPE_REQUIRED", f"This key lacks the `{route.scope}` scope that {route.path} needs.",
-                     req.path, required_scope=route.scope)
+# Steps 7–9 and the file lookup depend only on (route, raw query, release), not on the key,
+# and a client asks the same few URLs over and over: their outcome is remembered for the
+# release being served. One (release, memo) pair, replaced whole when another release object
+# is passed (identity, not equality: a new manifest is always a new object), bounded so a
+# stream of distinct queries costs what it cost without the memo.
+_Outcome = tuple[str, FileEntry] | tuple[None, str, str, dict[str, str]]
+_MEMO: tuple[object, dict[tuple[str, str], _Outcome]] = (None, {})
+_MEMO_MAX = 4096
 
-    parsed = parse_query(req.query, route, req.path)
-    if isinstance(parsed, Response):
-        return parsed
+
+def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, FileEntry] | Response:
+    global _MEMO
+    owner, memo = _MEMO
+    if owner is not release:
+        memo = {}
+        _MEMO = (release, memo)
+    ck = (route.path, req.query)
+    outcome = memo.get(ck)
+    if outcome is None:
+        outcome = _resolve_uncached(req.query, route, release)
+        if len(memo) >= _MEMO_MAX:
+            memo.clear()
+        memo[ck] = outcome
+    if outcome[0] is None:
+        _, code, detail, members = outcome
+        return error(code, detail, req.path, **members)
+    return outcome  # type: ignore[return-value]
+
+
+def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outcome:
+    """(file key, entry), or (None, code, detail, problem members) in the gate's order of checks."""
+    parsed = _parse_query(query, route)
+    if isinstance(parsed, tuple):
+        return None, *parsed
 
     facts = release.facts
     values: dict[str, str] = {}
@@ -309,20 +350,30 @@ def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseI
         try:
             values[p.name] = p.validate(parsed.get(p.name), facts)
         except ParamError as e:
-            return error(e.code, e.detail, req.path, parameter=e.param)
+            return None, e.code, e.detail, {"parameter": e.param}
 
     if route.dataset not in facts.available:
         if route.unavailable is not None:
             _, code = route.unavailable
-            return error(code, f"The {route.dataset} data is not loaded in release {release.release_id}.",
-                         req.path)
-        return error("RELEASE_INCOMPLETE", f"Release {release.release_id} has no {route.dataset} data.",
-                     req.path)
+            return None, code, f"The {route.dataset} data is not loaded in release {release.release_id}.", {}
+        return None, "RELEASE_INCOMPLETE", f"Release {release.release_id} has no {route.dataset} data.", {}
 
     key = route.key(values)
     entry = release.entry(key)
     if entry is None:
-        return error("RELEASE_INCOMPLETE", f"Release {release.release_id} lacks {key}.", req.path)
+        return None, "RELEASE_INCOMPLETE", f"Release {release.release_id} lacks {key}.", {}
+    return key, entry
+
+
+def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:
+    if route.scope is not None and route.scope not in record.scopes:
+        return error("SCOPE_REQUIRED", f"This key lacks the `{route.scope}` scope that {route.path} needs.",
+                     req.path, required_scope=route.scope)
+
+    resolved = _resolve(req, route, release)
+    if isinstance(resolved, Response):
+        return resolved
+    key, entry = resolved
 
     use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
     etag = entry.gzip_etag if use_gzip else entry.etag

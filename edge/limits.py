@@ -26,13 +26,14 @@ This module is part of the edge bundle: standard library only.
 from __future__ import annotations
 
 import calendar
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
-from .gate import Headers, LimitDecision
+from .gate import LimitDecision
 from .keys import KeyRecord
 
 DEFAULT_PER_MINUTE = 60
@@ -149,11 +150,53 @@ def parse_sf_list(value: str) -> dict[str, dict[str, int]]:
     return out
 
 
+@lru_cache(maxsize=1024)
+def _policy_field(per_minute: int, monthly: int | None, month_length: int) -> str:
+    """The RateLimit-Policy value changes only with the key's limits and the month: format it once."""
+    if monthly is None:
+        return format_policy([(MINUTE_POLICY, per_minute, 60)])
+    return format_policy([(MINUTE_POLICY, per_minute, 60), (MONTH_POLICY, monthly, month_length)])
+
+
+class _Tick(NamedTuple):
+    """Everything about `now` the limiter needs, computed once per wall-clock second.
+
+    Resets are whole seconds rounded up, `ceil(end - now)`, which for any instant inside
+    second `s` equals `end - s`: so one tick serves every request of that second exactly.
+    """
+
+    second: int
+    minute_bucket: str
+    minute_ends: int
+    minute_reset: int
+    month_bucket: str
+    month_ends: int
+    month_length: int
+    month_reset: int
+
+
+def _tick(second: int) -> _Tick:
+    index = second // 60
+    minute_ends = (index + 1) * 60
+    day = datetime.fromtimestamp(second, UTC)
+    month_ends, month_length = _month_bounds(day.year, day.month)
+    return _Tick(second, str(index), minute_ends, max(1, minute_ends - second),
+                 f"{day.year:04d}-{day.month:02d}", month_ends, month_length, max(1, month_ends - second))
+
+
 class Limiter:
     """Fixed-window limits over a shared `Counter`; the gate's `limiter.hit` hook.
 
     The clock is the gate's `now` argument, so month and minute boundaries are tested
-    by passing instants, never by sleeping.
+    by passing instants, never by sleeping. The windows of `now` are derived once per
+    second (`_Tick`) and the RateLimit-Policy text once per limits × month, because on
+    the local server this method ran on every request and its date arithmetic and
+    formatting cost more than the gate's other checks together. Same values, same
+    windows as `minute_window` / `month_window` (tests pin both).
+
+    A counter may offer `incr_pair(first, first_expires, first_limit, second, second_expires)`
+    (the minute, then the month only if the minute allowed it — the same two steps, under
+    one lock); otherwise two `incr` calls are made, which is what DynamoDB does.
     """
 
     def __init__(self, counter: Counter, per_minute: int = DEFAULT_PER_MINUTE,
@@ -162,46 +205,58 @@ class Limiter:
         self.per_minute = per_minute
         self.monthly = monthly
         self._swept_minute = ""
+        self._last: _Tick | None = None
+        self._pair = getattr(counter, "incr_pair", None)
 
     def hit(self, record: KeyRecord, now: datetime) -> LimitDecision:
-        policy = Policy.for_key(record, self.per_minute, self.monthly)
-        minute = minute_window(now)
-        month = month_window(now) if policy.monthly is not None else None
+        second = math.floor(now.timestamp())
+        tick = self._last
+        if tick is None or tick.second != second:
+            tick = self._last = _tick(second)  # one tuple, replaced whole: safe to share across threads
+        per_minute = record.per_minute if record.per_minute is not None else self.per_minute
+        monthly = None
+        if record.kind == "live":
+            monthly = record.monthly if record.monthly is not None else self.monthly
+        policy_header = ("RateLimit-Policy", _policy_field(per_minute, monthly, tick.month_length))
 
-        policies = [(MINUTE_POLICY, policy.per_minute, minute.length)]
-        if month is not None and policy.monthly is not None:
-            policies.append((MONTH_POLICY, policy.monthly, month.length))
-        policy_header = ("RateLimit-Policy", format_policy(policies))
-
-        if minute.bucket != self._swept_minute:  # once per minute per process; a benign race
-            self._swept_minute = minute.bucket
+        if tick.minute_bucket != self._swept_minute:  # once per minute per process; a benign race
+            self._swept_minute = tick.minute_bucket
             self.counter.sweep(int(now.timestamp()))
-        used = self.counter.incr(f"m:{record.id}:{minute.bucket}", minute.ends_at + MINUTE_TTL)
-        if used > policy.per_minute:
-            headers: Headers = [policy_header, ("RateLimit", format_ratelimit([(MINUTE_POLICY, 0, minute.reset)]))]
+        minute_name = f"m:{record.id}:{tick.minute_bucket}"
+        minute_expires = tick.minute_ends + MINUTE_TTL
+        if monthly is not None and self._pair is not None:
+            used, used_month = self._pair(minute_name, minute_expires, per_minute,
+                                          f"M:{record.id}:{tick.month_bucket}", tick.month_ends + MONTH_GRACE)
+        else:
+            used = self.counter.incr(minute_name, minute_expires)
+            used_month = None
+        minute_reset = tick.minute_reset
+        if used > per_minute:
             return LimitDecision(
-                False, headers, "RATE_LIMITED",
-                f"This key's limit of {policy.per_minute} requests per minute is reached; "
-                f"retry in {minute.reset} s (the window is the UTC calendar minute).",
-                minute.reset,
+                False, [policy_header, ("RateLimit", f'"minute";r=0;t={minute_reset}')], "RATE_LIMITED",
+                f"This key's limit of {per_minute} requests per minute is reached; "
+                f"retry in {minute_reset} s (the window is the UTC calendar minute).",
+                minute_reset,
             )
-        state = [(MINUTE_POLICY, policy.per_minute - used, minute.reset)]
+        if monthly is None:
+            return LimitDecision(True, [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}')])
 
-        if month is not None and policy.monthly is not None:
-            used_month = self.counter.incr(f"M:{record.id}:{month.bucket}", month.ends_at + MONTH_GRACE)
-            if used_month > policy.monthly:
-                state.append((MONTH_POLICY, 0, month.reset))
-                headers = [policy_header, ("RateLimit", format_ratelimit(state))]
-                return LimitDecision(
-                    False, headers, "MONTHLY_ALLOWANCE_EXHAUSTED",
-                    f"This live key's monthly allowance of {policy.monthly} requests is used up until "
-                    f"{datetime.fromtimestamp(month.ends_at, UTC):%Y-%m-%d} 00:00 UTC. "
-                    "Test keys do not count toward the allowance.",
-                    month.reset,
-                )
-            state.append((MONTH_POLICY, policy.monthly - used_month, month.reset))
-
-        return LimitDecision(True, [policy_header, ("RateLimit", format_ratelimit(state))])
+        if used_month is None:
+            used_month = self.counter.incr(f"M:{record.id}:{tick.month_bucket}", tick.month_ends + MONTH_GRACE)
+        month_reset = tick.month_reset
+        if used_month > monthly:
+            return LimitDecision(
+                False,
+                [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}, '
+                                              f'"month";r=0;t={month_reset}')],
+                "MONTHLY_ALLOWANCE_EXHAUSTED",
+                f"This live key's monthly allowance of {monthly} requests is used up until "
+                f"{datetime.fromtimestamp(tick.month_ends, UTC):%Y-%m-%d} 00:00 UTC. "
+                "Test keys do not count toward the allowance.",
+                month_reset,
+            )
+        return LimitDecision(True, [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}, '
+                                                                 f'"month";r={monthly - used_month};t={month_reset}')])
 
 
 class MemoryCounter:

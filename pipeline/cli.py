@@ -91,12 +91,15 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
-              help="uvicorn worker processes; limits stay exact across them (shared SQLite counters).")
+              help="Worker processes; limits stay exact across them (a shared counters file).")
+@click.option("--http", "http_front", type=click.Choice(["uvicorn", "direct"]), default="uvicorn", show_default=True,
+              help="HTTP front: the ASGI app on uvicorn, or httptools/uvloop driving the same app directly "
+                   "(several times the throughput; docs/limits.md#throughput).")
 @click.option("--limits/--no-limits", default=True, show_default=True,
               help="Enforce per-minute limits and monthly allowances (see docs/limits.md).")
 @keys_option
 @store_option
-def serve(root: Path, host: str, port: int, workers: int, limits: bool, keys_path: str,
+def serve(root: Path, host: str, port: int, workers: int, http_front: str, limits: bool, keys_path: str,
           store_spec: str | None) -> None:
     """Serve the current release over HTTP, checking keys and limits against the key store."""
     from edge import asgi
@@ -107,7 +110,7 @@ def serve(root: Path, host: str, port: int, workers: int, limits: bool, keys_pat
     os.environ[asgi.ENV_STORE] = store_spec or f"sqlite:{keys_path}"
     os.environ[asgi.ENV_LIMITS] = "on" if limits else "off"
     asgi.create_app()  # fail here, once, with a readable error rather than in every worker
-    asgi.serve_workers(host, port, workers)
+    asgi.serve_workers(host, port, workers, http=http_front)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------

@@ -101,33 +101,69 @@ def free_port() -> int:
 
 
 class LiveServer:
-    """uvicorn on 127.0.0.1 in a thread, serving an App; stopped by the fixture."""
+    """A real HTTP server on 127.0.0.1 in a thread, serving an App; stopped on exit.
 
-    def __init__(self, app: App):
+    `front` is "uvicorn" (the ASGI app, the default front) or "direct" (httptools on
+    uvloop calling the same App, edge/http_direct.py).
+    """
+
+    def __init__(self, app: App, front: str = "uvicorn"):
         self.app = app
+        self.front = front
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.started = threading.Event()
+        if front == "uvicorn":
+            config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+            self.server = uvicorn.Server(config)
+            self.thread = threading.Thread(target=self.server.run, daemon=True)
+        else:
+            self.thread = threading.Thread(target=self._run_direct, daemon=True)
+
+    def _run_direct(self) -> None:
+        import asyncio
+
+        import uvloop
+
+        from edge.http_direct import listening_socket, serve_socket
+
+        sock = listening_socket("127.0.0.1", self.port)
+
+        async def main() -> None:
+            self.loop = asyncio.get_running_loop()
+            self.stop = self.loop.create_future()
+            await serve_socket(self.app, sock, self.stop, ready=self.started.set)
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            runner.run(main())
+        sock.close()
 
     def __enter__(self) -> LiveServer:
         self.thread.start()
         deadline = time.monotonic() + 10
-        while not self.server.started:
+        while not (self.server.started if self.front == "uvicorn" else self.started.is_set()):
             if time.monotonic() > deadline:
                 raise RuntimeError("server did not start")
             time.sleep(0.02)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.server.should_exit = True
+        if self.front == "uvicorn":
+            self.server.should_exit = True
+        else:
+            self.loop.call_soon_threadsafe(lambda: self.stop.done() or self.stop.set_result(None))
         self.thread.join(timeout=10)
 
 
+@pytest.fixture(params=["uvicorn", "direct"])
+def front(request: pytest.FixtureRequest) -> str:
+    """Every test that uses `live` runs against both HTTP fronts."""
+    return request.param
+
+
 @pytest.fixture
-def live(release_root: Path, store: SQLiteKeyStore) -> Iterator[LiveServer]:
-    with LiveServer(App(release_root, store)) as server:
+def live(release_root: Path, store: SQLiteKeyStore, front: str) -> Iterator[LiveServer]:
+    with LiveServer(App(release_root, store), front) as server:
         yield server
 
 

@@ -290,8 +290,9 @@ def test_exact_limit_over_http_with_threads(release_root: Path, store: SQLiteKey
     assert tally == Tally({200: 37, 429: 120 - 37})
 
 
-@pytest.fixture
-def two_workers(release_root: Path, tmp_path: Path) -> Iterator[tuple[str, SQLiteKeyStore, subprocess.Popen]]:
+@pytest.fixture(params=["uvicorn", "direct"])
+def two_workers(release_root: Path, tmp_path: Path,
+                request: pytest.FixtureRequest) -> Iterator[tuple[str, SQLiteKeyStore, subprocess.Popen]]:
     keys_path = tmp_path / "var" / "keys.sqlite"
     store = SQLiteKeyStore(keys_path)
     port = free_port()
@@ -299,7 +300,7 @@ def two_workers(release_root: Path, tmp_path: Path) -> Iterator[tuple[str, SQLit
     exe = Path(sys.executable).with_name("malaria-risk")
     proc = subprocess.Popen(
         [str(exe), "serve", "--root", str(release_root), "--host", "127.0.0.1", "--port", str(port),
-         "--keys", str(keys_path), "--workers", "2"],
+         "--keys", str(keys_path), "--workers", "2", "--http", request.param],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
