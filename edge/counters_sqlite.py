@@ -29,6 +29,7 @@ per API request would cost more than the request.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import mmap
@@ -37,6 +38,7 @@ import sqlite3
 import struct
 import threading
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 SCHEMA = """
@@ -80,20 +82,27 @@ class SQLiteCounter:
             self._local.lock_fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         return conn
 
-    def incr(self, name: str, expires_at: int) -> int:
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """An IMMEDIATE transaction behind a file lock: workers queue on the lock (fair,
+        no polling) instead of on SQLite's busy-wait, and every increment sees the last."""
         conn = self._conn()
         fd = self._local.lock_fd
         fcntl.flock(fd, fcntl.LOCK_EX)
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                (n,) = conn.execute(INCR, (name, expires_at)).fetchone()
+                yield conn
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def incr(self, name: str, expires_at: int) -> int:
+        with self._transaction() as conn:
+            (n,) = conn.execute(INCR, (name, expires_at)).fetchone()
         return int(n)
 
     def incr_pair(self, first: str, first_expires: int, first_limit: int, second: str,
@@ -103,22 +112,11 @@ class SQLiteCounter:
         The limiter's minute-then-month step in one lock and one transaction instead of two
         (half the commits); each counter still returns distinct consecutive values.
         """
-        conn = self._conn()
-        fd = self._local.lock_fd
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                (n,) = conn.execute(INCR, (first, first_expires)).fetchone()
-                m = None
-                if n <= first_limit:
-                    (m,) = conn.execute(INCR, (second, second_expires)).fetchone()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-        finally:
-            fcntl.flock(fd, fcntl.LOCK_UN)
+        m = None
+        with self._transaction() as conn:
+            (n,) = conn.execute(INCR, (first, first_expires)).fetchone()
+            if n <= first_limit:
+                (m,) = conn.execute(INCR, (second, second_expires)).fetchone()
         return int(n), (None if m is None else int(m))
 
     def sweep(self, before: int) -> None:

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from shapely.geometry import box
 
 from pipeline.downscale import lga_climatology, lga_monthly, lga_ratios
 from pipeline.errors import InputError
+from pipeline.geography import Geography
 from pipeline.lga_names import hbhi_lga_codes, normalise
 from pipeline.sources.rainfall import (
     read_lga_climatology,
@@ -22,47 +21,11 @@ from pipeline.sources.rainfall import (
     read_wfp_subnational,
 )
 
+from .small_geography import small_geo
+
 DATA_DIR = Path(os.environ.get("DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 
 
-@dataclass(frozen=True)
-class Geo:
-    states: pl.DataFrame
-    lgas: pl.DataFrame
-    outlines: dict
-    crosswalk: pl.DataFrame
-
-
-def small_geo() -> Geo:
-    """Two states: Kano-like (3 LGAs, one shared name "Nasarawa") and Nasarawa (2 LGAs)."""
-    states = pl.DataFrame(
-        {
-            "state_code": ["KN", "NA"],
-            "state": ["Kano", "Nasarawa"],
-            "zone": ["North West", "North Central"],
-            "ocha_pcode": ["NG020", "NG026"],
-            "lgas": [3, 2],
-            "population": [600, 300],
-            "area_km2": [30.0, 30.0],
-        }
-    )
-    lgas = pl.DataFrame(
-        {
-            "lga_code": ["NG020001", "NG020002", "NG020003", "NG026001", "NG026002"],
-            "lga": ["Fagge", "Nasarawa", "Takai", "Nasarawa", "Obi"],
-            "state_code": ["KN", "KN", "KN", "NA", "NA"],
-            "eha_code": ["1", "2", "3", "4", "5"],
-            "population": [300, 200, 100, 100, 200],
-            "area_km2": [5.0, 10.0, 15.0, 10.0, 20.0],
-            "density_per_km2": [60.0, 20.0, 6.7, 10.0, 10.0],
-            "is_urban": [True, False, False, False, False],
-            "rep_lon": [0.5, 1.5, 2.5, 10.5, 11.5],
-            "rep_lat": [0.5, 0.5, 0.5, 0.5, 0.5],
-        }
-    )
-    outlines = {c: box(x - 0.5, 0, x + 0.5, 1) for c, x in zip(lgas["lga_code"], lgas["rep_lon"], strict=True)}
-    cw = lgas.select("lga_code", "eha_code", pl.lit("fixture").alias("method"), pl.lit("").alias("note"))
-    return Geo(states, lgas, outlines, cw)
 
 
 # --- LGA names -----------------------------------------------------------------------
@@ -139,7 +102,7 @@ def _state_clim(values: dict[str, list[float]]) -> pl.DataFrame:
     return pl.DataFrame(rows, schema={"ocha_pcode": pl.Utf8, "month": pl.Int64, "rainfall_mm": pl.Float64}, orient="row")
 
 
-def _area_mean(df: pl.DataFrame, geo: Geo, by: list[str]) -> pl.DataFrame:
+def _area_mean(df: pl.DataFrame, geo: Geography, by: list[str]) -> pl.DataFrame:
     return (
         df.join(geo.lgas.select("lga_code", "state_code", "area_km2"), on="lga_code", suffix="_g")
         .group_by(["state_code", *by])

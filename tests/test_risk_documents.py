@@ -5,17 +5,17 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
-from shapely.geometry import box
 
 from pipeline import model, risk
 from pipeline.errors import InputError
 from pipeline.produce import BuildContext
+
+from .small_geography import small_geo
 
 DATA_DIR = Path(os.environ.get("DATA_DIR", Path(__file__).resolve().parents[1].parent / "shared" / "data"))
 
@@ -24,33 +24,6 @@ LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "i
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
-@dataclass(frozen=True)
-class Geo:
-    states: pl.DataFrame
-    lgas: pl.DataFrame
-    outlines: dict
-    crosswalk: pl.DataFrame
-
-
-def small_geo() -> Geo:
-    states = pl.DataFrame({
-        "state_code": ["KN", "NA"], "state": ["Kano", "Nasarawa"], "zone": ["North West", "North Central"],
-        "ocha_pcode": ["NG020", "NG026"], "lgas": [3, 2], "population": [600, 300], "area_km2": [30.0, 30.0],
-    })
-    lgas = pl.DataFrame({
-        "lga_code": ["NG020001", "NG020002", "NG020003", "NG026001", "NG026002"],
-        "lga": ["Fagge", "Nasarawa", "Takai", "Nasarawa", "Obi"],
-        "state_code": ["KN", "KN", "KN", "NA", "NA"],
-        "eha_code": ["1", "2", "3", "4", "5"],
-        "population": [300, 200, 100, 100, 200],
-        "area_km2": [5.0, 10.0, 15.0, 10.0, 20.0],
-        "density_per_km2": [60.0, 20.0, 6.7, 10.0, 10.0],
-        "is_urban": [True, False, False, False, False],
-        "rep_lon": [0.5, 1.5, 2.5, 10.5, 11.5],
-        "rep_lat": [0.5, 0.5, 0.5, 0.5, 0.5],
-    })
-    outlines = {c: box(x - 0.5, 0, x + 0.5, 1) for c, x in zip(lgas["lga_code"], lgas["rep_lon"], strict=True)}
-    return Geo(states, lgas, outlines, lgas.select("lga_code", "eha_code"))
 
 
 def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06") -> Path:
