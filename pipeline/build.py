@@ -44,7 +44,7 @@ def now_iso() -> str:
 
 def run_producers(ctx: BuildContext, producers: tuple[str, ...] = PRODUCERS,
                   progress: Progress | None = None) -> tuple[list[Produced], list[tuple[str, str]]]:
-    produced: list[Produced] = []
+    produced: list[Produced] = ctx.produced
     unavailable: list[tuple[str, str]] = []
     for i, name in enumerate(producers):
         if progress:

@@ -21,6 +21,7 @@ class BuildContext:
     updated_at: str  # ISO 8601 UTC, the data load time stamped into the release
     geography: Any = None  # pipeline.geography.Geography, filled before the producers run
     progress: Any = None  # callable(label: str, done: int, total: int) or None
+    produced: list = field(default_factory=list)  # what earlier producers returned (the site reads it)
 
 
 @dataclass

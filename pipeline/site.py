@@ -30,6 +30,7 @@ from markupsafe import Markup
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
 from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Route
 
+from .figures import release_figures, substitute
 from .openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -402,8 +403,10 @@ def read_markdown(docs_dir: Path) -> dict[str, str]:
 
 
 def produce(ctx: BuildContext, root: Path = REPO_ROOT) -> Produced:
+    figures = release_figures(ctx.produced)
+    markdown = {slug: substitute(text, figures, slug) for slug, text in read_markdown(root / "docs").items()}
     files = render_site(
-        read_markdown(root / "docs"),
+        markdown,
         root / "site" / "templates",
         (root / "site" / "static" / "style.css").read_bytes(),
         ctx.updated_at,

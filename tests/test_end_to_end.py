@@ -208,6 +208,17 @@ def test_docs_site_is_served(api: httpx.Client):
     assert r.status_code == 200 and "text/html" in r.headers["content-type"]
 
 
+def test_docs_quote_the_figures_of_their_own_release(api: httpx.Client):
+    check = api.get("/v1/transmission/states").json()["method"]["check"]
+    page = httpx.get(str(api.base_url) + "/docs/seasons.html").text
+    assert f"<strong>{check['median_correlation']}</strong>" in page
+    assert f"<strong>{check['mean_months_peak_is_off']}</strong>" in page
+    assert "{{" not in page
+    periods = api.get("/v1/periods").json()
+    model_page = httpx.get(str(api.base_url) + "/docs/model.html").text
+    assert periods["last_estimated"] in model_page and periods["updated_at"] in model_page
+
+
 def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
     """A data load lacking the state rainfall climatology (only the seasons use it) still
     builds every other endpoint, and the transmission endpoints say why they cannot answer."""
