@@ -106,6 +106,13 @@ def resource_schemas() -> dict[str, Schema]:
                                      "source gives no count (documented deviation from the SPEC)."),
         "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; null when the "
                                   "number tested is unknown."),
+        "survey": _str("Survey round, e.g. `2021 NMIS` (additive)."),
+        "test": {"type": "string", "enum": ["microscopy", "RDT"],
+                 "description": "Test behind the figure: microscopy wherever the round has it, else RDT "
+                                "(additive; compare entries only when it agrees)."},
+        "test_assumed": {"type": "boolean",
+                         "description": "true where the source does not name the test (additive)."},
+        "source": _str("Where the figure comes from (additive)."),
     }
     context_figures = {
         "population": _int("People living in the area."),

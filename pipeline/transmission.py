@@ -40,7 +40,7 @@ from pipeline.sources import cases, rainfall, survey
 CASES_FOLLOW_RAIN_BY_MONTHS = 1
 HIGH_SEASON_SHARE_OF_PEAK = 0.5
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
-SURVEY_TEST = "microscopy"  # one test throughout, so rounds compare like with like
+SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
 
 RAINFALL_DECIMALS = 1
 SHARE_DECIMALS = 4
@@ -207,7 +207,8 @@ def survey_entries(rows: pl.DataFrame, with_residence: pl.DataFrame | None = Non
     out: list[dict[str, Any]] = []
     res: dict[tuple[int, str], float] = {}
     if with_residence is not None:
-        res = {(y, a): v for y, a, v in with_residence.select("survey_year", "area", "positivity").iter_rows()}
+        res = {(y, a, t): v for y, a, t, v in
+               with_residence.select("survey_year", "area", "test", "positivity").iter_rows()}
     for r in rows.sort("survey_year").iter_rows(named=True):
         n = r["children_tested"]
         e: dict[str, Any] = {
@@ -220,20 +221,25 @@ def survey_entries(rows: pl.DataFrame, with_residence: pl.DataFrame | None = Non
             "small_sample": None if n is None else n < SMALL_SAMPLE_CHILDREN,
         }
         if with_residence is not None:
-            e["urban"] = _opt_round(res.get((r["survey_year"], "urban")), SHARE_DECIMALS)
-            e["rural"] = _opt_round(res.get((r["survey_year"], "rural")), SHARE_DECIMALS)
+            # urban and rural only from the same test as the national figure
+            e["urban"] = _opt_round(res.get((r["survey_year"], "urban", r["test"])), SHARE_DECIMALS)
+            e["rural"] = _opt_round(res.get((r["survey_year"], "rural", r["test"])), SHARE_DECIMALS)
         e["survey"] = r["survey"]
         e["test"] = r["test"]
+        e["test_assumed"] = bool(r["test_assumed"])
         e["source"] = r["source"]
         out.append(e)
     return out
 
 
 def one_row_per_round(survey_rows: pl.DataFrame, test: str = SURVEY_TEST) -> pl.DataFrame:
-    """Rows of one test, one per (year, level, area): the most complete row wins.
+    """One row per (year, level, area): `test` where the round has it, else the other test.
 
-    The assembled table can hold the same figure from two sources; the one carrying
-    more of interval/clusters/children tested is kept, then the first by source name.
+    Microscopy is used wherever it exists; a round that published only an RDT figure for
+    an area is kept rather than dropped, and its entry says `"test": "RDT"` so a reader
+    never compares the two tests unawares (RDT reads higher: it stays positive for weeks
+    after treatment). Among rows of the same test the one carrying more of
+    interval/clusters/children tested wins, then the first by source name.
     """
     filled = (
         pl.col("low").is_not_null().cast(pl.Int8)
@@ -242,11 +248,11 @@ def one_row_per_round(survey_rows: pl.DataFrame, test: str = SURVEY_TEST) -> pl.
         + pl.col("children_tested").is_not_null().cast(pl.Int8)
     )
     return (
-        survey_rows.filter(pl.col("test") == test)
-        .with_columns(filled.alias("_filled"))
-        .sort(["survey_year", "level", "area", "_filled", "source"], descending=[False, False, False, True, False])
+        survey_rows.with_columns((pl.col("test") != test).cast(pl.Int8).alias("_other"), filled.alias("_filled"))
+        .sort(["survey_year", "level", "area", "_other", "_filled", "source"],
+              descending=[False, False, False, False, True, False])
         .unique(subset=["survey_year", "level", "area"], keep="first", maintain_order=True)
-        .drop("_filled")
+        .drop("_other", "_filled")
     )
 
 
@@ -311,7 +317,7 @@ def produce(ctx: BuildContext) -> Produced:
         "rainfall": rainfall.CHIRPS_SOURCE,
         "lga_rainfall_shape": rainfall.LGA_CLIM_SOURCE,
         "check_cases": cases.CASES_SOURCE,
-        "surveys": sorted(set(survey_rows.filter(pl.col("test") == SURVEY_TEST)["source"].to_list())),
+        "surveys": sorted(set(survey_rows["source"].to_list())),
         "survey_note": SURVEY_NOTE,
     }
     states_doc = {

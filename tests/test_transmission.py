@@ -214,22 +214,29 @@ def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
 def test_survey_trends(produced) -> None:
     doc = produced.documents["/v1/transmission/states"][()]
     nat = doc["national"]["survey_trend"]
-    # 2010 national is RDT (assumed) only: left out; 2021 microscopy with urban/rural
-    assert [e["survey_year"] for e in nat] == [2021]
-    assert list(nat[0])[:9] == [*TREND_KEYS, "urban", "rural"]
-    assert (nat[0]["positivity"], nat[0]["urban"], nat[0]["rural"]) == (0.223, 0.105, 0.267)
-    assert nat[0]["low"] is None and nat[0]["children_tested"] is None and nat[0]["small_sample"] is None
+    # 2010 national exists only as an RDT (assumed) figure: kept, and labelled so
+    assert [e["survey_year"] for e in nat] == [2010, 2021]
+    assert (nat[0]["test"], nat[0]["test_assumed"], nat[0]["positivity"]) == ("RDT", True, 0.42)
+    # the fixture has no 2010 urban/rural rows, and RDT residence figures would never fill
+    # a microscopy entry: null rather than a figure of another test
+    assert nat[0]["urban"] is None and nat[0]["rural"] is None
+    nat21 = nat[1]
+    assert list(nat21)[:9] == [*TREND_KEYS, "urban", "rural"]
+    assert (nat21["positivity"], nat21["urban"], nat21["rural"]) == (0.223, 0.105, 0.267)
+    assert (nat21["test"], nat21["test_assumed"]) == ("microscopy", False)
+    assert nat21["low"] is None and nat21["children_tested"] is None and nat21["small_sample"] is None
     kn, la = (s["survey_trend"] for s in doc["states"])
-    # no state entry for 2010 (zones only) nor for Kano 2015 (RDT only)
-    assert [e["survey_year"] for e in kn] == [2018, 2021]
+    # no state entry for 2010 (zones only); Kano 2015 has only RDT: kept and labelled
+    assert [e["survey_year"] for e in kn] == [2015, 2018, 2021]
     assert [e["survey_year"] for e in la] == [2015, 2021]
+    assert [e["test"] for e in kn] == ["RDT", "microscopy", "microscopy"]
     for e in kn + la:
         assert list(e)[:7] == TREND_KEYS and "urban" not in e
     # the 2018 Kano row with an interval wins over the one without
-    assert (kn[0]["positivity"], kn[0]["low"], kn[0]["high"]) == (0.401, 0.35, 0.453)
+    assert (kn[1]["positivity"], kn[1]["low"], kn[1]["high"]) == (0.401, 0.35, 0.453)
     assert (la[0]["children_tested"], la[0]["small_sample"]) == (85, True)
     assert la[0]["clusters"] is None
-    assert all(e["test"] == "microscopy" for e in kn + la + nat)
+    assert all(e["test"] == "microscopy" for e in la)
 
 
 def test_check_on_fixture(produced) -> None:
