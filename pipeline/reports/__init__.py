@@ -7,7 +7,19 @@ same DATA_DIR and check the figures quoted in docs/model.md.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
+import click
+
 DEFAULT_DATA_DIR = Path(os.environ.get("DATA_DIR", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
+
+
+def report_command(fn: Callable[[Path, Path], None]) -> click.Command:
+    """The one command line every report takes: where the data is, where the report goes."""
+    fn = click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"),
+                      show_default=True)(fn)
+    fn = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA_DIR,
+                      show_default=True)(fn)
+    return click.command()(fn)
 

@@ -21,7 +21,7 @@ import polars as pl
 from pipeline.errors import InputError
 from pipeline.geography import load_geography
 from pipeline.lga_names import state_code_for
-from pipeline.reports import DEFAULT_DATA_DIR
+from pipeline.reports import report_command
 from pipeline.risk import load_model_data, run_model
 
 INCIDENCE = "malaria/sepmein_nga_report_2022/2023-04-05-incidence_rate_all_age_table_Nigeria_admin1_2000-2023.csv"
@@ -128,9 +128,7 @@ EXPLANATION = (
 )
 
 
-@click.command()
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA_DIR, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"), show_default=True)
+@report_command
 def main(data_dir: Path, out: Path) -> None:
     """Write reports/agreement.md and reports/agreement.json."""
     from pipeline import model

@@ -21,7 +21,7 @@ import orjson
 
 from pipeline import model
 from pipeline.geography import load_geography
-from pipeline.reports import DEFAULT_DATA_DIR
+from pipeline.reports import report_command
 from pipeline.risk import (
     FIRST_PERIOD,
     ModelData,
@@ -141,9 +141,7 @@ def markdown(r: dict, command: str) -> str:
     return "\n".join(lines)
 
 
-@click.command()
-@click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA_DIR, show_default=True)
-@click.option("--out", type=click.Path(path_type=Path, file_okay=False), default=Path("reports"), show_default=True)
+@report_command
 def main(data_dir: Path, out: Path) -> None:
     """Write reports/hindcast.md and reports/hindcast.json."""
     geo = load_geography(data_dir)
