@@ -100,6 +100,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_until_up(url: str, proc, what: str, timeout: float = 30) -> None:
+    """Poll `url` until a subprocess server answers; fail with its stderr if it dies or stalls."""
+    import subprocess
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                proc.kill()
+                err = proc.stderr.read().decode() if proc.stderr not in (None, subprocess.DEVNULL) else ""
+                raise RuntimeError(f"{what} did not start: {err}") from None
+            time.sleep(0.1)
+
+
 class LiveServer:
     """A real HTTP server on 127.0.0.1 in a thread, serving an App; stopped on exit.
 

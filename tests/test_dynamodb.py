@@ -13,13 +13,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
 import boto3
-import httpx
 import orjson
 import pytest
 from click.testing import CliRunner
@@ -33,7 +31,7 @@ from edge.store_dynamodb import DynamoDBCounter, DynamoDBKeyStore
 from pipeline.cli import main as cli
 from pipeline.publish.s3 import POINTER_NAME
 
-from .conftest import NOW, free_port
+from .conftest import NOW, free_port, wait_until_up
 from .test_cloudfront import event_for, pointer_for
 
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -46,16 +44,7 @@ def endpoint() -> Iterator[str]:
     proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDS})
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url + "/moto-api/", timeout=1)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("moto_server did not start") from None
-            time.sleep(0.1)
+    wait_until_up(url + "/moto-api/", proc, "moto_server")
     yield url
     proc.terminate()
     proc.wait(timeout=10)

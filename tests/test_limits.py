@@ -13,7 +13,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from collections import Counter as Tally
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +42,7 @@ from edge.limits import (
 from edge.release import LocalReleases
 from edge.store_sqlite import SQLiteKeyStore
 
-from .conftest import NOW, LiveServer, free_port
+from .conftest import NOW, LiveServer, free_port, wait_until_up
 
 ROOT = Path(__file__).resolve().parents[1]
 LIVE = KeyRecord("key_live", "l", "live", ("risk_scores",))
@@ -304,16 +303,7 @@ def two_workers(release_root: Path, tmp_path: Path,
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url + "/v1/periods", timeout=1)
-            break
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                raise RuntimeError("server did not start: " + proc.stderr.read().decode()) from None
-            time.sleep(0.1)
+    wait_until_up(url + "/v1/periods", proc, "malaria-risk serve")
     try:
         yield url, store, proc
     finally:

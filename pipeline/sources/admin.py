@@ -84,6 +84,13 @@ def _require_values(path: Path, frame: pl.DataFrame, columns: list[str]) -> None
             raise InputError(path, f"column {name} is empty", row=_line(int(idx["_pos"][0])))
 
 
+def _require_pattern(path: Path, frame: pl.DataFrame, column: str, pattern: str, what: str) -> None:
+    """Fail on the first value of `column` not matching `pattern`, naming its line."""
+    bad = frame.with_row_index("_i").filter(~pl.col(column).str.contains(pattern))
+    if bad.height:
+        raise InputError(path, f"{column} {bad[column][0]!r} is not {what}", row=_line(int(bad["_i"][0])))
+
+
 def _require_unique(path: Path, frame: pl.DataFrame, column: str, row_of=_line) -> None:
     """Fail on the first repeated value of `column`, naming the row of the repeat."""
     dup = frame.with_row_index("_pos").filter(pl.col(column).is_duplicated())
@@ -119,9 +126,7 @@ def read_states(path: Path) -> pl.DataFrame:
         },
     )
     _require_values(path, frame, ["state_code", "state_name", "zone", "state_code_eha", "ocha_adm1_pcode"])
-    bad = frame.with_row_index("_i").filter(~pl.col("state_code").str.contains(r"^[A-Z]{2}$"))
-    if bad.height:
-        raise InputError(path, f"state_code {bad['state_code'][0]!r} is not two upper-case letters", row=_line(int(bad["_i"][0])))
+    _require_pattern(path, frame, "state_code", r"^[A-Z]{2}$", "two upper-case letters")
     for col in ("state_code", "state_code_eha", "ocha_adm1_pcode"):
         _require_unique(path, frame, col)
     _require_count(path, frame.height, STATE_COUNT, "states")
@@ -154,9 +159,7 @@ def read_ocha_admin2(path: Path) -> pl.DataFrame:
         },
     )
     _require_values(path, frame, ["adm2_pcode", "adm2_name", "adm1_pcode", "center_lon", "center_lat"])
-    bad = frame.with_row_index("_i").filter(~pl.col("adm2_pcode").str.contains(r"^NG\d{6}$"))
-    if bad.height:
-        raise InputError(path, f"adm2_pcode {bad['adm2_pcode'][0]!r} is not of the form NG000000", row=_line(int(bad["_i"][0])))
+    _require_pattern(path, frame, "adm2_pcode", r"^NG\d{6}$", "of the form NG000000")
     wrong_parent = frame.with_row_index("_i").filter(pl.col("adm2_pcode").str.slice(0, 5) != pl.col("adm1_pcode"))
     if wrong_parent.height:
         r = wrong_parent.row(0, named=True)
