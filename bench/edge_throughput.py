@@ -74,7 +74,7 @@ def release_root(tmp: Path) -> tuple[Path, str]:
         return Path(given), "BENCH_ROOT"
     if (ROOT / "build" / "current").exists():
         return ROOT / "build", "the real build (./build/current)"
-    from pipeline.render import render_release
+    from pipeline.release.render import render_release
     from tests.conftest import synthetic_produced
 
     root = tmp / "build"
@@ -123,12 +123,12 @@ http {{
 
 def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
     """Decisions per second of `edge.gate.handle` alone, one core, no HTTP."""
-    from edge.asgi import ChangeAwareKeyCache
-    from edge.counters_sqlite import MappedCounter, SQLiteCounter
     from edge.gate import Request, handle
     from edge.limits import Limiter, MemoryCounter
+    from edge.local.app import ChangeAwareKeyCache
     from edge.release import LocalReleases
-    from edge.store_sqlite import SQLiteKeyStore
+    from edge.stores.counters import MappedCounter, SQLiteCounter
+    from edge.stores.sqlite import SQLiteKeyStore
 
     store = SQLiteKeyStore(tmp / "micro.sqlite")
     _, key = store.create("micro", ["risk_scores", "forecasts", "lga_boundaries"], "live",
@@ -164,7 +164,7 @@ def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
 def main() -> None:
     ensure_tools()
     from edge.release import LocalReleases
-    from edge.store_sqlite import SQLiteKeyStore
+    from edge.stores.sqlite import SQLiteKeyStore
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-edge-"))
     tmp.chmod(0o755)  # nginx workers run as an unprivileged user when started by root

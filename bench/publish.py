@@ -27,8 +27,8 @@ import orjson
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pipeline.manifest import MANIFEST_NAME, Manifest, file_entry  # noqa: E402
 from pipeline.publish import s3  # noqa: E402
+from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry  # noqa: E402
 
 
 def synthetic_release(root: Path, documents: int, seed: int = 6) -> Path:

@@ -39,7 +39,7 @@ EXPOSE = ["ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "X-Release-Id"
 def step_tables(table_prefix: str, region: str) -> None:
     import boto3
 
-    from edge.store_dynamodb import DynamoDBKeyStore
+    from edge.stores.dynamodb import DynamoDBKeyStore
 
     store = DynamoDBKeyStore(boto3.client("dynamodb", region_name=region), table_prefix)
     store.create_tables()

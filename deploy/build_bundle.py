@@ -17,8 +17,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 1024 * 1024  # Lambda@Edge limit for viewer-triggered functions
-# The local server's module is not needed at the edge; everything else is.
-EXCLUDE = {"asgi.py", "counters_sqlite.py"}
+LOCAL_ONLY = "local"  # edge/local/ is the development server; everything else in edge/ ships
+
+
+def bundle_sources(root: Path = ROOT) -> list[Path]:
+    """Every module of the `edge` package except the folder `edge/local/`: the bundle is a folder."""
+    edge = root / "edge"
+    return sorted(p for p in edge.rglob("*.py")
+                  if p.relative_to(edge).parts[0] != LOCAL_ONLY and "__pycache__" not in p.parts)
 
 
 def build_bundle(out: Path, config: dict) -> int:
@@ -28,13 +34,12 @@ def build_bundle(out: Path, config: dict) -> int:
             raise ValueError(f"edge config needs {required}")
     out.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-        for src in sorted((ROOT / "edge").glob("*.py")):
-            if src.name not in EXCLUDE:
-                # fixed timestamps: the same sources give the same zip, so CodeSha256 is stable
-                info = zipfile.ZipInfo(f"edge/{src.name}", date_time=(2020, 1, 1, 0, 0, 0))
-                info.compress_type = zipfile.ZIP_DEFLATED
-                info.external_attr = 0o644 << 16
-                z.writestr(info, src.read_bytes())
+        for src in bundle_sources():
+            # fixed timestamps: the same sources give the same zip, so CodeSha256 is stable
+            info = zipfile.ZipInfo(src.relative_to(ROOT).as_posix(), date_time=(2020, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            z.writestr(info, src.read_bytes())
         info = zipfile.ZipInfo("edge_config.json", date_time=(2020, 1, 1, 0, 0, 0))
         info.external_attr = 0o644 << 16
         z.writestr(info, json.dumps(config, indent=2, sort_keys=True))

@@ -254,7 +254,7 @@ def build_gate(config: Mapping[str, Any]) -> EdgeGate:
 
     from .limits import DEFAULT_MONTHLY, DEFAULT_PER_MINUTE
     from .limits import Limiter as FixedWindowLimiter
-    from .store_dynamodb import DynamoDBCounter, DynamoDBKeyStore
+    from .stores.dynamodb import DynamoDBCounter, DynamoDBKeyStore
 
     region = config.get("region", "us-east-1")
     s3 = boto3.client("s3", region_name=config.get("bucket_region", region))

@@ -14,17 +14,17 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from .errors import DatasetUnavailable
-from .geography import load_geography
-from .produce import BuildContext, Produced
-from .render import RenderStats, render_release
+from pipeline.datasets.base import BuildContext, Produced
+from pipeline.errors import DatasetUnavailable
+from pipeline.geography import load_geography
+from pipeline.release.render import RenderStats, render_release
 
 PRODUCERS: tuple[str, ...] = (
-    "pipeline.boundaries",
-    "pipeline.context",
-    "pipeline.risk",
-    "pipeline.transmission",
-    "pipeline.site",  # last: documents the release it ships in
+    "pipeline.datasets.boundaries",
+    "pipeline.datasets.context",
+    "pipeline.datasets.risk",
+    "pipeline.datasets.transmission",
+    "pipeline.site.pages",  # last: documents the release it ships in
 )
 
 Progress = Callable[[str, int, int], None]

@@ -15,12 +15,9 @@ from typing import Any
 import click
 
 from edge.keys import AdminError
+from pipeline.settings import default_data_dir
 
 DEFAULT_KEYS = "var/keys.sqlite"
-
-
-def default_data_dir() -> str:
-    return os.environ.get("DATA_DIR", "../shared/data")
 
 
 keys_option = click.option(
@@ -35,7 +32,7 @@ store_option = click.option(
 
 def open_key_store(keys_path: str, store_spec: str | None) -> Any:
     """The admin store named by --store, else the SQLite file named by --keys."""
-    from edge.asgi import open_store
+    from edge.stores import open_store
 
     return open_store(store_spec or f"sqlite:{keys_path}")[0]
 
@@ -50,16 +47,16 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--data-dir", default=default_data_dir, show_default="$DATA_DIR or ../shared/data",
+@click.option("--data-dir", default=default_data_dir, show_default="$DATA_DIR, else ../shared/data beside the checkout",
               type=click.Path(file_okay=False, path_type=Path), help="Directory of raw inputs.")
 @click.option("--out", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output root; the release goes to OUT/releases/<id> and OUT/current points at it.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
 def build(data_dir: Path, out: Path, quiet: bool) -> None:
     """Render every response into a new immutable release and switch `current` to it."""
-    from .build import build as run_build
-    from .errors import InputError
-    from .render import RenderError
+    from pipeline.build import build as run_build
+    from pipeline.errors import InputError
+    from pipeline.release.render import RenderError
 
     if not data_dir.is_dir():
         raise click.ClickException(f"data directory {data_dir} does not exist (set DATA_DIR or --data-dir)")
@@ -102,15 +99,19 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 def serve(root: Path, host: str, port: int, workers: int, http_front: str, limits: bool, keys_path: str,
           store_spec: str | None) -> None:
     """Serve the current release over HTTP, checking keys and limits against the key store."""
-    from edge import asgi
+    from edge.local.app import create_app
+    from edge.local.asgi import serve_workers
+    from edge.local.settings import ServerSettings
 
     if not (root / "current").exists():
         raise click.ClickException(f"no release under {root}: run `malaria-risk build` first")
-    os.environ[asgi.ENV_ROOT] = str(root)
-    os.environ[asgi.ENV_STORE] = store_spec or f"sqlite:{keys_path}"
-    os.environ[asgi.ENV_LIMITS] = "on" if limits else "off"
-    asgi.create_app()  # fail here, once, with a readable error rather than in every worker
-    asgi.serve_workers(host, port, workers, http=http_front)
+    base = ServerSettings.from_env()
+    settings = ServerSettings(root=root, store=store_spec or f"sqlite:{keys_path}", counters=base.counters,
+                              limits=limits, per_minute=base.per_minute, monthly=base.monthly,
+                              fixed_now=base.fixed_now, http=http_front)
+    os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
+    create_app(settings)  # fail here, once, with a readable error rather than in every worker
+    serve_workers(host, port, workers, http=http_front)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------

@@ -7,7 +7,6 @@ documents' contents are small and made up (no figures are published from them).
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -19,13 +18,15 @@ import httpx
 import pytest
 import uvicorn
 
-from edge.asgi import App
-from edge.store_sqlite import SQLiteKeyStore
-from pipeline.produce import Produced
-from pipeline.render import render_release
+from edge.local.app import App
+from edge.stores.sqlite import SQLiteKeyStore
+from pipeline.datasets.base import Produced
+from pipeline.release.render import render_release
+from tests.paths import DATA_DIR, REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = Path(os.environ.get("DATA_DIR", ROOT.parent / "shared" / "data"))
+__all__ = ["DATA_DIR", "ROOT"]  # test modules import these from here or from tests.paths
+
+ROOT = REPO_ROOT
 
 STATES = ("KN", "LA")
 ESTIMATED = ("2024-01", "2024-02")
@@ -121,7 +122,7 @@ class LiveServer:
     """A real HTTP server on 127.0.0.1 in a thread, serving an App; stopped on exit.
 
     `front` is "uvicorn" (the ASGI app, the default front) or "direct" (httptools on
-    uvloop calling the same App, edge/http_direct.py).
+    uvloop calling the same App, edge/local/direct.py).
     """
 
     def __init__(self, app: App, front: str = "uvicorn"):
@@ -142,7 +143,7 @@ class LiveServer:
 
         import uvloop
 
-        from edge.http_direct import listening_socket, serve_socket
+        from edge.local.direct import listening_socket, serve_socket
 
         sock = listening_socket("127.0.0.1", self.port)
 

@@ -13,11 +13,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from edge.asgi import App
-from edge.store_sqlite import SQLiteKeyStore
+from edge.local.app import App
+from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import build
-
-from .conftest import DATA_DIR, LiveServer
+from tests.conftest import DATA_DIR, LiveServer
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
@@ -230,7 +229,7 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
             (data / rel).parent.mkdir(parents=True, exist_ok=True)
             (data / rel).symlink_to(path.resolve())
     result = build(data, tmp_path / "build")
-    assert [name for name, _ in result.unavailable] == ["pipeline.transmission"]
+    assert [name for name, _ in result.unavailable] == ["pipeline.datasets.transmission"]
     store = SQLiteKeyStore(tmp_path / "keys.sqlite")
     _, key = store.create("t", ["risk_scores"], "test")
     with LiveServer(App(tmp_path / "build", store)) as live, httpx.Client(

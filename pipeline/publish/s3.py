@@ -43,7 +43,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
-from pipeline.manifest import MANIFEST_NAME, Manifest, sha256_hex, verify_release_dir
+from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex, verify_release_dir
 
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
 # Short enough that a switch (or a rollback) reaches every client within seconds,

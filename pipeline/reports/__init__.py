@@ -6,13 +6,14 @@ same DATA_DIR and check the figures quoted in docs/model.md.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import click
 
-DEFAULT_DATA_DIR = Path(os.environ.get("DATA_DIR", Path(__file__).resolve().parents[2].parent / "shared" / "data"))
+from pipeline.settings import default_data_dir
+
+DEFAULT_DATA_DIR = default_data_dir()
 
 
 def report_command(fn: Callable[[Path, Path], None]) -> click.Command:

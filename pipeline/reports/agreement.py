@@ -18,11 +18,11 @@ import numpy as np
 import orjson
 import polars as pl
 
+from pipeline.datasets.risk import load_model_data, run_model
 from pipeline.errors import InputError
 from pipeline.geography import load_geography
-from pipeline.lga_names import state_code_for
 from pipeline.reports import report_command
-from pipeline.risk import load_model_data, run_model
+from pipeline.sources.names import state_code_for
 
 INCIDENCE = "malaria/sepmein_nga_report_2022/2023-04-05-incidence_rate_all_age_table_Nigeria_admin1_2000-2023.csv"
 
@@ -131,7 +131,7 @@ EXPLANATION = (
 @report_command
 def main(data_dir: Path, out: Path) -> None:
     """Write reports/agreement.md and reports/agreement.json."""
-    from pipeline import model
+    from pipeline.model import risk as model
 
     geo = load_geography(data_dir)
     md = load_model_data(data_dir, geo)

@@ -19,10 +19,7 @@ import click
 import numpy as np
 import orjson
 
-from pipeline import model
-from pipeline.geography import load_geography
-from pipeline.reports import report_command
-from pipeline.risk import (
+from pipeline.datasets.risk import (
     FIRST_PERIOD,
     ModelData,
     lga_baselines,
@@ -30,6 +27,9 @@ from pipeline.risk import (
     month_index,
     period_of,
 )
+from pipeline.geography import load_geography
+from pipeline.model import risk as model
+from pipeline.reports import report_command
 
 FIRST_ISSUE = "2019-01"
 

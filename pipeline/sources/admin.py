@@ -21,7 +21,7 @@ import polars as pl
 import shapely
 
 from pipeline.errors import InputError
-from pipeline.sources.csvtext import read_text_columns
+from pipeline.sources._csv import read_text_columns
 
 STATE_COUNT = 37
 LGA_COUNT = 774

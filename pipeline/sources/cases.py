@@ -5,7 +5,7 @@ are the only independent monthly case records we have: 12-month climatologies of
 facility incidence from the NMEP Rapid Impact Assessment, one per group of LGAs
 ("archetype", named after a representative LGA). `LGA_and_respective_archetype.csv`
 says which LGAs each group covers. File reading only; the comparison lives in
-`pipeline.transmission`.
+`pipeline.datasets.transmission`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Readers of the coverage context inputs in `DATA_DIR/malaria/` (see its SOURCES.md).
 
 State names are returned as written in the file (trimmed); matching them to state
-codes is the caller's job (`pipeline.context.match_states`), which knows the aliases.
+codes is the caller's job (`pipeline.datasets.context.match_states`), which knows the aliases.
 Each frame carries `row`, the CSV line number (header = line 1), so a name that
 matches no state can be reported where it is.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources.csvtext import read_text_columns
+from pipeline.sources._csv import read_text_columns
 
 DHS_CSV = Path("sepmein_nga_report_2022") / "2023-04-05-nga_dhs.csv"
 TRAVEL_CSV = Path("travel_time_phc_walking_state.csv")

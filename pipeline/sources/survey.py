@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.lga_names import STATE_NAME_VARIANTS, normalise
+from pipeline.sources.names import STATE_NAME_VARIANTS, normalise
 
 SURVEY_CSV = "malaria/survey_positivity_u5.csv"
 DHS_API_JSON = "malaria/dhs_api_positivity_u5.json"

@@ -1,0 +1,122 @@
+"""The local server's one app: a plain ASGI callable over the gate, serving files from `build/current`.
+
+No framework: the gate decides, this module only translates ASGI to `Request` and
+a `Response` (or a file key) back to ASGI messages. Files are read from the release
+directory named by the manifest, never from a path built out of request text.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..gate import Limiter, Request, Response, error, handle
+from ..keys import KeyStore
+from ..release import LocalReleases, ManifestRelease
+from .settings import ServerSettings
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class FileCache:
+    """Bytes of recently served files, bounded by total size; a release never changes in place."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[tuple[str, str], bytes] = OrderedDict()
+        self._size = 0
+
+    def get(self, release: ManifestRelease, key: str) -> bytes:
+        ck = (release.release_id, key)
+        data = self._items.get(ck)
+        if data is not None:
+            self._items.move_to_end(ck)
+            return data
+        assert release.root is not None
+        data = (release.root / key).read_bytes()
+        self._items[ck] = data
+        self._size += len(data)
+        while self._size > self.max_bytes and self._items:
+            _, old = self._items.popitem(last=False)
+            self._size -= len(old)
+        return data
+
+
+class App:
+    def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now):
+        self.releases = LocalReleases(root)
+        self.keys = keys
+        self.limiter = limiter
+        self.clock = clock
+        self.files = FileCache()
+
+    def respond(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> tuple[Response, bytes]:
+        req = Request(method, raw_path, query, headers)
+        try:
+            release = self.releases.current()
+        except FileNotFoundError as e:
+            resp = error("RELEASE_INCOMPLETE", str(e), raw_path)
+            return resp, resp.body or b""
+        resp = handle(req, self.clock(), self.keys, release, self.limiter)
+        if resp.file_key is not None:
+            body = self.files.get(release, resp.file_key)
+        else:
+            body = resp.body or b""
+        return resp, body
+
+    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        raw_path = scope.get("raw_path")
+        path = raw_path.decode("latin-1") if raw_path else scope["path"]
+        path = path.split("?", 1)[0]
+        query = scope.get("query_string", b"").decode("latin-1")
+        headers: dict[str, str] = {}
+        for k, v in scope.get("headers", []):
+            name = k.decode("latin-1").lower()
+            value = v.decode("latin-1")
+            headers[name] = f"{headers[name]}, {value}" if name in headers else value
+        resp, body = self.respond(scope["method"], path, query, headers)
+        out_headers = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in resp.headers]
+        if resp.status != 304:
+            out_headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
+        send_body = b"" if scope["method"] == "HEAD" or resp.status in (204, 304) else body
+        await send({"type": "http.response.body", "body": send_body})
+
+
+def create_app(settings: ServerSettings | None = None) -> App:
+    """The app factory each worker process calls; settings come from the environment by default."""
+    from ..limits import Limiter as FixedWindowLimiter
+    from ..stores import open_store
+    from ..stores.sqlite import ChangeAwareKeyCache
+
+    s = settings or ServerSettings.from_env()
+    store, counter = open_store(s.store, counters=s.counters)
+    keys: Any = store
+    if s.store.startswith("sqlite:") or ":" not in s.store:
+        keys = ChangeAwareKeyCache(store, store.path)
+    limiter = FixedWindowLimiter(counter, s.per_minute, s.monthly) if s.limits else None
+    clock: Clock = utc_now
+    if s.fixed_now is not None:
+        frozen = s.fixed_now
+
+        def clock() -> datetime:
+            return frozen
+
+    return App(s.root, keys, limiter, clock)

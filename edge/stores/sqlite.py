@@ -1,0 +1,220 @@
+"""SQLite key store: the embedded default for one machine.
+
+Lives at `var/keys.sqlite`, never under `build/` (which is what gets published).
+The gate reads through `lookup` on every request, uncached, so a revocation, a
+suspension or a removed account takes effect on the very next request.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
+from ..routes import SCOPES
+
+__all__ = ["AdminError", "ChangeAwareKeyCache", "SQLiteKeyStore"]  # AdminError is re-exported for the CLI
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS orgs (
+    org TEXT PRIMARY KEY,
+    suspended_at TEXT
+);
+CREATE TABLE IF NOT EXISTS accounts (
+    account TEXT PRIMARY KEY,
+    removed_at TEXT
+);
+CREATE TABLE IF NOT EXISTS keys (
+    id TEXT PRIMARY KEY,
+    key_hash TEXT NOT NULL UNIQUE,
+    prefix TEXT NOT NULL,
+    last4 TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('live', 'test')),
+    scopes TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    expires_on TEXT,
+    revoked_at TEXT,
+    owner TEXT,
+    org TEXT,
+    per_minute INTEGER,
+    monthly INTEGER
+);
+"""
+
+LOOKUP = """
+SELECT k.id, k.name, k.kind, k.scopes, k.revoked_at, k.expires_on, k.owner, k.org,
+       a.removed_at, o.suspended_at, k.per_minute, k.monthly
+FROM keys k
+LEFT JOIN accounts a ON a.account = k.owner
+LEFT JOIN orgs o ON o.org = k.org
+WHERE k.key_hash = ?
+"""
+
+
+class SQLiteKeyStore:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        with self._conn() as c:
+            c.executescript(SCHEMA)
+
+    def _conn(self) -> sqlite3.Connection:
+        """One connection per thread: sqlite3 connections must not cross threads."""
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA busy_timeout=10000")
+            self._local.conn = conn
+        return conn
+
+    # -- read side (the gate) -----------------------------------------------------
+    def lookup(self, key_hash: str) -> KeyRecord | None:
+        row = self._conn().execute(LOOKUP, (key_hash,)).fetchone()
+        if row is None:
+            return None
+        (kid, name, kind, scopes, revoked_at, expires_on, owner, org, removed_at, suspended_at,
+         per_minute, monthly) = row
+        return KeyRecord(
+            id=kid, name=name, kind=kind, scopes=tuple(scopes.split()) if scopes else (),
+            revoked=revoked_at is not None, expires_on=expires_on, owner=owner, org=org,
+            owner_removed=removed_at is not None, org_suspended=suspended_at is not None,
+            per_minute=per_minute, monthly=monthly,
+        )
+
+    # -- admin side (the dashboard's job, as a CLI) -----------------------------------
+    def create(
+        self,
+        name: str,
+        scopes: list[str],
+        kind: str = "test",
+        expires_on: str | None = None,
+        owner: str | None = None,
+        org: str | None = None,
+        per_minute: int | None = None,
+        monthly: int | None = None,
+        now: datetime | None = None,
+    ) -> tuple[str, str]:
+        """Create a key; returns (key id, the key itself). The key is not stored and never shown again."""
+        now = now or datetime.now(UTC)
+        validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
+        if owner is not None and self._removed(owner):
+            raise AdminError(f"account {owner!r} was removed; it cannot own new keys")
+        key = new_key(kind)
+        kid = "key_" + hash_key(key)[:10]
+        with self._conn() as c:
+            c.execute(
+                "INSERT INTO keys (id, key_hash, prefix, last4, name, kind, scopes, created_at,"
+                " expires_on, owner, org, per_minute, monthly) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (kid, hash_key(key), PREFIXES[kind], key[-4:], name, kind, " ".join(sorted(set(scopes))),
+                 now.isoformat(timespec="seconds"), expires_on, owner, org, per_minute, monthly),
+            )
+        return kid, key
+
+    def _removed(self, account: str) -> bool:
+        row = self._conn().execute("SELECT removed_at FROM accounts WHERE account=?", (account,)).fetchone()
+        return row is not None and row[0] is not None
+
+    def list(self, now: datetime | None = None) -> list[dict]:
+        now = now or datetime.now(UTC)
+        rows = self._conn().execute(
+            "SELECT k.id, k.name, k.kind, k.scopes, k.owner, k.org, k.expires_on, k.prefix, k.last4,"
+            " k.key_hash FROM keys k ORDER BY k.created_at, k.id"
+        ).fetchall()
+        out = []
+        for kid, name, kind, scopes, owner, org, expires_on, prefix, last4, key_hash in rows:
+            record = self.lookup(key_hash)
+            assert record is not None
+            out.append({
+                "id": kid, "name": name, "kind": kind, "scopes": scopes, "status": record.status(now),
+                "owner": owner, "org": org, "expires_on": expires_on, "hint": f"{prefix}…{last4}",
+            })
+        return out
+
+    def revoke(self, key_id: str, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        with self._conn() as c:
+            cur = c.execute(
+                "UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?",
+                (now.isoformat(timespec="seconds"), key_id),
+            )
+            if cur.rowcount == 0:
+                raise AdminError(f"no key with id {key_id!r} (see `keys list`)")
+
+    def set_org_suspended(self, org: str, suspended: bool, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        with self._conn() as c:
+            known = c.execute("SELECT 1 FROM keys WHERE org=? UNION SELECT 1 FROM orgs WHERE org=?",
+                              (org, org)).fetchone()
+            if known is None:
+                raise AdminError(f"no organisation {org!r} owns any key")
+            c.execute(
+                "INSERT INTO orgs (org, suspended_at) VALUES (?, ?)"
+                " ON CONFLICT(org) DO UPDATE SET suspended_at = excluded.suspended_at",
+                (org, now.isoformat(timespec="seconds") if suspended else None),
+            )
+
+    def remove_account(self, account: str, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        with self._conn() as c:
+            known = c.execute("SELECT 1 FROM keys WHERE owner=?", (account,)).fetchone()
+            if known is None:
+                raise AdminError(f"no account {account!r} owns any key")
+            c.execute(
+                "INSERT INTO accounts (account, removed_at) VALUES (?, ?)"
+                " ON CONFLICT(account) DO UPDATE SET removed_at = excluded.removed_at",
+                (account, now.isoformat(timespec="seconds")),
+            )
+
+
+class ChangeAwareKeyCache:
+    """Key records cached in-process, dropped the moment the SQLite key file changes.
+
+    `PRAGMA data_version` changes whenever another connection (any thread or process)
+    commits to the file, so a revocation, suspension or removal made by `malaria-risk
+    keys …` empties the cache before the next request is decided: revocation stays
+    immediate (bound: zero requests), while an unchanged file costs one cheap pragma
+    instead of a three-table join. Expiry needs no invalidation: the gate evaluates
+    `record.status(now)` on every request. Counters must live in another file, or their
+    commits would empty the cache on every request (see edge/stores/counters.py).
+    """
+
+    def __init__(self, inner: Any, path: Path | str, max_items: int = 10_000):
+        self.inner = inner
+        self.path = Path(path)
+        self.max_items = max_items
+        self._local = threading.local()
+
+    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[int]]:
+        st = getattr(self._local, "st", None)
+        if st is None:
+            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
+            st = (conn, {}, [-1])
+            self._local.st = st
+        return st
+
+    def lookup(self, key_hash: str) -> KeyRecord | None:
+        conn, cache, version = self._state()
+        v = conn.execute("PRAGMA data_version").fetchone()[0]
+        if v != version[0]:
+            cache.clear()
+            version[0] = v
+        try:
+            return cache[key_hash]
+        except KeyError:
+            pass
+        record = self.inner.lookup(key_hash)
+        if len(cache) >= self.max_items:
+            cache.clear()
+        # only known keys are cached: a flood of random keys must not evict real ones
+        if record is not None:
+            cache[key_hash] = record
+        return record
+
+    def __getattr__(self, name: str) -> Any:  # admin methods pass straight through
+        return getattr(self.inner, name)

@@ -1,0 +1,73 @@
+"""Producer of `/v1/boundaries/lgas`: one GeoJSON FeatureCollection of LGA outlines per state.
+
+Outlines are the simplified eHA/GRID3 shapes (coverage-simplified, so neighbours still
+share edges), labelled with the OCHA p-code and name the rest of the API uses, so a
+client can join a map to any other endpoint on `lgaCode` = `lga_code`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+import shapely
+
+from pipeline.datasets.base import BuildContext, Produced
+from pipeline.geography import Geography
+
+ROUTE = "/v1/boundaries/lgas"
+
+# Coordinates are published at the simplified file's precision (~1 m); more digits would
+# only add bytes, fewer would move shared edges apart.
+COORDINATE_DECIMALS = 5
+
+SOURCE = (
+    "LGA outlines: eHealth Africa / GRID3 Nigeria LGA boundaries (eHA GeoServer layer "
+    "sv_local_government_areas, 2019), simplified with shared edges kept (tolerance 0.002 degrees). "
+    "Upstream eHA/GRID3 boundary data are usually released under CC BY 4.0; the licence of the copy "
+    "used here is not verified. Credit: eHealth Africa, GRID3 Nigeria. LGA codes (lgaCode) and names "
+    "are OCHA COD-AB Nigeria p-codes and names (OCHA / OSGOF, CC BY-IGO); each OCHA LGA is linked to "
+    "the eHA outline containing its OCHA centroid, or by name within the state where position is ambiguous."
+)
+
+
+def geometry_json(geometries: np.ndarray, decimals: int = COORDINATE_DECIMALS) -> list[dict[str, Any]]:
+    """GeoJSON geometry objects (nested coordinate lists), rounded and oriented.
+
+    Exterior rings are made counter-clockwise as RFC 7946 recommends, since some web
+    map libraries fill by winding order. Rounding is done on the coordinate array in
+    one vectorised call; GEOS then writes the JSON.
+    """
+    oriented = shapely.orient_polygons(np.asarray(geometries, dtype=object), exterior_cw=False)
+    rounded = shapely.transform(oriented, lambda xy: np.round(xy, decimals))
+    return [orjson.loads(text) for text in shapely.to_geojson(rounded)]
+
+
+def feature_collections(geography: Geography) -> dict[tuple[str, ...], dict[str, Any]]:
+    """One FeatureCollection per state code, features sorted by lgaCode."""
+    lgas = geography.lgas.select("lga_code", "lga", "state_code").sort("lga_code")
+    codes = lgas["lga_code"].to_list()
+    geoms = geometry_json(np.array([geography.outlines[c] for c in codes], dtype=object))
+    by_state: dict[tuple[str, ...], dict[str, Any]] = {
+        (s,): {"type": "FeatureCollection", "source": SOURCE, "features": []}
+        for s in geography.states["state_code"].to_list()
+    }
+    for (code, name, state), geom in zip(lgas.iter_rows(), geoms, strict=True):
+        by_state[(state,)]["features"].append(
+            {"type": "Feature", "properties": {"lgaCode": code, "lga": name, "state": state}, "geometry": geom}
+        )
+    return by_state
+
+
+def produce(ctx: BuildContext) -> Produced:
+    geography: Geography = ctx.geography
+    states = sorted(geography.states["state_code"].to_list())
+    return Produced(
+        dataset="geography",
+        documents={ROUTE: feature_collections(geography)},
+        facts={"states": states},
+    )
+
+
+__all__ = ["ROUTE", "SOURCE", "feature_collections", "geometry_json", "produce"]

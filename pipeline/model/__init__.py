@@ -1,0 +1,1 @@
+"""The science: numbers in, numbers out; no file I/O."""

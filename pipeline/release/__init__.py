@@ -1,0 +1,1 @@
+"""Release rendering: every response written once into an immutable, verified release."""

@@ -1,0 +1,220 @@
+"""The renderer: turns producers' documents into an immutable, verified release.
+
+It walks the route table (the one list of endpoints) and, for every parameter
+combination the release's facts call for, writes the file the gate will map that
+request to. A missing or unexpected document stops the build before anything is
+visible: files go to a temporary directory, the manifest is written and verified,
+the directory is renamed into `releases/`, and only then is `current` switched —
+one atomic `rename` of a symlink.
+
+Files whose bytes equal the previous release's are hard-linked from it rather than
+re-compressed, which is what makes a one-month data load cheap.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import shutil
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import orjson
+
+from edge.routes import PUBLIC_PREFIX, ROUTES, Facts, route_values
+from pipeline.datasets.base import Produced
+from pipeline.release.manifest import (
+    MANIFEST_NAME,
+    Manifest,
+    file_entry,
+    sha256_hex,
+    verify_release_dir,
+)
+
+Progress = Callable[[str, int, int], None]
+
+
+class RenderError(Exception):
+    """The producers' documents do not cover the route table exactly."""
+
+
+@dataclass
+class RenderStats:
+    release_id: str
+    files: int
+    bytes: int
+    written: int  # files written fresh
+    linked: int  # files hard-linked from the previous release
+
+
+def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
+    merged: dict[str, list[str]] = {"states": [], "estimated": [], "forecast": []}
+    available: list[str] = []
+    model_version = None
+    for p in produced:
+        available.append(p.dataset)
+        for k, v in p.facts.items():
+            if k not in merged:
+                raise RenderError(f"producer {p.dataset} reports unknown fact {k!r}")
+            if merged[k] and list(v) != merged[k]:
+                raise RenderError(f"producers disagree on {k}")
+            merged[k] = list(v)
+        model_version = p.model_version or model_version
+    facts = Facts(
+        states=tuple(merged["states"]), estimated=tuple(merged["estimated"]),
+        forecast=tuple(merged["forecast"]), available=tuple(sorted(available)),
+    )
+    return facts, model_version
+
+
+def plan(produced: list[Produced], facts: Facts) -> list[tuple[str, str, bytes]]:
+    """(key, content type, bytes) for every file of the release, in route-table order.
+
+    Every expected combination must have a document and every document must be
+    expected: a producer that renders too little or too much is a build error.
+    """
+    docs_by_path: dict[str, dict] = {}
+    for p in produced:
+        for path, docs in p.documents.items():
+            if path in docs_by_path:
+                raise RenderError(f"two producers render {path}")
+            docs_by_path[path] = docs
+    out: list[tuple[str, str, bytes]] = []
+    for route in ROUTES:
+        if route.dataset not in facts.available:
+            if route.path in docs_by_path:
+                raise RenderError(f"{route.path} rendered by a producer other than {route.dataset}")
+            continue
+        docs = docs_by_path.pop(route.path, None)
+        if docs is None:
+            raise RenderError(f"no documents for {route.path} (dataset {route.dataset})")
+        expected = route_values(route, facts)
+        wanted = {tuple(v[p.name] for p in route.params) for v in expected}
+        missing = wanted - docs.keys()
+        extra = docs.keys() - wanted
+        if missing:
+            raise RenderError(f"{route.path}: {len(missing)} documents missing, e.g. {sorted(missing)[:3]}")
+        if extra:
+            raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
+        for values in expected:
+            doc = docs[tuple(values[p.name] for p in route.params)]
+            data = doc if isinstance(doc, bytes) else orjson.dumps(doc)
+            out.append((route.key(values), route.content_type, data))
+    if docs_by_path:
+        raise RenderError(f"documents for paths not in the route table: {sorted(docs_by_path)}")
+    seen = {k for k, _, _ in out}
+    for p in produced:
+        for key, (ctype, data) in sorted(p.files.items()):
+            if not key.startswith(PUBLIC_PREFIX) or ".." in key.split("/") or key in seen:
+                raise RenderError(f"static file {key!r} from {p.dataset} must be a unique path under {PUBLIC_PREFIX}")
+            seen.add(key)
+            out.append((key, ctype, data))
+    return out
+
+
+def release_id_for(updated_at: str, files: list[tuple[str, str, bytes]]) -> str:
+    h = hashlib.sha256()
+    for key, _, data in files:
+        h.update(key.encode())
+        h.update(sha256_hex(data).encode())
+    stamp = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).astimezone(UTC)
+    return stamp.strftime("%Y%m%dT%H%M%SZ") + "-" + h.hexdigest()[:8]
+
+
+def _previous(out: Path) -> tuple[Path, Manifest] | None:
+    link = out / "current"
+    if not link.is_symlink():
+        return None
+    target = (out / os.readlink(link)).resolve()
+    try:
+        return target, Manifest.load(target)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def render_release(
+    out: Path,
+    produced: list[Produced],
+    updated_at: str,
+    progress: Progress | None = None,
+) -> RenderStats:
+    facts, model_version = merge_facts(produced)
+    files = plan(produced, facts)
+    release_id = release_id_for(updated_at, files)
+    releases = out / "releases"
+    releases.mkdir(parents=True, exist_ok=True)
+    final = releases / release_id
+    if final.exists():
+        raise RenderError(f"release {release_id} already exists")
+    tmp = releases / f".tmp-{release_id}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    previous = _previous(out)
+    prev_files = previous[1].files if previous else {}
+    prev_dir = previous[0] if previous else None
+
+    entries: dict[str, dict] = {}
+    counters = {"written": 0, "linked": 0, "done": 0}
+    made_dirs: set[Path] = set()
+
+    def write_one(item: tuple[str, str, bytes]) -> tuple[list[tuple[str, dict]], bool]:
+        key, ctype, data = item
+        target = tmp / key
+        digest = sha256_hex(data)
+        prev = prev_files.get(key)
+        gz_key = key + ".gz"
+        if prev_dir is not None and prev is not None and prev["sha256"] == digest and gz_key in prev_files:
+            os.link(prev_dir / key, target)
+            os.link(prev_dir / gz_key, tmp / gz_key)
+            return [(key, file_entry(data, ctype)), (gz_key, prev_files[gz_key])], True
+        target.write_bytes(data)
+        gz = gzip.compress(data, compresslevel=6, mtime=0)
+        (tmp / gz_key).write_bytes(gz)
+        return [(key, file_entry(data, ctype)), (gz_key, file_entry(gz, ctype, "gzip"))], False
+
+    for key, _, _ in files:
+        parent = (tmp / key).parent
+        if parent not in made_dirs:
+            parent.mkdir(parents=True, exist_ok=True)
+            made_dirs.add(parent)
+
+    try:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for pairs, linked in pool.map(write_one, files, chunksize=64):
+                counters["linked" if linked else "written"] += len(pairs)
+                for k, e in pairs:
+                    entries[k] = e
+                counters["done"] += 1
+                if progress and (counters["done"] % 200 == 0 or counters["done"] == len(files)):
+                    progress("writing files", counters["done"], len(files))
+
+        manifest = Manifest(release_id, updated_at, model_version, facts.to_json(), dict(sorted(entries.items())))
+        (tmp / MANIFEST_NAME).write_bytes(manifest.to_bytes())
+        if progress:
+            progress("verifying", 0, 1)
+        problems = verify_release_dir(tmp, manifest)
+        if problems:
+            raise RenderError("release failed verification: " + "; ".join(problems[:5]))
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    switch_current(out, release_id)
+    total = sum(e["size"] for e in entries.values())
+    return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"])
+
+
+def switch_current(out: Path, release_id: str) -> None:
+    """Point `current` at a release atomically: a new symlink renamed over the old one."""
+    if not (out / "releases" / release_id / MANIFEST_NAME).exists():
+        raise RenderError(f"no complete release {release_id}")
+    tmp_link = out / f".current-{os.getpid()}"
+    if tmp_link.is_symlink() or tmp_link.exists():
+        tmp_link.unlink()
+    os.symlink(f"releases/{release_id}", tmp_link)
+    os.replace(tmp_link, out / "current")

@@ -1,0 +1,1 @@
+"""The documentation site, OpenAPI document and figures shipped inside every release."""

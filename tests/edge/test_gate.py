@@ -1,0 +1,287 @@
+"""The gate as a pure function: every rule, with an injected clock and a real SQLite store."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+from edge.gate import Request, handle
+from edge.release import LocalReleases
+from edge.routes import ROUTES
+from edge.stores.sqlite import SQLiteKeyStore
+from pipeline.release.render import render_release
+from tests.conftest import ESTIMATED, FORECAST, NOW, synthetic_produced
+
+
+@pytest.fixture
+def release(release_root: Path):
+    return LocalReleases(release_root).current()
+
+
+def get(release, store, path: str, query: str = "", key: str | None = None, now=NOW, **headers: str):
+    h = {k.replace("_", "-").lower(): v for k, v in headers.items()}
+    if key is not None:
+        h["authorization"] = f"Bearer {key}"
+    return handle(Request("GET", path, query, h), now, store, release)
+
+
+def code_of(resp) -> str:
+    assert resp.body is not None, resp
+    doc = json.loads(resp.body)
+    assert doc["status"] == resp.status
+    return doc["code"]
+
+
+def test_every_route_serves_its_file(release, store, all_scopes_key):
+    """The route table maps each endpoint to an existing file with its content type."""
+    for route in ROUTES:
+        query = "state=KN" if route.param("state") else ""
+        resp = get(release, store, route.path, query, all_scopes_key)
+        assert resp.status == 200, (route.path, resp.body)
+        assert resp.file_key is not None and (release.root / resp.file_key).is_file()
+        assert dict(resp.headers)["Content-Type"] == route.content_type
+
+
+def test_defaults_map_to_latest_period_and_four_months(release, store, all_scopes_key):
+    assert get(release, store, "/v1/risk/states", "", all_scopes_key).file_key == f"v1/risk/states/{ESTIMATED[-1]}.json"
+    assert get(release, store, "/v1/risk/states", f"period={ESTIMATED[0]}", all_scopes_key).file_key == \
+        f"v1/risk/states/{ESTIMATED[0]}.json"
+    assert get(release, store, "/v1/forecasts/lgas", "state=LA", all_scopes_key).file_key == "v1/forecasts/lgas/LA/4.json"
+    assert get(release, store, "/v1/forecasts/states", "months=2", all_scopes_key).file_key == "v1/forecasts/states/2.json"
+
+
+# -- authentication ------------------------------------------------------------------------
+
+
+def test_missing_key_is_401(release, store):
+    resp = get(release, store, "/v1/periods")
+    assert resp.status == 401 and code_of(resp) == "API_KEY_MISSING"
+    assert dict(resp.headers)["Content-Type"] == "application/problem+json"
+    assert "WWW-Authenticate" in dict(resp.headers)
+
+
+@pytest.mark.parametrize("header", [
+    {"authorization": "Bearer svc_live_short"},
+    {"authorization": "Basic dXNlcjpwYXNz"},
+    {"authorization": "Bearer "},
+    {"x-api-key": "sk_live_" + "a" * 32},
+    {"x-api-key": "svc_live_" + "a" * 32},  # well-formed, but no such key
+])
+def test_bad_keys_are_401_invalid(release, store, header):
+    resp = handle(Request("GET", "/v1/periods", "", header), NOW, store, release)
+    assert resp.status == 401 and code_of(resp) == "API_KEY_INVALID"
+
+
+def test_x_api_key_header_is_accepted(release, store, all_scopes_key):
+    resp = handle(Request("GET", "/v1/periods", "", {"x-api-key": all_scopes_key}), NOW, store, release)
+    assert resp.status == 200
+
+
+def test_two_different_keys_are_refused(release, store, all_scopes_key):
+    _, other = store.create("other", ["risk_scores"], "test", now=NOW)
+    h = {"authorization": f"Bearer {all_scopes_key}", "x-api-key": other}
+    resp = handle(Request("GET", "/v1/periods", "", h), NOW, store, release)
+    assert resp.status == 401 and code_of(resp) == "API_KEY_INVALID"
+
+
+def test_revocation_takes_effect_on_next_request(release, store):
+    kid, key = store.create("r", ["risk_scores"], "live", now=NOW)
+    assert get(release, store, "/v1/periods", key=key).status == 200
+    store.revoke(kid, now=NOW)
+    resp = get(release, store, "/v1/periods", key=key)
+    assert resp.status == 401 and code_of(resp) == "API_KEY_REVOKED"
+
+
+def test_expiry_uses_injected_clock(release, store):
+    _, key = store.create("e", ["risk_scores"], "live", expires_on="2026-12-01", now=NOW)
+    just_before = NOW.replace(month=11, day=30, hour=23, minute=59, second=59)
+    assert get(release, store, "/v1/periods", key=key, now=just_before).status == 200
+    at_expiry = NOW.replace(month=12, day=1, hour=0)
+    resp = get(release, store, "/v1/periods", key=key, now=at_expiry)
+    assert resp.status == 401 and code_of(resp) == "API_KEY_EXPIRED"
+
+
+def test_suspended_org_and_removed_account(release, store):
+    _, org_key = store.create("o", ["risk_scores"], "live", org="ngo-1", now=NOW)
+    _, own_key = store.create("a", ["risk_scores"], "live", owner="researcher@x", now=NOW)
+    store.set_org_suspended("ngo-1", True, now=NOW)
+    assert code_of(get(release, store, "/v1/periods", key=org_key)) == "ORGANISATION_SUSPENDED"
+    store.set_org_suspended("ngo-1", False, now=NOW)
+    assert get(release, store, "/v1/periods", key=org_key).status == 200
+    store.remove_account("researcher@x", now=NOW)
+    assert code_of(get(release, store, "/v1/periods", key=own_key)) == "ACCOUNT_REMOVED"
+
+
+def test_keys_are_stored_hashed_only(store, tmp_path):
+    _, key = store.create("h", ["risk_scores"], "live", now=NOW)
+    raw = (tmp_path / "var" / "keys.sqlite").read_bytes()
+    assert key.encode() not in raw and key[9:].encode() not in raw
+
+
+# -- scope and the order of checks -------------------------------------------------------------
+
+
+def test_scope_required(release, store):
+    _, key = store.create("s", ["risk_scores"], "live", now=NOW)
+    for path, query in [("/v1/forecasts/states", ""), ("/v1/boundaries/lgas", "state=KN")]:
+        resp = get(release, store, path, query, key)
+        assert resp.status == 403 and code_of(resp) == "SCOPE_REQUIRED"
+        assert json.loads(resp.body)["required_scope"] in ("forecasts", "lga_boundaries")
+    # /v1/periods needs any valid key
+    _, bkey = store.create("b", ["lga_boundaries"], "live", now=NOW)
+    assert get(release, store, "/v1/periods", key=bkey).status == 200
+
+
+def test_order_401_before_403_before_parameters(release, store):
+    _, key = store.create("s", ["risk_scores"], "live", now=NOW)
+    # bad key and bad parameter and missing scope: 401 wins
+    assert get(release, store, "/v1/forecasts/lgas", "state=zz&months=9", "svc_live_" + "x" * 32).status == 401
+    # valid key without scope and bad parameter: 403 wins
+    assert code_of(get(release, store, "/v1/forecasts/lgas", "state=zz&months=9", key)) == "SCOPE_REQUIRED"
+    # unknown parameter before value errors
+    assert code_of(get(release, store, "/v1/risk/lgas", "state=zz&foo=1", key)) == "UNKNOWN_PARAMETER"
+    # values are checked in route parameter order: state before period
+    assert code_of(get(release, store, "/v1/risk/lgas", "period=bad&state=zz", key)) == "UNKNOWN_STATE"
+
+
+# -- parameter values ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["2024-13", "2024-7", "2024-07-01", "", "2024-00", "24-07", "2024/07", "%202024-01"])
+def test_invalid_period(release, store, all_scopes_key, value):
+    resp = get(release, store, "/v1/risk/states", f"period={value}", all_scopes_key)
+    assert resp.status == 400 and code_of(resp) == "INVALID_PERIOD"
+
+
+def test_forecast_period_and_not_available(release, store, all_scopes_key):
+    resp = get(release, store, "/v1/risk/states", f"period={FORECAST[0]}", all_scopes_key)
+    assert resp.status == 400 and code_of(resp) == "FORECAST_PERIOD"
+    for p in ("2017-12", "2030-01"):
+        resp = get(release, store, "/v1/risk/lgas", f"state=KN&period={p}", all_scopes_key)
+        assert resp.status == 404 and code_of(resp) == "PERIOD_NOT_AVAILABLE"
+
+
+@pytest.mark.parametrize("query", ["", "state=", "state=kn", "state=XX", "state=KNO", "state=../..", "state=%2e%2e",
+                                   "state=K%4E%2F", "state=KN%20"])
+def test_unknown_state(release, store, all_scopes_key, query):
+    resp = get(release, store, "/v1/boundaries/lgas", query, all_scopes_key)
+    assert resp.status == 404 and code_of(resp) == "UNKNOWN_STATE"
+
+
+def test_lowercase_state_gets_a_hint(release, store, all_scopes_key):
+    resp = get(release, store, "/v1/context/lgas", "state=kn", all_scopes_key)
+    assert "use `KN`" in json.loads(resp.body)["detail"]
+
+
+@pytest.mark.parametrize("value", ["0", "5", "1.5", "abc", "", "01", "+1", " 1", "４"])
+def test_invalid_months(release, store, all_scopes_key, value):
+    resp = get(release, store, "/v1/forecasts/states", f"months={value}", all_scopes_key)
+    assert resp.status == 400 and code_of(resp) == "INVALID_MONTHS"
+
+
+@pytest.mark.parametrize("query,code", [
+    ("state=KN&state=LA", "REPEATED_PARAMETER"),
+    ("state=KN&foo=bar", "UNKNOWN_PARAMETER"),
+    ("State=KN", "UNKNOWN_PARAMETER"),
+    ("state=KN%00", "INVALID_QUERY"),
+    ("state=%ZZ", "INVALID_QUERY"),
+    ("state=%", "INVALID_QUERY"),
+    ("state=%C3%28", "INVALID_QUERY"),  # invalid UTF-8
+    ("%00=KN", "INVALID_QUERY"),
+])
+def test_query_shape_errors(release, store, all_scopes_key, query, code):
+    resp = get(release, store, "/v1/context/lgas", query, all_scopes_key)
+    assert resp.status == 400 and code_of(resp) == code
+
+
+@pytest.mark.parametrize("path", ["/v1/boundaries/lgas/../../manifest.json", "/v1/%62oundaries/lgas", "/v1//periods",
+                                  "/v1/periods/", "/manifest.json", "/v1/boundaries/lgas%00", "/V1/periods",
+                                  "/v1/risk/lgas/KN/2024-01.json", "/v1/risk/lgas/KN/../../../../etc/passwd"])
+def test_path_tricks_are_404(release, store, all_scopes_key, path):
+    resp = get(release, store, path, "state=KN", all_scopes_key)
+    assert resp.status == 404 and code_of(resp) == "NOT_FOUND" and resp.file_key is None
+
+
+def test_methods(release, store, all_scopes_key):
+    resp = handle(Request("POST", "/v1/periods", "", {"authorization": f"Bearer {all_scopes_key}"}), NOW, store, release)
+    assert resp.status == 405 and dict(resp.headers)["Allow"] == "GET, HEAD, OPTIONS"
+    resp = handle(Request("OPTIONS", "/v1/risk/states", "", {"origin": "https://x.org"}), NOW, store, release)
+    h = dict(resp.headers)
+    assert resp.status == 204 and h["Access-Control-Allow-Origin"] == "*"
+    assert "Authorization" in h["Access-Control-Allow-Headers"] and "x-api-key" in h["Access-Control-Allow-Headers"]
+
+
+# -- caching, compression -------------------------------------------------------------------------
+
+
+def test_etag_304_and_gzip(release, store, all_scopes_key):
+    resp = get(release, store, "/v1/context/states", "", all_scopes_key)
+    etag = dict(resp.headers)["ETag"]
+    assert etag.startswith('"') and len(etag) == 34
+    again = get(release, store, "/v1/context/states", "", all_scopes_key, if_none_match=etag)
+    assert again.status == 304 and again.file_key is None and dict(again.headers)["ETag"] == etag
+    other = get(release, store, "/v1/context/states", "", all_scopes_key, if_none_match='"nope", W/' + etag)
+    assert other.status == 304
+    stale = get(release, store, "/v1/context/states", "", all_scopes_key, if_none_match='"nope"')
+    assert stale.status == 200
+    gz = get(release, store, "/v1/context/states", "", all_scopes_key, accept_encoding="br, gzip;q=0.8")
+    assert gz.file_key == "v1/context/states.json.gz" and dict(gz.headers)["Content-Encoding"] == "gzip"
+    assert dict(gz.headers)["ETag"] != etag
+    no = get(release, store, "/v1/context/states", "", all_scopes_key, accept_encoding="gzip;q=0, identity")
+    assert no.file_key == "v1/context/states.json"
+
+
+def test_transmission_unavailable_is_503(tmp_path, store, all_scopes_key):
+    root = tmp_path / "b2"
+    render_release(root, synthetic_produced(with_transmission=False), "2026-11-22T10:00:00Z")
+    rel = LocalReleases(root).current()
+    for path, q in [("/v1/transmission/states", ""), ("/v1/transmission/lgas", "state=KN")]:
+        resp = get(rel, store, path, q, all_scopes_key)
+        assert resp.status == 503 and code_of(resp) == "TRANSMISSION_DATA_UNAVAILABLE"
+    # the state is still validated first
+    assert code_of(get(rel, store, "/v1/transmission/lgas", "state=QQ", all_scopes_key)) == "UNKNOWN_STATE"
+    assert get(rel, store, "/v1/context/states", "", all_scopes_key).status == 200
+
+
+def test_key_store_admin_errors(store: SQLiteKeyStore):
+    from edge.keys import AdminError
+
+    with pytest.raises(AdminError, match="unknown scope"):
+        store.create("x", ["admin"], "live", now=NOW)
+    with pytest.raises(AdminError, match="not in the future"):
+        store.create("x", ["risk_scores"], "live", expires_on="2026-01-01", now=NOW)
+    with pytest.raises(AdminError, match="YYYY-MM-DD"):
+        store.create("x", ["risk_scores"], "live", expires_on="2027-1-1", now=NOW)
+    with pytest.raises(AdminError, match="no key"):
+        store.revoke("key_nope")
+    with pytest.raises(AdminError, match="no organisation"):
+        store.set_org_suspended("ghost", True)
+
+
+def test_list_never_shows_the_key(store: SQLiteKeyStore):
+    _, key = store.create("n", ["risk_scores"], "live", now=NOW)
+    rows = store.list(NOW + timedelta(days=1))
+    assert len(rows) == 1 and rows[0]["hint"] == f"svc_live_…{key[-4:]}"
+    assert key not in json.dumps(rows)
+
+
+def test_docs_are_public_and_exact(release, store):
+    resp = get(release, store, "/docs/")
+    assert resp.status == 200 and resp.file_key == "docs/index.html"
+    assert get(release, store, "/docs/openapi.json").file_key == "docs/openapi.json"
+    for path in ["/docs/../manifest.json", "/docs/%2e%2e/manifest.json", "/docs/nope.html", "/docs/v1/periods.json"]:
+        assert get(release, store, path).status == 404, path
+
+
+def test_trailing_newline_is_not_a_valid_value(release, store, all_scopes_key):
+    from edge.keys import looks_like_key
+    from edge.routes import PERIOD, STATE, Facts, ParamError
+
+    facts = Facts(states=("KN",), estimated=("2024-01",))
+    for param, value in ((STATE, "KN\n"), (PERIOD, "2024-01\n")):
+        with pytest.raises(ParamError):
+            param.validate(value, facts)
+    assert not looks_like_key(all_scopes_key + "\n")

@@ -1,0 +1,181 @@
+"""The risk producer on a small synthetic DATA_DIR (document shapes, orders, facts) and
+on the real data (every estimated month: 37 states, 774 LGAs, scores in range)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.datasets import risk
+from pipeline.datasets.base import BuildContext
+from pipeline.errors import InputError
+from pipeline.model import risk as model
+from tests.paths import DATA_DIR
+from tests.small_geography import small_geo
+
+STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
+LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population"]
+LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
+
+
+
+
+def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06") -> Path:
+    (root / "rainfall").mkdir(parents=True)
+    (root / "malaria").mkdir()
+    rows = ["pcode,state_name,month,rainfall_mm,lta_mm,anomaly_pct"]
+    rng = np.random.default_rng(7)
+    for pcode, name, scale in (("NG020", "Kano", 1.0), ("NG026", "Nasarawa", 1.6)):
+        for i in range(risk.month_index(first), risk.month_index(last) + 1):
+            m = i % 12 + 1
+            mm = scale * 200 * max(0.0, math.sin((m - 3) / 12 * 2 * math.pi)) * rng.gamma(4, 0.25)
+            rows.append(f"{pcode},{name},{risk.period_of(i)},{mm:.3f},1,1")
+    (root / "rainfall" / "nga_state_chirps_monthly_1981_2026.csv").write_text("\n".join(rows) + "\n")
+    head = "state,lga,lat,lon,years_used," + ",".join(f"m{m:02d}_mm" for m in range(1, 13)) + ",annual_mm"
+    lines = [head]
+    for state, lga, lon, f in (("Kano", "Fagge", 0.5, 1.0), ("Kano", "Nasarawa1", 1.5, 1.2), ("Kano", "Takali", 2.5, 0.8),
+                               ("Nasarawa", "Nasarawa2", 10.5, 1.0), ("Nasarawa", "Obi2", 11.5, 1.1)):
+        vals = [f * 100 * max(0.0, math.sin((m - 3) / 12 * 2 * math.pi)) for m in range(1, 13)]
+        lines.append(f"{state},{lga},0.5,{lon},2001-2016," + ",".join(f"{v:.2f}" for v in vals) + f",{sum(vals):.1f}")
+    (root / "rainfall" / "nga_lga_idm_gsod_climatology_2001_2016.csv").write_text("\n".join(lines) + "\n")
+    survey = [
+        "survey,year,level,area,zone,test,positivity_pct,ci_low_pct,ci_high_pct,n_clusters,n_tested,n_tested_kind,source,note",
+        "2018 NDHS,2018,state,Kano,North West,microscopy,32.4,,,,,,f.csv,",
+        "2018 NDHS,2018,state,Nasarawa,North Central,microscopy,20.0,,,,,,f.csv,",
+        "2021 NMIS,2021,state,Kano,North West,microscopy,25.5,,,,,,f.csv,",
+        "2021 NMIS,2021,state,Nasarawa,North Central,microscopy,15.0,,,,,,f.csv,",
+        "2021 NMIS,2021,residence,urban,,microscopy,10.5,,,,,,f.csv,",
+        "2021 NMIS,2021,residence,rural,,microscopy,26.7,,,,,,f.csv,",
+    ]
+    (root / "malaria" / "survey_positivity_u5.csv").write_text("\n".join(survey) + "\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory):
+    root = write_data_dir(tmp_path_factory.mktemp("data"))
+    ctx = BuildContext(data_dir=root, updated_at="2019-07-02T10:00:00Z", geography=small_geo())
+    return risk.produce(ctx)
+
+
+def test_facts_and_periods(produced):
+    est = [risk.period_of(i) for i in range(risk.month_index("2018-01"), risk.month_index("2019-06") + 1)]
+    assert produced.dataset == "risk" and produced.model_version == model.MODEL_VERSION
+    assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
+    p = produced.documents["/v1/periods"][()]
+    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version"]
+    assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
+    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False}
+    assert [m["kind"] for m in p["months"]] == ["estimated"] * len(est) + ["forecast"] * 4
+    # the CHIRPS CSV has no version column: its last two months are flagged provisional
+    assert [m["provisional"] for m in p["months"] if m["kind"] == "estimated"][-3:] == [False, True, True]
+    assert p["updated_at"] == "2019-07-02T10:00:00Z"
+
+
+def test_every_key_present(produced):
+    d = produced.documents
+    est = produced.facts["estimated"]
+    assert set(d["/v1/risk/states"]) == {(p,) for p in est}
+    assert set(d["/v1/risk/lgas"]) == {(s, p) for s in ("KN", "NA") for p in est}
+    assert set(d["/v1/forecasts/states"]) == {("1",), ("2",), ("3",), ("4",)}
+    assert set(d["/v1/forecasts/lgas"]) == {(s, m) for s in ("KN", "NA") for m in "1234"}
+
+
+def _check_records(records, fields, code_key):
+    assert all(list(r) == fields for r in records)
+    for r in records:
+        assert 0 <= r["score_low"] <= r["score"] <= r["score_high"] <= 1
+        assert r["level"] in LEVELS
+        assert r["level"] == model.levels(np.array([r["score"]]))[0]
+    keys = [(-r["score"], r[code_key]) for r in records]
+    assert keys == sorted(keys), "highest risk first, ties by code"
+
+
+def test_state_report_shape_order_and_aggregation(produced):
+    doc = produced.documents["/v1/risk/states"][("2018-08",)]
+    assert list(doc) == ["period", "kind", "states"] and doc["kind"] == "estimated"
+    _check_records(doc["states"], STATE_FIELDS, "state_code")
+    kn = next(s for s in doc["states"] if s["state_code"] == "KN")
+    assert (kn["lgas"], kn["population"]) == (3, 600)
+    lgas = produced.documents["/v1/risk/lgas"][("KN", "2018-08")]
+    assert list(lgas) == ["period", "kind", "state_code", "state", "lgas"] and lgas["state"] == "Kano"
+    _check_records(lgas["lgas"], LGA_FIELDS, "lga_code")
+    pw = sum(r["score"] * r["population"] for r in lgas["lgas"]) / sum(r["population"] for r in lgas["lgas"])
+    assert kn["score"] == pytest.approx(pw, abs=2e-4)  # both rounded to 4 decimals
+
+
+def test_urban_lga_below_rural_in_same_month(produced):
+    recs = {r["lga_code"]: r for r in produced.documents["/v1/risk/lgas"][("KN", "2019-01")]["lgas"]}
+    assert recs["NG020001"]["is_urban"] and recs["NG020001"]["score"] < recs["NG020002"]["score"]
+
+
+def test_forecast_documents(produced):
+    d = produced.documents
+    four = d["/v1/forecasts/states"][("4",)]
+    assert list(four) == ["forecasts"]
+    assert [f["period"] for f in four["forecasts"]] == ["2019-07", "2019-08", "2019-09", "2019-10"]
+    for f in four["forecasts"]:
+        assert list(f) == ["period", "kind", "states"] and f["kind"] == "forecast"
+        _check_records(f["states"], STATE_FIELDS, "state_code")
+    assert d["/v1/forecasts/states"][("2",)]["forecasts"] == four["forecasts"][:2]
+    lg = d["/v1/forecasts/lgas"][("NA", "3")]["forecasts"]
+    assert [f["period"] for f in lg] == ["2019-07", "2019-08", "2019-09"]
+    for f in lg:
+        assert list(f) == ["period", "kind", "state_code", "state", "lgas"] and f["state_code"] == "NA"
+        _check_records(f["lgas"], LGA_FIELDS, "lga_code")
+
+
+def test_deterministic(tmp_path):
+    root = write_data_dir(tmp_path)
+    a = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+    b = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+    assert a.documents == b.documents
+
+
+def test_new_month_extends_series(tmp_path):
+    a = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path / "a"), updated_at="t", geography=small_geo()))
+    b = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path / "b", last="2019-07"), updated_at="t", geography=small_geo()))
+    assert b.facts["estimated"][-1] == "2019-07" and b.facts["forecast"][0] == "2019-08"
+    assert len(b.facts["estimated"]) == len(a.facts["estimated"]) + 1
+
+
+def test_series_too_short_is_an_input_error(tmp_path):
+    root = write_data_dir(tmp_path, first="2018-01")
+    with pytest.raises(InputError, match="2017-11"):
+        risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+
+
+def test_last_estimated_needs_every_state(tmp_path):
+    root = write_data_dir(tmp_path)
+    f = root / "rainfall" / "nga_state_chirps_monthly_1981_2026.csv"
+    f.write_text(f.read_text() + "NG020,Kano,2019-07,50.0,1,1\n")  # only one state has July
+    p = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+    assert p.facts["estimated"][-1] == "2019-06"
+
+
+@pytest.mark.skipif(not (DATA_DIR / "rainfall").exists(), reason="real data not present")
+def test_real_data_every_month_37_states_774_lgas():
+    from pipeline.geography import load_geography
+
+    geo = load_geography(DATA_DIR)
+    p = risk.produce(BuildContext(data_dir=DATA_DIR, updated_at="2026-07-22T00:00:00Z", geography=geo))
+    est = p.facts["estimated"]
+    assert est[0] == "2018-01" and est[-1] == "2026-06" and len(p.facts["forecast"]) == 4
+    assert len(p.documents["/v1/risk/states"]) == len(est)
+    for (period,), doc in p.documents["/v1/risk/states"].items():
+        assert len(doc["states"]) == 37
+        assert all(0 <= s["score_low"] <= s["score"] <= s["score_high"] <= 1 for s in doc["states"])
+        n = sum(len(p.documents["/v1/risk/lgas"][(s["state_code"], period)]["lgas"]) for s in doc["states"])
+        assert n == 774
+    for doc in p.documents["/v1/risk/lgas"].values():
+        assert all(0 <= r["score_low"] <= r["score"] <= r["score_high"] <= 1 for r in doc["lgas"])
+    # state records carry the same population as the sum of their LGAs
+    sums = geo.lgas.group_by("state_code").agg(pl.col("population").sum(), pl.len().alias("n"))
+    joined = geo.states.join(sums, on="state_code", suffix="_lgas")
+    assert (joined["population"] == joined["population_lgas"]).all() and (joined["lgas"] == joined["n"]).all()
+    months = p.documents["/v1/periods"][()]["months"]
+    assert [m["period"] for m in months if m["provisional"]] == ["2026-05", "2026-06"]

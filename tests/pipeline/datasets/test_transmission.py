@@ -1,0 +1,356 @@
+"""Transmission producer: SPEC 2.6-2.8 shapes and orders, survey trends, the check, 503 path.
+
+Fixtures are tiny data directories in exactly the real files' formats; expected
+values are worked out by hand from the fixture numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from pipeline.datasets.base import BuildContext
+from pipeline.datasets.transmission import (
+    CASES_FOLLOW_RAIN_BY_MONTHS,
+    one_row_per_round,
+    produce,
+    seasonality_check,
+    survey_trends,
+)
+from pipeline.errors import DatasetUnavailable
+from pipeline.geography import Geography
+from pipeline.model.seasons import season_from_index, seasonal_index
+from tests.paths import REPO_ROOT
+
+ROOT = REPO_ROOT
+DATA_DIR = Path(os.environ.get("DATA_DIR", ROOT.parent / "shared" / "data"))
+
+KANO = [0.2, 0.5, 3, 12, 50, 110, 210, 287, 150, 30, 1, 0.1]
+LAGOS = [25, 50, 100, 150, 200, 329, 150, 84, 228, 150, 50, 20]
+AGEGE_SHAPE = [10, 10, 10, 10, 10, 10, 10, 10, 10, 100, 50, 10]
+
+SURVEY_HEADER = [
+    "survey", "year", "level", "area", "zone", "test", "positivity_pct", "ci_low_pct", "ci_high_pct",
+    "n_clusters", "n_tested", "n_tested_kind", "source", "note",
+]
+SURVEY_ROWS = [
+    ["2010 NMIS", "2010", "national", "Nigeria", "", "RDT (assumed)", "42", "", "", "", "", "", "page: news", ""],
+    ["2010 NMIS", "2010", "zone", "North West", "North West", "microscopy", "48.2", "", "", "", "", "", "dhs.csv", ""],
+    ["2015 NMIS", "2015", "state", "Kano", "North West", "RDT", "30", "", "", "", "", "", "dhs.csv", ""],
+    ["2015 NMIS", "2015", "state", "Lagos", "South West", "microscopy", "10.5", "8.0", "13.1", "", "85", "unweighted", "dhs.csv", ""],
+    ["2018 NDHS", "2018", "state", "Kano", "North West", "microscopy", "40.1", "", "", "", "", "", "dhs.csv", ""],
+    ["2018 NDHS", "2018", "state", "Kano", "North West", "microscopy", "40.1", "35.0", "45.3", "", "", "", "paper", ""],
+    ["2018 NDHS", "2018", "state", "Kano", "North West", "RDT", "55", "", "", "", "", "", "dhs.csv", ""],
+    ["2021 NMIS", "2021", "state", "Kano", "North West", "microscopy", "30.2", "", "", "", "", "", "xlsx", ""],
+    ["2021 NMIS", "2021", "state", "Lagos", "South West", "microscopy", "2.6", "", "", "", "", "", "xlsx", ""],
+    ["2021 NMIS", "2021", "national", "Nigeria", "", "microscopy", "22.3", "", "", "", "", "", "xlsx", ""],
+    ["2021 NMIS", "2021", "residence", "urban", "", "microscopy", "10.5", "", "", "", "", "", "xlsx", ""],
+    ["2021 NMIS", "2021", "residence", "rural", "", "microscopy", "26.7", "", "", "", "", "", "xlsx", ""],
+    ["2021 NMIS", "2021", "residence", "urban", "", "RDT", "20", "", "", "", "", "", "xlsx", ""],
+]
+
+
+def small_geography() -> Geography:
+    """Two states, two LGAs each; LGA code order differs from alphabetical order."""
+    states = pl.DataFrame(
+        {
+            "state_code": ["KN", "LA"],
+            "state": ["Kano", "Lagos"],
+            "zone": ["North West", "South West"],
+            "ocha_pcode": ["NG020", "NG025"],
+            "lgas": [2, 2],
+            "population": [3000, 1000],
+            "area_km2": [40.0, 20.0],
+        }
+    )
+    lgas = pl.DataFrame(
+        {
+            "lga_code": ["NG020001", "NG020002", "NG025001", "NG025002"],
+            "lga": ["Tarauni", "Dala", "Ikeja", "Agege"],
+            "state_code": ["KN", "KN", "LA", "LA"],
+            "eha_code": ["1", "2", "3", "4"],
+            "population": [1000, 2000, 500, 500],
+            "area_km2": [10.0, 30.0, 10.0, 10.0],
+            "density_per_km2": [100.0, 66.7, 50.0, 50.0],
+            "is_urban": [False, False, False, False],
+            "rep_lon": [8.5, 8.5, 3.3, 3.3],
+            "rep_lat": [12.0, 12.0, 6.6, 6.6],
+        }
+    )
+    crosswalk = pl.DataFrame(
+        {"lga_code": lgas["lga_code"], "eha_code": lgas["eha_code"], "method": ["test"] * 4, "note": [""] * 4}
+    )
+    return Geography(states=states, lgas=lgas, outlines={}, crosswalk=crosswalk)
+
+
+def _write_csv(path: Path, header: list[str], rows: list[list]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        w.writerows(rows)
+
+
+def make_data_dir(root: Path, survey: bool = True, cases: bool = True) -> Path:
+    """A data directory holding the transmission inputs in the real files' formats."""
+    rows = []
+    for pcode, name, prof in (("NG020", "Kano", KANO), ("NG025", "Lagos", LAGOS)):
+        rows += [[pcode, name, m + 1, v, v] for m, v in enumerate(prof)]
+    _write_csv(
+        root / "rainfall/nga_state_chirps_climatology_monthly.csv",
+        ["pcode", "state_name", "mo", "mean_1991_2020_mm", "wfp_lta_mm"], rows,
+    )
+    lga_rows = []
+    for state, lga, shape in (
+        ("Kano", "Tarauni", [2 * v for v in KANO]),
+        ("Kano", "Dala", KANO),
+        ("Lagos", "Ikeja", LAGOS),
+        ("Lagos", "Agege", AGEGE_SHAPE),
+    ):
+        lga_rows.append([state, lga, 10.0, 8.0, "2001-2016", *shape, sum(shape)])
+    _write_csv(
+        root / "rainfall/nga_lga_idm_gsod_climatology_2001_2016.csv",
+        ["state", "lga", "lat", "lon", "years_used", *[f"m{m:02d}_mm" for m in range(1, 13)], "annual_mm"],
+        lga_rows,
+    )
+    if survey:
+        _write_csv(root / "malaria/survey_positivity_u5.csv", SURVEY_HEADER, SURVEY_ROWS)
+    if cases:
+        recorded = np.roll(KANO, 1)  # exactly the predicted Kano shape
+        rows = [[i, "Dala", m + 1, v, 1000, v] for i, (m, v) in enumerate(enumerate(recorded))]
+        rows += [[12 + m, "Ikeja", m + 1, 50.0 + m, 1000, 50.0 + m] for m in range(12)]
+        _write_csv(
+            root / "malaria/cases/numalariamodeling_hbhi_nigeria_archetype_seasonality/archetype_incidence_NGA_RIA_v3.csv",
+            ["", "seasonality", "month", "cases", "population", "incidence"], rows,
+        )
+        _write_csv(
+            root / "malaria/numalariamodeling_hbhi_nigeria/LGA_and_respective_archetype.csv",
+            ["", "LGA", "archetype"],
+            [[1, "Tarauni", "Dala"], [2, "Dala", "Dala"], [3, "Ikeja", "Ikeja"], [4, "Agege", "Ikeja"]],
+        )
+    return root
+
+
+@pytest.fixture()
+def produced(tmp_path: Path):
+    ctx = BuildContext(data_dir=make_data_dir(tmp_path), updated_at="2026-01-01T00:00:00Z", geography=small_geography())
+    return produce(ctx)
+
+
+SEASON_KEYS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months", "seasonal_index"]
+TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
+
+
+def test_states_document_shape_and_order(produced) -> None:
+    assert produced.dataset == "transmission"
+    doc = produced.documents["/v1/transmission/states"][()]
+    assert list(doc)[:3] == ["method", "national", "states"]
+    m = doc["method"]
+    assert list(m) == ["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check"]
+    assert m["cases_follow_rain_by_months"] == 1 and m["high_season_share_of_peak"] == 0.5
+    assert list(m["check"]) == ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
+    assert list(doc["national"]) == ["season", "survey_trend"]
+    assert list(doc["national"]["season"]) == SEASON_KEYS
+    assert [s["state_code"] for s in doc["states"]] == ["KN", "LA"]
+    for s in doc["states"]:
+        assert list(s) == ["state_code", "state", "zone", "season", "survey_trend"]
+        assert list(s["season"]) == SEASON_KEYS
+        assert len(s["season"]["seasonal_index"]) == 12
+    assert doc["states"][0]["state"] == "Kano" and doc["states"][0]["zone"] == "North West"
+    assert "CHIRPS" in doc["source"]["rainfall"]
+
+
+def test_state_seasons_follow_rain_by_the_lag(produced) -> None:
+    kano = produced.documents["/v1/transmission/states"][()]["states"][0]["season"]
+    # rain peaks in August (287 mm) and is >= half of it in July-September
+    assert CASES_FOLLOW_RAIN_BY_MONTHS == 1
+    assert kano["peak_month"] == 9
+    assert kano["high_months"] == [8, 9, 10]
+    assert (kano["season_start_month"], kano["season_end_month"], kano["season_months"]) == (8, 10, 3)
+    # September cases follow August rain; October follows September (150/287)
+    assert kano["seasonal_index"][9] == round(150 / 287, 3)
+
+
+def test_national_season_is_population_weighted(produced) -> None:
+    nat = produced.documents["/v1/transmission/states"][()]["national"]["season"]
+    k = np.roll(KANO, 1) / max(KANO)
+    la = np.roll(LAGOS, 1) / max(LAGOS)
+    expected = seasonal_index((3000 * k + 1000 * la) / 4000)[0]
+    assert nat["seasonal_index"] == list(expected)
+    unweighted = seasonal_index((k + la) / 2)[0]
+    assert nat["seasonal_index"] != list(unweighted)
+
+
+def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
+    docs = produced.documents["/v1/transmission/lgas"]
+    assert set(docs) == {("KN",), ("LA",)}
+    kn = docs[("KN",)]
+    assert (kn["state_code"], kn["state"]) == ("KN", "Kano")
+    assert [r["lga"] for r in kn["lgas"]] == ["Dala", "Tarauni"]
+    for r in kn["lgas"]:
+        assert list(r) == ["lga_code", "lga", *SEASON_KEYS, "typical_rainfall_mm"]
+    by = {r["lga"]: r for r in kn["lgas"]}
+    # GSOD: Tarauni = 2 x Dala everywhere; areas 10 and 30 -> area-weighted state mean
+    # = 1.25 x Dala, so Tarauni gets 1.6 and Dala 0.8 of the state's CHIRPS value
+    assert by["Tarauni"]["typical_rainfall_mm"][7] == round(1.6 * 287, 1)
+    assert by["Dala"]["typical_rainfall_mm"][7] == round(0.8 * 287, 1)
+    la = {r["lga"]: r for r in docs[("LA",)]["lgas"]}
+    assert [r["lga"] for r in docs[("LA",)]["lgas"]] == ["Agege", "Ikeja"]
+    # area-weighted (equal areas) mean of the LGAs reproduces the state climatology
+    mean = (np.array(la["Agege"]["typical_rainfall_mm"]) + np.array(la["Ikeja"]["typical_rainfall_mm"])) / 2
+    assert np.allclose(mean, LAGOS, atol=0.1)
+    # each LGA's season is the season of its own (lagged) rain
+    for r in [*kn["lgas"], *la.values()]:
+        s = season_from_index(seasonal_index(np.roll(r["typical_rainfall_mm"], 1))[0])
+        assert r["peak_month"] == s.peak_month
+    # Agege's October-heavy shape moves its peak to November, unlike Ikeja
+    assert la["Agege"]["peak_month"] == 11 and la["Ikeja"]["peak_month"] == 7
+
+
+def test_survey_trends(produced) -> None:
+    doc = produced.documents["/v1/transmission/states"][()]
+    nat = doc["national"]["survey_trend"]
+    # 2010 national exists only as an RDT (assumed) figure: kept, and labelled so
+    assert [e["survey_year"] for e in nat] == [2010, 2021]
+    assert (nat[0]["test"], nat[0]["test_assumed"], nat[0]["positivity"]) == ("RDT", True, 0.42)
+    # the fixture has no 2010 urban/rural rows, and RDT residence figures would never fill
+    # a microscopy entry: null rather than a figure of another test
+    assert nat[0]["urban"] is None and nat[0]["rural"] is None
+    nat21 = nat[1]
+    assert list(nat21)[:9] == [*TREND_KEYS, "urban", "rural"]
+    assert (nat21["positivity"], nat21["urban"], nat21["rural"]) == (0.223, 0.105, 0.267)
+    assert (nat21["test"], nat21["test_assumed"]) == ("microscopy", False)
+    assert nat21["low"] is None and nat21["children_tested"] is None and nat21["small_sample"] is None
+    kn, la = (s["survey_trend"] for s in doc["states"])
+    # no state entry for 2010 (zones only); Kano 2015 has only RDT: kept and labelled
+    assert [e["survey_year"] for e in kn] == [2015, 2018, 2021]
+    assert [e["survey_year"] for e in la] == [2015, 2021]
+    assert [e["test"] for e in kn] == ["RDT", "microscopy", "microscopy"]
+    for e in kn + la:
+        assert list(e)[:7] == TREND_KEYS and "urban" not in e
+    # the 2018 Kano row with an interval wins over the one without
+    assert (kn[1]["positivity"], kn[1]["low"], kn[1]["high"]) == (0.401, 0.35, 0.453)
+    assert (la[0]["children_tested"], la[0]["small_sample"]) == (85, True)
+    assert la[0]["clusters"] is None
+    assert all(e["test"] == "microscopy" for e in la)
+
+
+def test_check_on_fixture(produced) -> None:
+    check = produced.documents["/v1/transmission/states"][()]["method"]["check"]
+    assert check["series"] == 2
+    assert check["states"] == ["Kano", "Lagos"]
+    assert isinstance(check["median_correlation"], float)
+
+
+def test_unavailable_without_inputs(tmp_path: Path) -> None:
+    geo = small_geography()
+    with pytest.raises(DatasetUnavailable):
+        produce(BuildContext(data_dir=tmp_path, updated_at="x", geography=geo))
+    d = make_data_dir(tmp_path / "nosurvey", survey=False)
+    with pytest.raises(DatasetUnavailable, match="survey"):
+        produce(BuildContext(data_dir=d, updated_at="x", geography=geo))
+    d = make_data_dir(tmp_path / "norain")
+    (d / "rainfall/nga_state_chirps_climatology_monthly.csv").unlink()
+    with pytest.raises(DatasetUnavailable, match="climatology"):
+        produce(BuildContext(data_dir=d, updated_at="x", geography=geo))
+
+
+def test_check_without_case_records_is_null(tmp_path: Path) -> None:
+    d = make_data_dir(tmp_path, cases=False)
+    p = produce(BuildContext(data_dir=d, updated_at="x", geography=small_geography()))
+    check = p.documents["/v1/transmission/states"][()]["method"]["check"]
+    assert check == {"series": 0, "states": [], "median_correlation": None, "mean_months_off": None,
+                     "mean_months_peak_is_off": None}
+
+
+# --- the check as a pure function ---------------------------------------------------------
+
+
+def _bump(peak: int, width: float = 1.5) -> np.ndarray:
+    m = np.arange(12)
+    d = np.minimum(np.abs(m - (peak - 1)), 12 - np.abs(m - (peak - 1)))
+    return 0.02 + np.exp(-0.5 * (d / width) ** 2)
+
+
+def _long(profiles: dict[str, np.ndarray], col: str, key: str) -> pl.DataFrame:
+    return pl.DataFrame(
+        {key: [k for k in profiles for _ in range(12)], "month": list(range(1, 13)) * len(profiles),
+         col: np.concatenate(list(profiles.values()))}
+    )
+
+
+def test_seasonality_check_figures() -> None:
+    s9, s6 = _bump(9), _bump(6)
+    lagged = _long({"L1": s9, "L2": 2 * s9, "L3": s6}, "expected", "lga_code")
+    lgas = pl.DataFrame({"lga_code": ["L1", "L2", "L3"], "state_code": ["KN", "KN", "LA"], "population": [1, 1, 1]})
+    arche = pl.DataFrame({"lga_code": ["L1", "L2", "L3"], "archetype": ["A", "A", "B"]})
+    rec_b = np.roll(s6, 2)  # recorded two months later than predicted
+    recorded = _long({"A": 7 * s9, "B": rec_b}, "incidence", "archetype")
+    check, table = seasonality_check(lagged, arche, recorded, lgas, {"KN": "Kano", "LA": "Lagos"})
+    r_b = np.corrcoef(s6, rec_b)[0, 1]
+    assert check["series"] == 2 and check["states"] == ["Kano", "Lagos"]
+    assert check["median_correlation"] == round((1 + r_b) / 2, 2)
+    # A agrees exactly; B is off by 2 at start, end and peak
+    assert check["mean_months_off"] == 1.0
+    assert check["mean_months_peak_is_off"] == 1.0
+    b = table.filter(pl.col("archetype") == "B").row(0, named=True)
+    assert (b["predicted_peak"], b["recorded_peak"], b["peak_off"]) == (6, 8, 2)
+
+
+def test_seasonality_check_weights_by_population() -> None:
+    s9, s3 = _bump(9), _bump(3)
+    lagged = _long({"L1": s9, "L3": s3}, "expected", "lga_code")
+    lgas = pl.DataFrame({"lga_code": ["L1", "L3"], "state_code": ["KN", "LA"], "population": [3, 1]})
+    arche = pl.DataFrame({"lga_code": ["L1", "L3"], "archetype": ["C", "C"]})
+    recorded = _long({"C": (3 * s9 / s9.max() + s3 / s3.max()) / 4}, "incidence", "archetype")
+    check, _ = seasonality_check(lagged, arche, recorded, lgas, {"KN": "Kano", "LA": "Lagos"})
+    assert check["median_correlation"] == 1.0
+    unweighted = (s9 / s9.max() + s3 / s3.max()) / 2
+    assert round(float(np.corrcoef(unweighted, recorded["incidence"])[0, 1]), 2) < 1.0
+
+
+def test_one_row_per_round_prefers_complete_rows() -> None:
+    df = pl.DataFrame(
+        {
+            "survey_year": [2018, 2018], "survey": ["2018 NDHS"] * 2, "level": ["state"] * 2, "area": ["Kano"] * 2,
+            "state_code": ["KN"] * 2, "test": ["microscopy"] * 2, "test_assumed": [False] * 2,
+            "positivity": [0.4, 0.41], "low": [None, 0.3], "high": [None, 0.5], "clusters": [None, None],
+            "children_tested": [None, 120], "source": ["a", "b"],
+        },
+        schema_overrides={"clusters": pl.Int64, "children_tested": pl.Int64, "low": pl.Float64, "high": pl.Float64},
+    )
+    out = one_row_per_round(df)
+    assert out.height == 1 and out["source"][0] == "b"
+    nat, states = survey_trends(df)
+    assert nat == [] and states["KN"][0]["small_sample"] is False
+
+
+# --- real data ----------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not (DATA_DIR / "rainfall").exists(), reason="real data not present")
+def test_real_data_seasons_are_plausible() -> None:
+    from pipeline.geography import load_geography
+
+    geo = load_geography(DATA_DIR)
+    p = produce(BuildContext(data_dir=DATA_DIR, updated_at="x", geography=geo))
+    doc = p.documents["/v1/transmission/states"][()]
+    assert len(doc["states"]) == 37
+    by = {s["state_code"]: s for s in doc["states"]}
+    # Kano rain peaks in August (rainfall SOURCES.md) -> cases in September
+    assert by["KN"]["season"]["peak_month"] == 9
+    # Lagos: June rain peak, August dip, September second peak -> season carried over September
+    la = by["LA"]["season"]
+    assert 9 not in la["high_months"] and la["season_start_month"] <= 9 <= la["season_end_month"]
+    assert doc["method"]["check"]["series"] == 22
+    assert len(doc["method"]["check"]["states"]) == 37
+    lga_total = sum(len(d["lgas"]) for d in p.documents["/v1/transmission/lgas"].values())
+    assert lga_total == 774
+    # no state has a 2010 entry; Borno 2015 is missing in the source
+    assert all(e["survey_year"] != 2010 for s in doc["states"] for e in s["survey_trend"])
+    assert 2015 not in [e["survey_year"] for e in by["BO"]["survey_trend"]]

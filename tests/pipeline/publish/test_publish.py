@@ -1,0 +1,695 @@
+"""Publishing to S3 (issue 6), against a real SeaweedFS on 127.0.0.1 (tests/s3server.py).
+
+Each test uses its own key prefix in the session's bucket, builds its own small
+releases in tmp_path with the manifest helpers, and checks the bucket through a
+plain boto3 client — never through the code under test alone.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import threading
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pipeline.publish import s3
+from pipeline.publish.cli import commands, main
+from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
+from tests import s3server
+from tests.s3server import S3Server
+
+# the session's SeaweedFS and a fresh key prefix per test (fixtures of tests/s3server.py)
+s3_server = s3server.s3_server
+s3_prefix = s3server.s3_prefix
+
+JSON = "application/json"
+GEOJSON = "application/geo+json"
+
+
+# --- a tiny release, in the renderer's format ------------------------------------
+
+
+def make_release(
+    root: Path, release_id: str, n: int = 4, seed: str = "", current: bool = True
+) -> Path:
+    """n identity JSON documents + their gzip copies + one GeoJSON + manifest.json."""
+    rdir = root / "releases" / release_id
+    files: dict[str, dict[str, Any]] = {}
+
+    def write(key: str, data: bytes, ctype: str, enc: str | None = None) -> None:
+        path = rdir / key
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        files[key] = file_entry(data, ctype, enc)
+
+    for i in range(n):
+        body = orjson.dumps({"release": release_id, "i": i, "seed": seed, "pad": "x" * (i * 37)})
+        write(f"v1/risk/{i:03d}.json", body, JSON)
+        write(f"v1/risk/{i:03d}.json.gz", gzip.compress(body, mtime=0), JSON, "gzip")
+    write(
+        "v1/boundaries/KN.geojson",
+        orjson.dumps({"type": "FeatureCollection", "features": []}),
+        GEOJSON,
+    )
+    manifest = Manifest(
+        release_id, f"2024-05-01T00:00:00Z{seed}", "model-1", {"states": ["KN"]}, files
+    )
+    (rdir / MANIFEST_NAME).write_bytes(manifest.to_bytes())
+    if current:
+        link = root / "current"
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(Path("releases") / release_id)
+    return rdir
+
+
+def n_objects(n: int = 4) -> int:
+    return 2 * n + 1 + 1  # json + gz per document, the GeoJSON, the manifest
+
+
+@pytest.fixture
+def target(s3_server: S3Server, s3_prefix: str) -> s3.Target:
+    return s3.Target.of(s3_server.bucket, s3_prefix)
+
+
+@pytest.fixture
+def client(s3_server: S3Server) -> Any:
+    return s3.make_client(
+        s3_server.endpoint_url,
+        session=_session(s3_server.access_key, s3_server.secret_key),
+        max_attempts=3,
+    )
+
+
+def _session(access: str, secret: str) -> Any:
+    import boto3
+
+    return boto3.session.Session(
+        aws_access_key_id=access, aws_secret_access_key=secret, region_name="us-east-1"
+    )
+
+
+def raw_client(server: S3Server) -> Any:
+    return server.client()
+
+
+def pointer_doc(server: S3Server, target: s3.Target) -> dict[str, Any]:
+    return orjson.loads(
+        raw_client(server).get_object(Bucket=target.bucket, Key=target.pointer_key)["Body"].read()
+    )
+
+
+def keys_under(server: S3Server, target: s3.Target, prefix: str) -> set[str]:
+    c = raw_client(server)
+    out: set[str] = set()
+    for page in c.get_paginator("list_objects_v2").paginate(Bucket=target.bucket, Prefix=prefix):
+        out |= {o["Key"] for o in page.get("Contents", [])}
+    return out
+
+
+def publish(client: Any, target: s3.Target, root: Path, rid: str, **kw: Any) -> s3.PublishResult:
+    return s3.publish_release(client, target, s3.open_local_release(root, rid), workers=4, **kw)
+
+
+class Boom(Exception):
+    pass
+
+
+def dies_after(k: int):
+    """An on_uploaded hook that kills the upload after k objects went up."""
+    count = 0
+    lock = threading.Lock()
+
+    def hook(_key: str) -> None:
+        nonlocal count
+        with lock:
+            count += 1
+            if count >= k:
+                raise Boom(f"killed after {count} uploads")
+
+    return hook
+
+
+# --- publish ---------------------------------------------------------------------
+
+
+def test_full_publish_uploads_every_object_with_headers_and_switches_pointer(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    rdir = make_release(tmp_path, "r1")
+    result = publish(client, target, tmp_path, None)
+    assert result.release_id == "r1"
+    assert result.uploaded == n_objects() and result.already_present == 0
+    assert result.pointer_switched and result.previous is None
+
+    manifest = Manifest.load(rdir)
+    keys = keys_under(s3_server, target, target.release_prefix("r1"))
+    assert keys == {target.object_key("r1", k) for k in [*manifest.files, MANIFEST_NAME]}
+
+    raw = raw_client(s3_server)
+    for key, entry in manifest.files.items():
+        head = raw.head_object(Bucket=target.bucket, Key=target.object_key("r1", key))
+        assert head["ContentLength"] == entry["size"]
+        assert head["Metadata"]["sha256"] == entry["sha256"]
+        assert head["ContentType"] == entry["content_type"]
+        assert head.get("ContentEncoding") == entry["content_encoding"]
+        assert head["CacheControl"] == "public, max-age=31536000, immutable"
+    # the gzip copy is stored as-is: its raw bytes decompress to the identity document
+    gz = raw.get_object(Bucket=target.bucket, Key=target.object_key("r1", "v1/risk/001.json.gz"))[
+        "Body"
+    ].read()
+    assert gzip.decompress(gz) == (rdir / "v1/risk/001.json").read_bytes()
+
+    doc = pointer_doc(s3_server, target)
+    assert doc["release_id"] == "r1" and doc["previous"] is None
+    assert doc["facts"] == {"states": ["KN"]} and doc["model_version"] == "model-1"
+    assert doc["files"] == len(manifest.files)
+    assert doc["manifest_sha256"] == hashlib.sha256((rdir / MANIFEST_NAME).read_bytes()).hexdigest()
+    head = raw.head_object(Bucket=target.bucket, Key=target.pointer_key)
+    assert "max-age=10" in head["CacheControl"] and "immutable" not in head["CacheControl"]
+
+    pointer = s3.read_pointer(client, target)
+    assert s3.verify_remote_release(client, target, "r1", pointer=pointer) == []
+    assert s3.verify_remote_release(client, target, "r1", deep=True, pointer=pointer) == []
+
+
+def test_republish_uploads_nothing_and_leaves_pointer(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    before = raw_client(s3_server).head_object(Bucket=target.bucket, Key=target.pointer_key)["ETag"]
+    again = publish(client, target, tmp_path, "r1")
+    assert again.uploaded == 0 and again.bytes_uploaded == 0
+    assert again.already_present == n_objects()
+    assert not again.pointer_switched
+    assert (
+        raw_client(s3_server).head_object(Bucket=target.bucket, Key=target.pointer_key)["ETag"]
+        == before
+    )
+
+
+def test_second_release_records_previous(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    make_release(tmp_path, "r2", seed="b")
+    result = publish(client, target, tmp_path, "r2")
+    assert result.pointer_switched and result.previous == "r1"
+    doc = pointer_doc(s3_server, target)
+    assert (doc["release_id"], doc["previous"]) == ("r2", "r1")
+    # r1 is untouched by r2's upload
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+
+
+def test_interrupted_upload_keeps_previous_live_and_rerun_completes(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    make_release(tmp_path, "r2", n=12, seed="b")
+
+    with pytest.raises(Boom):
+        publish(client, target, tmp_path, "r2", on_uploaded=dies_after(3))
+
+    assert pointer_doc(s3_server, target)["release_id"] == "r1"
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+    partial = keys_under(s3_server, target, target.release_prefix("r2"))
+    assert 3 <= len(partial) < n_objects(12)
+    assert target.object_key("r2", MANIFEST_NAME) not in partial  # the manifest goes last
+    problems = s3.verify_remote_release(client, target, "r2")
+    assert problems and "incomplete" in problems[0]
+
+    rerun = publish(client, target, tmp_path, "r2")
+    assert rerun.already_present == len(partial)
+    assert rerun.uploaded == n_objects(12) - len(partial)
+    assert rerun.pointer_switched and rerun.previous == "r1"
+    assert s3.verify_remote_release(client, target, "r2", deep=True) == []
+
+
+def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    rdir = make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    manifest = Manifest.load(rdir)
+    raw = raw_client(s3_server)
+
+    # 1. a body replaced behind intact headers and metadata, same size: only hashing sees it
+    sneaky = "v1/risk/002.json"
+    body = (rdir / sneaky).read_bytes()
+    flipped = body[:-2] + (b"0" if body[-2:-1] != b"0" else b"1") + body[-1:]
+    assert len(flipped) == len(body) and flipped != body
+    e = manifest.files[sneaky]
+    raw.put_object(
+        Bucket=target.bucket, Key=target.object_key("r1", sneaky), Body=flipped, ContentType=e["content_type"],
+        CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": e["sha256"]},
+    )  # fmt: skip
+    # 2. a plain overwrite, as a careless `aws s3 cp` would do it
+    careless = "v1/risk/000.json.gz"
+    raw.put_object(Bucket=target.bucket, Key=target.object_key("r1", careless), Body=b"oops")
+    # 3. an object the manifest does not list
+    raw.put_object(Bucket=target.bucket, Key=target.object_key("r1", "v1/extra.json"), Body=b"{}")
+
+    shallow = s3.verify_remote_release(client, target, "r1")
+    assert not any(sneaky in p for p in shallow)
+    careless_problems = [p for p in shallow if careless in p]
+    kinds = {p.split(":")[0] for p in careless_problems}
+    assert {
+        "size differs",
+        "no sha256 metadata",
+        "content encoding differs",
+        "cache control differs",
+    } <= kinds
+    assert "not in manifest: v1/extra.json" in shallow
+
+    deep = s3.verify_remote_release(client, target, "r1", deep=True)
+    assert f"body checksum differs: {sneaky}" in deep
+    assert all(p in deep for p in shallow)
+
+    # the CLI reports every difference and exits non-zero
+    runner = CliRunner(env=s3_server.env())
+    out = runner.invoke(main, ["verify", "--bucket", target.bucket, "--prefix", target.prefix,
+                               "--endpoint-url", s3_server.endpoint_url, "--deep"])  # fmt: skip
+    assert out.exit_code == 1
+    for p in deep:
+        assert p in out.output
+
+    # republishing repairs exactly the damage (the ETag exposes the sneaky body)
+    fixed = publish(client, target, tmp_path, "r1")
+    assert fixed.uploaded == 2 and fixed.strays_deleted == 1
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+
+
+def test_metadata_only_damage_needs_thorough_publish(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    """The quick plan trusts a listed ETag equal to the body's MD5; a header changed in
+    place (same body, same ETag) is only seen by a HEAD: `verify` and `thorough`."""
+    make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    key = target.object_key("r1", "v1/risk/003.json")
+    raw_client(s3_server).copy_object(
+        Bucket=target.bucket, Key=key, CopySource={"Bucket": target.bucket, "Key": key},
+        MetadataDirective="REPLACE", ContentType="text/plain", Metadata={"sha256": "0" * 64},
+    )  # fmt: skip
+    assert publish(client, target, tmp_path, "r1").uploaded == 0
+    problems = s3.verify_remote_release(client, target, "r1")
+    # REPLACE drops every header not given again, Cache-Control included (S3 semantics)
+    assert sorted(p.split(":")[0] for p in problems) == [
+        "cache control differs", "content type differs", "sha256 metadata differs",
+    ]  # fmt: skip
+    assert publish(client, target, tmp_path, "r1", thorough=True).uploaded == 1
+    assert s3.verify_remote_release(client, target, "r1") == []
+
+
+def test_release_ids_are_immutable(client: Any, target: s3.Target, tmp_path: Path) -> None:
+    make_release(tmp_path, "r1")
+    publish(client, target, tmp_path, "r1")
+    other = tmp_path / "other"
+    make_release(other, "r1", seed="different")
+    with pytest.raises(s3.PublishError, match="immutable"):
+        publish(client, target, other, "r1")
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+
+
+def test_stale_pointer_write_is_refused(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    make_release(tmp_path, "r1")
+    make_release(tmp_path, "r2", seed="b")
+    publish(client, target, tmp_path, "r1")
+    stale = s3.read_pointer(client, target)
+    publish(client, target, tmp_path, "r2")  # another publisher wins the race
+    local = s3.open_local_release(tmp_path, "r1")
+    doc = s3.pointer_document(local.manifest, local.manifest_sha256, "r2", datetime.now(UTC))
+    with pytest.raises(s3.PointerConflict, match="r2"):
+        s3.write_pointer(client, target, doc, stale)
+    assert pointer_doc(s3_server, target)["release_id"] == "r2"
+    # a first publish that finds a pointer it did not expect is refused too
+    with pytest.raises(s3.PointerConflict):
+        s3.write_pointer(client, target, doc, None)
+
+
+# --- refusing unsound trees (no server needed) ------------------------------------
+
+
+def test_refuses_tree_with_unlisted_file(tmp_path: Path) -> None:
+    rdir = make_release(tmp_path, "r1")
+    (rdir / "keys.sqlite").write_bytes(b"SQLite format 3\x00")
+    with pytest.raises(s3.PublishError, match="not in manifest: keys.sqlite"):
+        s3.open_local_release(tmp_path)
+
+
+def test_refuses_tree_with_bad_checksum(tmp_path: Path) -> None:
+    rdir = make_release(tmp_path, "r1")
+    path = rdir / "v1/risk/001.json"
+    path.write_bytes(path.read_bytes().replace(b"r1", b"r9"))
+    with pytest.raises(s3.PublishError) as info:
+        s3.open_local_release(tmp_path, "r1")
+    assert info.value.problems == ["checksum differs: v1/risk/001.json"]
+
+
+def test_refuses_symlink_out_of_tree(tmp_path: Path) -> None:
+    rdir = make_release(tmp_path, "r1")
+    secret = tmp_path / "var" / "keys.sqlite"
+    secret.parent.mkdir()
+    secret.write_bytes(b"secret")
+    (rdir / "v1/leak.json").symlink_to(secret)
+    manifest = Manifest.load(rdir)
+    files = {**manifest.files, "v1/leak.json": file_entry(b"secret", JSON)}
+    leaky = Manifest(
+        manifest.release_id, manifest.updated_at, manifest.model_version, manifest.facts, files
+    )
+    (rdir / MANIFEST_NAME).write_bytes(leaky.to_bytes())
+    with pytest.raises(s3.PublishError, match="outside the release"):
+        s3.open_local_release(tmp_path, "r1")
+
+
+def test_refuses_manifest_in_wrong_directory(tmp_path: Path) -> None:
+    rdir = make_release(tmp_path, "r1", current=False)
+    rdir.rename(tmp_path / "releases" / "r2")
+    with pytest.raises(s3.PublishError, match="names release 'r1'"):
+        s3.open_local_release(tmp_path, "r2")
+
+
+@pytest.mark.parametrize("bad", ["../etc", "a/b", "", ".hidden", "x" * 200])
+def test_unsafe_release_ids_rejected(bad: str) -> None:
+    with pytest.raises(s3.PublishError):
+        s3.check_release_id(bad)
+
+
+# --- clear errors -----------------------------------------------------------------
+
+
+def _cli(server: S3Server, *args: str, env: dict[str, str] | None = None) -> Any:
+    runner = CliRunner(env={**server.env(), **(env or {})})
+    return runner.invoke(main, list(args))
+
+
+def test_wrong_secret_key_is_one_clear_line(
+    s3_server: S3Server, target: s3.Target, tmp_path: Path
+) -> None:
+    make_release(tmp_path, "r1")
+    out = _cli(s3_server, "publish", "--bucket", target.bucket, "--prefix", target.prefix,
+               "--endpoint-url", s3_server.endpoint_url, "--root", str(tmp_path),
+               env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})  # fmt: skip
+    assert out.exit_code == 1
+    lines = out.output.strip().splitlines()
+    assert len(lines) == 1, out.output
+    assert s3_server.endpoint_url in lines[0] and "secret access key is wrong" in lines[0]
+    assert "Traceback" not in out.output
+    assert not keys_under(s3_server, target, target.key(""))
+
+
+def test_missing_bucket_and_dead_endpoint_are_clear(s3_server: S3Server, tmp_path: Path) -> None:
+    make_release(tmp_path, "r1")
+    out = _cli(s3_server, "publish", "--bucket", "no-such-bucket-here", "--endpoint-url", s3_server.endpoint_url,
+               "--root", str(tmp_path))  # fmt: skip
+    assert out.exit_code == 1
+    assert "bucket 'no-such-bucket-here' does not exist at " + s3_server.endpoint_url in out.output
+
+    import socket
+
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}"
+    out = _cli(s3_server, "releases", "list", "--bucket", "b-x-y", "--endpoint-url", dead)
+    assert out.exit_code == 1
+    assert f"cannot reach S3 endpoint {dead}" in out.output and "Traceback" not in out.output
+
+
+def test_missing_permission_is_clear(
+    s3_server: S3Server, target: s3.Target, tmp_path: Path
+) -> None:
+    make_release(tmp_path, "r1")
+    reader = s3.make_client(
+        s3_server.endpoint_url,
+        session=_session(s3server.READONLY_ACCESS_KEY, s3server.READONLY_SECRET_KEY),
+    )
+    with pytest.raises(s3.PublishError, match="access denied .* upload"):
+        publish(reader, target, tmp_path, "r1")
+    assert s3.read_pointer(reader, target) is None
+
+
+# --- releases list, rollback, prune -----------------------------------------------
+
+
+def test_rollback_switches_back_and_refuses_incomplete(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    for rid, seed in (("r1", "a"), ("r2", "b")):
+        make_release(tmp_path, rid, seed=seed)
+        publish(client, target, tmp_path, rid)
+    before = keys_under(s3_server, target, target.releases_prefix)
+
+    out = _cli(s3_server, "rollback", "--to", "r1", "--bucket", target.bucket, "--prefix", target.prefix,
+               "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    doc = pointer_doc(s3_server, target)
+    assert (doc["release_id"], doc["previous"]) == ("r1", "r2")
+    assert keys_under(s3_server, target, target.releases_prefix) == before  # nothing deleted
+
+    # an interrupted release cannot become current
+    make_release(tmp_path, "r3", seed="c")
+    with pytest.raises(Boom):
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2))
+    with pytest.raises(s3.PublishError, match="refusing to roll back to r3"):
+        s3.rollback(client, target, "r3")
+    with pytest.raises(s3.PublishError, match="refusing to roll back to nope"):
+        s3.rollback(client, target, "nope")
+    assert pointer_doc(s3_server, target)["release_id"] == "r1"
+
+    # a damaged release cannot either
+    raw_client(s3_server).delete_object(
+        Bucket=target.bucket, Key=target.object_key("r2", "v1/risk/000.json")
+    )
+    with pytest.raises(s3.PublishError) as info:
+        s3.rollback(client, target, "r2")
+    assert info.value.problems == ["missing: v1/risk/000.json"]
+
+    # rolling back to the current release changes nothing
+    etag = raw_client(s3_server).head_object(Bucket=target.bucket, Key=target.pointer_key)["ETag"]
+    assert s3.rollback(client, target, "r1")[1] is None
+    assert (
+        raw_client(s3_server).head_object(Bucket=target.bucket, Key=target.pointer_key)["ETag"]
+        == etag
+    )
+
+
+def test_releases_list_marks_current_previous_and_counts(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    make_release(tmp_path, "r1", n=2, seed="a")
+    publish(client, target, tmp_path, "r1")
+    make_release(tmp_path, "r2", n=3, seed="b")
+    publish(client, target, tmp_path, "r2")
+    make_release(tmp_path, "r3", n=5, seed="c")
+    with pytest.raises(Boom):
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2))
+
+    infos = {r.release_id: r for r in s3.list_releases(client, target)}
+    assert set(infos) == {"r1", "r2", "r3"}
+    assert infos["r2"].current and not infos["r2"].previous
+    assert infos["r1"].previous and not infos["r1"].current
+    assert (infos["r1"].objects, infos["r1"].expected, infos["r1"].complete) == (
+        n_objects(2),
+    ) * 2 + (True,)
+    assert (infos["r2"].objects, infos["r2"].expected) == (n_objects(3),) * 2
+    assert infos["r3"].expected is None and not infos["r3"].complete
+
+    out = _cli(s3_server, "releases", "list", "--bucket", target.bucket, "--prefix", target.prefix,
+               "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    line = {ln.split()[0]: ln for ln in out.output.splitlines()}
+    assert "current" in line["r2"] and f"{n_objects(3)}/{n_objects(3)}" in line["r2"]
+    assert "previous" in line["r1"] and "INCOMPLETE" in line["r3"]
+
+
+def test_prune_keeps_newest_current_and_previous(
+    s3_server: S3Server,
+    client: Any,
+    target: s3.Target,
+    tmp_path: Path,
+) -> None:
+    for i, rid in enumerate(["r1", "r2", "r3", "r4"]):
+        make_release(tmp_path, rid, n=2, seed=str(i))
+        publish(client, target, tmp_path, rid)
+    s3.rollback(client, target, "r2")  # current r2, previous r4
+    order = [r.release_id for r in s3.list_releases(client, target)]
+    assert order == ["r4", "r3", "r2", "r1"]  # newest first, by manifest upload
+
+    assert s3.prune(client, target, 0, dry_run=True) == ["r3", "r1"]
+    assert {r.release_id for r in s3.list_releases(client, target)} == {"r1", "r2", "r3", "r4"}
+
+    out = _cli(s3_server, "prune", "--keep", "0", "--bucket", target.bucket, "--prefix", target.prefix,
+               "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
+    assert out.exit_code == 0, out.output
+    assert {r.release_id for r in s3.list_releases(client, target)} == {"r2", "r4"}
+    assert not keys_under(s3_server, target, target.release_prefix("r1"))
+    assert s3.verify_remote_release(client, target, "r2", deep=True) == []
+    assert s3.verify_remote_release(client, target, "r4", deep=True) == []
+    assert pointer_doc(s3_server, target)["release_id"] == "r2"
+    assert s3.prune(client, target, 0) == []
+
+
+def test_cli_publish_end_to_end(s3_server: S3Server, target: s3.Target, tmp_path: Path) -> None:
+    make_release(tmp_path, "r1")
+    args = [
+        "--bucket",
+        target.bucket,
+        "--prefix",
+        target.prefix,
+        "--endpoint-url",
+        s3_server.endpoint_url,
+    ]
+    out = _cli(s3_server, "publish", *args, "--root", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    assert f"{n_objects()} uploaded" in out.output and "now names r1" in out.output
+    again = _cli(s3_server, "publish", *args, "--root", str(tmp_path))
+    assert again.exit_code == 0 and " 0 uploaded" in again.output and "unchanged" in again.output
+    ok = _cli(s3_server, "verify", *args, "--deep")
+    assert ok.exit_code == 0 and "every object matches" in ok.output
+
+
+def test_commands_exposed_for_the_main_cli() -> None:
+    names = {c.name for c in commands}
+    assert names == {"publish", "releases", "verify", "rollback", "prune"}
+
+
+# --- pure rules, as properties ------------------------------------------------------
+
+entries = st.builds(
+    s3.Expected,
+    rel=st.builds(
+        lambda parts, gz: "v1/" + "/".join(parts) + (".json.gz" if gz else ".json"),
+        st.lists(st.text("abcdefghij0123456789", min_size=1, max_size=8), min_size=1, max_size=3),
+        st.booleans(),
+    ),
+    size=st.integers(0, 10**7),
+    sha256=st.text("0123456789abcdef", min_size=64, max_size=64),
+    content_type=st.sampled_from([JSON, GEOJSON]),
+    content_encoding=st.sampled_from([None, "gzip"]),
+)
+
+
+def head_for(e: s3.Expected, md5: str) -> dict[str, Any]:
+    head: dict[str, Any] = {
+        "ContentLength": e.size,
+        "Metadata": {"sha256": e.sha256},
+        "ContentType": e.content_type,
+        "CacheControl": s3.CACHE_IMMUTABLE,
+        "ETag": f'"{md5}"',
+    }
+    if e.content_encoding:
+        head["ContentEncoding"] = e.content_encoding
+    return head
+
+
+MD5 = st.text("0123456789abcdef", min_size=32, max_size=32)
+
+
+@given(entries, MD5)
+def test_matching_head_has_no_problems(e: s3.Expected, md5: str) -> None:
+    assert s3.check_head(head_for(e, md5), e, md5) == []
+
+
+@given(
+    entries,
+    MD5,
+    st.sampled_from(
+        ["ContentLength", "Metadata", "ContentType", "ContentEncoding", "CacheControl", "ETag"]
+    ),
+)
+def test_any_single_difference_is_reported_once_naming_the_key(
+    e: s3.Expected, md5: str, field: str
+) -> None:
+    head = head_for(e, md5)
+    changed = {
+        "ContentLength": e.size + 1,
+        "Metadata": {"sha256": "0" * 64 if e.sha256 != "0" * 64 else "1" * 64},
+        "ContentType": "text/plain",
+        "ContentEncoding": None if e.content_encoding else "gzip",
+        "CacheControl": "no-store",
+        "ETag": f'"{"f" * 32 if md5 != "f" * 32 else "e" * 32}"',
+    }[field]
+    head[field] = changed
+    problems = s3.check_head(head, e, md5)
+    assert len(problems) == 1 and e.rel in problems[0]
+
+
+@given(entries)
+def test_multipart_or_kms_etag_is_not_taken_for_md5(e: s3.Expected) -> None:
+    head = head_for(e, "a" * 32)
+    head["ETag"] = '"' + "b" * 32 + '-3"'
+    assert s3.check_head(head, e, "a" * 32) == []
+    head["ETag"] = '"' + "b" * 32 + '"'
+    head["ServerSideEncryption"] = "aws:kms"
+    assert s3.check_head(head, e, "a" * 32) == []
+
+
+def test_missing_object_is_one_problem() -> None:
+    e = s3.Expected("v1/a.json", 1, "0" * 64, JSON, None)
+    assert s3.check_head(None, e) == ["missing: v1/a.json"]
+
+
+@given(st.lists(st.sampled_from(["", "a", "b", "/", "//"]), max_size=6).map("".join))
+def test_target_keys_are_clean(prefix: str) -> None:
+    t = s3.Target.of("bucket", prefix)
+    for key in (t.pointer_key, t.object_key("r1", "v1/x.json"), t.releases_prefix):
+        assert not key.startswith("/") and "//" not in key
+    assert t.pointer_key.endswith("current.json")
+    assert t.object_key("r1", "v1/x.json").endswith("releases/r1/v1/x.json")
+
+
+@given(
+    st.integers(2, 8).flatmap(
+        lambda n: st.tuples(
+            st.just(n), st.integers(0, n - 1), st.integers(0, n - 1), st.integers(0, 10)
+        )
+    )
+)
+def test_prune_never_touches_current_or_previous(args: tuple[int, int, int, int]) -> None:
+    n, cur, prev, keep = args
+    epoch = datetime(2024, 1, 1, tzinfo=UTC)
+    releases = [
+        s3.ReleaseInfo(
+            f"r{i}", 3, 3, None, epoch, current=i == cur, previous=i == prev and i != cur
+        )
+        for i in range(n)
+    ]
+    doomed = s3.prune_plan(releases, keep)
+    assert f"r{cur}" not in doomed and f"r{prev}" not in doomed
+    assert not set(doomed) & {r.release_id for r in releases[:keep]}
+    expected_deleted = {f"r{i}" for i in range(keep, n)} - {f"r{cur}", f"r{prev}"}
+    assert set(doomed) == expected_deleted
