@@ -27,6 +27,7 @@ import orjson
 
 from edge.routes import PUBLIC_PREFIX, ROUTES, Facts, route_values
 from pipeline.datasets.base import Produced
+from pipeline.errors import RenderError
 from pipeline.release.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -36,10 +37,6 @@ from pipeline.release.manifest import (
 )
 
 Progress = Callable[[str, int, int], None]
-
-
-class RenderError(Exception):
-    """The producers' documents do not cover the route table exactly."""
 
 
 @dataclass
