@@ -35,6 +35,7 @@ serve: install
 
 lint: install
 	$(BIN)/ruff check pipeline edge tests bench deploy
+	$(BIN)/mypy
 
 test: install lint
 	$(BIN)/pytest -q

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
@@ -64,7 +64,7 @@ class Response:
     body: bytes | None = None  # set for generated answers (errors, preflight)
     file_key: str | None = None  # set when the answer is a release file
     key_id: str | None = None  # who asked, for logs and limits
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,7 @@ def parse_query(raw: str, route: Route, path: str) -> dict[str, str] | Response:
     parsed = _parse_query(raw, route)
     if isinstance(parsed, tuple):
         code, detail, members = parsed
-        return error(code, detail, path, **members)
+        return error(code, detail, path, None, **members)
     return parsed
 
 
@@ -334,8 +334,8 @@ def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, Fi
         memo[ck] = outcome
     if outcome[0] is None:
         _, code, detail, members = outcome
-        return error(code, detail, req.path, **members)
-    return outcome  # type: ignore[return-value]
+        return error(code, detail, req.path, None, **members)
+    return outcome
 
 
 def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outcome:

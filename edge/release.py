@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .routes import Facts
 
@@ -52,7 +52,7 @@ class ManifestRelease:
         return self.entries.get(key)
 
     @classmethod
-    def from_manifest(cls, doc: dict, root: Path | None = None) -> ManifestRelease:
+    def from_manifest(cls, doc: dict[str, Any], root: Path | None = None) -> ManifestRelease:
         files = doc["files"]
         entries: dict[str, FileEntry] = {}
         for key, e in files.items():

@@ -86,9 +86,9 @@ def plan(produced: list[Produced], facts: Facts) -> list[tuple[str, str, bytes]]
             if route.path in docs_by_path:
                 raise RenderError(f"{route.path} rendered by a producer other than {route.dataset}")
             continue
-        docs = docs_by_path.pop(route.path, None)
-        if docs is None:
+        if route.path not in docs_by_path:
             raise RenderError(f"no documents for {route.path} (dataset {route.dataset})")
+        docs = docs_by_path.pop(route.path)
         expected = route_values(route, facts)
         wanted = {tuple(v[p.name] for p in route.params) for v in expected}
         missing = wanted - docs.keys()

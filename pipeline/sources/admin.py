@@ -21,7 +21,7 @@ import polars as pl
 import shapely
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import Dtype, read_text_columns
 
 STATE_COUNT = 37
 LGA_COUNT = 774
@@ -56,7 +56,7 @@ def _line(index: int) -> int:
     return index + 2
 
 
-def _read_csv(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+def _read_csv(path: Path, columns: dict[str, Dtype]) -> pl.DataFrame:
     """Read `path` as text, check the columns exist, cast each to its type.
 
     Everything is read as text first so that a bad value can be reported with its

@@ -19,12 +19,13 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.sources._csv import Dtype
 from pipeline.sources.names import STATE_NAME_VARIANTS, normalise
 
 SURVEY_CSV = "malaria/survey_positivity_u5.csv"
 DHS_API_JSON = "malaria/dhs_api_positivity_u5.json"
 
-SCHEMA: dict[str, pl.DataType] = {
+SCHEMA: dict[str, Dtype] = {
     "survey_year": pl.Int64,
     "survey": pl.Utf8,
     "level": pl.Utf8,
@@ -125,6 +126,6 @@ def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
             "children_tested",
             pl.col("source").str.strip_chars(),
         )
-        .cast(SCHEMA)
+        .cast(pl.Schema(SCHEMA))
         .sort("survey_year", "level", "area", "test", "source")
     )
