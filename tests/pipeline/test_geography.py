@@ -23,8 +23,9 @@ from pipeline.geography import (
 )
 from pipeline.sources import admin
 from tests.paths import DATA_DIR
+from tests.paths import needs_data as real_data
 
-needs_data = pytest.mark.skipif(not (DATA_DIR / "admin" / "lgas.csv").is_file(), reason="real data not present")
+needs_data = real_data("admin/lgas.csv")
 
 # LGA counts per state, the constitutional list quoted in admin/SOURCES.md.
 LGA_COUNTS = {
