@@ -41,8 +41,8 @@ test: install lint
 	$(BIN)/pytest -q
 
 reports: install
-	$(BIN)/python -m pipeline.reports.hindcast --data-dir "$(DATA_DIR)" --out reports
-	$(BIN)/python -m pipeline.reports.agreement --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report hindcast --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report agreement --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py

@@ -170,7 +170,7 @@ def read_ocha_admin2(path: Path) -> pl.DataFrame:
 
 
 def read_lgas_table(path: Path) -> pl.DataFrame:
-    """`lgas.csv`, the data scout's derived table. Used only to cross-check our own work
+    """`lgas.csv`, a table derived from the sources when the data directory was assembled. Used only to cross-check our own work
     (crosswalk, geodesic area) in tests; the service computes these itself."""
     frame = _read_csv(
         path,

@@ -2,7 +2,7 @@
 
 Two inputs can supply it: the DHS API export (when the operator has loaded
 `malaria/dhs_api_positivity_u5.json`, read by `pipeline.sources.dhs_api`) and the
-scout-assembled `malaria/survey_positivity_u5.csv` (malaria SOURCES.md §1). Both
+assembled `malaria/survey_positivity_u5.csv` (malaria SOURCES.md §1). Both
 return the same columns, so the risk model and the transmission producer do not care
 which one was present:
 
@@ -59,14 +59,14 @@ def read_survey_positivity(data_dir: Path, state_codes: dict[str, str]) -> pl.Da
     """
     api = Path(data_dir) / DHS_API_JSON
     if api.exists():
-        from pipeline.sources.dhs_api import read_dhs_api_export  # written by another helper
+        from pipeline.sources.dhs_api import read_dhs_api_export
 
         return read_dhs_api_export(api, state_codes)
     return read_survey_csv(Path(data_dir) / SURVEY_CSV, state_codes)
 
 
 def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
-    """The scout-assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
+    """The assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
     if not path.exists():
         raise InputError(path, "file not found")
     raw = pl.read_csv(path, infer_schema_length=0)

@@ -1,4 +1,4 @@
-"""Publishing to S3 (issue 6), against a real SeaweedFS on 127.0.0.1 (tests/s3server.py).
+"""Publishing to S3, against a real SeaweedFS on 127.0.0.1 (tests/s3server.py).
 
 Each test uses its own key prefix in the session's bucket, builds its own small
 releases in tmp_path with the manifest helpers, and checks the bucket through a
