@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from edge.keys import AdminError
+from edge.keys import AdminError, AdminStore
 from pipeline.errors import OperatorError
 from pipeline.publish.cli import aliases, example, release
 from pipeline.settings import default_data_dir
@@ -36,7 +36,7 @@ store_option = click.option(
 )
 
 
-def open_key_store(keys_path: str, store_spec: str | None) -> Any:
+def open_key_store(keys_path: str, store_spec: str | None) -> AdminStore:
     """The admin store named by --store, else the SQLite file named by --keys."""
     from edge.stores import open_store
 

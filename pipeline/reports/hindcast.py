@@ -7,7 +7,7 @@ forecast and outcome (rounds are years apart and enter both sides identically), 
 the hindcast measures the rainfall part of the forecast — which is the only part
 that differs between a forecast and the later estimate.
 
-    python -m pipeline.reports.hindcast --data-dir DIR --out reports/
+    malaria-risk report hindcast --data-dir DIR --out reports/
 """
 
 from __future__ import annotations
