@@ -55,6 +55,11 @@ def test_cli_errors_are_one_line(tmp_path: Path):
     assert bad.returncode != 0 and "no key" in bad.stderr
     bad = cli("build", "--data-dir", str(tmp_path / "nowhere"), "--out", str(tmp_path / "b"), ok=False)
     assert bad.returncode != 0 and "does not exist" in bad.stderr
+    # an InputError from deep inside the build: caught once, by the root command
+    (tmp_path / "empty").mkdir()
+    bad = cli("build", "--data-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "b"), "--quiet", ok=False)
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+    assert bad.stderr.strip() == f"Error: {tmp_path / 'empty' / 'admin' / 'states.csv'}: file not found"
 
 
 def _leaf_commands() -> dict[str, click.Command]:
