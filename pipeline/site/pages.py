@@ -49,8 +49,8 @@ BASE = "/" + PUBLIC_PREFIX  # "/docs/"
 # Pages the site generates itself. A docs/<slug>.md with one of these names is not
 # a page of its own: its text becomes the introduction of the generated page.
 GENERATED = ("index", "api", "errors", "attribution")
-# Reading order for the pages other helpers write; anything else follows alphabetically.
-DOC_ORDER = ("geography", "context", "model", "seasons", "limits", "deploy", "operations")
+# Reading order for the hand-written pages in docs/; anything else follows alphabetically.
+DOC_ORDER = ("geography", "context", "model", "seasons", "limits", "deploy", "operations", "architecture")
 
 
 @dataclass(frozen=True)
