@@ -40,8 +40,7 @@ test: install lint
 	$(BIN)/pytest -q
 
 reports: install
-	$(BIN)/python -m pipeline.reports.hindcast --data-dir "$(DATA_DIR)" --out reports
-	$(BIN)/python -m pipeline.reports.agreement --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/python -m pipeline.reports.validation --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py
