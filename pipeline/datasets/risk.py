@@ -200,7 +200,7 @@ def fit_baseline(md: ModelData, rounds: pl.DataFrame, last_month: int) -> model.
     obs = model.observations(rounds, md.state_codes, md.state_c, t0, last_month)
     d, v, yrs = model.state_pairs(obs)
     if d.size < model.MIN_PAIRS:
-        d, v, yrs = zone_pairs(md, int(rounds["survey_year"].max()), obs.typical_children)
+        d, v, yrs = zone_pairs(md, int(rounds["survey_year"].to_numpy().max()), obs.typical_children)
     return model.smooth(obs, model.random_walk_variance(d, v, yrs))
 
 
@@ -283,7 +283,7 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return score, low, high
 
 
-def _records(static: list[dict], s: model.Scores) -> list[list[dict]]:
+def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code

@@ -190,10 +190,10 @@ def seasonality_check(
     def col(ss: list[Season], f: str) -> np.ndarray:
         return np.array([getattr(x, f) for x in ss])
 
-    start_off = circular_distance(col(ps, "season_start_month"), col(rs, "season_start_month"))
-    end_off = circular_distance(col(ps, "season_end_month"), col(rs, "season_end_month"))
+    start_off = np.asarray(circular_distance(col(ps, "season_start_month"), col(rs, "season_start_month")))
+    end_off = np.asarray(circular_distance(col(ps, "season_end_month"), col(rs, "season_end_month")))
     months_off = (start_off + end_off) / 2
-    peak_off = circular_distance(col(ps, "peak_month"), col(rs, "peak_month"))
+    peak_off = np.asarray(circular_distance(col(ps, "peak_month"), col(rs, "peak_month")))
     tab = pl.DataFrame({
         "archetype": series, "band": bands,
         "correlation": err["correlation"], "centre_off": err["centre_off"],
@@ -211,9 +211,9 @@ def seasonality_check(
         return {
             "series": t.height,
             "median_correlation": _round(float(np.nanmedian(t["correlation"].to_numpy())), CHECK_DECIMALS),
-            "mean_centre_months_off": _round(float(t["centre_off"].mean()), CHECK_DECIMALS),
-            "mean_best_4_month_share_error": _round(float(t["best4_error"].mean()), 3),
-            "mean_trough_to_peak_error": _round(float(t["trough_error"].mean()), CHECK_DECIMALS),
+            "mean_centre_months_off": _round(float(np.mean(t["centre_off"].to_numpy())), CHECK_DECIMALS),
+            "mean_best_4_month_share_error": _round(float(np.mean(t["best4_error"].to_numpy())), 3),
+            "mean_trough_to_peak_error": _round(float(np.mean(t["trough_error"].to_numpy())), CHECK_DECIMALS),
         }
 
     allsum = summary(tab)
@@ -343,7 +343,36 @@ def _check_inputs_present(data_dir: Path) -> bool:
     return (Path(data_dir) / cases.ARCHETYPE_PROFILES).exists() and (Path(data_dir) / cases.LGA_ARCHETYPES).exists()
 
 
-_MEMO: dict[tuple[str, int], SeasonModel] = {}
+CLIMATOLOGY_YEARS = (1991, 2020)
+
+
+def state_climatology(data_dir: Path) -> pl.DataFrame:
+    """ocha_pcode, month, rainfall_mm: the CHIRPS 1991-2020 climatology file, or, when a data
+    load lacks it, the same mean computed from the recorded monthly CHIRPS series (all its
+    years if it does not cover 1991-2020), so the risk score keeps its season."""
+    if (Path(data_dir) / rainfall.CHIRPS_CLIMATOLOGY).exists():
+        return rainfall.read_state_chirps_climatology(data_dir)
+    rec = rainfall.read_recorded_rainfall(data_dir).state.with_columns(
+        pl.col("period").str.slice(0, 4).cast(pl.Int64).alias("year"),
+        pl.col("period").str.slice(5, 2).cast(pl.Int64).alias("month"),
+    )
+    base = rec.filter(pl.col("year").is_between(*CLIMATOLOGY_YEARS))
+    base = base if base.height else rec
+    return base.group_by("ocha_pcode", "month").agg(pl.col("rainfall_mm").mean()).sort("ocha_pcode", "month")
+
+
+_MEMO: list[tuple[tuple[Any, ...], Any, SeasonModel]] = []  # at most one (key, geography, model)
+
+
+def _memo_key(data_dir: Path) -> tuple[Any, ...]:
+    """The inputs' paths with size and modification time: a changed file is a new fit."""
+    files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES)
+    out: list[Any] = [str(Path(data_dir).resolve())]
+    for f in files:
+        path = Path(data_dir) / f
+        st = path.stat() if path.exists() else None
+        out.append((f, st.st_size, st.st_mtime_ns) if st else (f, None))
+    return tuple(out)
 
 
 def season_model(data_dir: Path, geo: Any) -> SeasonModel:
@@ -352,12 +381,12 @@ def season_model(data_dir: Path, geo: Any) -> SeasonModel:
     The risk producer multiplies its baseline by this same index, so the fit is memoised
     per data directory and geography for the one build that asks twice.
     """
-    key = (str(Path(data_dir).resolve()), id(geo))
-    if key in _MEMO:
-        return _MEMO[key]
+    key = _memo_key(data_dir)
+    if _MEMO and _MEMO[0][0] == key and _MEMO[0][1] is geo:
+        return _MEMO[0][2]
     lgas = geo.lgas.sort("lga_code")
     lga_codes = lgas["lga_code"].to_list()
-    state_clim = rainfall.read_state_chirps_climatology(data_dir)
+    state_clim = state_climatology(data_dir)
     lga_clim = lga_climatology(geo, state_clim, rainfall.read_lga_climatology(data_dir))
     lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
     params, fitted_to, check = DEFAULT_PARAMS, 0, empty_check()
@@ -369,8 +398,7 @@ def season_model(data_dir: Path, geo: Any) -> SeasonModel:
     lag = lags_for(lga_rain, params)
     index = floored_index(rain_shape(lga_rain, lag), params.floor)
     model = SeasonModel(params, fitted_to, lga_codes, lga_rain, lag, index, check)
-    _MEMO.clear()
-    _MEMO[key] = model
+    _MEMO[:] = [(key, geo, model)]
     return model
 
 

@@ -272,10 +272,10 @@ def urban_rural_ratio(survey: pl.DataFrame) -> tuple[float, int]:
         years = sorted(set(t.filter(pl.col("area") == "urban")["survey_year"]) & set(t.filter(pl.col("area") == "rural")["survey_year"]))
         if years:
             y = years[-1]
-            u = t.filter((pl.col("survey_year") == y) & (pl.col("area") == "urban"))["positivity"].mean()
-            r = t.filter((pl.col("survey_year") == y) & (pl.col("area") == "rural"))["positivity"].mean()
-            if r and r > 0:
-                return float(u) / float(r), int(y)
+            u = float(np.mean(t.filter((pl.col("survey_year") == y) & (pl.col("area") == "urban"))["positivity"].to_numpy()))
+            r = float(np.mean(t.filter((pl.col("survey_year") == y) & (pl.col("area") == "rural"))["positivity"].to_numpy()))
+            if r > 0:
+                return u / r, int(y)
     raise ValueError("no survey round with both urban and rural positivity")
 
 

@@ -151,7 +151,7 @@ def _opposite_peak(months: np.ndarray, peak: int) -> int:
     return min((int(m) for m in months), key=key)
 
 
-def season_from_index(index: Sequence[float], share: float = 0.5) -> Season:
+def season_from_index(index: Sequence[float] | np.ndarray, share: float = 0.5) -> Season:
     """Apply the SPEC 2.6 rules to one 12-value index whose maximum is 1."""
     idx = np.asarray(index, dtype=float)
     if idx.shape != (MONTHS,):
@@ -418,6 +418,6 @@ def profile_errors(predicted: np.ndarray, recorded: np.ndarray) -> dict[str, np.
     }
 
 
-def peak_window(index: Sequence[float], share: float) -> tuple[int, ...]:
+def peak_window(index: Sequence[float] | np.ndarray, share: float) -> tuple[int, ...]:
     """Months whose index is at least `share` of the peak (the peak is 1)."""
     return tuple(int(m) + 1 for m in np.flatnonzero(np.asarray(index, dtype=float) >= share))

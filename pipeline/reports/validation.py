@@ -166,16 +166,18 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     split_val = state_val * factor[gi]
     national = float((n * p).sum() / n.sum())
     k = keep
-    res = {
+    dev_state = binomial_deviance(p[k], state_val[k], n[k])
+    dev_split = binomial_deviance(p[k], split_val[k], n[k])
+    res: dict[str, Any] = {
         "lgas": int(k.sum()),
         "children": int(n[k].sum()),
         "deviance_national_value": _r(binomial_deviance(p[k], np.full(k.sum(), national), n[k]), 4),
-        "deviance_state_value": _r(binomial_deviance(p[k], state_val[k], n[k]), 4),
-        "deviance_urban_split": _r(binomial_deviance(p[k], split_val[k], n[k]), 4),
+        "deviance_state_value": _r(dev_state, 4),
+        "deviance_urban_split": _r(dev_split, 4),
         "urban_lgas": int(md.is_urban[gi][k].sum()),
         "urban_ratio": _r(md.urban_ratio),
     }
-    res["urban_split_beats_state_value"] = bool(res["deviance_urban_split"] < res["deviance_state_value"])
+    res["urban_split_beats_state_value"] = bool(dev_split < dev_state)
     return res
 
 
