@@ -152,7 +152,10 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     lp = md.lga_positivity
     if lp is None or lp.height == 0:
         return {"lgas": 0, "note": "LGA observations absent from this data load"}
-    factor = model.urban_split(np.ones(len(md.state_codes)), md.population, md.is_urban, md.state_idx, md.urban_ratio)
+    # the split is linear below its cap at 1, so a small level gives each LGA's factor
+    unit = 0.01
+    factor = model.urban_split(np.full(len(md.state_codes), unit), md.population, md.is_urban, md.state_idx,
+                               md.urban_ratio) / unit
     row = {c: i for i, c in enumerate(md.lga_codes)}
     gi = np.array([row[c] for c in lp["lga_code"].to_list()])
     st = md.state_idx[gi]
@@ -165,15 +168,28 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     state_val = np.where(keep, (tot_np[st] - n * p) / np.where(keep, others, 1), np.nan)
     split_val = state_val * factor[gi]
     national = float((n * p).sum() / n.sum())
+    # a small-area alternative: the urban/rural ratio fitted on the other LGAs' observations
+    urb = md.is_urban[gi].astype(float)
+    u_np, u_n = (urb * n * p).sum() - urb * n * p, (urb * n).sum() - urb * n
+    r_np, r_n = ((1 - urb) * n * p).sum() - (1 - urb) * n * p, ((1 - urb) * n).sum() - (1 - urb) * n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where((u_n > 0) & (r_np > 0), (u_np / u_n) / (r_np / r_n), 1.0)
+    w_urban = np.bincount(md.state_idx, weights=md.population * md.is_urban, minlength=len(md.state_codes))
+    w_all = np.bincount(md.state_idx, weights=md.population, minlength=len(md.state_codes))
+    rural_f = w_all[st] / (w_all[st] - w_urban[st] + rho * w_urban[st])
+    fitted_val = np.clip(state_val * np.where(urb > 0, rho * rural_f, rural_f), 0, 1)
     k = keep
     dev_state = binomial_deviance(p[k], state_val[k], n[k])
     dev_split = binomial_deviance(p[k], split_val[k], n[k])
+    dev_fitted = binomial_deviance(p[k], fitted_val[k], n[k])
     res: dict[str, Any] = {
         "lgas": int(k.sum()),
         "children": int(n[k].sum()),
         "deviance_national_value": _r(binomial_deviance(p[k], np.full(k.sum(), national), n[k]), 4),
         "deviance_state_value": _r(dev_state, 4),
         "deviance_urban_split": _r(dev_split, 4),
+        "deviance_urban_ratio_fitted_to_lgas": _r(dev_fitted, 4),
+        "urban_ratio_fitted_to_lgas": _r(float(np.median(rho[k]))),
         "urban_lgas": int(md.is_urban[gi][k].sum()),
         "urban_ratio": _r(md.urban_ratio),
     }

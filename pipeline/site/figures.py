@@ -90,7 +90,8 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
         put(f"map_{year}.spearman", agree.get(year, {}).get("spearman"))
     lga = report.get("lga_comparison", {})
     for name in ("lgas", "children", "deviance_national_value", "deviance_state_value", "deviance_urban_split",
-                 "urban_lgas", "urban_ratio", "urban_split_beats_state_value"):
+                 "deviance_urban_ratio_fitted_to_lgas", "urban_ratio_fitted_to_lgas", "urban_lgas", "urban_ratio",
+                 "urban_split_beats_state_value"):
         put(f"lga.{name}", lga.get(name))
     base = report.get("baseline", {})
     for name in ("random_walk_variance_per_year", "typical_children_per_state_survey"):

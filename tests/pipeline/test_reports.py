@@ -81,3 +81,29 @@ def test_real_validation_report():
     lga = r["lga_comparison"]
     assert lga["lgas"] > 600 and lga["deviance_state_value"] < lga["deviance_national_value"]
     assert md.rounds.filter(pl.col("survey_year") == 2018)["children"].null_count() == 0
+
+
+def _lga_md(p_obs: list[float]):
+    """Two states; state 0 has one urban LGA (index 0) among three; state 1 two rural LGAs."""
+    from types import SimpleNamespace
+
+    codes = ["A1", "A2", "A3", "B1", "B2"]
+    return SimpleNamespace(
+        lga_positivity=pl.DataFrame({"lga_code": codes, "positivity": p_obs, "children": [50, 50, 50, 40, 40]}),
+        lga_codes=codes, state_codes=["AA", "BB"], state_idx=np.array([0, 0, 0, 1, 1]),
+        population=np.array([100.0, 100, 100, 100, 100]), is_urban=np.array([True, False, False, False, False]),
+        urban_ratio=0.4,
+    )
+
+
+def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
+    from pipeline.reports.validation import lga_comparison
+
+    base = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.2, 0.2]))
+    assert base["lgas"] == 5 and base["children"] == 230
+    # the urban LGA really is lower: the split predicts it better than the state value
+    assert base["urban_split_beats_state_value"] is True
+    assert base["deviance_urban_split"] < base["deviance_state_value"]
+    # an LGA's own observation never enters its prediction: only its own term changes
+    moved = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.9, 0.2]))
+    assert moved["deviance_state_value"] > base["deviance_state_value"]
