@@ -230,3 +230,31 @@ def test_real_data_every_month_37_states_774_lgas():
     assert (joined["population"] == joined["population_lgas"]).all() and (joined["lgas"] == joined["n"]).all()
     months = p.documents["/v1/periods"][()]["months"]
     assert [m["period"] for m in months if m["provisional"]] == ["2026-05", "2026-06"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA_DIR / "malaria").exists(), reason="real data not present")
+def test_real_data_without_the_2021_round(tmp_path):
+    """The real data load with every 2021 row removed builds, and its validation says so."""
+    import orjson
+
+    from pipeline.geography import load_geography
+
+    data = tmp_path / "data"
+    survey = Path("malaria/survey_positivity_u5.csv")
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file() and rel != survey:
+            (data / rel).parent.mkdir(parents=True, exist_ok=True)
+            (data / rel).symlink_to(path.resolve())
+    lines = (DATA_DIR / survey).read_text().splitlines()
+    kept = [lines[0]] + [ln for ln in lines[1:] if not ln.startswith("2021")]
+    assert len(kept) < len(lines)
+    (data / survey).write_text("\n".join(kept) + "\n")
+    geo = load_geography(data)
+    p = risk.produce(BuildContext(data_dir=data, updated_at="t", geography=geo))
+    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    assert report["baseline"]["rounds"] == [2015, 2018]
+    assert report["held_out_rounds"][1]["states"] == 0
+    assert report["held_out_rounds"][0]["states"] >= 33
+    assert len(p.documents["/v1/risk/states"][("2024-01",)]["states"]) == 37
