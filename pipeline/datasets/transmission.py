@@ -24,9 +24,11 @@ from pipeline.errors import DatasetUnavailable
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
+    LAG_RULES,
     Season,
     SeasonParams,
     best_months_share,
+    choose_rule,
     circular_distance,
     fit_table,
     floored_index,
@@ -35,6 +37,7 @@ from pipeline.model.seasons import (
     peak_window,
     profile_errors,
     rain_shape,
+    rule_cv_errors,
     season_centre,
     season_from_index,
     trough_to_peak,
@@ -45,7 +48,7 @@ from pipeline.sources.names import hbhi_lga_codes
 # Used only when the case records are absent from DATA_DIR: the fit on all 22 archetype
 # profiles of the 2026-11 data load (docs/seasons.md). With the records present the
 # parameters are refitted on every build.
-DEFAULT_PARAMS = SeasonParams(floor=0.77, lag_at_pivot=0.9, lag_per_dry_month=0.5)
+DEFAULT_PARAMS = SeasonParams(floor=0.77, lag_at_pivot=0.9, lag_per_dry_month=0.5, rule="linear")
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
 SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
 LAG_DECIMALS = 1
@@ -108,11 +111,6 @@ def wide(df: pl.DataFrame, key: str, value: str, keys: list[str]) -> np.ndarray:
     if np.isnan(mat).any():
         raise ValueError(f"{value}: missing values for some {key}")
     return mat
-
-
-def normalised(profiles: np.ndarray) -> np.ndarray:
-    """Unrounded peak-1 profiles, for weighting before the published rounding."""
-    return profiles / profiles.max(axis=1, keepdims=True)
 
 
 @dataclass(frozen=True)
@@ -179,9 +177,10 @@ def seasonality_check(
     the recorded profile. Returns the published parameters, the `check` object and the
     per-series table.
     """
-    table = fit_table(lga_rain, weights, recorded)
-    params, _ = table.best()
-    cv = leave_one_out(table)
+    tables = {rule: fit_table(lga_rain, weights, recorded, rule) for rule in LAG_RULES}
+    cv_errors = rule_cv_errors(tables)
+    params, _ = choose_rule(tables).best()
+    cv = leave_one_out(tables)
     pred, rec = cv.predicted, recorded / recorded.max(axis=1, keepdims=True)
     err = profile_errors(pred, rec)
     ps = [season_from_index(np.round(row, 3), f.high_share) for row, f in zip(pred, cv.params, strict=True)]
@@ -205,6 +204,7 @@ def seasonality_check(
         "months_off": months_off, "peak_off": peak_off,
         "floor": [f.floor for f in cv.params], "lag_at_pivot": [f.lag_at_pivot for f in cv.params],
         "lag_per_dry_month": [f.lag_per_dry_month for f in cv.params],
+        "lag_rule": [f.rule for f in cv.params],
     })
 
     def summary(t: pl.DataFrame) -> dict[str, Any]:
@@ -223,7 +223,10 @@ def seasonality_check(
         "median_correlation": allsum["median_correlation"],
         "mean_months_off": _round(float(months_off.mean()), CHECK_DECIMALS),
         "mean_months_peak_is_off": _round(float(peak_off.mean()), CHECK_DECIMALS),
-        "cross_validation": "leave-one-archetype-out; floor and lag rule refitted for every held-out profile",
+        "cross_validation": "leave-one-archetype-out; the lag rule chosen and the floor and lag refitted "
+                            "without the held-out profile",
+        "lag_rule_cv_errors": cv_errors,
+        "lag_rules_chosen": sorted({f.rule for f in cv.params}),
         "mean_centre_months_off": allsum["mean_centre_months_off"],
         "mean_best_4_month_share_error": allsum["mean_best_4_month_share_error"],
         "mean_trough_to_peak_error": allsum["mean_trough_to_peak_error"],
@@ -243,6 +246,7 @@ def empty_check() -> dict[str, Any]:
         "series": 0, "states": [], "median_correlation": None, "mean_months_off": None,
         "mean_months_peak_is_off": None,
         "cross_validation": "not run: the case records are absent from this data load",
+        "lag_rule_cv_errors": {}, "lag_rules_chosen": [],
         "mean_centre_months_off": None, "mean_best_4_month_share_error": None,
         "mean_trough_to_peak_error": None, "recorded_median_trough_to_peak": None,
         "recorded_max_best_4_month_share": None, "by_band": {},
@@ -444,6 +448,7 @@ def produce(ctx: BuildContext) -> Produced:
             "seasonal_floor": p.floor,
             "lag_at_5_dry_months": p.lag_at_pivot,
             "lag_per_dry_month": p.lag_per_dry_month,
+            "lag_rule": p.rule,
             "dry_month_below_mm": DRY_MONTH_MM,
             "peak_window_share_of_peak": p.peak_window_share,
             "parameters_fitted_to_series": sm.fitted_to,

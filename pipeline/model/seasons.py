@@ -239,13 +239,33 @@ PEAK_WINDOW_RAIN_SHARE = 0.8
 BEST_MONTHS = 4  # months in the "best months" share of a year's cases
 
 
+# Candidate lag rules, compared by cross-validation (the constant lag is "linear" with no slope,
+# and is scored as its own candidate). Each maps (lag_at_pivot, lag_per_dry_month, dry months) to a lag.
+LAG_RULES = ("constant", "linear", "linear_non_negative", "above_5_dry_months")
+
+
+def rule_lag(rule: str, a: float, s: float, dry: np.ndarray) -> np.ndarray:
+    """The lag of every area under one of LAG_RULES."""
+    x = dry - LAG_PIVOT_DRY_MONTHS
+    if rule == "constant":
+        return np.clip(np.full(dry.shape, a, dtype=float), *LAG_BOUNDS)
+    if rule == "linear":
+        return np.clip(a + s * x, *LAG_BOUNDS)
+    if rule == "linear_non_negative":
+        return np.clip(a + s * x, 0.0, LAG_BOUNDS[1])
+    if rule == "above_5_dry_months":
+        return np.clip(a + s * np.maximum(x, 0), 0.0, LAG_BOUNDS[1])
+    raise ValueError(f"unknown lag rule {rule!r}")
+
+
 @dataclass(frozen=True)
 class SeasonParams:
-    """The three fitted constants of the seasonal index."""
+    """The fitted constants of the seasonal index and the lag rule they belong to."""
 
     floor: float
     lag_at_pivot: float
     lag_per_dry_month: float
+    rule: str = "linear"
 
     @property
     def high_share(self) -> float:
@@ -256,8 +276,9 @@ class SeasonParams:
     def peak_window_share(self) -> float:
         return round(self.floor + (1.0 - self.floor) * PEAK_WINDOW_RAIN_SHARE, INDEX_DECIMALS)
 
-    def to_json(self) -> dict[str, float]:
-        return {"floor": self.floor, "lag_at_pivot": self.lag_at_pivot, "lag_per_dry_month": self.lag_per_dry_month}
+    def to_json(self) -> dict[str, float | str]:
+        return {"floor": self.floor, "lag_at_pivot": self.lag_at_pivot, "lag_per_dry_month": self.lag_per_dry_month,
+                "lag_rule": self.rule}
 
 
 def dry_months(rain: np.ndarray | Sequence) -> np.ndarray:
@@ -267,9 +288,7 @@ def dry_months(rain: np.ndarray | Sequence) -> np.ndarray:
 
 def lags_for(rain: np.ndarray | Sequence, params: SeasonParams) -> np.ndarray:
     """Per-row lag (months, fractional) from the length of the dry season."""
-    d = dry_months(rain)
-    lag = params.lag_at_pivot + params.lag_per_dry_month * (d - LAG_PIVOT_DRY_MONTHS)
-    return np.clip(lag, *LAG_BOUNDS)
+    return rule_lag(params.rule, params.lag_at_pivot, params.lag_per_dry_month, dry_months(rain))
 
 
 def shift_fractional(profiles: np.ndarray | Sequence, lags: np.ndarray | float) -> np.ndarray:
@@ -342,22 +361,43 @@ class FitTable:
 
     loss: np.ndarray
     shapes: np.ndarray  # [lag, slope, series, 12] series shape (population-weighted mean of area shapes)
+    rule: str = "linear"
 
     def best(self, keep: np.ndarray | None = None) -> tuple[SeasonParams, tuple[int, int, int]]:
         """Grid point with the least total error over the series in `keep` (all by default).
 
         Ties go to the first grid point in (lag, slope, floor) order, so the fit is deterministic.
         """
-        loss = self.loss if keep is None else self.loss[..., keep]
+        loss = self._loss if keep is None else self._loss[..., keep]
         total = loss.sum(axis=-1)
         i, j, k = np.unravel_index(int(np.argmin(total)), total.shape)
         return (
-            SeasonParams(float(GRID_FLOOR[k]), float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j])),
+            SeasonParams(float(GRID_FLOOR[k]), float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]), self.rule),
             (int(i), int(j), int(k)),
         )
 
+    @property
+    def _loss(self) -> np.ndarray:
+        """The grid this rule may use: a constant lag has no slope."""
+        return self.loss[:, :1] if self.rule == "constant" else self.loss
 
-def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray) -> FitTable:
+    def loo_errors(self, exclude: int | None = None) -> np.ndarray:
+        """Leave-one-out error of each series (NaN for `exclude`), refitting for every held-out one."""
+        loss = self._loss
+        n = loss.shape[-1]
+        total = loss.sum(axis=-1)
+        if exclude is not None:
+            total = total - loss[..., exclude]
+        flat = (total[..., None] - loss).reshape(-1, n)  # grid x held-out series
+        best = np.argmin(flat, axis=0)
+        err = loss.reshape(-1, n)[best, np.arange(n)]
+        if exclude is not None:
+            err = err.astype(float)
+            err[exclude] = np.nan
+        return err
+
+
+def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray, rule: str = "linear") -> FitTable:
     """Errors of every grid point against each recorded case profile.
 
     area_rain: [n_areas, 12] rainfall climatology; weights: [n_series, n_areas] (each row
@@ -376,13 +416,16 @@ def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray) 
     shapes = np.empty((len(GRID_LAG_AT_PIVOT), len(GRID_LAG_PER_DRY_MONTH), rec.shape[0], MONTHS))
     for i, a in enumerate(GRID_LAG_AT_PIVOT):  # 36 x 13 whole-matrix evaluations
         for j, s in enumerate(GRID_LAG_PER_DRY_MONTH):
-            lag = np.clip(a + s * (d - LAG_PIVOT_DRY_MONTHS), *LAG_BOUNDS)
+            if rule == "constant" and j:
+                loss[i, j], shapes[i, j] = np.inf, np.nan  # a constant lag has no slope: never chosen
+                continue
+            lag = rule_lag(rule, a, s, d)
             sh = w @ rain_shape(rain, lag)
             shapes[i, j] = sh
             pred = floors + (1.0 - floors) * sh[None]
             pred = pred / pred.mean(axis=2, keepdims=True)
             loss[i, j] = ((pred - rec[None]) ** 2).sum(axis=2)
-    return FitTable(loss=loss, shapes=shapes)
+    return FitTable(loss=loss, shapes=shapes, rule=rule)
 
 
 @dataclass(frozen=True)
@@ -390,14 +433,32 @@ class CrossValidation:
     """Leave-one-series-out: each series predicted with parameters fitted on the others."""
 
     predicted: np.ndarray  # [n_series, 12] unrounded index, peak 1
-    params: list[SeasonParams]  # the parameters each held-out series was predicted with
+    params: list[SeasonParams]  # the parameters (and rule) each held-out series was predicted with
 
 
-def leave_one_out(table: FitTable) -> CrossValidation:
-    n = table.loss.shape[-1]
+def choose_rule(tables: dict[str, FitTable], exclude: int | None = None) -> FitTable:
+    """The rule with the least leave-one-out error over the series (without `exclude`).
+
+    Ties go to the first rule in LAG_RULES order (the simpler one)."""
+    errors = {r: float(np.nansum(tables[r].loo_errors(exclude))) for r in LAG_RULES if r in tables}
+    return tables[min(errors, key=lambda r: (errors[r], LAG_RULES.index(r)))]
+
+
+def rule_cv_errors(tables: dict[str, FitTable]) -> dict[str, float]:
+    """Leave-one-out error of each candidate rule over all series (reported, and how the rule is chosen)."""
+    return {r: round(float(tables[r].loo_errors().sum()), 3) for r in LAG_RULES if r in tables}
+
+
+def leave_one_out(tables: FitTable | dict[str, FitTable]) -> CrossValidation:
+    """Each held-out series is predicted by a rule chosen, and parameters fitted, on the others only
+    (nested: the rule choice itself is a leave-one-out comparison inside the training series)."""
+    if isinstance(tables, FitTable):
+        tables = {tables.rule: tables}
+    n = next(iter(tables.values())).loss.shape[-1]
     preds = np.empty((n, MONTHS))
     params = []
-    for h in range(n):  # 22 refits, each an argmin over the precomputed grid
+    for h in range(n):  # one refit per held-out series, each an argmin over precomputed grids
+        table = choose_rule(tables, exclude=h) if len(tables) > 1 else next(iter(tables.values()))
         keep = np.arange(n) != h
         p, (i, j, _) = table.best(keep)
         sh = table.shapes[i, j, h]

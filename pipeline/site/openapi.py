@@ -219,6 +219,11 @@ def resource_schemas() -> dict[str, Schema]:
         "mean_months_off": {"type": ["number", "null"]},
         "mean_months_peak_is_off": {"type": ["number", "null"]},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
+        "lag_rule_cv_errors": {"type": "object", "additionalProperties": {"type": "number"},
+                               "description": "Leave-one-out error of each candidate lag rule; the published "
+                               "rule has the least (additive)."},
+        "lag_rules_chosen": {"type": "array", "items": {"type": "string"},
+                             "description": "Rules chosen inside the cross-validation folds (additive)."},
         "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
                                    "and recorded season centres, months (additive)."},
         "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
@@ -240,6 +245,8 @@ def resource_schemas() -> dict[str, Schema]:
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
                                 "with 5 dry months (additive)."},
         "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},
+        "lag_rule": _str("Which lag rule the constants belong to (additive; docs: seasons).",
+                         enum=["constant", "linear", "linear_non_negative", "above_5_dry_months"]),
         "dry_month_below_mm": {"type": "number", "description": "A dry month has less rain than this, mm "
                                "(additive)."},
         "peak_window_share_of_peak": _share("Threshold share of the peak defining `peak_window` (additive)."),

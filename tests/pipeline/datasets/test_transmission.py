@@ -396,3 +396,17 @@ def test_real_data_seasons_are_plausible() -> None:
     # no state has a 2010 entry; Borno 2015 is missing in the source
     assert all(e["survey_year"] != 2010 for s in doc["states"] for e in s["survey_trend"])
     assert 2015 not in [e["survey_year"] for e in by["BO"]["survey_trend"]]
+
+
+def test_the_lag_rule_is_chosen_by_cross_validation() -> None:
+    """Records made with one lag everywhere: the simplest rule that fits them exactly wins,
+    in the published fit and inside every fold."""
+    truth = SeasonParams(floor=0.5, lag_at_pivot=1.5, lag_per_dry_month=0.0, rule="constant")
+    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2), _rain(8, 5)])
+    recorded = floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
+    params, check, _ = seasonality_check(rain, np.eye(5), recorded, list("ABCDE"), ["north"] * 5, ["Kano"])
+    assert params == truth
+    errors = check["lag_rule_cv_errors"]
+    assert set(errors) == {"constant", "linear", "linear_non_negative", "above_5_dry_months"}
+    assert errors["constant"] == min(errors.values())
+    assert check["lag_rules_chosen"] == ["constant"]
