@@ -41,8 +41,7 @@ test: install lint
 	$(BIN)/pytest -q
 
 reports: install
-	$(BIN)/malaria-risk report hindcast --data-dir "$(DATA_DIR)" --out reports
-	$(BIN)/malaria-risk report agreement --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report validation --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py

@@ -107,6 +107,14 @@ def resource_schemas() -> dict[str, Schema]:
                         "`high_season_share_of_peak` of the peak or more."},
         "seasonal_index": {**TWELVE_NUMBERS, "description": "Expected level of reported cases per month "
                            "(January to December) as a share of the peak month (peak month = 1)."},
+        "season_centre_month": {"type": "number", "minimum": 1, "exclusiveMaximum": 13,
+                                "description": "Centre of the season (phase of the first annual harmonic of "
+                                "the index), one decimal; 7.0 is mid-July, 12.5 the turn of the year "
+                                "(additive)."},
+        "peak_window": {"type": "array", "items": MONTH_NUMBER, "minItems": 1,
+                        "description": "Months at `peak_window_share_of_peak` of the peak or more (additive)."},
+        "lag_months": {"type": "number", "description": "Months by which cases follow rain in this area "
+                       "(from the length of its dry season; additive)."},
     }
     survey = {
         "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
@@ -151,6 +159,8 @@ def resource_schemas() -> dict[str, Schema]:
                    "first, from 2018-01."},
         "updated_at": _str("When the data was last loaded (ISO 8601).", format="date-time"),
         "model_version": _str("Version of the model that produced the scores."),
+        "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
+                                    "inside [score_low, score_high] (additive)."),
     }, description="SPEC 2.1.")
     s["StateRisk"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
@@ -236,15 +246,44 @@ def resource_schemas() -> dict[str, Schema]:
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
-        "median_correlation": {"type": "number"},
-        "mean_months_off": {"type": "number"},
-        "mean_months_peak_is_off": {"type": "number"},
-    }, description="Comparison against independent monthly case records.")
+        "median_correlation": {"type": ["number", "null"]},
+        "mean_months_off": {"type": ["number", "null"]},
+        "mean_months_peak_is_off": {"type": ["number", "null"]},
+        "cross_validation": _str("How the figures were made out of sample (additive)."),
+        "lag_rule_cv_errors": {"type": "object", "additionalProperties": {"type": "number"},
+                               "description": "Leave-one-out error of each candidate lag rule; the published "
+                               "rule has the least (additive)."},
+        "lag_rules_chosen": {"type": "array", "items": {"type": "string"},
+                             "description": "Rules chosen inside the cross-validation folds (additive)."},
+        "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
+                                   "and recorded season centres, months (additive)."},
+        "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
+                                          "share of a year's cases in its best 4 months (additive)."},
+        "mean_trough_to_peak_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
+                                      "lowest month as a share of the peak (additive)."},
+        "recorded_median_trough_to_peak": {"type": ["number", "null"]},
+        "recorded_max_best_4_month_share": {"type": ["number", "null"]},
+        "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
+                    "(additive)."},
+    }, description="Comparison against independent monthly case records, cross-validated.")
     s["TransmissionMethod"] = _obj({
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
         "description": _str("The method in plain sentences."),
         "check": _ref("TransmissionCheck"),
+        "seasonal_floor": _share("Floor of the seasonal index: expected cases in the driest month as a share "
+                                 "of the peak, before rounding (additive)."),
+        "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
+                                "with 5 dry months (additive)."},
+        "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},
+        "lag_rule": _str("Which lag rule the constants belong to (additive; docs: seasons).",
+                         enum=["constant", "linear", "linear_non_negative", "above_5_dry_months"]),
+        "dry_month_below_mm": {"type": "number", "description": "A dry month has less rain than this, mm "
+                               "(additive)."},
+        "peak_window_share_of_peak": _share("Threshold share of the peak defining `peak_window` (additive)."),
+        "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
+                                            "the case records were absent and the documented defaults apply "
+                                            "(additive)."),
     })
     s["TransmissionStatesResponse"] = _obj({
         "method": _ref("TransmissionMethod"),
