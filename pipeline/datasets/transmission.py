@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
 from pipeline.model.downscale import lga_climatology
@@ -310,6 +311,8 @@ def produce(ctx: BuildContext) -> Produced:
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     survey_rows = survey.read_survey_positivity(data_dir, {v: k for k, v in state_names.items()})
     nat_trend, state_trends = survey_trends(survey_rows)
+    # survey sample (pipeline/datasets/survey_sample.py): additive `sample`, small_sample where certain
+    nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
 
     check, _ = run_check(data_dir, geo, lga_codes, lga_rain, lag, state_names, share)
 
@@ -319,6 +322,7 @@ def produce(ctx: BuildContext) -> Produced:
         "check_cases": cases.CASES_SOURCE,
         "surveys": sorted(set(survey_rows["source"].to_list())),
         "survey_note": SURVEY_NOTE,
+        "survey_sample": survey_sample.source_block(),
     }
     states_doc = {
         "method": {
