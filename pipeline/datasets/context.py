@@ -15,6 +15,7 @@ from typing import Any
 
 import polars as pl
 
+from pipeline.attribution import source
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import InputError
 from pipeline.geography import (
@@ -23,7 +24,6 @@ from pipeline.geography import (
     normalise_name,
     normalise_name_expr,
 )
-from pipeline.attribution import source
 from pipeline.sources import coverage, eha_names, itn_sae, map_irs
 from pipeline.sources.names import normalise, state_code_for
 
