@@ -113,6 +113,13 @@ def resource_schemas() -> dict[str, Schema]:
         "test_assumed": {"type": "boolean",
                          "description": "true where the source does not name the test (additive)."},
         "source": _str("Where the figure comes from (additive)."),
+        "sample": _obj({
+            "children_tested": {"oneOf": [{"type": "null"}, _ref("SampleBound")],
+                                "description": "Lower bound of the children tested (microscopy entries only)."},
+            "clusters": {"oneOf": [{"type": "null"}, _ref("SampleBound")],
+                         "description": "Lower bound of the survey clusters in the area that round."},
+        }, description="Additive: counts the sources give only as lower bounds, kept out of the exact fields "
+                       "`clusters` and `children_tested` (see the survey page)."),
     }
     context_figures = {
         "population": _int("People living in the area."),
@@ -124,6 +131,16 @@ def resource_schemas() -> dict[str, Schema]:
         "travel_minutes_to_care": _nullable("number", "Average travel time to the nearest health facility, "
                                             "minutes."),
         "response_index": _share("Average of net use and effective treatment.", nullable=True),
+        "itn_use_low_90": _share("Lower end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                 "null in state records.", nullable=True),
+        "itn_use_high_90": _share("Upper end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                  "null in state records.", nullable=True),
+        "itn_use_2024": _share("Net use by children under 5, NDHS 2024 small-area estimate (additive; a newer "
+                               "year than `coverage_year`).", nullable=True),
+        "itn_use_2024_low_90": _share("Lower end of the 90% interval of the LGA's 2024 estimate (additive); null "
+                                      "in state records.", nullable=True),
+        "itn_use_2024_high_90": _share("Upper end of the 90% interval of the LGA's 2024 estimate (additive); "
+                                       "null in state records.", nullable=True),
     }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({"period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"])})
@@ -178,6 +195,28 @@ def resource_schemas() -> dict[str, Schema]:
         "name": _str("Origin of the coverage figures, with licences."),
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
         "note": _str("States that the figures are modelled context and not score inputs."),
+        "fields": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Additive: origin of each field, one line per field."},
+        "years": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "Additive: the year each figure describes, by field."},
+        "attribution": {"type": "array", "items": _ref("Attribution"),
+                        "description": "Additive: every source behind these figures, with licence and citation."},
+    })
+    s["Attribution"] = _obj({
+        "key": _str("Stable identifier of the source."),
+        "name": _str("Name of the data set."),
+        "provider": _str("Who made it."),
+        "used_for": _str("What the service takes from it."),
+        "licence": _str("Licence of the data, as far as it could be established."),
+        "via": _str("Where the copy used was obtained."),
+        "note": _str("Caveats; may be empty."),
+        "citation": _str("How to cite it; may be empty."),
+    })
+    s["SampleBound"] = _obj({
+        "value": _int("The bound.", minimum=0),
+        "kind": _str("What the value is: a lower bound of the true count.", enum=["lower_bound"]),
+        "covers": _str("Exactly what the source counted."),
+        "source": _str("Origin and licence of the count."),
     })
     s["StateContext"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),

@@ -30,7 +30,7 @@ def read_eha_names(path: Path) -> pl.DataFrame:
         bad = frame.filter(pl.col(col).is_null() | (pl.col(col) == ""))
         if bad.height:
             raise InputError(path, f"{col} is empty", row=int(bad["row"][0]))
-    dup = frame.filter(pl.col("eha_code").is_duplicated())
+    dup = frame.filter(~pl.col("eha_code").is_first_distinct())
     if dup.height:
         raise InputError(path, f"lga_code {dup['eha_code'][0]} appears more than once", row=int(dup["row"][0]))
     return frame

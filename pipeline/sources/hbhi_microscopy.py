@@ -37,7 +37,7 @@ def read_lga_children(path: Path) -> pl.DataFrame:
     checks = [
         (pl.col("children").is_null() | (pl.col("children") < 1), "n is not a positive whole number"),
         (pl.col("state").is_null() | (pl.col("state") == ""), "State is empty"),
-        (pl.col("lga").is_duplicated(), "LGA appears more than once"),
+        (~pl.col("lga").is_first_distinct(), "LGA appears more than once"),
     ]
     for cond, reason in checks:
         bad = out.filter(cond)

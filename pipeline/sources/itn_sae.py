@@ -51,7 +51,7 @@ def read_itn_sae(path: Path) -> pl.DataFrame:
         (~pl.col("admin").is_in([1, 2]) | pl.col("admin").is_null(), "Admin is neither 1 (state) nor 2 (LGA)"),
         *share,
         ((pl.col("low") > pl.col("mean")) | (pl.col("mean") > pl.col("high")), "Mean lies outside its interval"),
-        (pl.struct("year", "name").is_duplicated(), "area appears twice in one year"),
+        (~pl.struct("year", "name").is_first_distinct(), "area appears twice in one year"),
     ]
     for cond, reason in checks:
         bad = typed.filter(cond)

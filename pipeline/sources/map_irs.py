@@ -39,7 +39,7 @@ def read_lga_irs(path: Path) -> pl.DataFrame:
         (pl.col("irs_coverage").is_null(), "map2022_irs_coverage_mean is not a number"),
         ((pl.col("irs_coverage") < 0) | (pl.col("irs_coverage") > 1), "map2022_irs_coverage_mean outside 0..1"),
         (pl.col("pixels").is_null() | (pl.col("pixels") < 1), "irs_pixels is not a positive whole number"),
-        (pl.col("eha_code").is_duplicated(), "lga_code appears more than once"),
+        (~pl.col("eha_code").is_first_distinct(), "lga_code appears more than once"),
     ]
     for cond, reason in checks:
         bad = out.filter(cond)

@@ -36,7 +36,7 @@ def read_state_clusters(path: Path) -> pl.DataFrame:
         *((pl.col(n).is_null() | (pl.col(n) < 0), f"{c} is not a whole number >= 0") for c, n in cols.items()),
         (pl.col("clusters") != pl.col("urban_clusters") + pl.col("rural_clusters"),
          "clusters_with_child_12_23m is not urban_clusters + rural_clusters"),
-        (pl.col("state").is_duplicated(), "state appears more than once"),
+        (~pl.col("state").is_first_distinct(), "state appears more than once"),
     ]
     for cond, reason in checks:
         bad = out.filter(cond)

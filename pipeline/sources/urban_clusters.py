@@ -46,7 +46,7 @@ def read_urban_clusters(path: Path) -> pl.DataFrame:
         ((pl.col("children").is_null() & (pl.col("child_6_59_tested_malaria") != "NA"))
          | (pl.col("children") < 0) | (pl.col("children") != pl.col("children").round(0)),
          "child_6_59_tested_malaria is not a whole number >= 0"),
-        (pl.struct("survey_year", "cluster").is_duplicated(), "cluster appears twice in one survey"),
+        (~pl.struct("survey_year", "cluster").is_first_distinct(), "cluster appears twice in one survey"),
     ]
     for cond, reason in checks:
         bad = out.filter(cond)
