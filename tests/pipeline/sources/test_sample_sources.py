@@ -9,7 +9,14 @@ import polars as pl
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.sources import eha_names, hbhi_microscopy, itn_sae, map_irs, ndhs_clusters, urban_clusters
+from pipeline.sources import (
+    eha_names,
+    hbhi_microscopy,
+    itn_sae,
+    map_irs,
+    ndhs_clusters,
+    urban_clusters,
+)
 from tests.paths import DATA_DIR
 
 IRS_HEADER = "lga_code,lga_name,state_code,state_name,map2022_irs_coverage_mean,irs_pixels,map2022_effective_treatment_mean,amt_pixels"
