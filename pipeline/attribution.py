@@ -143,3 +143,14 @@ def credit(key: str) -> str:
     """One line for a `source` field: name, provider and licence."""
     s = source(key)
     return f"{s.name}. {s.provider}. Licence: {s.licence}."
+
+
+def markdown_table(sources: tuple[Source, ...] = SOURCES) -> str:
+    """The list as a Markdown table (for a README): source, provider, licence, citation."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| Source | Provider | Used for | Licence | Cite as |", "|---|---|---|---|---|"]
+    lines += [f"| {cell(s.name)} | {cell(s.provider)} | {cell(s.used_for)} | {cell(s.licence)} | {cell(s.citation)} |"
+              for s in sources]
+    return "\n".join(lines) + "\n"

@@ -62,7 +62,8 @@ SURVEY_NOTE = (
     "Positivity by microscopy in children 6-59 months. Rounds or areas with only an RDT figure "
     "are left out rather than mixed in, because RDT reads higher than microscopy in the same "
     "children. clusters, children_tested and the 95% range are null where the source table does "
-    "not give them, and small_sample is then null too (unknown, not false). 2010 has zone figures "
+    "not give them, and small_sample is then null too (unknown, not false) unless a lower bound of "
+    "100 or more children (sample.children_tested) makes it false. 2010 has zone figures "
     "only, so no state entry for 2010."
 )
 RAINFALL_NOTE = (

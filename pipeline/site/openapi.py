@@ -104,8 +104,9 @@ def resource_schemas() -> dict[str, Schema]:
                               "gives no count (documented deviation from the SPEC)."),
         "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
                                      "source gives no count (documented deviation from the SPEC)."),
-        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; null when the "
-                                  "number tested is unknown."),
+        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; false also where "
+                                  "a lower bound of 100 or more (`sample.children_tested`) makes that certain; "
+                                  "null when it is unknown."),
         "survey": _str("Survey round, e.g. `2021 NMIS` (additive)."),
         "test": {"type": "string", "enum": ["microscopy", "RDT"],
                  "description": "Test behind the figure: microscopy wherever the round has it, else RDT "
