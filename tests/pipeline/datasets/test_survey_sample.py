@@ -183,3 +183,12 @@ def test_real_documents_match_the_openapi_schemas(real) -> None:
     check("StateContextResponse", ctx.documents[context.STATES_ROUTE][()])
     for doc in ctx.documents[context.LGAS_ROUTE].values():
         check("LgaContextResponse", doc)
+
+
+def test_without_bound_sources_sample_is_null_and_nothing_else_changes(tmp_path) -> None:
+    empty = survey_sample.read_bounds(tmp_path, STATES)
+    assert empty.height == 0 and dict(empty.schema) == survey_sample.BOUNDS_SCHEMA
+    e = entry(2018, n=85)
+    nat, st = survey_sample.attach([e], {"KN": [entry(2018)]}, empty)
+    assert nat == [{**e, "sample": {"children_tested": None, "clusters": None}}]
+    assert st["KN"][0]["small_sample"] is None and st["KN"][0]["sample"] == {"children_tested": None, "clusters": None}
