@@ -187,7 +187,8 @@ def _example_query(route: Route) -> str:
 
 
 def _file_layout(route: Route) -> str:
-    per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)"}
+    per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)",
+           "format": "format (JSON, CSV)"}
     if not route.params:
         return "one file"
     return "one file per " + " × ".join(per[p.kind] for p in route.params)
