@@ -1,13 +1,14 @@
 """Sample information for survey-trend entries (SPEC 2.7) from sources that give only
-lower bounds: the additive `sample` object and a `small_sample` that is set only where
-it is certain.
+lower bounds: additive `*_lower_bound` fields and a `small_sample` that is set only
+where it is certain.
 
 SPEC's `clusters` and `children_tested` mean exact counts. The sources found give
 undercounts (clusters holding a child aged 12-23 months; children in clusters matched
 to an LGA; urban clusters only), so they never go into those fields: each entry gets
-`sample.children_tested` and `sample.clusters`, each null or
-`{value, kind: "lower_bound", covers, source}`. Of several bounds for one count, the
-largest is kept (every one of them is a true lower bound). A lower bound of 100
+`<count>_lower_bound` with `<count>_lower_bound_covers` (what exactly was counted) and
+`<count>_lower_bound_source`, for `children_tested` and `clusters`, null where no source
+bounds the count. Flat fields keep the entries one CSV row each. Of several bounds for
+one count, the largest is kept (every one of them is a true lower bound). A lower bound of 100
 children or more makes `small_sample` certainly false; below 100 it stays unknown
 (null). docs/survey.md describes every field's origin.
 """
@@ -25,7 +26,6 @@ from pipeline.sources import hbhi_microscopy, ndhs_clusters, urban_clusters
 from pipeline.sources.names import state_code_for
 
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7: small_sample is true when fewer than 100 children were tested
-LOWER_BOUND = "lower_bound"
 QUANTITIES = ("children_tested", "clusters")
 
 COVERS = {
@@ -50,9 +50,10 @@ BOUNDS_SCHEMA: dict[str, pl.DataType] = {
 SOURCE_KEYS = ("hbhi_pfpr_lga_2018", "ndhs2018_clusters", "numalaria_urban_clusters")
 
 NOTE = (
-    "sample carries counts that the sources give only as lower bounds (undercounts of the survey's sample), "
-    "kept out of clusters and children_tested, which mean exact counts. Each of sample.children_tested and "
-    "sample.clusters is null or {value, kind, covers, source}; of several bounds the largest is shown. "
+    "children_tested_lower_bound and clusters_lower_bound carry counts that the sources give only as lower "
+    "bounds (undercounts of the survey's sample), kept out of clusters and children_tested, which mean exact "
+    "counts; their _covers field says what exactly was counted and their _source field where it comes from. "
+    "Of several bounds the largest is shown. "
     "Children bounds count microscopy results and are attached to microscopy entries only. small_sample is "
     "false where a lower bound of 100 or more children makes that certain, and stays null where the exact "
     "number is unknown and no bound settles it."
@@ -130,13 +131,20 @@ def largest(bounds: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _bound_json(row: dict[str, Any]) -> dict[str, Any]:
-    return {"value": row["value"], "kind": LOWER_BOUND, "covers": row["covers"], "source": credit(row["key"])}
+FIELDS = tuple(f"{q}_lower_bound{suffix}" for q in QUANTITIES for suffix in ("", "_covers", "_source"))
+
+
+def _bound_fields(quantity: str, row: dict[str, Any] | None) -> dict[str, Any]:
+    name = f"{quantity}_lower_bound"
+    if row is None:
+        return {name: None, f"{name}_covers": None, f"{name}_source": None}
+    return {name: row["value"], f"{name}_covers": row["covers"], f"{name}_source": credit(row["key"])}
 
 
 def attach_to_entries(entries: list[dict[str, Any]], bounds: pl.DataFrame) -> list[dict[str, Any]]:
-    """Copies of one area's SPEC 2.7 entries with `sample` added and `small_sample` set
-    where a bound makes it certain. `bounds` holds that area's rows of `largest`.
+    """Copies of one area's SPEC 2.7 entries with the lower-bound fields (`FIELDS`) added
+    and `small_sample` set where a bound makes it certain. `bounds` holds that area's rows
+    of `largest`.
 
     An exact count always wins: no bound is attached where the SPEC field has a value.
     """
@@ -148,14 +156,11 @@ def attach_to_entries(entries: list[dict[str, Any]], bounds: pl.DataFrame) -> li
         if e.get("children_tested") is not None or e.get("test") != CHILDREN_TEST:
             children = None
         clusters = None if e.get("clusters") is not None else index.get((year, "clusters"))
-        sample = {
-            "children_tested": None if children is None else _bound_json(children),
-            "clusters": None if clusters is None else _bound_json(clusters),
-        }
         small = e.get("small_sample")
         if e.get("children_tested") is None and children is not None and children["value"] >= SMALL_SAMPLE_CHILDREN:
             small = False  # at least 100 children were tested: certainly not a small sample
-        out.append({**e, "small_sample": small, "sample": sample})
+        out.append({**e, "small_sample": small, **_bound_fields("children_tested", children),
+                    **_bound_fields("clusters", clusters)})
     return out
 
 

@@ -63,7 +63,7 @@ SURVEY_NOTE = (
     "are left out rather than mixed in, because RDT reads higher than microscopy in the same "
     "children. clusters, children_tested and the 95% range are null where the source table does "
     "not give them, and small_sample is then null too (unknown, not false) unless a lower bound of "
-    "100 or more children (sample.children_tested) makes it false. 2010 has zone figures "
+    "100 or more children (children_tested_lower_bound) makes it false. 2010 has zone figures "
     "only, so no state entry for 2010."
 )
 RAINFALL_NOTE = (
@@ -312,7 +312,7 @@ def produce(ctx: BuildContext) -> Produced:
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     survey_rows = survey.read_survey_positivity(data_dir, {v: k for k, v in state_names.items()})
     nat_trend, state_trends = survey_trends(survey_rows)
-    # survey sample (pipeline/datasets/survey_sample.py): additive `sample`, small_sample where certain
+    # survey sample (pipeline/datasets/survey_sample.py): additive lower bounds, small_sample where certain
     nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
 
     check, _ = run_check(data_dir, geo, lga_codes, lga_rain, lag, state_names, share)

@@ -118,7 +118,7 @@ def resource_schemas() -> dict[str, Schema]:
         "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
                                      "source gives no count (documented deviation from the SPEC)."),
         "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; false also where "
-                                  "a lower bound of 100 or more (`sample.children_tested`) makes that certain; "
+                                  "a lower bound of 100 or more (`children_tested_lower_bound`) makes that certain; "
                                   "null when it is unknown."),
         "survey": _str("Survey round, e.g. `2021 NMIS` (additive)."),
         "test": {"type": "string", "enum": ["microscopy", "RDT"],
@@ -127,13 +127,15 @@ def resource_schemas() -> dict[str, Schema]:
         "test_assumed": {"type": "boolean",
                          "description": "true where the source does not name the test (additive)."},
         "source": _str("Where the figure comes from (additive)."),
-        "sample": _obj({
-            "children_tested": {"oneOf": [{"type": "null"}, _ref("SampleBound")],
-                                "description": "Lower bound of the children tested (microscopy entries only)."},
-            "clusters": {"oneOf": [{"type": "null"}, _ref("SampleBound")],
-                         "description": "Lower bound of the survey clusters in the area that round."},
-        }, description="Additive: counts the sources give only as lower bounds, kept out of the exact fields "
-                       "`clusters` and `children_tested` (see the survey page)."),
+        "children_tested_lower_bound": _nullable("integer", "Additive: the number of children tested by "
+                                                 "microscopy is at least this (microscopy entries only); a bound, "
+                                                 "never the exact count (see the survey page).", minimum=0),
+        "children_tested_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "children_tested_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
+        "clusters_lower_bound": _nullable("integer", "Additive: the survey clusters in the area that round are at "
+                                          "least this many; a bound, never the exact count.", minimum=0),
+        "clusters_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "clusters_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
     }
     context_figures = {
         "population": _int("People living in the area."),
@@ -225,12 +227,6 @@ def resource_schemas() -> dict[str, Schema]:
         "via": _str("Where the copy used was obtained."),
         "note": _str("Caveats; may be empty."),
         "citation": _str("How to cite it; may be empty."),
-    })
-    s["SampleBound"] = _obj({
-        "value": _int("The bound.", minimum=0),
-        "kind": _str("What the value is: a lower bound of the true count.", enum=["lower_bound"]),
-        "covers": _str("Exactly what the source counted."),
-        "source": _str("Origin and licence of the count."),
     })
     s["StateContext"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),

@@ -1,4 +1,4 @@
-"""Survey sample information: lower bounds go to the additive `sample`, never to the exact
+"""Survey sample information: lower bounds go to the additive `*_lower_bound` fields, never to the exact
 SPEC fields; small_sample only where certain. Unit tests on hand-made bounds, then the
 real data (slow)."""
 
@@ -38,12 +38,12 @@ def test_bound_of_100_or_more_settles_small_sample_only() -> None:
                (2018, "KN", "clusters", 40, "ndhs2018_clusters"))
     nat, st = survey_sample.attach([], {"KN": [entry(2015), entry(2018)]}, b)
     e15, e18 = st["KN"]
-    assert (e15["children_tested"], e15["small_sample"], e15["sample"]["children_tested"]["value"]) == (None, None, 99)
+    assert (e15["children_tested"], e15["small_sample"], e15["children_tested_lower_bound"]) == (None, None, 99)
     assert (e18["children_tested"], e18["clusters"], e18["small_sample"]) == (None, None, False)
-    assert e18["sample"]["children_tested"] == {"value": 150, "kind": "lower_bound", "covers": "c",
-                                                "source": e18["sample"]["children_tested"]["source"]}
-    assert "Apache-2.0" in e18["sample"]["children_tested"]["source"]
-    assert e18["sample"]["clusters"]["value"] == 40 and nat == []
+    assert (e18["children_tested_lower_bound"], e18["children_tested_lower_bound_covers"]) == (150, "c")
+    assert "Apache-2.0" in e18["children_tested_lower_bound_source"]
+    assert e18["clusters_lower_bound"] == 40 and nat == []
+    assert list(e18)[-7:] == ["test", *survey_sample.FIELDS]
 
 
 def test_exact_count_wins_and_children_bounds_only_for_microscopy() -> None:
@@ -51,8 +51,9 @@ def test_exact_count_wins_and_children_bounds_only_for_microscopy() -> None:
                (2018, "LA", "children_tested", 300, "hbhi_pfpr_lga_2018"))
     _, st = survey_sample.attach([], {"KN": [entry(2018, n=85, clusters=41)], "LA": [entry(2018, test="RDT")]}, b)
     kn, la = st["KN"][0], st["LA"][0]
-    assert (kn["children_tested"], kn["small_sample"], kn["sample"]) == (85, True, {"children_tested": None, "clusters": None})
-    assert la["sample"]["children_tested"] is None and la["small_sample"] is None
+    assert (kn["children_tested"], kn["small_sample"]) == (85, True)
+    assert all(kn[f] is None for f in survey_sample.FIELDS)
+    assert la["children_tested_lower_bound"] is None and la["small_sample"] is None
 
 
 def test_largest_bound_wins_and_national_is_the_sum() -> None:
@@ -138,7 +139,7 @@ def test_real_no_approximate_count_in_an_exact_field(real) -> None:
                 checked += bool(counts)
             # an exact field, when filled, carries no bound beside it
             for q in ("children_tested", "clusters"):
-                assert e[q] is None or e["sample"][q] is None
+                assert e[q] is None or e[f"{q}_lower_bound"] is None
     assert checked > 100
 
 
@@ -153,19 +154,19 @@ def test_real_2018_state_entries_carry_lower_bounds(real) -> None:
     for s in doc["states"]:
         e18 = next(e for e in s["survey_trend"] if e["survey_year"] == 2018)
         assert e18["test"] == "microscopy"
-        ch, cl = e18["sample"]["children_tested"], e18["sample"]["clusters"]
-        assert ch["kind"] == cl["kind"] == "lower_bound"
-        assert ch["value"] in approx[(2018, keys[s["state_code"]])] and 64 <= ch["value"] <= 489
-        assert cl["value"] in approx[(2018, keys[s["state_code"]])]
+        ch, cl = e18["children_tested_lower_bound"], e18["clusters_lower_bound"]
+        assert ch in approx[(2018, keys[s["state_code"]])] and 64 <= ch <= 489
+        assert cl in approx[(2018, keys[s["state_code"]])]
+        assert e18["children_tested_lower_bound_covers"] and "Licence" in e18["clusters_lower_bound_source"]
         # small_sample: false only where the bound settles it, never true from a bound
-        assert e18["small_sample"] is (False if ch["value"] >= 100 else None)
+        assert e18["small_sample"] is (False if ch >= 100 else None)
         settled += e18["small_sample"] is False
         for e in s["survey_trend"]:
             assert e["small_sample"] is not True or e["children_tested"] is not None
     assert settled == 34  # three states have fewer than 100 children in the LGA-matched subset
     nat18 = next(e for e in doc["national"]["survey_trend"] if e["survey_year"] == 2018)
     assert nat18["children_tested"] is None  # the 10,185 of the source is a weighted total
-    assert nat18["sample"]["clusters"]["value"] == 1324
+    assert nat18["clusters_lower_bound"] == 1324
     assert {s["key"] for s in doc["source"]["survey_sample"]["sources"]} == set(survey_sample.SOURCE_KEYS)
 
 
@@ -190,5 +191,5 @@ def test_without_bound_sources_sample_is_null_and_nothing_else_changes(tmp_path)
     assert empty.height == 0 and dict(empty.schema) == survey_sample.BOUNDS_SCHEMA
     e = entry(2018, n=85)
     nat, st = survey_sample.attach([e], {"KN": [entry(2018)]}, empty)
-    assert nat == [{**e, "sample": {"children_tested": None, "clusters": None}}]
-    assert st["KN"][0]["small_sample"] is None and st["KN"][0]["sample"] == {"children_tested": None, "clusters": None}
+    assert nat == [{**e, **dict.fromkeys(survey_sample.FIELDS)}]
+    assert st["KN"][0]["small_sample"] is None and all(st["KN"][0][f] is None for f in survey_sample.FIELDS)
