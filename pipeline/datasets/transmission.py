@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
 from pipeline.model.downscale import lga_climatology
@@ -87,7 +88,8 @@ SURVEY_NOTE = (
     "Positivity by microscopy in children 6-59 months. Rounds or areas with only an RDT figure "
     "are left out rather than mixed in, because RDT reads higher than microscopy in the same "
     "children. clusters, children_tested and the 95% range are null where the source table does "
-    "not give them, and small_sample is then null too (unknown, not false). 2010 has zone figures "
+    "not give them, and small_sample is then null too (unknown, not false) unless a lower bound of "
+    "100 or more children (children_tested_lower_bound) makes it false. 2010 has zone figures "
     "only, so no state entry for 2010."
 )
 RAINFALL_NOTE = (
@@ -434,6 +436,8 @@ def produce(ctx: BuildContext) -> Produced:
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     survey_rows = survey.read_survey_positivity(data_dir, {v: k for k, v in state_names.items()})
     nat_trend, state_trends = survey_trends(survey_rows)
+    # survey sample (pipeline/datasets/survey_sample.py): additive lower bounds, small_sample where certain
+    nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
 
     sources = {
         "rainfall": rainfall.CHIRPS_SOURCE,
@@ -441,6 +445,7 @@ def produce(ctx: BuildContext) -> Produced:
         "check_cases": cases.CASES_SOURCE,
         "surveys": sorted(set(survey_rows["source"].to_list())),
         "survey_note": SURVEY_NOTE,
+        "survey_sample": survey_sample.source_block(),
     }
     states_doc = {
         "method": {

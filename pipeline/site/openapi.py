@@ -125,8 +125,9 @@ def resource_schemas() -> dict[str, Schema]:
                               "gives no count (documented deviation from the SPEC)."),
         "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
                                      "source gives no count (documented deviation from the SPEC)."),
-        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; null when the "
-                                  "number tested is unknown."),
+        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; false also where "
+                                  "a lower bound of 100 or more (`children_tested_lower_bound`) makes that certain; "
+                                  "null when it is unknown."),
         "survey": _str("Survey round, e.g. `2021 NMIS` (additive)."),
         "test": {"type": "string", "enum": ["microscopy", "RDT"],
                  "description": "Test behind the figure: microscopy wherever the round has it, else RDT "
@@ -134,6 +135,15 @@ def resource_schemas() -> dict[str, Schema]:
         "test_assumed": {"type": "boolean",
                          "description": "true where the source does not name the test (additive)."},
         "source": _str("Where the figure comes from (additive)."),
+        "children_tested_lower_bound": _nullable("integer", "Additive: the number of children tested by "
+                                                 "microscopy is at least this (microscopy entries only); a bound, "
+                                                 "never the exact count (see the survey page).", minimum=0),
+        "children_tested_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "children_tested_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
+        "clusters_lower_bound": _nullable("integer", "Additive: the survey clusters in the area that round are at "
+                                          "least this many; a bound, never the exact count.", minimum=0),
+        "clusters_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "clusters_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
     }
     context_figures = {
         "population": _int("People living in the area."),
@@ -145,6 +155,16 @@ def resource_schemas() -> dict[str, Schema]:
         "travel_minutes_to_care": _nullable("number", "Average travel time to the nearest health facility, "
                                             "minutes."),
         "response_index": _share("Average of net use and effective treatment.", nullable=True),
+        "itn_use_low_90": _share("Lower end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                 "null in state records.", nullable=True),
+        "itn_use_high_90": _share("Upper end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                  "null in state records.", nullable=True),
+        "itn_use_2024": _share("Net use by children under 5, NDHS 2024 small-area estimate (additive; a newer "
+                               "year than `coverage_year`).", nullable=True),
+        "itn_use_2024_low_90": _share("Lower end of the 90% interval of the LGA's 2024 estimate (additive); null "
+                                      "in state records.", nullable=True),
+        "itn_use_2024_high_90": _share("Upper end of the 90% interval of the LGA's 2024 estimate (additive); "
+                                       "null in state records.", nullable=True),
     }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
@@ -206,7 +226,21 @@ def resource_schemas() -> dict[str, Schema]:
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
         "note": _str("States that the figures are modelled context and not score inputs."),
         "fields": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "Field name → where that field's figure comes from."},
+                   "description": "Additive: origin of each field, one line per field."},
+        "years": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "Additive: the year each figure describes, by field."},
+        "attribution": {"type": "array", "items": _ref("Attribution"),
+                        "description": "Additive: every source behind these figures, with licence and citation."},
+    })
+    s["Attribution"] = _obj({
+        "key": _str("Stable identifier of the source."),
+        "name": _str("Name of the data set."),
+        "provider": _str("Who made it."),
+        "used_for": _str("What the service takes from it."),
+        "licence": _str("Licence of the data, as far as it could be established."),
+        "via": _str("Where the copy used was obtained."),
+        "note": _str("Caveats; may be empty."),
+        "citation": _str("How to cite it; may be empty."),
     })
     s["TransmissionSource"] = {
         "type": "object", "required": ["rainfall", "lga_rainfall_shape"],
@@ -218,6 +252,14 @@ def resource_schemas() -> dict[str, Schema]:
             "surveys": {"type": "array", "items": {"type": "string"}},
             "survey_note": _str("How survey rounds were chosen and labelled."),
             "note": _str("How the LGA rainfall was derived."),
+            "survey_sample": {
+                "type": "object", "required": ["note", "sources"],
+                "description": "Additive: where the survey sample lower bounds come from (see /docs/survey.html).",
+                "properties": {
+                    "note": _str("How the bounds were made and why they are bounds, not counts."),
+                    "sources": {"type": "array", "items": _ref("Attribution")},
+                },
+            },
         },
     }
     s["StateContext"] = _obj({
