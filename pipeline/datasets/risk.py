@@ -23,7 +23,7 @@ from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
 from pipeline.model import risk as model
-from pipeline.sources.lga_positivity import read_lga_positivity
+from pipeline.sources.hbhi_microscopy import read_lga_positivity
 from pipeline.sources.names import state_code_for, state_name_codes
 from pipeline.sources.rainfall import read_recorded_rainfall
 from pipeline.sources.survey import read_survey_positivity
