@@ -34,7 +34,22 @@ def open_key_store(keys_path: str, store_spec: str | None) -> Any:
     """The admin store named by --store, else the SQLite file named by --keys."""
     from edge.stores import open_store
 
-    return open_store(store_spec or f"sqlite:{keys_path}")[0]
+    spec = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(spec, None)
+    return open_store(spec)[0]
+
+
+def refuse_store_inside(spec: str, root: Path | None) -> None:
+    """A key store under a build root would be published with the release: refuse it.
+
+    `root` is the build root being served; without one (key administration), any
+    directory that looks like a build root (it holds `releases/` or `current`) counts.
+    """
+    from edge.stores import store_inside_build_root
+
+    problem = store_inside_build_root(spec, root)
+    if problem:
+        raise click.ClickException(problem)
 
 
 @click.group()
@@ -76,8 +91,11 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
         click.echo(f"note: {name} skipped, its endpoints answer their unavailable error: {reason}", err=True)
     click.echo(
         f"release {s.release_id}: {s.files} files, {s.bytes / 1e6:.1f} MB "
-        f"({s.written} written, {s.linked} linked from the previous release) in {result.seconds:.1f} s"
+        f"({s.written} written, {s.linked} copied from the previous release) in {result.seconds:.1f} s"
     )
+    if s.cleaned:
+        click.echo(f"note: removed {s.cleaned} temporary director{'y' if s.cleaned == 1 else 'ies'} "
+                   "left by killed builds", err=True)
 
 
 # -- serve -------------------------------------------------------------------------------
@@ -102,11 +120,20 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     from edge.local.app import create_app
     from edge.local.asgi import serve_workers
     from edge.local.settings import ServerSettings
+    from edge.release import LocalReleases, ReleaseUnavailable
 
-    if not (root / "current").exists():
-        raise click.ClickException(f"no release under {root}: run `malaria-risk build` first")
+    releases = LocalReleases(root)
+    try:
+        served = releases.current()
+    except ReleaseUnavailable as e:
+        raise click.ClickException(f"not serving: {e}") from e
+    if releases.fallback_reason:
+        click.echo(f"warning: {releases.fallback_reason}; serving release {served.release_id}, the newest "
+                   "that verifies (`malaria-risk verify --root ... --all` lists what is wrong)", err=True)
+    store = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(store, root)
     base = ServerSettings.from_env()
-    settings = ServerSettings(root=root, store=store_spec or f"sqlite:{keys_path}", counters=base.counters,
+    settings = ServerSettings(root=root, store=store, counters=base.counters,
                               limits=limits, per_minute=base.per_minute, monthly=base.monthly,
                               fixed_now=base.fixed_now, http=http_front)
     os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
@@ -223,11 +250,93 @@ def accounts_remove(account: str, keys_path: str, store_spec: str | None) -> Non
     click.echo(f"removed {account}")
 
 
+# -- local releases: verify, prune ------------------------------------------------------
+
+
+@click.command("verify")
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--release", "release_id", default=None, help="Release id (default: the one current names).")
+@click.option("--all", "every", is_flag=True, help="Verify every release under the root.")
+def verify_local_cmd(root: Path, release_id: str | None, every: bool) -> None:
+    """Check a local release against its manifest (every file's size and SHA-256); exit 1 on any difference."""
+    from pipeline.release.local import LocalReleaseError, verify_local
+
+    try:
+        reports = verify_local(root, release_id, every)
+    except LocalReleaseError as e:
+        raise click.ClickException(str(e)) from e
+    for r in reports:
+        mark = " (current)" if r.current else ""
+        if r.ok:
+            click.echo(f"release {r.release_id}{mark}: all {r.files} files match the manifest")
+        else:
+            click.echo(f"release {r.release_id}{mark}: {len(r.problems)} difference(s) from its manifest")
+            for problem in r.problems:
+                click.echo(f"  {problem}")
+    bad = [r for r in reports if not r.ok]
+    if bad:
+        raise click.ClickException(f"{len(bad)} of {len(reports)} release(s) do not match their manifest; "
+                                   "`malaria-risk build` writes fresh copies of damaged files")
+
+
+@click.command("prune")
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--keep", required=True, type=click.IntRange(min=1), help="How many of the newest releases to keep.")
+@click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+def prune_local_cmd(root: Path, keep: int, dry_run: bool) -> None:
+    """Remove old local releases; the current one is always kept. Also removes killed builds' leftovers."""
+    from pipeline.release.local import LocalReleaseError, prune_local
+
+    try:
+        result = prune_local(root, keep, dry_run)
+    except LocalReleaseError as e:
+        raise click.ClickException(str(e)) from e
+    verb = "would remove" if dry_run else "removed"
+    click.echo(f"{verb} {len(result.removed)} release(s){': ' + ', '.join(result.removed) if result.removed else ''}; "
+               f"kept {len(result.kept)}")
+    if result.cleaned:
+        click.echo(f"removed {len(result.cleaned)} temporary director(ies) left by killed builds", err=True)
+
+
+class LocalOrPublished(click.Command):
+    """One command name for a local build root (`--root`) and a published bucket (`--bucket`).
+
+    `verify` and `prune` exist for both; which one runs is decided by whether `--root` is
+    given, and each keeps its own options and help.
+    """
+
+    def __init__(self, local: click.Command, published: click.Command):
+        super().__init__(local.name, help=f"{local.help}\n\nWith --bucket instead of --root: {published.help}",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                         add_help_option=False)
+        self.local = local
+        self.published = published
+        self.params = []
+
+    def invoke(self, ctx: click.Context) -> Any:
+        args = [*ctx.params.get("args", ()), *ctx.args]
+        local = any(a == "--root" or a.startswith("--root=") for a in args)
+        if any(a in ("--help", "-h") for a in args) and not local and not any(a.startswith("--bucket") for a in args):
+            click.echo(self.local.get_help(ctx))
+            click.echo(f"\nPublished releases: `{ctx.command_path} --bucket ...` ({self.published.help})")
+            return None
+        cmd = self.local if local else self.published
+        return cmd.main(args, prog_name=ctx.command_path, standalone_mode=False)
+
+
 def _register_deploy_targets() -> None:
     """Commands that live in their own modules, one per deploy target (as Datasette's publish/)."""
     from .publish.cli import commands
 
+    local = {"verify": verify_local_cmd, "prune": prune_local_cmd}
     for cmd in commands:
+        if cmd.name in local:
+            main.add_command(LocalOrPublished(local.pop(cmd.name), cmd))
+        else:
+            main.add_command(cmd)
+    for cmd in local.values():
         main.add_command(cmd)
 
 

@@ -7,6 +7,8 @@ suspension or a removed account takes effect on the very next request.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from datetime import UTC, datetime
@@ -55,10 +57,28 @@ WHERE k.key_hash = ?
 """
 
 
+def create_private(path: Path) -> None:
+    """Create `path` (and a missing parent) readable by its owner only, and narrow an existing
+    file that others can read. SQLite creates its -wal and -shm side files with the main
+    file's permissions, so they follow."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        if os.fstat(fd).st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
+    for side in ("-wal", "-shm", "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            side_path = path.with_name(path.name + side)
+            if side_path.stat().st_mode & 0o077:
+                side_path.chmod(0o600)
+
+
 class SQLiteKeyStore:
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)
         self._local = threading.local()
         with self._conn() as c:
             c.executescript(SCHEMA)
