@@ -107,9 +107,9 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Worker processes; limits stay exact across them (a shared counters file).")
-@click.option("--http", "http_front", type=click.Choice(["uvicorn", "direct"]), default="uvicorn", show_default=True,
-              help="HTTP front: the ASGI app on uvicorn, or httptools/uvloop driving the same app directly "
-                   "(several times the throughput; docs/limits.md#throughput).")
+@click.option("--http", "http_front", type=click.Choice(["direct", "uvicorn"]), default="direct", show_default=True,
+              help="HTTP front: httptools/uvloop driving the app directly (bounds every client-controlled size "
+                   "and time), or the same app as ASGI on uvicorn's h11 (docs/limits.md#http-front).")
 @click.option("--limits/--no-limits", default=True, show_default=True,
               help="Enforce per-minute limits and monthly allowances (see docs/limits.md).")
 @keys_option

@@ -11,7 +11,8 @@ HTTP/1.1 keep-alive and pipelining (answers in request order), HTTP/1.0 with or 
 keep-alive, a `date` header, no `server` header, TCP_NODELAY. Everything a client controls
 is bounded (the numbers below; docs/limits.md#http-front):
 
-* request head: 64 KiB and 100 header lines, else 431; a request body (the API is GET
+* request head: 64 KiB (counted as it arrives, in 8 KiB slices) and 100 header lines,
+  else 431; a request body (the API is GET
   only) 64 KiB, else 413;
 * time to receive a request, from its first byte to its end: 10 s, else 408 and close;
 * a connection that sends nothing: closed after 5 s (new or idle between requests);
@@ -125,6 +126,8 @@ class _Connection(asyncio.Protocol):
         self.head_bytes = 0
         self.header_lines = 0
         self.body_bytes = 0
+        self.in_head = False
+        self.head_fed = 0
         self.pending: deque[_Pending] = deque()
         self.stash = b""
         self.paused = False
@@ -196,10 +199,19 @@ class _Connection(asyncio.Protocol):
                     self.stash = bytes(view[pos:]) + self.stash
                     self._stop_reading()
                     break
-                self.parser.feed_data(view[pos:pos + FEED_SLICE])
+                piece = view[pos:pos + FEED_SLICE]
+                self.parser.feed_data(piece)
                 pos += FEED_SLICE
                 if self.closing:
                     return
+                if self.in_head:
+                    # httptools holds a partial header line itself and calls `on_header` only once
+                    # it is complete, so the head is also bounded by the bytes fed since it began
+                    # (an overcount of at most one slice)
+                    self.head_fed += len(piece)
+                    if self.head_fed > MAX_HEAD_BYTES + FEED_SLICE:
+                        failure = _HEAD_TOO_LARGE
+                        break
         except httptools.HttpParserUpgrade:
             # no upgrades are served: answer what was parsed, then close (what follows is not HTTP/1.1)
             if self.pending:
@@ -221,6 +233,8 @@ class _Connection(asyncio.Protocol):
 
     # -- parser callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
+        self.in_head = True
+        self.head_fed = 0
         self.url = b""
         self.headers = {}
         self.head_bytes = 0
@@ -245,6 +259,9 @@ class _Connection(asyncio.Protocol):
         text = value.decode("latin-1")
         headers = self.headers
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
+
+    def on_headers_complete(self) -> None:
+        self.in_head = False
 
     def on_body(self, body: bytes) -> None:
         self.body_bytes += len(body)
