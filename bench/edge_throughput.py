@@ -12,7 +12,8 @@ counters file as served) with a per-minute limit high enough
 never to trigger, so what is measured is the real hot path.
 
 Environment: BENCH_SECONDS (default 8), BENCH_CONNECTIONS (default 32), BENCH_WORKERS (2),
-both HTTP fronts are measured in the same run (uvicorn, the default, and `--http direct`),
+the HTTP fronts measured in the same run (BENCH_FRONTS, default "direct uvicorn": the
+default direct front and `--http uvicorn`),
 BENCH_ROOT (a build root with `current`, default ./build if it exists, else a small
 synthetic release rendered into a temporary directory).
 """
@@ -38,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 SECONDS = int(os.environ.get("BENCH_SECONDS", "8"))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+FRONTS = os.environ.get("BENCH_FRONTS", "direct uvicorn").split()
 
 
 def ensure_tools() -> None:
@@ -125,7 +127,7 @@ def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
     """Decisions per second of `edge.gate.handle` alone, one core, no HTTP."""
     from edge.gate import Request, handle
     from edge.limits import Limiter, MemoryCounter
-    from edge.local.app import ChangeAwareKeyCache
+    from edge.stores.sqlite import ChangeAwareKeyCache
     from edge.release import LocalReleases
     from edge.stores.counters import MappedCounter, SQLiteCounter
     from edge.stores.sqlite import SQLiteKeyStore
@@ -182,14 +184,14 @@ def main() -> None:
 
         exe = Path(sys.executable).with_name("malaria-risk")
         fronts: dict[str, str] = {}
-        for front in ("uvicorn", "direct"):
+        for front in FRONTS:
             port = free_port()
             procs.append(subprocess.Popen(
                 [str(exe), "serve", "--root", str(root), "--port", str(port), "--keys", str(keys_path),
                  "--workers", str(WORKERS), "--http", front], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fronts[front] = f"http://127.0.0.1:{port}"
             wait_up(fronts[front] + "/v1/periods", procs[-1], f"malaria-risk serve --http {front}")
-        ours = fronts["uvicorn"]
+        ours = fronts[FRONTS[0]]
 
         nport = free_port()
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(workers=WORKERS, tmp=tmp, port=nport, root=release_dir))
@@ -215,7 +217,8 @@ def main() -> None:
         print(f"release: {which} ({release.release_id}); request: /v1/risk/lgas?state={state}&period={period} "
               f"({len(first.content)} bytes)")
         print(f"wrk: 2 threads, {CONNECTIONS} connections, {SECONDS} s each; {WORKERS} worker(s) for every server; "
-              f"{os.cpu_count()} CPUs shared by client and servers. Fronts: uvicorn (default) and direct.\n")
+              f"{os.cpu_count()} CPUs shared by client and servers. Fronts: {', '.join(FRONTS)} "
+              f"(the first is the default).\n")
         rows = [
             ("(a) authorised LGA risk 200", url, auth, f"{theirs}/{file_key}", {}),
             ("(b) 304 revalidation", url, {**auth, "If-None-Match": etag}, f"{theirs}/{file_key}",

@@ -365,7 +365,7 @@ class _Connection(asyncio.Protocol):
             transport.close()
 
 
-async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future, ready: Callable[[], None] | None = None) -> None:
+async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None], ready: Callable[[], None] | None = None) -> None:
     """Serve `app` on an already listening socket until `stop` completes.
 
     Takes the stop signal as a future so a test can run a server in a thread (where
@@ -403,9 +403,14 @@ def _run_worker(sock: socket.socket) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        stop = loop.create_future()
+        stop: asyncio.Future[None] = loop.create_future()
+
+        def on_signal() -> None:
+            if not stop.done():
+                stop.set_result(None)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+            loop.add_signal_handler(sig, on_signal)
         await serve_socket(app, sock, stop)
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

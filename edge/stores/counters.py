@@ -251,7 +251,7 @@ class MappedCounter:
         i, found = self._find(b)
         off = self._base + i * _SLOT
         if found:
-            n = _COUNT.unpack_from(mm, off)[0] + 1
+            n: int = _COUNT.unpack_from(mm, off)[0] + 1
             _COUNT.pack_into(mm, off, n)
             return n
         _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))

@@ -140,7 +140,7 @@ class SQLiteKeyStore:
         row = self._conn().execute("SELECT removed_at FROM accounts WHERE account=?", (account,)).fetchone()
         return row is not None and row[0] is not None
 
-    def list(self, now: datetime | None = None) -> list[dict]:
+    def list(self, now: datetime | None = None) -> list[dict[str, Any]]:
         now = now or datetime.now(UTC)
         rows = self._conn().execute(
             "SELECT k.id, k.name, k.kind, k.scopes, k.owner, k.org, k.expires_on, k.prefix, k.last4,"
@@ -192,16 +192,25 @@ class SQLiteKeyStore:
             )
 
 
+_WAL_INDEX_HEADERS = 96  # the two copies of the 48-byte WAL-index header at the start of -shm
+
+
 class ChangeAwareKeyCache:
     """Key records cached in-process, dropped the moment the SQLite key file changes.
 
     `PRAGMA data_version` changes whenever another connection (any thread or process)
     commits to the file, so a revocation, suspension or removal made by `malaria-risk
     keys …` empties the cache before the next request is decided: revocation stays
-    immediate (bound: zero requests), while an unchanged file costs one cheap pragma
-    instead of a three-table join. Expiry needs no invalidation: the gate evaluates
+    immediate (bound: zero requests). Expiry needs no invalidation: the gate evaluates
     `record.status(now)` on every request. Counters must live in another file, or their
     commits would empty the cache on every request (see edge/stores/counters.py).
+
+    The pragma is a statement (5–8 µs); before it, one `pread` of the WAL-index header
+    in the `-shm` file (documented in SQLite's WAL file format: its `iChange` field is
+    incremented by every transaction, and a WAL restart changes its salts) tells whether
+    anything was committed since the last look. Only when those 96 bytes changed is the
+    pragma asked — so the answer is still the pragma's. Without a `-shm` file (another
+    journal mode) the pragma is asked every time.
     """
 
     def __init__(self, inner: Any, path: Path | str, max_items: int = 10_000):
@@ -210,25 +219,34 @@ class ChangeAwareKeyCache:
         self.max_items = max_items
         self._local = threading.local()
 
-    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[int]]:
+    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[Any]]:
         st = getattr(self._local, "st", None)
         if st is None:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            st = (conn, {}, [-1])
+            conn.execute("PRAGMA data_version").fetchone()  # opens the WAL index (-shm) when in WAL mode
+            shm = -1
+            with contextlib.suppress(OSError):
+                shm = os.open(str(self.path) + "-shm", os.O_RDONLY)
+            # [data_version, WAL-index header bytes, -shm descriptor]
+            st = (conn, {}, [-1, b"", shm])
             self._local.st = st
-        return st
+        return st  # type: ignore[no-any-return]
 
     def lookup(self, key_hash: str) -> KeyRecord | None:
         conn, cache, version = self._state()
-        v = conn.execute("PRAGMA data_version").fetchone()[0]
-        if v != version[0]:
-            cache.clear()
-            version[0] = v
+        shm = version[2]
+        header = os.pread(shm, _WAL_INDEX_HEADERS, 0) if shm >= 0 else b""
+        if len(header) < _WAL_INDEX_HEADERS or header != version[1]:
+            v = conn.execute("PRAGMA data_version").fetchone()[0]
+            if v != version[0]:
+                cache.clear()
+                version[0] = v
+            version[1] = header
         try:
             return cache[key_hash]
         except KeyError:
             pass
-        record = self.inner.lookup(key_hash)
+        record: KeyRecord | None = self.inner.lookup(key_hash)
         if len(cache) >= self.max_items:
             cache.clear()
         # only known keys are cached: a flood of random keys must not evict real ones

@@ -127,7 +127,7 @@ def test_unread_pipelining_stops_being_read_and_memory_stays_flat(served: Served
         time.sleep(0.01)
     grown = rss(served.proc.pid) - before
     # the server stopped reading: most of the 56 MB never left the clients
-    assert accepted < 24 * MB, accepted
+    assert accepted < 32 * MB, accepted  # what the kernel buffers on loopback
     assert grown < 16 * MB, grown / MB
     # and it still answers everyone else promptly
     t0 = time.monotonic()
