@@ -60,19 +60,22 @@ WHERE k.key_hash = ?
 def create_private(path: Path) -> None:
     """Create `path` (and a missing parent) readable by its owner only, and narrow an existing
     file that others can read. SQLite creates its -wal and -shm side files with the main
-    file's permissions, so they follow."""
+    file's permissions, so they follow.
+
+    An existing file is never opened here: closing any descriptor of a database file drops
+    every POSIX lock this process holds on it, including the shared lock by which its open
+    connections keep another process from deleting the WAL under them.
+    """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
-    for side in ("-wal", "-shm", "-journal"):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    except FileExistsError:
+        pass
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
         with contextlib.suppress(FileNotFoundError):
-            side_path = path.with_name(path.name + side)
-            if side_path.stat().st_mode & 0o077:
-                side_path.chmod(0o600)
+            side = path.with_name(name)
+            if side.stat().st_mode & 0o077:
+                side.chmod(0o600)
 
 
 class SQLiteKeyStore:
@@ -192,25 +195,16 @@ class SQLiteKeyStore:
             )
 
 
-_WAL_INDEX_HEADERS = 96  # the two copies of the 48-byte WAL-index header at the start of -shm
-
-
 class ChangeAwareKeyCache:
     """Key records cached in-process, dropped the moment the SQLite key file changes.
 
     `PRAGMA data_version` changes whenever another connection (any thread or process)
     commits to the file, so a revocation, suspension or removal made by `malaria-risk
     keys …` empties the cache before the next request is decided: revocation stays
-    immediate (bound: zero requests). Expiry needs no invalidation: the gate evaluates
+    immediate (bound: zero requests), while an unchanged file costs one cheap pragma
+    instead of a three-table join. Expiry needs no invalidation: the gate evaluates
     `record.status(now)` on every request. Counters must live in another file, or their
     commits would empty the cache on every request (see edge/stores/counters.py).
-
-    The pragma is a statement (5–8 µs); before it, one `pread` of the WAL-index header
-    in the `-shm` file (documented in SQLite's WAL file format: its `iChange` field is
-    incremented by every transaction, and a WAL restart changes its salts) tells whether
-    anything was committed since the last look. Only when those 96 bytes changed is the
-    pragma asked — so the answer is still the pragma's. Without a `-shm` file (another
-    journal mode) the pragma is asked every time.
     """
 
     def __init__(self, inner: Any, path: Path | str, max_items: int = 10_000):
@@ -219,29 +213,20 @@ class ChangeAwareKeyCache:
         self.max_items = max_items
         self._local = threading.local()
 
-    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[Any]]:
+    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[int]]:
         st = getattr(self._local, "st", None)
         if st is None:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            conn.execute("PRAGMA data_version").fetchone()  # opens the WAL index (-shm) when in WAL mode
-            shm = -1
-            with contextlib.suppress(OSError):
-                shm = os.open(str(self.path) + "-shm", os.O_RDONLY)
-            # [data_version, WAL-index header bytes, -shm descriptor]
-            st = (conn, {}, [-1, b"", shm])
+            st = (conn, {}, [-1])
             self._local.st = st
         return st  # type: ignore[no-any-return]
 
     def lookup(self, key_hash: str) -> KeyRecord | None:
         conn, cache, version = self._state()
-        shm = version[2]
-        header = os.pread(shm, _WAL_INDEX_HEADERS, 0) if shm >= 0 else b""
-        if len(header) < _WAL_INDEX_HEADERS or header != version[1]:
-            v = conn.execute("PRAGMA data_version").fetchone()[0]
-            if v != version[0]:
-                cache.clear()
-                version[0] = v
-            version[1] = header
+        v = conn.execute("PRAGMA data_version").fetchone()[0]
+        if v != version[0]:
+            cache.clear()
+            version[0] = v
         try:
             return cache[key_hash]
         except KeyError:
