@@ -23,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,13 +151,13 @@ def main() -> None:
                     s.sendall(b"GET /v1/periods HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
                     while s.recv(65536):
                         pass
-            for label, attack in [("oversized head", lambda: oversized(port)),
-                                  ("unread pipelining", lambda: pipelined(port)),
-                                  ("trickled head", lambda: held_open(port, True)),
-                                  ("silent connection", lambda: held_open(port, False))]:
+            attacks: list[tuple[str, Callable[[int], str]]] = [
+                ("oversized head", oversized), ("unread pipelining", pipelined),
+                ("trickled head", lambda p: held_open(p, True)), ("silent connection", lambda p: held_open(p, False))]
+            for label, attack in attacks:
                 before = rss(proc.pid)
                 _during = 0
-                outcome = attack()
+                outcome = attack(port)
                 after = rss(proc.pid)
                 during = max(_during, after)
                 print(f"{front:<10} {label:<20} {before / MB:>9.0f}MB {during / MB:>7.0f}MB {after / MB:>7.0f}MB  "

@@ -127,10 +127,9 @@ def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
     """Decisions per second of `edge.gate.handle` alone, one core, no HTTP."""
     from edge.gate import Request, handle
     from edge.limits import Limiter, MemoryCounter
-    from edge.stores.sqlite import ChangeAwareKeyCache
     from edge.release import LocalReleases
     from edge.stores.counters import MappedCounter, SQLiteCounter
-    from edge.stores.sqlite import SQLiteKeyStore
+    from edge.stores.sqlite import ChangeAwareKeyCache, SQLiteKeyStore
 
     store = SQLiteKeyStore(tmp / "micro.sqlite")
     _, key = store.create("micro", ["risk_scores", "forecasts", "lga_boundaries"], "live",

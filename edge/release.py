@@ -163,6 +163,7 @@ class LocalReleases:
         self._checked = 0.0
         self._failure: ReleaseUnavailable | None = None
         self.fallback_reason: str | None = None  # why `current` is not what is served, if it is not
+        self._broken: tuple[int, int, int] | None = None  # the broken manifest's identity, to see it repaired
 
     def current(self) -> ManifestRelease:
         now = time.monotonic()
@@ -177,7 +178,8 @@ class LocalReleases:
                 target: str | None = os.readlink(link)
             except OSError:
                 target = None
-            if target != self._target or (self._current is None and self._failure is None):
+            if target != self._target or (self._current is None and self._failure is None) or (
+                    self.fallback_reason is not None and self._signature(target) != self._broken):
                 self._switch(link, target)
             self._checked = now
             if self._current is None:
@@ -185,8 +187,19 @@ class LocalReleases:
                 raise self._failure
             return self._current
 
+    def _signature(self, target: str | None) -> tuple[int, int, int] | None:
+        """What a repair of a broken `current` would change: its manifest's identity."""
+        if target is None:
+            return None
+        try:
+            st = os.stat(self.root / target / MANIFEST_NAME)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
     def _switch(self, link: Path, target: str | None) -> None:
         self._target = target
+        self._broken = self._signature(target)
         reason = f"{link} does not exist" if target is None else None
         if target is not None:
             try:

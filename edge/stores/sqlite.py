@@ -67,10 +67,8 @@ def create_private(path: Path) -> None:
     connections keep another process from deleting the WAL under them.
     """
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
+    with contextlib.suppress(FileExistsError):
         os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
     for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
         with contextlib.suppress(FileNotFoundError):
             side = path.with_name(name)
@@ -219,7 +217,7 @@ class ChangeAwareKeyCache:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             st = (conn, {}, [-1])
             self._local.st = st
-        return st  # type: ignore[no-any-return]
+        return st
 
     def lookup(self, key_hash: str) -> KeyRecord | None:
         conn, cache, version = self._state()
