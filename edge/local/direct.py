@@ -95,6 +95,7 @@ class _Worker:
         self.app = app
         self.connections: set[_Connection] = set()
         self.status_lines = _status_lines()
+        self.targets: dict[bytes, tuple[str, str]] = {}  # request target -> (raw path, raw query)
         self._date_second = -1
         self._date = b""
 
@@ -290,15 +291,21 @@ class _Connection(asyncio.Protocol):
             self._answer(*self.pending.popleft())
 
     def _answer(self, method: str, url: bytes, headers: dict[str, str], keep_alive: bool, version: str) -> None:
+        targets = self.worker.targets
+        target = targets.get(url)
+        if target is None:
+            try:
+                parsed = httptools.parse_url(url)
+            except httptools.HttpParserInvalidURLError:
+                self._write_plain(400, b"Invalid request target.")
+                return
+            query = parsed.query
+            target = (parsed.path.decode("latin-1"), query.decode("latin-1") if query else "")
+            if len(targets) >= 1024:  # clients repeat a few URLs; a stream of distinct ones costs a parse each
+                targets.clear()
+            targets[url] = target
         try:
-            parsed = httptools.parse_url(url)
-        except httptools.HttpParserInvalidURLError:
-            self._write_plain(400, b"Invalid request target.")
-            return
-        query = parsed.query
-        try:
-            resp, body = self.worker.app.respond(method, parsed.path.decode("latin-1"),
-                                                 query.decode("latin-1") if query else "", headers)
+            resp, body = self.worker.app.respond(method, target[0], target[1], headers)
         except Exception:
             import traceback
 
