@@ -85,12 +85,15 @@ def _sha256_file(path: Path) -> str:
         return hashlib.file_digest(f, "sha256").hexdigest()
 
 
-def verify_release_files(release_dir: Path, files: dict[str, dict[str, Any]], checksums: bool = True) -> list[str]:
+def verify_release_files(release_dir: Path, files: dict[str, dict[str, Any]], checksums: bool = True,
+                         strays: bool = True) -> list[str]:
     """Every difference between a release directory and its manifest's `files`; empty means sound.
 
     Missing files, wrong sizes, wrong checksums (unless `checksums` is false: a quick
     structural check) and files the manifest does not list. The renderer, `verify`
-    and the local server's fallback all use this one check.
+    and the local server's fallback all use this one check. `strays=False` leaves out
+    files the manifest does not list: nothing serves them, so they do not make a release
+    unservable (publishing and `verify` still refuse them).
     """
     problems: list[str] = []
     on_disk: set[str] = set()
@@ -109,8 +112,9 @@ def verify_release_files(release_dir: Path, files: dict[str, dict[str, Any]], ch
             problems.append(f"size differs: {key} ({size} on disk, {entry['size']} in manifest)")
         elif checksums and _sha256_file(path) != entry["sha256"]:
             problems.append(f"checksum differs: {key}")
-    for key in sorted(on_disk - files.keys()):
-        problems.append(f"not in manifest: {key}")
+    if strays:
+        for key in sorted(on_disk - files.keys()):
+            problems.append(f"not in manifest: {key}")
     return problems
 
 
@@ -123,7 +127,7 @@ def load_release_dir(release_dir: Path, checksums: bool = False) -> ManifestRele
     try:
         doc = json.loads((release_dir / MANIFEST_NAME).read_bytes())
         release = ManifestRelease.from_manifest(doc, release_dir)
-        problems = verify_release_files(release_dir, doc["files"], checksums)
+        problems = verify_release_files(release_dir, doc["files"], checksums, strays=False)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise ReleaseUnavailable(f"release {release_dir.name}: unreadable manifest ({type(e).__name__}: {e})") from e
     if problems:

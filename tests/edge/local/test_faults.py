@@ -150,3 +150,10 @@ def test_a_killed_build_changes_nothing_served(release_root: Path, store, all_sc
         json.loads(r.content)
     render_release(release_root, synthetic_produced(), T2)
     assert not tmp.exists()
+
+
+def test_a_stray_file_does_not_make_current_unservable(release_root: Path, store, all_scopes_key: str):
+    first, second = two_releases(release_root)
+    (release_root / "releases" / second / "notes.txt~").write_text("editor backup")
+    with LiveServer(App(release_root, store)) as live, httpx.Client(base_url=live.url) as c:
+        assert c.get("/v1/periods", headers=auth(all_scopes_key)).headers["x-release-id"] == second
