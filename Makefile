@@ -8,7 +8,7 @@ PORT ?= 8080
 KEYS ?= var/keys.sqlite
 export DATA_DIR
 
-.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-publish clean
+.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-edge-attacks bench-publish clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -51,6 +51,9 @@ bench-publish: install
 
 bench-edge: install
 	$(BIN)/python bench/edge_throughput.py
+
+bench-edge-attacks: install
+	$(BIN)/python bench/edge_attacks.py
 
 bench: bench-build bench-publish bench-edge
 

@@ -2,7 +2,7 @@
 
 The "previous load" is simulated by a data directory whose CHIRPS monthly series stops one
 month earlier (every other input is a symlink to DATA_DIR); the "new load" is the real
-directory. The second build reuses (hard-links) every file whose bytes did not change.
+directory. The second build reuses (copies, with the gzip compression) every file whose bytes did not change.
 
     python bench/build.py            # prints seconds and files written for both builds
 """

@@ -11,8 +11,17 @@ in our server (a live key: minute and month counter increments per request, in t
 counters file as served) with a per-minute limit high enough
 never to trigger, so what is measured is the real hot path.
 
-Environment: BENCH_SECONDS (default 8), BENCH_CONNECTIONS (default 32), BENCH_WORKERS (2),
-both HTTP fronts are measured in the same run (uvicorn, the default, and `--http direct`),
+Side by side: the machine is shared, and its load swings within seconds, so the servers
+are not measured one after the other for the whole time. Each case runs BENCH_ROUNDS
+rounds (default 3); in each round every server gets BENCH_SECONDS / BENCH_ROUNDS seconds
+in turn. Printed: the median requests/s and the median p99 over the rounds, and the ratio
+of medians against nginx.
+
+Environment: BENCH_SECONDS per server and case (default 6), BENCH_ROUNDS (3),
+BENCH_CONNECTIONS (default 32), BENCH_WORKERS (2),
+the HTTP fronts measured in the same run (BENCH_FRONTS, default "direct uvicorn": the
+default direct front and `--http uvicorn`; a front written `before:NAME` runs the server
+from the checkout named by BENCH_BEFORE, for before/after figures in one run),
 BENCH_ROOT (a build root with `current`, default ./build if it exists, else a small
 synthetic release rendered into a temporary directory).
 """
@@ -23,6 +32,7 @@ import os
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,9 +45,12 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SECONDS = int(os.environ.get("BENCH_SECONDS", "8"))
+SECONDS = int(os.environ.get("BENCH_SECONDS", "6"))
+ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "3")))
+SLICE = max(1, round(SECONDS / ROUNDS))
 CONNECTIONS = int(os.environ.get("BENCH_CONNECTIONS", "32"))
 WORKERS = int(os.environ.get("BENCH_WORKERS", "2"))
+FRONTS = os.environ.get("BENCH_FRONTS", "direct uvicorn").split()
 
 
 def ensure_tools() -> None:
@@ -84,7 +97,7 @@ def release_root(tmp: Path) -> tuple[Path, str]:
 
 def wrk(url: str, headers: dict[str, str]) -> tuple[float, float, dict[int, int]]:
     """Requests/s, p99 in ms, and a status tally from wrk's own Lua-free output."""
-    cmd = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SECONDS}s", "--latency"]
+    cmd = ["wrk", "-t2", f"-c{CONNECTIONS}", f"-d{SLICE}s", "--latency"]
     for k, v in headers.items():
         cmd += ["-H", f"{k}: {v}"]
     out = subprocess.run([*cmd, url], check=True, capture_output=True, text=True).stdout
@@ -125,10 +138,9 @@ def gate_microbench(root: Path, tmp: Path) -> list[tuple[str, float]]:
     """Decisions per second of `edge.gate.handle` alone, one core, no HTTP."""
     from edge.gate import Request, handle
     from edge.limits import Limiter, MemoryCounter
-    from edge.local.app import ChangeAwareKeyCache
     from edge.release import LocalReleases
     from edge.stores.counters import MappedCounter, SQLiteCounter
-    from edge.stores.sqlite import SQLiteKeyStore
+    from edge.stores.sqlite import ChangeAwareKeyCache, SQLiteKeyStore
 
     store = SQLiteKeyStore(tmp / "micro.sqlite")
     _, key = store.create("micro", ["risk_scores", "forecasts", "lga_boundaries"], "live",
@@ -180,16 +192,19 @@ def main() -> None:
         _, key = SQLiteKeyStore(keys_path).create("bench", ["risk_scores"], "live",
                                                   per_minute=10**9, monthly=10**9)
 
-        exe = Path(sys.executable).with_name("malaria-risk")
         fronts: dict[str, str] = {}
-        for front in ("uvicorn", "direct"):
+        for front in FRONTS:
             port = free_port()
+            checkout, _, name = front.rpartition(":")  # "before:uvicorn" runs BENCH_BEFORE's code
+            code = Path(os.environ["BENCH_BEFORE"]).resolve() if checkout == "before" else ROOT
             procs.append(subprocess.Popen(
-                [str(exe), "serve", "--root", str(root), "--port", str(port), "--keys", str(keys_path),
-                 "--workers", str(WORKERS), "--http", front], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                [sys.executable, "-m", "pipeline.cli", "serve", "--root", str(root), "--port", str(port),
+                 "--keys", str(keys_path), "--workers", str(WORKERS), "--http", name],
+                cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fronts[front] = f"http://127.0.0.1:{port}"
             wait_up(fronts[front] + "/v1/periods", procs[-1], f"malaria-risk serve --http {front}")
-        ours = fronts["uvicorn"]
+        ours = fronts[FRONTS[0]]
 
         nport = free_port()
         (tmp / "nginx.conf").write_text(NGINX_CONF.format(workers=WORKERS, tmp=tmp, port=nport, root=release_dir))
@@ -214,21 +229,30 @@ def main() -> None:
 
         print(f"release: {which} ({release.release_id}); request: /v1/risk/lgas?state={state}&period={period} "
               f"({len(first.content)} bytes)")
-        print(f"wrk: 2 threads, {CONNECTIONS} connections, {SECONDS} s each; {WORKERS} worker(s) for every server; "
-              f"{os.cpu_count()} CPUs shared by client and servers. Fronts: uvicorn (default) and direct.\n")
+        print(f"wrk: 2 threads, {CONNECTIONS} connections, {ROUNDS} interleaved rounds of {SLICE} s per server and case; "
+              f"{WORKERS} worker(s) for every server; "
+              f"{os.cpu_count()} CPUs shared by client and servers. Fronts: {', '.join(FRONTS)} "
+              f"(the first is the default).\n")
         rows = [
             ("(a) authorised LGA risk 200", url, auth, f"{theirs}/{file_key}", {}),
             ("(b) 304 revalidation", url, {**auth, "If-None-Match": etag}, f"{theirs}/{file_key}",
              {"If-None-Match": n_etag}),
             ("(c) 401 no key", url, {}, f"{theirs}/{file_key}", {}),
         ]
-        print(f"{'case':<30} {'server':<16} {'req/s':>9} {'p99 ms':>8} {'vs nginx':>9}")
+        print(f"{'case':<30} {'server':<16} {'req/s':>9} {'p99 ms':>8} {'vs nginx':>9}   rounds (req/s)")
         for label, u, h, nu, nh in rows:
-            nrps, np99, _ = wrk(nu, nh)
-            print(f"{label:<30} {'nginx (no auth)':<16} {nrps:>9.0f} {np99:>8.2f} {'100%':>9}")
-            for front, base in fronts.items():
-                rps, p99, _ = wrk(u.replace(ours, base), h)
-                print(f"{'':<30} {front:<16} {rps:>9.0f} {p99:>8.2f} {rps / nrps:>8.0%}")
+            targets = [("nginx (no auth)", nu, nh)] + [(front, u.replace(ours, base), h) for front, base in fronts.items()]
+            runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _, _ in targets}
+            for _ in range(ROUNDS):
+                for name, target, headers in targets:
+                    rps, p99, _ = wrk(target, headers)
+                    runs[name].append((rps, p99))
+            base_rps = statistics.median(r for r, _ in runs["nginx (no auth)"])
+            for i, (name, _, _) in enumerate(targets):
+                rps = statistics.median(r for r, _ in runs[name])
+                p99 = statistics.median(p for _, p in runs[name])
+                each = " ".join(f"{r:.0f}" for r, _ in runs[name])
+                print(f"{label if i == 0 else '':<30} {name:<16} {rps:>9.0f} {p99:>8.2f} {rps / base_rps:>8.0%}   {each}")
 
         print("\ngate function alone (one core, no HTTP):")
         for label, rate in gate_microbench(root, tmp):

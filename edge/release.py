@@ -7,15 +7,20 @@ values) and `entry(key)` (to set ETag and content type, or learn a file is absen
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
 import os
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from .routes import DOWNLOAD_FILE, RELEASE_ID_RE, Facts
+
+MANIFEST_NAME = "manifest.json"
+log = logging.getLogger("malaria_risk.release")
 
 
 @dataclass(frozen=True)
@@ -53,6 +58,7 @@ class ManifestRelease:
     facts: Facts
     entries: dict[str, FileEntry]
     root: Path | None = None
+    digests: dict[str, str] = field(default_factory=dict)  # every file (identity and gzip) -> sha256 hex
 
     def entry(self, key: str) -> FileEntry | None:
         return self.entries.get(key)
@@ -60,7 +66,7 @@ class ManifestRelease:
     @classmethod
     def from_manifest(cls, doc: dict[str, Any], root: Path | None = None, only_prefix: str = "") -> ManifestRelease:
         """`only_prefix` keeps just the entries under it (a pinned release needs only its bundle)."""
-        files = doc["files"]
+        files: dict[str, dict[str, Any]] = doc["files"]
         entries: dict[str, FileEntry] = {}
         for key, e in files.items():
             if e.get("content_encoding") or not key.startswith(only_prefix):
@@ -73,14 +79,90 @@ class ManifestRelease:
                 gzip_key=key + ".gz" if gz else None,
                 gzip_etag=etag_of(gz["sha256"]) if gz else None,
             )
-        return cls(doc["release_id"], Facts.from_json(doc["facts"]), entries, root)
+        digests = {key: str(e["sha256"]) for key, e in files.items()}
+        return cls(doc["release_id"], Facts.from_json(doc["facts"]), entries, root, digests)
+
+
+class ReleaseUnavailable(Exception):
+    """No release under the build root can be served (for the operator; may name paths)."""
+
+
+def _sha256_file(path: Path) -> str:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def verify_release_files(release_dir: Path, files: dict[str, dict[str, Any]], checksums: bool = True,
+                         strays: bool = True) -> list[str]:
+    """Every difference between a release directory and its manifest's `files`; empty means sound.
+
+    Missing files, wrong sizes, wrong checksums (unless `checksums` is false: a quick
+    structural check) and files the manifest does not list. The renderer, `verify`
+    and the local server's fallback all use this one check. `strays=False` leaves out
+    files the manifest does not list: nothing serves them, so they do not make a release
+    unservable (publishing and `verify` still refuse them).
+    """
+    problems: list[str] = []
+    on_disk: set[str] = set()
+    for dirpath, _, names in os.walk(release_dir):
+        rel = os.path.relpath(dirpath, release_dir)
+        for name in names:
+            on_disk.add(name if rel == "." else f"{rel}/{name}".replace(os.sep, "/"))
+    on_disk.discard(MANIFEST_NAME)
+    for key, entry in files.items():
+        path = release_dir / key
+        if key not in on_disk:
+            problems.append(f"missing: {key}")
+            continue
+        size = path.stat().st_size
+        if size != entry["size"]:
+            problems.append(f"size differs: {key} ({size} on disk, {entry['size']} in manifest)")
+        elif checksums and _sha256_file(path) != entry["sha256"]:
+            problems.append(f"checksum differs: {key}")
+    if strays:
+        for key in sorted(on_disk - files.keys()):
+            problems.append(f"not in manifest: {key}")
+    return problems
+
+
+def load_release_dir(release_dir: Path, checksums: bool = False) -> ManifestRelease:
+    """A release directory as the gate sees it, after checking it against its manifest.
+
+    Raises ReleaseUnavailable with the reason when the manifest is unreadable or the
+    files do not match it (sizes always; contents too when `checksums`).
+    """
+    try:
+        doc = json.loads((release_dir / MANIFEST_NAME).read_bytes())
+        release = ManifestRelease.from_manifest(doc, release_dir)
+        problems = verify_release_files(release_dir, doc["files"], checksums, strays=False)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ReleaseUnavailable(f"release {release_dir.name}: unreadable manifest ({type(e).__name__}: {e})") from e
+    if problems:
+        more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+        raise ReleaseUnavailable(f"release {release_dir.name}: {'; '.join(problems[:3])}{more}")
+    return release
+
+
+def release_ids(root: Path) -> list[str]:
+    """Completed releases under `<root>/releases`, newest first (ids start with their UTC time)."""
+    try:
+        names = os.listdir(Path(root) / "releases")
+    except OSError:
+        return []
+    return sorted((n for n in names if not n.startswith(".")), reverse=True)
 
 
 class LocalReleases:
     """Follows `<root>/current` so a new build is served without a restart.
 
     The symlink is re-read at most once a second; a switch is atomic because the
-    renderer replaces the link only after the release is complete and verified.
+    renderer replaces the link only after the release is complete and verified. When
+    `current` is broken (dangling, unreadable manifest, files missing or of the wrong
+    size) the newest other release that verifies in full (every checksum) is served
+    instead, with a log line, until `current` is sound again; with no such release,
+    `current()` raises ReleaseUnavailable and the server answers a problem that names
+    no path. Contents are checked file by file as they are first served (see the app's
+    file cache), since hashing a whole release on every switch would stall a worker.
     """
 
     def __init__(self, root: Path, check_every: float = 1.0):
@@ -91,23 +173,30 @@ class LocalReleases:
         self._target: str | None = None
         self._checked = 0.0
         self._pinned: dict[str, ManifestRelease] = {}
+        self._failure: ReleaseUnavailable | None = None
+        self.fallback_reason: str | None = None  # why `current` is not what is served, if it is not
+        self._broken: tuple[int, int, int] | None = None  # the broken manifest's identity, to see it repaired
 
     def current(self) -> ManifestRelease:
         now = time.monotonic()
-        if self._current is not None and now - self._checked < self.check_every:
-            return self._current
+        if now - self._checked < self.check_every:
+            if self._current is not None:
+                return self._current
+            if self._failure is not None:
+                raise self._failure
         with self._lock:
             link = self.root / "current"
             try:
-                target = os.readlink(link)
-            except OSError as e:
-                raise FileNotFoundError(f"no release at {link}: run `malaria-risk build` first") from e
-            if target != self._target or self._current is None:
-                release_dir = (self.root / target).resolve()
-                doc = json.loads((release_dir / "manifest.json").read_bytes())
-                self._current = ManifestRelease.from_manifest(doc, release_dir)
-                self._target = target
+                target: str | None = os.readlink(link)
+            except OSError:
+                target = None
+            if target != self._target or (self._current is None and self._failure is None) or (
+                    self.fallback_reason is not None and self._signature(target) != self._broken):
+                self._switch(link, target)
             self._checked = now
+            if self._current is None:
+                assert self._failure is not None
+                raise self._failure
             return self._current
 
     def pinned(self, release_id: str) -> ManifestRelease | None:
@@ -136,3 +225,46 @@ class LocalReleases:
                 self._pinned.clear()
             self._pinned[release_id] = hit
         return hit
+    def _signature(self, target: str | None) -> tuple[int, int, int] | None:
+        """What a repair of a broken `current` would change: its manifest's identity."""
+        if target is None:
+            return None
+        try:
+            st = os.stat(self.root / target / MANIFEST_NAME)
+        except OSError:
+            return None
+        return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+    def _switch(self, link: Path, target: str | None) -> None:
+        self._target = target
+        self._broken = self._signature(target)
+        reason = f"{link} does not exist" if target is None else None
+        if target is not None:
+            try:
+                self._current = load_release_dir((self.root / target).resolve())
+                self._failure = None
+                if self.fallback_reason is not None:
+                    log.warning("%s is sound again; serving release %s", link, self._current.release_id)
+                self.fallback_reason = None
+                return
+            except ReleaseUnavailable as e:
+                reason = f"{link} -> {target} is broken: {e}"
+        assert reason is not None
+        skip = Path(target).name if target else None
+        for rid in release_ids(self.root):
+            if rid == skip:
+                continue
+            try:
+                release = load_release_dir(self.root / "releases" / rid, checksums=True)
+            except ReleaseUnavailable as e:
+                log.warning("not falling back to %s: %s", rid, e)
+                continue
+            self._current, self._failure, self.fallback_reason = release, None, reason
+            log.warning("%s; serving release %s instead, the newest that verifies", reason, rid)
+            return
+        self._current = None
+        self.fallback_reason = reason
+        self._failure = ReleaseUnavailable(
+            f"{reason}, and no other release under {self.root / 'releases'} verifies: "
+            "run `malaria-risk build`, or point current at a sound release")
+        log.error("%s", self._failure)

@@ -40,7 +40,22 @@ def open_key_store(keys_path: str, store_spec: str | None) -> AdminStore:
     """The admin store named by --store, else the SQLite file named by --keys."""
     from edge.stores import open_store
 
-    return open_store(store_spec or f"sqlite:{keys_path}")[0]
+    spec = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(spec, None)
+    return open_store(spec)[0]
+
+
+def refuse_store_inside(spec: str, root: Path | None) -> None:
+    """A key store under a build root would be published with the release: refuse it.
+
+    `root` is the build root being served; without one (key administration), any
+    directory that looks like a build root (it holds `releases/` or `current`) counts.
+    """
+    from edge.stores import store_inside_build_root
+
+    problem = store_inside_build_root(spec, root)
+    if problem:
+        raise click.ClickException(problem)
 
 
 class Main(click.Group):
@@ -109,7 +124,7 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
         click.echo(f"note: {name} skipped, its endpoints answer their unavailable error: {reason}", err=True)
     click.echo(
         f"release {s.release_id}: {s.files} files, {s.bytes / 1e6:.1f} MB "
-        f"({s.written} written, {s.linked} linked from the previous release) in {result.seconds:.1f} s"
+        f"({s.written} written, {s.linked} copied from the previous release) in {result.seconds:.1f} s"
     )
     if s.bundle_files:
         made = result.timings.get("downloads", 0.0) + s.stamp_seconds
@@ -118,6 +133,9 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
             f"made in {made:.2f} s (tables and outlines {result.timings.get('downloads', 0.0):.2f} s, "
             f"README/checksums/zip {s.stamp_seconds:.2f} s) plus their share of writing"
         )
+    if s.cleaned:
+        click.echo(f"note: removed {s.cleaned} temporary director{'y' if s.cleaned == 1 else 'ies'} "
+                   "left by killed builds", err=True)
 
 
 # -- serve -------------------------------------------------------------------------------
@@ -129,9 +147,9 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 @click.option("--port", default=8080, show_default=True, type=int)
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Worker processes; limits stay exact across them (a shared counters file).")
-@click.option("--http", "http_front", type=click.Choice(["uvicorn", "direct"]), default="uvicorn", show_default=True,
-              help="HTTP front: the ASGI app on uvicorn, or httptools/uvloop driving the same app directly "
-                   "(several times the throughput; docs/limits.md#throughput).")
+@click.option("--http", "http_front", type=click.Choice(["direct", "uvicorn"]), default="direct", show_default=True,
+              help="HTTP front: httptools/uvloop driving the app directly (bounds every client-controlled size "
+                   "and time), or the same app as ASGI on uvicorn's h11 (docs/limits.md#http-front).")
 @click.option("--limits/--no-limits", default=True, show_default=True,
               help="Enforce per-minute limits and monthly allowances (see docs/limits.md).")
 @keys_option
@@ -142,11 +160,20 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     from edge.local.app import create_app
     from edge.local.asgi import serve_workers
     from edge.local.settings import ServerSettings
+    from edge.release import LocalReleases, ReleaseUnavailable
 
-    if not (root / "current").exists():
-        raise click.ClickException(f"no release under {root}: run `malaria-risk build` first")
+    releases = LocalReleases(root)
+    try:
+        served = releases.current()
+    except ReleaseUnavailable as e:
+        raise click.ClickException(f"not serving: {e}") from e
+    if releases.fallback_reason:
+        click.echo(f"warning: {releases.fallback_reason}; serving release {served.release_id}, the newest "
+                   "that verifies (`malaria-risk verify --root ... --all` lists what is wrong)", err=True)
+    store = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(store, root)
     base = ServerSettings.from_env()
-    settings = ServerSettings(root=root, store=store_spec or f"sqlite:{keys_path}", counters=base.counters,
+    settings = ServerSettings(root=root, store=store, counters=base.counters,
                               limits=limits, per_minute=base.per_minute, monthly=base.monthly,
                               fixed_now=base.fixed_now, http=http_front)
     os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
@@ -253,11 +280,93 @@ def accounts_remove(account: str, keys_path: str, store_spec: str | None) -> Non
     click.echo(f"removed {account}")
 
 
+# -- local releases: verify, prune ------------------------------------------------------
+
+
+@click.command("verify", epilog=example("malaria-risk verify --root build --all",
+                                        "malaria-risk verify --bucket B   # a published bucket: see `release verify`"))
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--release", "release_id", default=None, help="Release id (default: the one current names).")
+@click.option("--all", "every", is_flag=True, help="Verify every release under the root.")
+def verify_local_cmd(root: Path, release_id: str | None, every: bool) -> None:
+    """Check a local release against its manifest (every file's size and SHA-256); exit 1 on any difference."""
+    from pipeline.release.local import verify_local
+
+    reports = verify_local(root, release_id, every)
+    for r in reports:
+        mark = " (current)" if r.current else ""
+        if r.ok:
+            click.echo(f"release {r.release_id}{mark}: all {r.files} files match the manifest")
+        else:
+            click.echo(f"release {r.release_id}{mark}: {len(r.problems)} difference(s) from its manifest")
+            for problem in r.problems:
+                click.echo(f"  {problem}")
+    bad = [r for r in reports if not r.ok]
+    if bad:
+        raise click.ClickException(f"{len(bad)} of {len(reports)} release(s) do not match their manifest; "
+                                   "`malaria-risk build` writes fresh copies of damaged files")
+
+
+@click.command("prune", epilog=example("malaria-risk prune --root build --keep 3 --dry-run",
+                                       "malaria-risk prune --bucket B --keep 5   # a published bucket: see `release prune`"))
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--keep", required=True, type=click.IntRange(min=1), help="How many of the newest releases to keep.")
+@click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
+def prune_local_cmd(root: Path, keep: int, dry_run: bool) -> None:
+    """Remove old local releases; the current one is always kept. Also removes killed builds' leftovers."""
+    from pipeline.release.local import prune_local
+
+    result = prune_local(root, keep, dry_run)
+    verb = "would remove" if dry_run else "removed"
+    click.echo(f"{verb} {len(result.removed)} release(s){': ' + ', '.join(result.removed) if result.removed else ''}; "
+               f"kept {len(result.kept)}")
+    if result.cleaned:
+        click.echo(f"removed {len(result.cleaned)} temporary director(ies) left by killed builds", err=True)
+
+
+class LocalOrPublished(click.Command):
+    """One command name for a local build root (`--root`) and a published bucket (`--bucket`).
+
+    `verify` and `prune` exist for both; which one runs is decided by whether `--root` is
+    given, and each keeps its own options and help.
+    """
+
+    def __init__(self, local: click.Command, published: click.Command):
+        super().__init__(local.name, help=f"{local.help}\n\nWith --bucket instead of --root: {published.help}",
+                         context_settings={"ignore_unknown_options": True, "allow_extra_args": True},
+                         add_help_option=False)
+        self.local = local
+        self.published = published
+        # listed for --help and introspection only: parse_args leaves the arguments to the chosen command
+        names = {p.name for p in local.params}
+        self.params = [*local.params, *(p for p in published.params if p.name not in names)]
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.args = list(args)
+        return ctx.args
+
+    def invoke(self, ctx: click.Context) -> Any:
+        args = list(ctx.args)
+        local = any(a == "--root" or a.startswith("--root=") for a in args)
+        if any(a in ("--help", "-h") for a in args) and not local and not any(a.startswith("--bucket") for a in args):
+            click.echo(self.local.get_help(ctx))
+            click.echo(f"\nPublished releases: `{ctx.command_path} --bucket ...` ({self.published.help})")
+            return None
+        cmd = self.local if local else self.published
+        return cmd.main(args, prog_name=ctx.command_path, standalone_mode=False)
+
+
 # -- release, report --------------------------------------------------------------------
 
 main.add_command(release)
+_local = {"verify": verify_local_cmd, "prune": prune_local_cmd}
 for _alias in aliases:
-    main.add_command(_alias)
+    # `verify`/`prune` with --root act on a local build root; with --bucket, on a published one
+    main.add_command(LocalOrPublished(_local.pop(_alias.name), _alias) if _alias.name in _local else _alias)
+for _cmd in _local.values():
+    main.add_command(_cmd)
 
 
 @main.group(cls=LazyGroup, lazy={

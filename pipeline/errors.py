@@ -13,6 +13,7 @@ escapes is a bug and keeps its traceback.
     │                         routes answer their `unavailable` error (caught in pipeline.build)
     ├── RenderError           the producers' documents do not cover the route table exactly
     │   └── UnknownFigure     a documentation page quotes a figure no producer provides
+    ├── LocalReleaseError     a local build root cannot be verified or pruned as asked
     └── PublishError          publishing to S3 failed or was refused (wrong key, missing
         │                     bucket, unsound release tree, failed verification)
         └── PointerConflict   current.json moved while we worked; nothing was switched
@@ -57,6 +58,10 @@ class RenderError(OperatorError):
 
 class UnknownFigure(RenderError):
     """A page names a figure that no producer provides."""
+
+
+class LocalReleaseError(OperatorError):
+    """The build root cannot be verified or pruned as asked (no such release, bad --keep)."""
 
 
 class PublishError(OperatorError):

@@ -19,6 +19,8 @@ import pytest
 import uvicorn
 
 from edge.local.app import App
+from edge.local.asgi import HARDENED
+from edge.local.settings import DEFAULT_FRONT
 from edge.routes import CSV, GEOJSON
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.datasets.base import Produced
@@ -138,18 +140,19 @@ def wait_until_up(url: str, proc, what: str, timeout: float = 30) -> None:
 class LiveServer:
     """A real HTTP server on 127.0.0.1 in a thread, serving an App; stopped on exit.
 
-    `front` is "uvicorn" (the ASGI app, the default front) or "direct" (httptools on
-    uvloop calling the same App, edge/local/direct.py).
+    `front` is "direct" (httptools on uvloop calling the App, edge/local/direct.py, the
+    default front) or "uvicorn" (the same App as ASGI, on uvicorn's h11 protocol).
     """
 
-    def __init__(self, app: App, front: str = "uvicorn"):
+    def __init__(self, app: App, front: str = DEFAULT_FRONT):
         self.app = app
         self.front = front
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = threading.Event()
         if front == "uvicorn":
-            config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False)
+            config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False,
+                                    **HARDENED)
             self.server = uvicorn.Server(config)
             self.thread = threading.Thread(target=self.server.run, daemon=True)
         else:
@@ -190,7 +193,7 @@ class LiveServer:
         self.thread.join(timeout=10)
 
 
-@pytest.fixture(params=["uvicorn", "direct"])
+@pytest.fixture(params=["direct", "uvicorn"])
 def front(request: pytest.FixtureRequest) -> str:
     """Every test that uses `live` runs against both HTTP fronts."""
     return request.param

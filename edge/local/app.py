@@ -7,18 +7,27 @@ directory named by the manifest, never from a path built out of request text.
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
-from ..release import LocalReleases, ManifestRelease
+from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
 from .settings import ServerSettings
 
 Clock = Callable[[], datetime]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+log = logging.getLogger("malaria_risk.server")
+
+
+class DamagedFile(Exception):
+    """A release file is unreadable or its bytes do not match the manifest's checksum."""
 
 
 def utc_now() -> datetime:
@@ -26,7 +35,13 @@ def utc_now() -> datetime:
 
 
 class FileCache:
-    """Bytes of recently served files, bounded by total size; a release never changes in place."""
+    """Bytes of recently served files, bounded by total size.
+
+    A file's bytes are checked against the manifest's SHA-256 when they are first loaded,
+    so the server never sends bytes under an ETag they do not match: a release is
+    immutable by construction (copies, never shared inodes), but a disk or a hand can
+    still change a file. Cached bytes are never re-read.
+    """
 
     def __init__(self, max_bytes: int = 256 * 1024 * 1024):
         self.max_bytes = max_bytes
@@ -40,7 +55,13 @@ class FileCache:
             self._items.move_to_end(ck)
             return data
         assert release.root is not None
-        data = (release.root / key).read_bytes()
+        path = release.root / key
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise DamagedFile(f"{path}: unreadable ({e.strerror})") from e
+        if hashlib.sha256(data).hexdigest() != release.digests.get(key):
+            raise DamagedFile(f"{path}: bytes do not match the manifest's sha256 (damaged after the build)")
         self._items[ck] = data
         self._size += len(data)
         while self._size > self.max_bytes and self._items:
@@ -51,6 +72,7 @@ class FileCache:
 
 class App:
     def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now):
+        """`root` is the build root; `current` under it is followed (edge/release.py)."""
         self.releases = LocalReleases(root)
         self.keys = keys
         self.limiter = limiter
@@ -61,16 +83,26 @@ class App:
         req = Request(method, raw_path, query, headers)
         try:
             release = self.releases.current()
-        except FileNotFoundError as e:
-            resp = error("RELEASE_INCOMPLETE", str(e), raw_path)
+        except ReleaseUnavailable:
+            # the reason (with paths) was logged by LocalReleases; the client learns no path
+            resp = error("RELEASE_INCOMPLETE", "No release can be served at the moment; the operator has "
+                         "been told.", raw_path)
             return resp, resp.body or b""
         resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
         if resp.file_key is not None:
             if resp.release_id is None:
-                body = self.files.get(release, resp.file_key)
+                try:
+                    body = self.files.get(release, resp.file_key)
+                except DamagedFile as e:
+                    log.error("not serving %s from release %s: %s; `malaria-risk verify` lists every damaged file, "
+                              "the next build writes fresh copies", resp.file_key, release.release_id, e)
+                    bad = error("RELEASE_INCOMPLETE", f"Release {release.release_id} holds a damaged copy of this "
+                                "response, so it is not served; it is repaired by the next build.", raw_path)
+                    bad.key_id = resp.key_id
+                    return bad, bad.body or b""
             else:
                 pinned = self._pinned_file(resp.release_id, resp.file_key)
-                if pinned is None:  # pruned between the lookup and the read
+                if pinned is None:  # pruned (or damaged) between the lookup and the read
                     resp = error("UNKNOWN_RELEASE", f"Release {resp.release_id} is no longer kept here.", raw_path)
                 body = pinned if pinned is not None else resp.body or b""
         else:
@@ -83,10 +115,10 @@ class App:
             return None
         try:
             return self.files.get(source, key)
-        except FileNotFoundError:
+        except (FileNotFoundError, DamagedFile):
             return None
 
-    async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             while True:
                 message = await receive()

@@ -1,18 +1,28 @@
-"""The direct HTTP/1.1 front: httptools on uvloop straight into `App.respond`.
+"""The default HTTP/1.1 front: httptools on uvloop straight into `App.respond`.
 
-Opt-in (`malaria-risk serve --http direct`); uvicorn stays the default front. Why it
-exists: on this 2-core machine uvicorn's per-request ASGI machinery (scope and message
-dicts, a task per request cycle) capped even a do-nothing app at about 18k req/s, while
-the same parser driven directly serves about 58k (docs/limits.md#throughput). The gate,
-the key store, the limits and the file cache are the very same objects as under uvicorn;
-only the HTTP framing differs.
+Why this front and not uvicorn: on this 2-core machine uvicorn's per-request ASGI machinery
+capped even a do-nothing app at about 18k req/s, while the same parser driven directly
+serves about 58k; and uvicorn's httptools protocol reads a request head of any size and
+queues pipelined requests without bound (docs/limits.md#http-front). The gate, the key
+store, the limits and the file cache are the very same objects under either front
+(`App.respond`); only the HTTP framing differs.
 
-What it keeps from uvicorn's behaviour: HTTP/1.1 keep-alive and pipelining (answers in
-request order), HTTP/1.0 with or without keep-alive, a `date` header, no `server` header,
-a 5 s keep-alive idle timeout, TCP_NODELAY. What it adds: the request head is capped
-(431), and a client that stops reading stops being read (pipelined requests wait in a
-queue, never as rendered bodies in memory). Framing errors (400, 431, 500) are plain
-text, because they happen before there is a request for the gate to judge.
+HTTP/1.1 keep-alive and pipelining (answers in request order), HTTP/1.0 with or without
+keep-alive, a `date` header, no `server` header, TCP_NODELAY. Everything a client controls
+is bounded (the numbers below; docs/limits.md#http-front):
+
+* request head: 64 KiB (counted as it arrives, in 8 KiB slices) and 100 header lines,
+  else 431; a request body (the API is GET
+  only) 64 KiB, else 413;
+* time to receive a request, from its first byte to its end: 10 s, else 408 and close;
+* a connection that sends nothing: closed after 5 s (new or idle between requests);
+* pipelining: at most 32 requests wait for their answer, and only one write buffer
+  (64 KiB high-water mark) of answers is held for a client that does not read: past
+  either, the connection stops being read (its bytes stay in the kernel's socket buffer,
+  not in this process); a client that reads nothing for 60 s is dropped.
+
+Framing errors (400, 408, 413, 431, 500) are plain text, because they happen before
+there is a request for the gate to judge.
 """
 
 from __future__ import annotations
@@ -28,10 +38,17 @@ from collections import deque
 from collections.abc import Callable
 from email.utils import formatdate
 
+import httptools
+
 from .app import App, create_app
 
 MAX_HEAD_BYTES = 64 * 1024
-IDLE_TIMEOUT = 5.0  # uvicorn's keep-alive default
+MAX_HEADERS = 100
+MAX_BODY_BYTES = 64 * 1024
+MAX_PENDING = 32  # pipelined requests parsed but not yet answered
+FEED_SLICE = 8 * 1024  # bytes handed to the parser at once, so a pause takes effect within a slice
+REQUEST_TIMEOUT = 10.0  # first byte of a request to its last
+IDLE_TIMEOUT = 5.0  # a connection with nothing in flight (uvicorn's keep-alive default)
 STALLED_TIMEOUT = 60.0  # a client that reads nothing of a response for this long is dropped
 SHUTDOWN_GRACE = 5.0
 
@@ -48,14 +65,27 @@ def listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-class _HeadTooLarge(Exception):
-    pass
+class _Refused(Exception):
+    """Raised inside a parser callback to stop reading a request that broke a bound."""
+
+    def __init__(self, status: int, message: bytes):
+        super().__init__(status)
+        self.status = status
+        self.message = message
+
+
+_HEAD_TOO_LARGE = (431, b"Request head too large.")
+_TOO_MANY_HEADERS = (431, b"Too many header lines.")
+_BODY_TOO_LARGE = (413, b"Request body too large; the API is read-only.")
 
 
 def _status_lines() -> dict[int, bytes]:
     from http import HTTPStatus
 
     return {s.value: f"HTTP/1.1 {s.value} {s.phrase}\r\n".encode() for s in HTTPStatus}
+
+
+_Pending = tuple[str, bytes, dict[str, str], bool, str]
 
 
 class _Worker:
@@ -65,6 +95,7 @@ class _Worker:
         self.app = app
         self.connections: set[_Connection] = set()
         self.status_lines = _status_lines()
+        self.targets: dict[bytes, tuple[str, str]] = {}  # request target -> (raw path, raw query)
         self._date_second = -1
         self._date = b""
 
@@ -78,65 +109,123 @@ class _Worker:
 
 
 class _Connection(asyncio.Protocol):
-    """One HTTP/1.1 connection. Requests are queued as parsed and answered in order.
+    """One HTTP/1.1 connection. A request is answered as soon as it is parsed, in order.
 
     Answers are written synchronously (the gate and the file cache do no awaiting), so
-    a request costs one parse callback series, one `App.respond` and one `write`.
+    a request costs one parse callback series, one `App.respond` and one `write`. Only
+    when the client stops reading (the transport pauses writing) or the pipeline is full
+    do requests wait in `pending`, and unparsed bytes in `stash` (one read at most, as
+    reading is paused at that moment).
     """
 
     def __init__(self, worker: _Worker):
-        import httptools
-
         self.worker = worker
         self.transport: asyncio.Transport | None = None
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.headers: dict[str, str] = {}
         self.head_bytes = 0
-        self.pending: deque[tuple[str, bytes, dict[str, str], bool, str]] = deque()
+        self.header_lines = 0
+        self.body_bytes = 0
+        self.in_head = False
+        self.head_fed = 0
+        self.pending: deque[_Pending] = deque()
+        self.stash = b""
         self.paused = False
+        self.reading = True
         self.closing = False
+        self.completed = 0
         self.last_active = time.monotonic()
+        self.request_started: float | None = None
 
     # -- transport events ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport is not a subclass
         self.worker.connections.add(self)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
         self.pending.clear()
+        self.stash = b""
         self.worker.connections.discard(self)
 
     def pause_writing(self) -> None:
         self.paused = True
-        if not self.closing and self.transport is not None:
-            self.transport.pause_reading()
+        self._stop_reading()
 
     def resume_writing(self) -> None:
         self.paused = False
         self.last_active = time.monotonic()
-        if not self.closing and self.transport is not None:
+        if self.closing:
+            return
+        self._drain()
+        if self.stash and not self.paused and len(self.pending) < MAX_PENDING:
+            data, self.stash = self.stash, b""
+            self._feed(data)
+        if not self.stash and not self.paused and len(self.pending) < MAX_PENDING:
+            self._start_reading()
+
+    def _stop_reading(self) -> None:
+        if self.reading and not self.closing and self.transport is not None:
+            self.reading = False
+            self.transport.pause_reading()
+
+    def _start_reading(self) -> None:
+        if not self.reading and not self.closing and self.transport is not None:
+            self.reading = True
             self.transport.resume_reading()
-            self._drain()
+
+    def _blocked(self) -> bool:
+        return self.paused or len(self.pending) >= MAX_PENDING
 
     def data_received(self, data: bytes) -> None:
-        import httptools
-
         self.last_active = time.monotonic()
+        if self.closing:
+            return
+        if self._blocked() or self.stash:
+            self.stash += data
+            self._stop_reading()
+            return
+        self._feed(data)
+
+    def _feed(self, data: bytes) -> None:
+        """Parse `data` a slice at a time; what arrives once the client is blocked waits unparsed."""
         failure: tuple[int, bytes] | None = None
+        completed_before = self.completed
+        view = memoryview(data)
+        pos = 0
         try:
-            self.parser.feed_data(data)
+            while pos < len(data):
+                if self._blocked():
+                    self.stash = bytes(view[pos:]) + self.stash
+                    self._stop_reading()
+                    break
+                piece = view[pos:pos + FEED_SLICE]
+                self.parser.feed_data(piece)
+                pos += FEED_SLICE
+                if self.closing:
+                    return
+                if self.in_head:
+                    # httptools holds a partial header line itself and calls `on_header` only once
+                    # it is complete, so the head is also bounded by the bytes fed since it began
+                    # (an overcount of at most one slice)
+                    self.head_fed += len(piece)
+                    if self.head_fed > MAX_HEAD_BYTES + FEED_SLICE:
+                        failure = _HEAD_TOO_LARGE
+                        break
         except httptools.HttpParserUpgrade:
             # no upgrades are served: answer what was parsed, then close (what follows is not HTTP/1.1)
             if self.pending:
                 method, url, headers, _, version = self.pending.pop()
                 self.pending.append((method, url, headers, False, version))
+            elif self.completed > completed_before:
+                self._close_after_flush()
             else:
                 failure = (400, b"Protocol upgrades are not supported.")
         except httptools.HttpParserCallbackError as e:
-            too_large = isinstance(e.__context__, _HeadTooLarge) or isinstance(e.__cause__, _HeadTooLarge)
-            failure = (431, b"Request head too large.") if too_large else (400, b"Invalid HTTP request.")
+            refused = e.__context__ if isinstance(e.__context__, _Refused) else e.__cause__
+            failure = ((refused.status, refused.message) if isinstance(refused, _Refused)
+                       else (400, b"Invalid HTTP request."))
         except httptools.HttpParserError:
             failure = (400, b"Invalid HTTP request.")
         self._drain()
@@ -145,29 +234,55 @@ class _Connection(asyncio.Protocol):
 
     # -- parser callbacks -----------------------------------------------------------------
     def on_message_begin(self) -> None:
+        self.in_head = True
+        self.head_fed = 0
         self.url = b""
         self.headers = {}
         self.head_bytes = 0
+        self.header_lines = 0
+        self.body_bytes = 0
+        self.request_started = time.monotonic()
 
     def on_url(self, url: bytes) -> None:
         self.url += url
         self.head_bytes += len(url)
         if self.head_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge
+            raise _Refused(*_HEAD_TOO_LARGE)
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self.head_bytes += len(name) + len(value)
+        self.head_bytes += len(name) + len(value) + 4
+        self.header_lines += 1
         if self.head_bytes > MAX_HEAD_BYTES:
-            raise _HeadTooLarge
+            raise _Refused(*_HEAD_TOO_LARGE)
+        if self.header_lines > MAX_HEADERS:
+            raise _Refused(*_TOO_MANY_HEADERS)
         key = name.decode("latin-1").lower()
         text = value.decode("latin-1")
         headers = self.headers
         headers[key] = f"{headers[key]}, {text}" if key in headers else text
 
+    def on_headers_complete(self) -> None:
+        self.in_head = False
+
+    def on_body(self, body: bytes) -> None:
+        self.body_bytes += len(body)
+        if self.body_bytes > MAX_BODY_BYTES:
+            raise _Refused(*_BODY_TOO_LARGE)
+
     def on_message_complete(self) -> None:
+        self.request_started = None
+        self.completed += 1
+        if self.closing:
+            return
         p = self.parser
-        self.pending.append((p.get_method().decode("latin-1"), self.url, self.headers, p.should_keep_alive(),
-                             p.get_http_version()))
+        item = (p.get_method().decode("latin-1"), self.url, self.headers, p.should_keep_alive(),
+                p.get_http_version())
+        if self.pending or self.paused:
+            self.pending.append(item)
+            if len(self.pending) >= MAX_PENDING:
+                self._stop_reading()
+        else:
+            self._answer(*item)
 
     # -- answering ------------------------------------------------------------------------
     def _drain(self) -> None:
@@ -176,17 +291,21 @@ class _Connection(asyncio.Protocol):
             self._answer(*self.pending.popleft())
 
     def _answer(self, method: str, url: bytes, headers: dict[str, str], keep_alive: bool, version: str) -> None:
-        import httptools
-
+        targets = self.worker.targets
+        target = targets.get(url)
+        if target is None:
+            try:
+                parsed = httptools.parse_url(url)
+            except httptools.HttpParserInvalidURLError:
+                self._write_plain(400, b"Invalid request target.")
+                return
+            query = parsed.query
+            target = (parsed.path.decode("latin-1"), query.decode("latin-1") if query else "")
+            if len(targets) >= 1024:  # clients repeat a few URLs; a stream of distinct ones costs a parse each
+                targets.clear()
+            targets[url] = target
         try:
-            parsed = httptools.parse_url(url)
-        except httptools.HttpParserInvalidURLError:
-            self._write_plain(400, b"Invalid request target.")
-            return
-        query = parsed.query
-        try:
-            resp, body = self.worker.app.respond(method, parsed.path.decode("latin-1"),
-                                                 query.decode("latin-1") if query else "", headers)
+            resp, body = self.worker.app.respond(method, target[0], target[1], headers)
         except Exception:
             import traceback
 
@@ -215,8 +334,14 @@ class _Connection(asyncio.Protocol):
             transport.write(out)
         self.last_active = time.monotonic()
         if not keep_alive:
-            self.closing = True
-            transport.close()
+            self._close_after_flush()
+
+    def _close_after_flush(self) -> None:
+        assert self.transport is not None
+        self.closing = True
+        self.pending.clear()
+        self.stash = b""
+        self.transport.close()
 
     def _write_plain(self, status: int, message: bytes) -> None:
         """A framing-level error (not a gate decision): plain text, then close."""
@@ -224,19 +349,30 @@ class _Connection(asyncio.Protocol):
         start = self.worker.status_lines.get(status, f"HTTP/1.1 {status} \r\n".encode())
         self.transport.write(start + self.worker.date() + b"content-type: text/plain; charset=utf-8\r\n"
                              + f"content-length: {len(message)}\r\nconnection: close\r\n\r\n".encode() + message)
-        self.closing = True
-        self.pending.clear()
-        self.transport.close()
+        self._close_after_flush()
 
     def expire(self, now: float) -> None:
-        """Close an idle keep-alive connection (5 s) or a client that stopped reading (60 s)."""
-        limit = STALLED_TIMEOUT if (self.paused or self.pending) else IDLE_TIMEOUT
-        if now - self.last_active > limit and self.transport is not None and not self.closing:
+        """Enforce the deadlines: a request received too slowly, an idle or a stalled connection."""
+        transport = self.transport
+        if transport is None:
+            return
+        if self.closing:
+            # a close waits for the write buffer to drain; a client that never reads would hold it
+            if now - self.last_active > STALLED_TIMEOUT:
+                transport.abort()
+            return
+        if self.paused or self.pending:
+            if now - self.last_active > STALLED_TIMEOUT:
+                self.closing = True
+                transport.abort()
+        elif self.request_started is not None and now - self.request_started > REQUEST_TIMEOUT:
+            self._write_plain(408, b"Request not received in time.")
+        elif self.request_started is None and now - self.last_active > IDLE_TIMEOUT:
             self.closing = True
-            self.transport.close()
+            transport.close()
 
 
-async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future, ready: Callable[[], None] | None = None) -> None:
+async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None], ready: Callable[[], None] | None = None) -> None:
     """Serve `app` on an already listening socket until `stop` completes.
 
     Takes the stop signal as a future so a test can run a server in a thread (where
@@ -274,9 +410,14 @@ def _run_worker(sock: socket.socket) -> None:
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
-        stop = loop.create_future()
+        stop: asyncio.Future[None] = loop.create_future()
+
+        def on_signal() -> None:
+            if not stop.done():
+                stop.set_result(None)
+
         for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, lambda: stop.done() or stop.set_result(None))
+            loop.add_signal_handler(sig, on_signal)
         await serve_socket(app, sock, stop)
 
     with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:

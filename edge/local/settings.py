@@ -23,11 +23,12 @@ ENV_LIMITS = "MALARIA_RISK_LIMITS"  # "on" (default) or "off"
 ENV_PER_MINUTE = "MALARIA_RISK_PER_MINUTE"
 ENV_MONTHLY = "MALARIA_RISK_MONTHLY"
 ENV_FIXED_NOW = "MALARIA_RISK_FIXED_NOW"  # tests and benchmarks only: freeze the gate's clock
-ENV_HTTP = "MALARIA_RISK_HTTP"  # "uvicorn" (default) or "direct" (edge/local/direct.py)
+ENV_HTTP = "MALARIA_RISK_HTTP"  # "direct" (default, edge/local/direct.py) or "uvicorn"
 
 DEFAULT_ROOT = "build"
 DEFAULT_STORE = "sqlite:var/keys.sqlite"
-FRONTS = ("uvicorn", "direct")
+FRONTS = ("direct", "uvicorn")
+DEFAULT_FRONT = "direct"
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class ServerSettings:
     per_minute: int = DEFAULT_PER_MINUTE
     monthly: int = DEFAULT_MONTHLY
     fixed_now: datetime | None = None
-    http: str = "uvicorn"
+    http: str = DEFAULT_FRONT
 
     def __post_init__(self) -> None:
         if self.http not in FRONTS:
@@ -57,7 +58,7 @@ class ServerSettings:
             per_minute=int(e.get(ENV_PER_MINUTE, DEFAULT_PER_MINUTE)),
             monthly=int(e.get(ENV_MONTHLY, DEFAULT_MONTHLY)),
             fixed_now=datetime.fromisoformat(fixed.replace("Z", "+00:00")).astimezone(UTC) if fixed else None,
-            http=e.get(ENV_HTTP, "uvicorn"),
+            http=e.get(ENV_HTTP, DEFAULT_FRONT),
         )
 
     def to_env(self) -> dict[str, str]:

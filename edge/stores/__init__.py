@@ -6,8 +6,40 @@ administering keys never imports a server.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from ..keys import AdminStore
 from ..limits import Counter
+
+
+def sqlite_path(spec: str) -> Path | None:
+    """The file a store spec names, or None for a store that is not a local file."""
+    kind, sep, rest = spec.partition(":")
+    if sep and kind == "dynamodb":
+        return None
+    return Path(rest if sep and kind == "sqlite" else spec)
+
+
+def store_inside_build_root(spec: str, root: Path | None) -> str | None:
+    """Why a local key store must not live where it names, or None when it may.
+
+    Everything under a build root is what gets served and published, so a key store
+    there could leave the machine with a release. With `root`, anything under it is
+    refused; without, any directory that looks like a build root (it holds `releases/`
+    or `current`).
+    """
+    path = sqlite_path(spec)
+    if path is None:
+        return None
+    resolved = path.resolve()
+    if root is not None:
+        if resolved.is_relative_to(Path(root).resolve()):
+            return f"the key store {path} is inside the build root {root}, which is what gets published; keep it outside (default var/keys.sqlite)"
+        return None
+    for parent in resolved.parents:
+        if (parent / "releases").is_dir() or (parent / "current").is_symlink():
+            return f"the key store {path} is inside {parent}, a build root (what gets published); keep it outside (default var/keys.sqlite)"
+    return None
 
 
 def open_store(spec: str, counters: str | None = None) -> tuple[AdminStore, Counter]:

@@ -63,8 +63,10 @@ def counters_path_for(keys_path: Path | str) -> Path:
 
 class SQLiteCounter:
     def __init__(self, path: Path | str):
+        from .sqlite import create_private
+
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)
         self._local = threading.local()
         self._conn().executescript(SCHEMA)
 
@@ -193,7 +195,7 @@ class MappedCounter:
         if slots < 8 or slots & (slots - 1):
             raise ValueError("slots must be a power of two ≥ 8")
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(self._fd, fcntl.LOCK_EX)
         try:

@@ -7,6 +7,8 @@ suspension or a removed account takes effect on the very next request.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sqlite3
 import threading
 from datetime import UTC, datetime
@@ -55,10 +57,29 @@ WHERE k.key_hash = ?
 """
 
 
+def create_private(path: Path) -> None:
+    """Create `path` (and a missing parent) readable by its owner only, and narrow an existing
+    file that others can read. SQLite creates its -wal and -shm side files with the main
+    file's permissions, so they follow.
+
+    An existing file is never opened here: closing any descriptor of a database file drops
+    every POSIX lock this process holds on it, including the shared lock by which its open
+    connections keep another process from deleting the WAL under them.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600))
+    for name in (path.name, path.name + "-wal", path.name + "-shm", path.name + "-journal"):
+        with contextlib.suppress(FileNotFoundError):
+            side = path.with_name(name)
+            if side.stat().st_mode & 0o077:
+                side.chmod(0o600)
+
+
 class SQLiteKeyStore:
     def __init__(self, path: Path | str):
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        create_private(self.path)
         self._local = threading.local()
         with self._conn() as c:
             c.executescript(SCHEMA)
@@ -208,7 +229,7 @@ class ChangeAwareKeyCache:
             return cache[key_hash]
         except KeyError:
             pass
-        record = self.inner.lookup(key_hash)
+        record: KeyRecord | None = self.inner.lookup(key_hash)
         if len(cache) >= self.max_items:
             cache.clear()
         # only known keys are cached: a flood of random keys must not evict real ones

@@ -24,7 +24,8 @@ from typing import Any
 
 import orjson
 
-MANIFEST_NAME = "manifest.json"
+from edge.release import MANIFEST_NAME, verify_release_files
+
 FORMAT = 1
 
 
@@ -77,26 +78,8 @@ class Manifest:
 def verify_release_dir(release_dir: Path, manifest: Manifest | None = None) -> list[str]:
     """Every difference between a release directory and its manifest; empty means sound.
 
-    Checks missing files, wrong size or checksum, and files the manifest does not list.
+    Checks missing files, wrong size or checksum, and files the manifest does not list
+    (the one implementation, shared with the local server: `edge.release`).
     """
     manifest = manifest or Manifest.load(release_dir)
-    problems: list[str] = []
-    on_disk = {
-        p.relative_to(release_dir).as_posix()
-        for p in release_dir.rglob("*")
-        if p.is_file() or p.is_symlink()
-    }
-    on_disk.discard(MANIFEST_NAME)
-    for key, entry in manifest.files.items():
-        path = release_dir / key
-        if key not in on_disk:
-            problems.append(f"missing: {key}")
-            continue
-        data = path.read_bytes()
-        if len(data) != entry["size"]:
-            problems.append(f"size differs: {key} ({len(data)} on disk, {entry['size']} in manifest)")
-        elif sha256_hex(data) != entry["sha256"]:
-            problems.append(f"checksum differs: {key}")
-    for key in sorted(on_disk - manifest.files.keys()):
-        problems.append(f"not in manifest: {key}")
-    return problems
+    return verify_release_files(release_dir, manifest.files)

@@ -7,12 +7,19 @@ visible: files go to a temporary directory, the manifest is written and verified
 the directory is renamed into `releases/`, and only then is `current` switched —
 one atomic `rename` of a symlink.
 
-Files whose bytes equal the previous release's are hard-linked from it rather than
-re-compressed, which is what makes a one-month data load cheap.
+Files whose bytes equal the previous release's reuse its gzip copy rather than being
+re-compressed, which is what makes a one-month data load cheap. They are copied (a
+reflink where the filesystem has one), never hard-linked: releases share no inode, so a
+write into one release can never change another (a rollback target above all). A reused
+file is checked against the previous manifest first; a damaged one is written fresh, so
+the next build heals it. Temporary directories of builds that were killed are removed
+by the next build.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import gzip
 import hashlib
 import os
@@ -51,11 +58,12 @@ class RenderStats:
     files: int
     bytes: int
     written: int  # files written fresh
-    linked: int  # files hard-linked from the previous release
+    linked: int  # files copied from the previous release (name kept for callers; no hard links)
     bundle_files: int = 0  # files under downloads/ (identity bytes only)
     bundle_bytes: int = 0
     zip_bytes: int = 0  # the one zip of the bundle, 0 when there is none
     stamp_seconds: float = 0.0  # making the files that name the release id
+    cleaned: int = 0  # temporary directories of killed builds removed
 
 
 def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
@@ -167,6 +175,55 @@ def _previous(out: Path) -> tuple[Path, Manifest] | None:
         return None
 
 
+_FICLONE = 0x40049409  # linux/fs.h: share extents copy-on-write (btrfs, XFS); never shares the inode
+
+
+def copy_file(src: Path, dst: Path) -> None:
+    """`dst` becomes an independent copy of `src`: a reflink where the filesystem has one, else bytes."""
+    with open(src, "rb") as fs, open(dst, "wb") as fd:
+        try:
+            fcntl.ioctl(fd.fileno(), _FICLONE, fs.fileno())
+            return
+        except OSError:
+            pass
+        shutil.copyfileobj(fs, fd, 1 << 20)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_killed_builds(out: Path) -> list[str]:
+    """Remove what builds that died left behind: `releases/.tmp-<id>-<pid>` directories and
+    `.current-<pid>` links whose process is gone. A running build's are kept."""
+    removed: list[str] = []
+    candidates = [*Path(out, "releases").glob(".tmp-*"), *Path(out).glob(".current-*")]
+    for path in candidates:
+        pid_text = path.name.rsplit("-", 1)[-1]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and _pid_alive(int(pid_text)):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
+        removed.append(path.name)
+    return removed
+
+
+def _matches(path: Path, sha256: str) -> bool:
+    try:
+        return sha256_hex(path.read_bytes()) == sha256
+    except OSError:
+        return False
+
+
 def render_release(
     out: Path,
     produced: list[Produced],
@@ -191,6 +248,7 @@ def render_release(
     stamp_seconds = time.perf_counter() - stamp_started
     releases = out / "releases"
     releases.mkdir(parents=True, exist_ok=True)
+    cleaned = clean_killed_builds(out)
     final = releases / release_id
     if final.exists():
         raise RenderError(f"release {release_id} already exists")
@@ -213,15 +271,20 @@ def render_release(
         prev = prev_files.get(key)
         gz_key = key + ".gz"
         if ctype in PRECOMPRESSED:
-            if prev_dir is not None and prev is not None and prev["sha256"] == digest:
-                os.link(prev_dir / key, target)
+            if (prev_dir is not None and prev is not None and prev["sha256"] == digest
+                    and _matches(prev_dir / key, digest)):
+                copy_file(prev_dir / key, target)  # a copy, never a shared inode
                 return [(key, file_entry(data, ctype))], True
             target.write_bytes(data)
             return [(key, file_entry(data, ctype))], False
-        if prev_dir is not None and prev is not None and prev["sha256"] == digest and gz_key in prev_files:
-            os.link(prev_dir / key, target)
-            os.link(prev_dir / gz_key, tmp / gz_key)
-            return [(key, file_entry(data, ctype)), (gz_key, prev_files[gz_key])], True
+        prev_gz = prev_files.get(gz_key)
+        if (prev_dir is not None and prev is not None and prev["sha256"] == digest and prev_gz is not None
+                and _matches(prev_dir / gz_key, prev_gz["sha256"])):
+            # the identity bytes are in hand; only the compression is worth reusing (checked first,
+            # so a damaged file of the previous release is written fresh here, never carried on)
+            target.write_bytes(data)
+            copy_file(prev_dir / gz_key, tmp / gz_key)
+            return [(key, file_entry(data, ctype)), (gz_key, prev_gz)], True
         target.write_bytes(data)
         gz = gzip.compress(data, compresslevel=6, mtime=0)
         (tmp / gz_key).write_bytes(gz)
@@ -260,7 +323,8 @@ def render_release(
               if k.startswith(DOWNLOAD_FILE.key_prefix) and e["content_encoding"] is None}
     zips = [e["size"] for e in bundle.values() if e["content_type"] == "application/zip"]
     return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"],
-                       len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds)
+                       len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds,
+                       len(cleaned))
 
 
 def switch_current(out: Path, release_id: str) -> None:

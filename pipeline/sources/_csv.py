@@ -18,15 +18,35 @@ from pipeline.errors import InputError
 Dtype = pl.DataType | DataTypeClass
 
 
+def read_csv_text(path: Path) -> pl.DataFrame:
+    """Every column of `path` as text, or an InputError naming the file (and the row, where
+    there is one) for a missing, empty, non-UTF-8 or unparseable file."""
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(path, "file not found")
+    raw_bytes = path.read_bytes()
+    if not raw_bytes.strip():
+        raise InputError(path, "the file is empty (expected a header row and data rows)")
+    try:
+        raw_bytes.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw_bytes.count(b"\n", 0, e.start) + 1
+        column = e.start - (raw_bytes.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InputError(path, f"not UTF-8: byte 0x{raw_bytes[e.start]:02x} at character {column} "
+                               "(save the file as UTF-8)", line) from None
+    try:
+        raw = pl.read_csv(raw_bytes, infer_schema=False)
+    except Exception as exc:  # polars raises several exception types for bad CSV
+        raise InputError(path, f"not a readable CSV file: {str(exc).splitlines()[0]}") from None
+    if raw.height == 0:
+        raise InputError(path, "no data rows under the header")
+    return raw
+
+
 def read_text_columns(path: Path, columns: list[str]) -> pl.DataFrame:
     """The named columns of `path` as stripped text; header names are stripped too
     (some source files carry trailing spaces in them)."""
-    if not path.is_file():
-        raise InputError(path, "file not found")
-    try:
-        raw = pl.read_csv(path, infer_schema=False)
-    except Exception as exc:  # polars raises several exception types for bad CSV
-        raise InputError(path, f"not a readable CSV file: {exc}") from exc
+    raw = read_csv_text(path)
     raw = raw.rename({c: c.strip() for c in raw.columns})
     missing = [c for c in columns if c not in raw.columns]
     if missing:

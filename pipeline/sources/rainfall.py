@@ -20,6 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.sources._csv import read_csv_text, read_text_columns
 
 CHIRPS_MONTHLY = "rainfall/nga_state_chirps_monthly_1981_2026.csv"
 CHIRPS_CLIMATOLOGY = "rainfall/nga_state_chirps_climatology_monthly.csv"
@@ -63,18 +64,20 @@ def _require(path: Path) -> Path:
 def read_state_chirps_monthly(data_dir: Path) -> pl.DataFrame:
     """ocha_pcode, state_name, period, rainfall_mm, provisional (trailing months)."""
     path = _require(Path(data_dir) / CHIRPS_MONTHLY)
-    df = pl.read_csv(path, schema_overrides={"rainfall_mm": pl.Float64})
-    need = {"pcode", "state_name", "month", "rainfall_mm"}
-    if not need <= set(df.columns):
-        raise InputError(path, f"missing columns {sorted(need - set(df.columns))}")
-    bad = df.filter(~pl.col("month").str.contains(r"^\d{4}-(0[1-9]|1[0-2])$") | pl.col("rainfall_mm").is_null())
-    if bad.height:
-        row = df.with_row_index().filter(
-            ~pl.col("month").str.contains(r"^\d{4}-(0[1-9]|1[0-2])$") | pl.col("rainfall_mm").is_null()
-        )["index"][0]
-        raise InputError(path, "month not YYYY-MM or rainfall missing", int(row) + 2)
-    if df.filter(pl.col("rainfall_mm") < 0).height:
-        raise InputError(path, "negative rainfall")
+    raw = read_text_columns(path, ["pcode", "state_name", "month", "rainfall_mm"]).with_row_index("row", offset=2)
+    df = raw.with_columns(pl.col("rainfall_mm").cast(pl.Float64, strict=False).alias("mm"))
+    bad_month = df.filter(~pl.col("month").str.contains(r"^\d{4}-(0[1-9]|1[0-2])$"))
+    if bad_month.height:
+        raise InputError(path, f"month {bad_month['month'][0]!r} is not YYYY-MM", int(bad_month["row"][0]))
+    bad_mm = df.filter(pl.col("mm").is_null() | pl.col("mm").is_nan())
+    if bad_mm.height:
+        value = bad_mm["rainfall_mm"][0]
+        reason = "rainfall_mm is missing" if not value else f"rainfall_mm {value!r} is not a number"
+        raise InputError(path, reason, int(bad_mm["row"][0]))
+    df = df.drop("rainfall_mm", "row").rename({"mm": "rainfall_mm"})
+    negative = df.with_row_index("row", offset=2).filter(pl.col("rainfall_mm") < 0)
+    if negative.height:
+        raise InputError(path, f"negative rainfall_mm {negative['rainfall_mm'][0]}", int(negative["row"][0]))
     months = sorted(df["month"].unique())
     prov = set(months[-PROVISIONAL_TRAILING_MONTHS:])
     return df.select(
@@ -123,7 +126,7 @@ def read_wfp_subnational(path: Path) -> tuple[pl.DataFrame, pl.DataFrame | None]
     distinct non-forecast dekads; it is provisional when any of them is `prelim`.
     """
     path = _require(Path(path))
-    df = pl.read_csv(path, infer_schema_length=0)
+    df = read_csv_text(path)
     missing = [c for c in WFP_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(path, f"missing WFP columns {missing}")

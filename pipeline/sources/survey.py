@@ -19,7 +19,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import Dtype
+from pipeline.sources._csv import Dtype, read_csv_text
 from pipeline.sources.names import STATE_NAME_VARIANTS, normalise
 
 SURVEY_CSV = "malaria/survey_positivity_u5.csv"
@@ -67,9 +67,7 @@ def read_survey_positivity(data_dir: Path, state_codes: dict[str, str]) -> pl.Da
 
 def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
     """The assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
-    if not path.exists():
-        raise InputError(path, "file not found")
-    raw = pl.read_csv(path, infer_schema_length=0)
+    raw = read_csv_text(path)
     need = {"survey", "year", "level", "area", "test", "positivity_pct", "ci_low_pct", "ci_high_pct", "n_clusters", "n_tested",
             "n_tested_kind", "source"}
     if not need <= set(raw.columns):

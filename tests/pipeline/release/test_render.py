@@ -90,7 +90,7 @@ def test_a_failure_while_writing_leaves_nothing_half_published(tmp_path: Path):
     assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == [first.release_id]
 
 
-def test_unchanged_files_are_linked_from_the_previous_release(tmp_path: Path):
+def test_unchanged_files_are_reused_as_copies_that_share_no_inode(tmp_path: Path):
     first = render_release(tmp_path, synthetic_produced(), T1)
     produced = synthetic_produced()
     produced[2].documents["/v1/periods"][()] = {"changed": True}
@@ -103,16 +103,64 @@ def test_unchanged_files_are_linked_from_the_previous_release(tmp_path: Path):
                                                    "downloads/malaria_risk_nigeria.zip", "v1/downloads.json"))]
     assert len(stamped) == 7
     assert second.written == 2 + len(stamped)
-    assert second.linked == second.files - second.written
-    for key in ("downloads/gazetteer.csv", "downloads/gazetteer.csv.gz"):  # data files are linked
-        assert os.stat(tmp_path / "releases" / first.release_id / key).st_ino == \
-            os.stat(tmp_path / "releases" / second.release_id / key).st_ino
-    a = tmp_path / "releases" / first.release_id / "v1/context/states.json"
-    b = tmp_path / "releases" / second.release_id / "v1/context/states.json"
-    assert os.stat(a).st_ino == os.stat(b).st_ino
-    assert verify_release_dir(tmp_path / "releases" / second.release_id) == []
-    # the old release is untouched and still verifies
-    assert verify_release_dir(tmp_path / "releases" / first.release_id) == []
+    assert second.linked == second.files - second.written  # gzip copies reused, not recompressed
+    old_dir = tmp_path / "releases" / first.release_id
+    new_dir = tmp_path / "releases" / second.release_id
+    inodes = {p.stat().st_ino for p in old_dir.rglob("*") if p.is_file()}
+    assert not inodes & {p.stat().st_ino for p in new_dir.rglob("*") if p.is_file()}
+    assert all(p.stat().st_nlink == 1 for p in new_dir.rglob("*") if p.is_file())
+    assert verify_release_dir(new_dir) == []
+    # a write into the current release changes no other release (the rollback target above all)
+    with (new_dir / "v1/context/states.json.gz").open("r+b") as f:
+        f.seek(10)
+        f.write(b"\xff")
+    assert verify_release_dir(old_dir) == []
+    assert verify_release_dir(new_dir) == ["checksum differs: v1/context/states.json.gz"]
+
+
+def test_the_next_build_heals_a_damaged_file_and_blames_nothing(tmp_path: Path):
+    first = render_release(tmp_path, synthetic_produced(), T1)
+    old_dir = tmp_path / "releases" / first.release_id
+    gz = old_dir / "v1/context/states.json.gz"
+    data = bytearray(gz.read_bytes())
+    data[12] ^= 0xFF  # one byte flipped in the current release
+    gz.write_bytes(bytes(data))
+    second = render_release(tmp_path, synthetic_produced(), T2)  # same documents, new time
+    new_dir = tmp_path / "releases" / second.release_id
+    assert verify_release_dir(new_dir) == []
+    assert current_id(tmp_path) == second.release_id
+    healed = gzip.decompress((new_dir / "v1/context/states.json.gz").read_bytes())
+    assert healed == (new_dir / "v1/context/states.json").read_bytes()
+    m = Manifest.load(new_dir)
+    stamped = [k for k in m.files if k.startswith(("downloads/README", "downloads/SHA256SUMS",
+                                                   "downloads/malaria_risk_nigeria.zip", "v1/downloads.json"))]
+    # only the damaged pair rewritten, besides the bundle files that name the new release id
+    assert second.written == 2 + len(stamped) and second.linked == second.files - second.written
+
+
+def test_a_killed_build_leaves_a_temporary_directory_that_the_next_build_removes(tmp_path: Path):
+    import signal
+    import subprocess
+    import sys
+
+    render_release(tmp_path, synthetic_produced(), T1)
+    script = (
+        "import os, signal, sys\n"
+        "from pathlib import Path\n"
+        "from pipeline.release.render import render_release\n"
+        "from tests.conftest import synthetic_produced\n"
+        "def die(label, done, total):\n"
+        "    if label == 'verifying':\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"render_release(Path({str(tmp_path)!r}), synthetic_produced(), {T2!r}, progress=die)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3])
+    assert proc.returncode == -signal.SIGKILL
+    left = [p.name for p in (tmp_path / "releases").iterdir() if p.name.startswith(".tmp-")]
+    assert len(left) == 1  # the killed build's files, never renamed into place
+    third = render_release(tmp_path, synthetic_produced(), "2026-11-22T12:00:00Z")
+    assert third.cleaned == 1
+    assert not [p for p in (tmp_path / "releases").iterdir() if p.name.startswith(".")]
 
 
 def test_verify_reports_every_difference(tmp_path: Path):

@@ -1,0 +1,82 @@
+"""The local key store: private files, never inside a build root, revocation seen at once."""
+
+from __future__ import annotations
+
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from edge.keys import hash_key
+from edge.stores import open_store, store_inside_build_root
+from edge.stores.counters import SQLiteCounter
+from edge.stores.sqlite import ChangeAwareKeyCache, SQLiteKeyStore
+from pipeline.cli import main
+from tests.paths import REPO_ROOT
+
+
+def mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def test_key_store_and_side_files_are_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        store, counter = open_store(f"sqlite:{tmp_path / 'var' / 'keys.sqlite'}")
+        _, key = store.create("k", ["risk_scores"], "live")
+        cache = ChangeAwareKeyCache(store, store.path)
+        assert cache.lookup(hash_key(key)) is not None  # -wal and -shm exist while connections are open
+        SQLiteCounter(tmp_path / "var" / "keys.counters.sqlite").incr("x", 2**40)
+    finally:
+        os.umask(old)
+    files = sorted((tmp_path / "var").iterdir())
+    names = {p.name for p in files}
+    assert {"keys.sqlite", "keys.sqlite-wal", "keys.sqlite-shm", "keys.counters.map",
+            "keys.counters.sqlite", "keys.counters.sqlite.lock"} <= names
+    assert {p.name: oct(mode(p)) for p in files} == {p.name: "0o600" for p in files}
+    assert mode(tmp_path / "var") == 0o700
+
+
+def test_an_existing_world_readable_store_is_narrowed(tmp_path: Path):
+    path = tmp_path / "keys.sqlite"
+    SQLiteKeyStore(path)
+    path.chmod(0o644)
+    SQLiteKeyStore(path)
+    assert mode(path) == 0o600
+
+
+def test_a_key_store_inside_the_build_root_is_refused(tmp_path: Path, release_root: Path):
+    inside = release_root / "keys.sqlite"
+    assert store_inside_build_root(f"sqlite:{inside}", release_root)
+    assert store_inside_build_root(str(inside), None)  # found by shape: releases/ beside it
+    assert store_inside_build_root(f"sqlite:{tmp_path / 'var' / 'k.sqlite'}", release_root) is None
+    assert store_inside_build_root("dynamodb:svc-", release_root) is None
+    r = CliRunner().invoke(main, ["serve", "--root", str(release_root), "--keys", str(inside)])
+    assert r.exit_code == 1 and "inside the build root" in r.output and not inside.exists()
+    r = CliRunner().invoke(main, ["keys", "create", "--name", "x", "--scope", "risk_scores", "--keys", str(inside)])
+    assert r.exit_code == 1 and "build root" in r.output and not inside.exists()
+
+
+def test_revocation_in_another_process_is_seen_by_the_very_next_lookup(tmp_path: Path):
+    """The WAL-index pre-check never hides a commit: each revocation is seen at once, whether
+    made by another process or by another connection in quick succession."""
+    store = SQLiteKeyStore(tmp_path / "keys.sqlite")
+    cache = ChangeAwareKeyCache(store, store.path)
+    other = SQLiteKeyStore(tmp_path / "keys.sqlite")
+    keys = [store.create(f"k{i}", ["risk_scores"], "live") for i in range(43)]
+    for kid, key in keys[3:]:
+        assert not cache.lookup(hash_key(key)).revoked
+        other.revoke(kid)
+        assert cache.lookup(hash_key(key)).revoked
+    for kid, key in keys[:3]:
+        assert not cache.lookup(hash_key(key)).revoked  # cached now
+        assert not cache.lookup(hash_key(key)).revoked
+        subprocess.run([sys.executable, "-c", "import sys; from edge.stores.sqlite import SQLiteKeyStore; "
+                        f"SQLiteKeyStore(sys.argv[1]).revoke({kid!r})", str(store.path)],
+                       check=True, cwd=REPO_ROOT)
+        assert cache.lookup(hash_key(key)).revoked

@@ -1,0 +1,84 @@
+"""Local verify and prune, as library functions and as `malaria-risk verify/prune --root`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.release.local import LocalReleaseError, prune_local, verify_local
+from pipeline.release.render import render_release
+from tests.conftest import synthetic_produced
+
+TIMES = ["2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z", "2026-11-22T12:00:00Z", "2026-11-22T13:00:00Z"]
+
+
+def build(root: Path, n: int) -> list[str]:
+    return [render_release(root, synthetic_produced(), t).release_id for t in TIMES[:n]]
+
+
+def test_verify_finds_a_flipped_byte_and_names_the_file(tmp_path: Path):
+    ids = build(tmp_path, 2)
+    [ok] = verify_local(tmp_path)
+    assert ok.ok and ok.current and ok.release_id == ids[-1] and ok.files > 10
+    target = tmp_path / "releases" / ids[-1] / "v1/periods.json"
+    data = bytearray(target.read_bytes())
+    data[3] ^= 0x01
+    target.write_bytes(bytes(data))
+    [bad] = verify_local(tmp_path)
+    assert bad.problems == ["checksum differs: v1/periods.json"]
+    # the previous release shares no bytes with it and still verifies
+    assert [r.ok for r in verify_local(tmp_path, every=True)] == [False, True]
+
+    result = CliRunner().invoke(main, ["verify", "--root", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "checksum differs: v1/periods.json" in result.output
+    assert "(current)" in result.output
+    assert CliRunner().invoke(main, ["verify", "--root", str(tmp_path), "--release", ids[0]]).exit_code == 0
+
+
+def test_verify_reports_a_truncated_manifest_and_a_dangling_current(tmp_path: Path):
+    ids = build(tmp_path, 1)
+    manifest = tmp_path / "releases" / ids[0] / "manifest.json"
+    manifest.write_bytes(manifest.read_bytes()[:100])
+    [r] = verify_local(tmp_path)
+    assert not r.ok and "unreadable manifest.json" in r.problems[0]
+    os.replace(tmp_path / "releases" / ids[0], tmp_path / "releases" / "moved")
+    [r] = verify_local(tmp_path)
+    assert r.problems == [f"missing: the release directory releases/{ids[0]}"]
+    with pytest.raises(LocalReleaseError, match="current does not exist"):
+        verify_local(tmp_path / "nowhere")
+
+
+def test_prune_keeps_the_newest_and_always_current(tmp_path: Path):
+    ids = build(tmp_path, 4)
+    # current rolled back to the oldest: it must survive any --keep
+    os.replace(tmp_path / "current", tmp_path / "current.bak")
+    os.symlink(f"releases/{ids[0]}", tmp_path / "current")
+    dry = prune_local(tmp_path, 2, dry_run=True)
+    assert dry.removed == [ids[1]] and len(os.listdir(tmp_path / "releases")) == 4
+    result = CliRunner().invoke(main, ["prune", "--root", str(tmp_path), "--keep", "2"])
+    assert result.exit_code == 0, result.output
+    assert sorted(os.listdir(tmp_path / "releases")) == sorted([ids[0], ids[2], ids[3]])
+    assert all(r.ok for r in verify_local(tmp_path, every=True))
+    assert CliRunner().invoke(main, ["prune", "--root", str(tmp_path), "--keep", "0"]).exit_code == 2
+    with pytest.raises(LocalReleaseError):
+        prune_local(tmp_path / "nowhere", 1)
+
+
+def test_prune_removes_killed_builds_leftovers(tmp_path: Path):
+    build(tmp_path, 1)
+    dead = tmp_path / "releases" / ".tmp-20261122T110000Z-deadbeef-999999999"
+    (dead / "v1").mkdir(parents=True)
+    (dead / "v1" / "x.json").write_bytes(b"{}")
+    result = prune_local(tmp_path, 1)
+    assert result.cleaned == [dead.name] and not dead.exists()
+
+
+def test_published_verify_and_prune_keep_their_options(tmp_path: Path):
+    """`verify`/`prune` without --root are the bucket commands, unchanged."""
+    result = CliRunner().invoke(main, ["verify"], env={"MALARIA_BUCKET": ""})
+    assert result.exit_code != 0 and "--bucket" in result.output

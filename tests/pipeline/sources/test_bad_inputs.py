@@ -1,0 +1,102 @@
+"""Bad input files end in one message naming the file and the row, never a traceback.
+
+Each case goes through the reader and through `malaria-risk build` (the operator's view):
+exit code 1, `Error: <file>, row N: reason` on stderr, no traceback.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from pipeline.cli import main
+from pipeline.errors import InputError
+from pipeline.sources.rainfall import CHIRPS_MONTHLY, read_state_chirps_monthly
+from pipeline.sources.survey import SURVEY_CSV, read_survey_csv
+from tests.paths import DATA_DIR
+
+CHIRPS_HEADER = b"pcode,state_name,month,rainfall_mm,lta_mm,anomaly_pct\n"
+
+
+def chirps(tmp_path: Path, body: bytes) -> Path:
+    (tmp_path / "rainfall").mkdir(exist_ok=True)
+    (tmp_path / CHIRPS_MONTHLY).write_bytes(CHIRPS_HEADER + body)
+    return tmp_path
+
+
+@pytest.mark.parametrize(("body", "row", "words"), [
+    (b"NG020,Kano,2026-01,1.0,1,1\nNG020,Kano,2026-02,heavy,1,1\n", 3, "rainfall_mm 'heavy' is not a number"),
+    (b"NG020,Kano,2026-01,1.0,1,1\nNG020,Kano,2026-02,,1,1\n", 3, "rainfall_mm is missing"),
+    (b"NG020,Kano,2026-01,1.0,1,1\nNG020,Kano,2026-02,-4,1,1\n", 3, "negative rainfall_mm"),
+    (b"NG020,Kano,2026-01,1.0,1,1\nNG020,Kano,2026-02,1\xe9.0,1,1\n", 3, "not UTF-8: byte 0xe9"),
+])
+def test_chirps_monthly_rainfall_bad_values_name_the_row(tmp_path: Path, body: bytes, row: int, words: str):
+    d = chirps(tmp_path, body)
+    with pytest.raises(InputError) as e:
+        read_state_chirps_monthly(d)
+    assert e.value.row == row and words in e.value.reason
+    assert e.value.file.endswith(CHIRPS_MONTHLY)
+
+
+def data_with(tmp_path: Path, replaced: str, content: bytes) -> Path:
+    """The real data directory, file by file as symlinks, with one file replaced by `content`."""
+    out = tmp_path / "data"
+    for src in DATA_DIR.rglob("*"):
+        rel = src.relative_to(DATA_DIR)
+        if src.is_dir():
+            (out / rel).mkdir(parents=True, exist_ok=True)
+        elif rel.as_posix() != replaced:
+            (out / rel).parent.mkdir(parents=True, exist_ok=True)
+            (out / rel).symlink_to(src)
+    (out / replaced).write_bytes(content)
+    return out
+
+
+def chirps_with_bad_byte() -> bytes:
+    lines = (DATA_DIR / CHIRPS_MONTHLY).read_bytes().split(b"\n")
+    fields = lines[41].split(b",")
+    fields[3] = fields[3] + b"\xff"
+    lines[41] = b",".join(fields)
+    return b"\n".join(lines)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA_DIR / CHIRPS_MONTHLY).exists(), reason="real data not present")
+@pytest.mark.parametrize(("replaced", "content", "message"), [
+    (CHIRPS_MONTHLY, None, f"{CHIRPS_MONTHLY}, row 42: not UTF-8: byte 0xff"),
+    (CHIRPS_MONTHLY, b"text", f"{CHIRPS_MONTHLY}, row 42: rainfall_mm"),
+    (SURVEY_CSV, b"", f"{SURVEY_CSV}: the file is empty"),
+])
+def test_build_names_the_bad_file_without_a_traceback(tmp_path: Path, replaced: str, content: bytes | None,
+                                                      message: str):
+    if content is None:
+        content = chirps_with_bad_byte()
+    elif content == b"text":
+        lines = (DATA_DIR / CHIRPS_MONTHLY).read_bytes().split(b"\n")
+        fields = lines[41].split(b",")
+        fields[3] = b"n/a"
+        lines[41] = b",".join(fields)
+        content = b"\n".join(lines)
+    data = data_with(tmp_path, replaced, content)
+    result = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(tmp_path / "b"), "--quiet"])
+    assert result.exit_code == 1, result.output
+    assert message in result.output
+    assert "Traceback" not in result.output and result.exception is None or isinstance(result.exception, SystemExit)
+    assert not (tmp_path / "b" / "current").exists()
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (b"", "the file is empty"),
+    (b"\n\n", "the file is empty"),
+    (b"survey,year,level,area,zone,test,positivity_pct,ci_low_pct,ci_high_pct,n_clusters,n_tested,weighting,source,notes\n",
+     "no data rows"),
+])
+def test_empty_survey_csv_is_named(tmp_path: Path, content: bytes, words: str):
+    path = tmp_path / SURVEY_CSV
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with pytest.raises(InputError) as e:
+        read_survey_csv(path, {"Kano": "KN"})
+    assert words in e.value.reason and e.value.file == str(path)
