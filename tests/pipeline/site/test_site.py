@@ -89,9 +89,16 @@ def test_every_markdown_file_becomes_a_page_and_api_md_feeds_the_api_page() -> N
     api = files["docs/api.html"][1].decode()
     assert "Authentication" in api  # the hand-written part is on the generated page
     assert files["docs/api.html"][0].startswith("text/html")
-    # the nav lists the Markdown pages, known order first then alphabetical
+    # the analysts' nav lists the Markdown pages, known order first then alphabetical; operator
+    # pages (limits) are listed in their own section, not among the analysts' pages
+    files = render_site({**FIXTURE_DOCS, "geography": "# Geography\n"}, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
     index = files["docs/index.html"][1].decode()
-    assert index.index("/docs/limits.html") < index.index("/docs/zeta.html")
+    assert index.index("/docs/geography.html") < index.index("/docs/zeta.html")
+    assert "/docs/limits.html" not in index
+    operating = files["docs/operating.html"][1].decode()
+    assert "/docs/limits.html" in operating and "/docs/zeta.html" not in operating
+    limits = files["docs/limits.html"][1].decode()
+    assert "Back to the analysts" in limits and "/docs/zeta.html" not in limits
 
 
 def test_markdown_links_headings_and_escaping() -> None:
