@@ -191,8 +191,8 @@
     var row = state.risk[state.period] && state.risk[state.period][code];
     var hidden = state.stateFilter && state.gazetteer[code] && state.gazetteer[code].state_code !== state.stateFilter;
     return {
-      fillColor: row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
-      fillOpacity: hidden ? 0.15 : 0.9,
+      fillColor: hidden ? NO_DATA : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillOpacity: hidden ? 0.5 : 0.9,
       color: code === state.selected ? "#000000" : "#ffffff",
       weight: code === state.selected ? 2.5 : 0.6,
       opacity: hidden ? 0.3 : 1,
@@ -208,7 +208,10 @@
       .addAttribution('Outlines: eHealth Africa / GRID3, OCHA · <a href="/docs/attribution.html">sources</a>')
       .addTo(state.map);
     state.lgaLayer = L.geoJSON(outlines, {
-      style: function (f) { return styleFor(f.properties.lga_code); },
+      // the class names each LGA's shape (lga-<code>) for tests and user styles
+      style: function (f) {
+        return Object.assign({ className: "lga lga-" + f.properties.lga_code }, styleFor(f.properties.lga_code));
+      },
       onEachFeature: function (f, layer) {
         var code = f.properties.lga_code;
         state.layers[code] = layer;
@@ -324,6 +327,7 @@
     state.selected = code;
     if (previous && state.layers[previous]) state.layers[previous].setStyle(styleFor(previous));
     if (state.layers[code]) { state.layers[code].setStyle(styleFor(code)); state.layers[code].bringToFront(); }
+    if ($("lga-select").value !== code) $("lga-select").value = code;
     showDetails(code);
     loadCharts(code);
   }
