@@ -49,6 +49,7 @@ from typing import Any
 from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyRecord, KeyStore
 from .release import ManifestRelease
+from .routes import DOWNLOAD_FILE, RELEASE_ID_RE
 
 MAX_GENERATED_BODY = 40 * 1024  # CloudFront's limit for a viewer-request generated response
 FORWARDED = {"ratelimit": "x-mr-ratelimit", "ratelimit-policy": "x-mr-ratelimit-policy",
@@ -84,6 +85,7 @@ class PointerReleases:
         self._current: ManifestRelease | None = None
         self._checked = float("-inf")
         self._manifests: dict[str, ManifestRelease] = {}
+        self._pinned: dict[str, tuple[float, ManifestRelease | None]] = {}
 
     def key(self, rel: str) -> str:
         return f"{self.prefix}/{rel}" if self.prefix else rel
@@ -112,6 +114,30 @@ class PointerReleases:
                     raise
             self._checked = now
             return self._current
+
+    def pinned(self, release_id: str) -> ManifestRelease | None:
+        """An earlier release still in the bucket, for its bundle files (`/v1/downloads/<id>/…`).
+
+        Its manifest's bundle entries are kept (a few releases at most); an id the bucket
+        lacks is remembered as absent for `ttl` seconds, so made-up ids cost one read each.
+        """
+        if not RELEASE_ID_RE.fullmatch(release_id):
+            return None
+        now = self.clock()
+        hit = self._pinned.get(release_id)
+        if hit is not None and (hit[1] is not None or now - hit[0] < self.ttl):
+            return hit[1]
+        try:
+            doc = json.loads(self.fetch(self.key(f"releases/{release_id}/manifest.json")))
+            found: ManifestRelease | None = None
+            if doc.get("release_id") == release_id:
+                found = ManifestRelease.from_manifest(doc, only_prefix=DOWNLOAD_FILE.key_prefix)
+        except Exception:  # absent (pruned or never published) or unreadable: not served
+            found = None
+        if len(self._pinned) >= 32:
+            self._pinned.clear()
+        self._pinned[release_id] = (now, found)
+        return found
 
 
 # --- a short-lived key cache --------------------------------------------------------------
@@ -220,9 +246,9 @@ class EdgeGate:
             return generated_response(
                 error("RELEASE_INCOMPLETE", f"No published release is reachable: {type(e).__name__}.", req.path),
                 req.method)
-        resp = handle(req, self.clock(), self.keys, release, self.limiter)
-        if resp.file_key is not None and resp.status == 200:
-            return rewrite(cf_request, resp, release.release_id, self.releases.prefix)
+        resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+        if resp.file_key is not None and resp.status == 200:  # a pinned download names its own release
+            return rewrite(cf_request, resp, resp.release_id or release.release_id, self.releases.prefix)
         return generated_response(resp, req.method)
 
 

@@ -11,11 +11,15 @@ Order of checks (documented in docs/api.md and pinned by tests):
 2. Method other than GET/HEAD → 405 METHOD_NOT_ALLOWED.
 3. Path not in the route table (exact match on the raw path; nothing is
    decoded or normalised, so `%2e%2e` or `//` never match) → 404 NOT_FOUND.
+   Paths under `/v1/downloads/` are bundle files: they pass on to the key check
+   and are resolved at step 8 (see `DOWNLOAD_FILE` in routes.py).
 4. Key → 401 (missing, invalid, revoked, expired, owner removed, org suspended).
 5. Limits → 429 (per-minute, then monthly allowance for live keys).
 6. Scope → 403 SCOPE_REQUIRED.
 7. Query string shape → 400 INVALID_QUERY / UNKNOWN_PARAMETER / REPEATED_PARAMETER.
-8. Parameter values, in the route's parameter order → the SPEC's codes.
+8. Parameter values, in the route's parameter order → the SPEC's codes. For a
+   bundle file: the release id must be the current or a kept release (else 404
+   UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE).
 9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
 10. File → 200 (or 304 when If-None-Match matches), gzip when accepted.
 """
@@ -30,8 +34,8 @@ from urllib.parse import unquote_to_bytes
 
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
-from .release import FileEntry, ReleaseIndex
-from .routes import BY_PATH, PUBLIC_PREFIX, ParamError, Route
+from .release import FileEntry, PinnedReleases, ReleaseIndex
+from .routes import BY_PATH, DOWNLOAD_FILE, PUBLIC_PREFIX, RELEASE_ID_RE, ParamError, Route
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
@@ -64,6 +68,7 @@ class Response:
     body: bytes | None = None  # set for generated answers (errors, preflight)
     file_key: str | None = None  # set when the answer is a release file
     key_id: str | None = None  # who asked, for logs and limits
+    release_id: str | None = None  # the release `file_key` lies in, when not the current one
     extra: dict = field(default_factory=dict)
 
 
@@ -252,6 +257,7 @@ def handle(
     keys: KeyStore,
     release: ReleaseIndex,
     limiter: Limiter | None = None,
+    pinned: PinnedReleases | None = None,
 ) -> Response:
     method = req.method.upper()
     if method == "OPTIONS":
@@ -263,7 +269,8 @@ def handle(
     route = BY_PATH.get(req.path)
     if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path in ("/", "/docs")):
         return _public(req, release)
-    if route is None:
+    download = route is None and req.path.startswith(DOWNLOAD_FILE.prefix)
+    if route is None and not download:
         return error("NOT_FOUND", "No endpoint at this path; see /docs/api.html for the list.", req.path)
 
     who = authenticate(req, keys, now)
@@ -284,7 +291,7 @@ def handle(
             resp.key_id = record.id
             return resp
 
-    resp = _authorised(req, route, record, release)
+    resp = _download(req, release, pinned) if route is None else _authorised(req, route, record, release)
     resp.headers.extend(limit_headers)
     resp.key_id = record.id
     return resp
@@ -385,14 +392,46 @@ def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseI
     if isinstance(resolved, Response):
         return resolved
     key, entry = resolved
+    return _file(req, key, entry, release.release_id)
 
+
+def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None) -> Response:
+    """A bundle file of the current or a kept release; never a key built from unvetted text."""
+    if any(part for part in req.query.split("&")):
+        return error("UNKNOWN_PARAMETER", f"{DOWNLOAD_FILE.path} takes no query parameters.", req.path)
+    parsed = DOWNLOAD_FILE.parse(req.path)
+    if parsed is None:
+        first = req.path[len(DOWNLOAD_FILE.prefix):].split("/", 1)[0]
+        if not RELEASE_ID_RE.fullmatch(first):
+            return error("UNKNOWN_RELEASE", "The path does not name a release id (such as "
+                         f"{current.release_id}); /v1/downloads lists the current release's files.", req.path)
+        return error("UNKNOWN_FILE", "The path does not name a bundle file; /v1/downloads lists them.", req.path)
+    release_id, name = parsed
+    target: ReleaseIndex | None = current
+    if release_id != current.release_id:
+        target = pinned.pinned(release_id) if pinned is not None else None
+    if target is None:
+        return error("UNKNOWN_RELEASE", f"Release {release_id} is not kept here (never built, or pruned); "
+                     f"the current release is {current.release_id}.", req.path)
+    key = DOWNLOAD_FILE.key(name)
+    entry = target.entry(key)
+    if entry is None:
+        return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{name}`; "
+                     "/v1/downloads lists the current release's files.", req.path)
+    resp = _file(req, key, entry, target.release_id)
+    if target is not current:
+        resp.release_id = target.release_id
+    return resp
+
+
+def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response:
     use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
     etag = entry.gzip_etag if use_gzip else entry.etag
     headers: Headers = [
         ("ETag", etag or entry.etag),
         ("Cache-Control", SUCCESS_CACHE),
         ("Vary", "Accept-Encoding"),
-        ("X-Release-Id", release.release_id),
+        ("X-Release-Id", release_id),
         *cors_headers(),
     ]
     inm = req.headers.get("if-none-match")

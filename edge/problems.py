@@ -57,6 +57,12 @@ CATALOGUE: tuple[Problem, ...] = (
             "`period` is outside the months the data covers."),
     Problem("UNKNOWN_STATE", 404, "Unknown state", "`state` is missing or is not a valid state code."),
     Problem("INVALID_MONTHS", 400, "Invalid months", "`months` is not a whole number from 1 to 4."),
+    # formats and downloads (ours)
+    Problem("INVALID_FORMAT", 400, "Invalid format", "`format` is neither `json` nor `csv`."),
+    Problem("UNKNOWN_RELEASE", 404, "Release not kept",
+            "The download path names a release id this service does not keep (never built, or pruned)."),
+    Problem("UNKNOWN_FILE", 404, "No such download",
+            "The download path names no file of that release's bundle (see /v1/downloads for the names)."),
     # data availability (SPEC)
     Problem("TRANSMISSION_DATA_UNAVAILABLE", 503, "Transmission data unavailable",
             "Transmission data has not been loaded on the server."),

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from .routes import Facts
+from .routes import DOWNLOAD_FILE, RELEASE_ID_RE, Facts
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,12 @@ class ReleaseIndex(Protocol):
     facts: Facts
 
     def entry(self, key: str) -> FileEntry | None: ...
+
+
+class PinnedReleases(Protocol):
+    """Earlier releases still kept, looked up by id, so a cited release's bundle stays downloadable."""
+
+    def pinned(self, release_id: str) -> ReleaseIndex | None: ...
 
 
 def etag_of(sha256_hex: str) -> str:
@@ -52,11 +58,12 @@ class ManifestRelease:
         return self.entries.get(key)
 
     @classmethod
-    def from_manifest(cls, doc: dict, root: Path | None = None) -> ManifestRelease:
+    def from_manifest(cls, doc: dict, root: Path | None = None, only_prefix: str = "") -> ManifestRelease:
+        """`only_prefix` keeps just the entries under it (a pinned release needs only its bundle)."""
         files = doc["files"]
         entries: dict[str, FileEntry] = {}
         for key, e in files.items():
-            if e.get("content_encoding"):
+            if e.get("content_encoding") or not key.startswith(only_prefix):
                 continue
             gz = files.get(key + ".gz")
             entries[key] = FileEntry(
@@ -83,6 +90,7 @@ class LocalReleases:
         self._current: ManifestRelease | None = None
         self._target: str | None = None
         self._checked = 0.0
+        self._pinned: dict[str, ManifestRelease] = {}
 
     def current(self) -> ManifestRelease:
         now = time.monotonic()
@@ -101,3 +109,30 @@ class LocalReleases:
                 self._target = target
             self._checked = now
             return self._current
+
+    def pinned(self, release_id: str) -> ManifestRelease | None:
+        """A kept release's bundle files: `<root>/releases/<id>/` while its manifest is there.
+
+        The manifest's presence is checked on every call, so a pruned release stops being
+        served at once; its parsed entries are remembered (a release never changes in place).
+        """
+        if not RELEASE_ID_RE.fullmatch(release_id):
+            return None
+        release_dir = self.root / "releases" / release_id
+        manifest = release_dir / "manifest.json"
+        if not manifest.is_file():
+            self._pinned.pop(release_id, None)
+            return None
+        hit = self._pinned.get(release_id)
+        if hit is None:
+            try:
+                doc = json.loads(manifest.read_bytes())
+            except (OSError, ValueError):
+                return None
+            if doc.get("release_id") != release_id:
+                return None
+            hit = ManifestRelease.from_manifest(doc, release_dir, only_prefix=DOWNLOAD_FILE.key_prefix)
+            if len(self._pinned) >= 16:
+                self._pinned.clear()
+            self._pinned[release_id] = hit
+        return hit

@@ -16,6 +16,10 @@ from dataclasses import dataclass, field
 
 JSON = "application/json"
 GEOJSON = "application/geo+json"
+CSV = "text/csv; charset=utf-8"
+
+# Response formats a `format` parameter selects, and the media type each file is served as.
+FORMATS: dict[str, str] = {"json": JSON, "csv": CSV}
 
 SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 
@@ -24,6 +28,10 @@ SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 PERIOD_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 STATE_RE = re.compile(r"^[A-Z]{2}$")
 MONTHS_RE = re.compile(r"^[1-4]$")
+# A release id as the renderer makes it (UTC stamp, 8 hex digits of the content hash) and a
+# bundle file name: both are matched whole before either is used to name a file.
+RELEASE_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]*(\.[a-z0-9]+){0,2}$")
 
 
 class ParamError(Exception):
@@ -84,7 +92,7 @@ class Param:
     """
 
     name: str
-    kind: str  # "state" | "period" | "months"
+    kind: str  # "state" | "period" | "months" | "format"
     required: bool
     description: str
     default: str | None = None  # "last_estimated" or a literal
@@ -100,6 +108,8 @@ class Param:
             return facts.estimated
         if self.kind == "months":
             return ("1", "2", "3", "4")
+        if self.kind == "format":
+            return tuple(FORMATS)
         raise ValueError(self.kind)
 
 
@@ -153,13 +163,28 @@ def _months(p: Param, raw: str | None, facts: Facts) -> str:
     return raw
 
 
-VALIDATORS = {"state": _state, "period": _period, "months": _months}
+def _format(p: Param, raw: str | None, facts: Facts) -> str:
+    if raw is None:
+        return str(p.default)
+    if raw not in FORMATS:
+        shown = raw if len(raw) <= 20 else raw[:20] + "…"
+        raise ParamError("INVALID_FORMAT", f"`{shown}` is not a format; use `json` (the default) or `csv`.", p.name)
+    return raw
+
+
+VALIDATORS = {"state": _state, "period": _period, "months": _months, "format": _format}
 
 STATE = Param("state", "state", True, "Two-letter state code (ISO 3166-2:NG suffix, upper case), e.g. `KN`.")
 PERIOD = Param(
     "period", "period", False, "Estimated month, YYYY-MM. Defaults to the latest estimated month.", "last_estimated"
 )
 MONTHS = Param("months", "months", False, "How many forecast months, 1 to 4. Default 4.", "4")
+FORMAT = Param(
+    "format", "format", False,
+    "`json` (default) or `csv`: CSV has one header row and one row per record, the report's own fields "
+    "first; see /docs/downloads.html for the columns.",
+    "json",
+)
 
 
 # --- routes ------------------------------------------------------------------------
@@ -182,6 +207,16 @@ class Route:
     def key(self, values: Mapping[str, str]) -> str:
         return self.file_key.format(**values)
 
+    def media_type(self, values: Mapping[str, str]) -> str:
+        """The content type of the file for these values: the `format` parameter's, if it has one."""
+        fmt = values.get("format")
+        return FORMATS[fmt] if fmt is not None and self.param("format") is not None else self.content_type
+
+    @property
+    def document_params(self) -> tuple[Param, ...]:
+        """The parameters a producer keys its documents by; the format is the renderer's business."""
+        return tuple(p for p in self.params if p.kind != "format")
+
     def param(self, name: str) -> Param | None:
         for p in self.params:
             if p.name == name:
@@ -198,34 +233,34 @@ ROUTES: tuple[Route, ...] = (
         "risk",
     ),
     Route(
-        "/v1/risk/states", "risk_scores", (PERIOD,), "v1/risk/states/{period}.json", JSON,
+        "/v1/risk/states", "risk_scores", (PERIOD, FORMAT), "v1/risk/states/{period}.{format}", JSON,
         "All 37 states' risk for one estimated month, highest risk first.",
-        "risk", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE"),
+        "risk", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE", "INVALID_FORMAT"),
     ),
     Route(
-        "/v1/risk/lgas", "risk_scores", (STATE, PERIOD), "v1/risk/lgas/{state}/{period}.json", JSON,
+        "/v1/risk/lgas", "risk_scores", (STATE, PERIOD, FORMAT), "v1/risk/lgas/{state}/{period}.{format}", JSON,
         "Every LGA of a state for one estimated month, highest risk first.",
-        "risk", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE", "UNKNOWN_STATE"),
+        "risk", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE", "UNKNOWN_STATE", "INVALID_FORMAT"),
     ),
     Route(
-        "/v1/forecasts/states", "forecasts", (MONTHS,), "v1/forecasts/states/{months}.json", JSON,
+        "/v1/forecasts/states", "forecasts", (MONTHS, FORMAT), "v1/forecasts/states/{months}.{format}", JSON,
         "State risk forecasts for the months after the latest estimated month, nearest first.",
-        "risk", errors=("INVALID_MONTHS",),
+        "risk", errors=("INVALID_MONTHS", "INVALID_FORMAT"),
     ),
     Route(
-        "/v1/forecasts/lgas", "forecasts", (STATE, MONTHS), "v1/forecasts/lgas/{state}/{months}.json", JSON,
+        "/v1/forecasts/lgas", "forecasts", (STATE, MONTHS, FORMAT), "v1/forecasts/lgas/{state}/{months}.{format}", JSON,
         "LGA risk forecasts of a state for the months after the latest estimated month, nearest first.",
-        "risk", errors=("INVALID_MONTHS", "UNKNOWN_STATE"),
+        "risk", errors=("INVALID_MONTHS", "UNKNOWN_STATE", "INVALID_FORMAT"),
     ),
     Route(
-        "/v1/context/states", "risk_scores", (), "v1/context/states.json", JSON,
+        "/v1/context/states", "risk_scores", (FORMAT,), "v1/context/states.{format}", JSON,
         "Coverage context per state (population-weighted from LGAs); not score inputs.",
-        "context",
+        "context", errors=("INVALID_FORMAT",),
     ),
     Route(
-        "/v1/context/lgas", "risk_scores", (STATE,), "v1/context/lgas/{state}.json", JSON,
+        "/v1/context/lgas", "risk_scores", (STATE, FORMAT), "v1/context/lgas/{state}.{format}", JSON,
         "Coverage context per LGA of a state, alphabetical.",
-        "context", errors=("UNKNOWN_STATE",),
+        "context", errors=("UNKNOWN_STATE", "INVALID_FORMAT"),
     ),
     Route(
         "/v1/transmission/states", "risk_scores", (), "v1/transmission/states.json", JSON,
@@ -233,15 +268,21 @@ ROUTES: tuple[Route, ...] = (
         "transmission", unavailable=TRANSMISSION_UNAVAILABLE, errors=("TRANSMISSION_DATA_UNAVAILABLE",),
     ),
     Route(
-        "/v1/transmission/lgas", "risk_scores", (STATE,), "v1/transmission/lgas/{state}.json", JSON,
+        "/v1/transmission/lgas", "risk_scores", (STATE, FORMAT), "v1/transmission/lgas/{state}.{format}", JSON,
         "Transmission season and typical rainfall per LGA of a state, alphabetical.",
         "transmission", unavailable=TRANSMISSION_UNAVAILABLE,
-        errors=("UNKNOWN_STATE", "TRANSMISSION_DATA_UNAVAILABLE"),
+        errors=("UNKNOWN_STATE", "TRANSMISSION_DATA_UNAVAILABLE", "INVALID_FORMAT"),
     ),
     Route(
         "/v1/boundaries/lgas", "lga_boundaries", (STATE,), "v1/boundaries/lgas/{state}.geojson", GEOJSON,
         "LGA outlines of a state as a GeoJSON FeatureCollection.",
         "geography", errors=("UNKNOWN_STATE",),
+    ),
+    Route(
+        "/v1/downloads", None, (), "v1/downloads.json", JSON,
+        "The release's bulk downloads: every table (CSV, Parquet), the outlines, the data package "
+        "description, README, checksums and one zip, each with its pinned path.",
+        "downloads",
     ),
 )
 
@@ -251,6 +292,45 @@ BY_PATH: dict[str, Route] = {r.path: r for r in ROUTES}
 # served without a key at /docs/…; a path maps to a file only if the manifest
 # lists exactly that key, so nothing outside the site can be reached this way.
 PUBLIC_PREFIX = "docs/"
+
+
+@dataclass(frozen=True)
+class FileRoute:
+    """Files addressed by path segments rather than query values: a bundle file of a kept release.
+
+    `<prefix><release_id>/<name>` maps to `<key_prefix><name>` inside release `<release_id>`;
+    both segments must match their patterns whole, so no request text other than a vetted
+    release id and file name ever reaches a file key.
+    """
+
+    path: str
+    prefix: str
+    key_prefix: str
+    summary: str
+    errors: tuple[str, ...]
+
+    def parse(self, path: str) -> tuple[str, str] | None:
+        """(release id, name) when `path` lies under the prefix and has exactly two well-formed segments."""
+        rest = path[len(self.prefix):] if path.startswith(self.prefix) else None
+        if rest is None:
+            return None
+        parts = rest.split("/")
+        if len(parts) != 2 or not RELEASE_ID_RE.fullmatch(parts[0]) or not FILE_NAME_RE.fullmatch(parts[1]):
+            return None
+        return parts[0], parts[1]
+
+    def path_for(self, release_id: str, name: str) -> str:
+        return f"{self.prefix}{release_id}/{name}"
+
+    def key(self, name: str) -> str:
+        return self.key_prefix + name
+
+
+DOWNLOAD_FILE = FileRoute(
+    "/v1/downloads/{release_id}/{name}", "/v1/downloads/", "downloads/",
+    "One bundle file of a release this service keeps (the current one or an earlier one), byte for byte.",
+    ("UNKNOWN_RELEASE", "UNKNOWN_FILE"),
+)
 
 
 def route_values(route: Route, facts: Facts) -> list[dict[str, str]]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -24,6 +24,7 @@ PRODUCERS: tuple[str, ...] = (
     "pipeline.datasets.context",
     "pipeline.datasets.risk",
     "pipeline.datasets.transmission",
+    "pipeline.datasets.downloads",  # after the datasets it tabulates
     "pipeline.site.pages",  # last: documents the release it ships in
 )
 
@@ -36,6 +37,7 @@ class BuildResult:
     seconds: float
     unavailable: list[tuple[str, str]]  # (producer, reason)
     out: Path
+    timings: dict[str, float] = field(default_factory=dict)  # seconds per producer (module's last name)
 
 
 def now_iso() -> str:
@@ -43,17 +45,21 @@ def now_iso() -> str:
 
 
 def run_producers(ctx: BuildContext, producers: tuple[str, ...] = PRODUCERS,
-                  progress: Progress | None = None) -> tuple[list[Produced], list[tuple[str, str]]]:
+                  progress: Progress | None = None,
+                  timings: dict[str, float] | None = None) -> tuple[list[Produced], list[tuple[str, str]]]:
     produced: list[Produced] = ctx.produced
     unavailable: list[tuple[str, str]] = []
     for i, name in enumerate(producers):
         if progress:
             progress(f"computing {name.rsplit('.', 1)[-1]}", i, len(producers))
         module = importlib.import_module(name)
+        started = time.perf_counter()
         try:
             produced.append(module.produce(ctx))
         except DatasetUnavailable as e:
             unavailable.append((name, str(e)))
+        if timings is not None:
+            timings[name.rsplit(".", 1)[-1]] = time.perf_counter() - started
     if progress:
         progress("computing", len(producers), len(producers))
     return produced, unavailable
@@ -71,6 +77,7 @@ def build(
     if progress:
         progress("reading geography", 0, 1)
     ctx.geography = load_geography(ctx.data_dir)
-    produced, unavailable = run_producers(ctx, producers, progress)
+    timings: dict[str, float] = {}
+    produced, unavailable = run_producers(ctx, producers, progress, timings)
     stats = render_release(Path(out), produced, ctx.updated_at, progress)
-    return BuildResult(stats, time.perf_counter() - started, unavailable, Path(out))
+    return BuildResult(stats, time.perf_counter() - started, unavailable, Path(out), timings)

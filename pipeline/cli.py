@@ -79,6 +79,13 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
         f"release {s.release_id}: {s.files} files, {s.bytes / 1e6:.1f} MB "
         f"({s.written} written, {s.linked} linked from the previous release) in {result.seconds:.1f} s"
     )
+    if s.bundle_files:
+        made = result.timings.get("downloads", 0.0) + s.stamp_seconds
+        click.echo(
+            f"bundles: {s.bundle_files} files, {s.bundle_bytes / 1e6:.1f} MB (zip {s.zip_bytes / 1e6:.1f} MB); "
+            f"made in {made:.2f} s (tables and outlines {result.timings.get('downloads', 0.0):.2f} s, "
+            f"README/checksums/zip {s.stamp_seconds:.2f} s) plus their share of writing"
+        )
 
 
 # -- serve -------------------------------------------------------------------------------

@@ -19,8 +19,10 @@ import pytest
 import uvicorn
 
 from edge.local.app import App
+from edge.routes import CSV, GEOJSON
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.datasets.base import Produced
+from pipeline.datasets.downloads import BundleFile, bundle
 from pipeline.release.render import render_release
 from tests.paths import DATA_DIR, REPO_ROOT
 
@@ -63,9 +65,14 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
         facts={"estimated": list(ESTIMATED), "forecast": list(FORECAST)},
         model_version="test-1",
     )
+    downloads = bundle(
+        [BundleFile("gazetteer.csv", CSV, b"lga_code,lga,state_code\r\nNG020001,Ajingi,KN\r\n", "test table"),
+         BundleFile("lga_outlines.geojson", GEOJSON, b'{"type":"FeatureCollection","features":[]}', "test outlines")],
+        "2026-11-22T10:00:00Z", "test-1",
+    )
     site = Produced("site", {}, files={"docs/index.html": ("text/html; charset=utf-8", b"<h1>docs</h1>"),
                                        "docs/openapi.json": ("application/json", b"{}")})
-    out = [geo, context, risk, site]
+    out = [geo, context, risk, downloads, site]
     if with_transmission:
         out.append(Produced(
             "transmission",

@@ -6,11 +6,15 @@ the answer a client would get.
 
 from __future__ import annotations
 
+import csv
+import hashlib
+import io
 import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import orjson
 import pytest
 
 from edge.local.app import App
@@ -242,3 +246,142 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
         assert c.get("/v1/transmission/lgas?state=XX").json()["code"] == "UNKNOWN_STATE"
         assert c.get("/v1/risk/states").status_code == 200
         assert len(c.get("/v1/context/states").json()["states"]) == 37
+
+
+# --- bulk downloads and CSV responses ----------------------------------------------------------
+
+RISK_COLUMNS = ["lga_code", "lga", "state_code", "state", "period", "kind", "horizon", "score", "score_low",
+                "score_high", "level"]
+
+
+@pytest.fixture(scope="module")
+def downloads(api: httpx.Client) -> dict:
+    r = api.get("/v1/downloads")
+    assert r.status_code == 200
+    return r.json()
+
+
+def _file(api: httpx.Client, downloads: dict, name: str) -> bytes:
+    entry = next(f for f in downloads["files"] if f["name"] == name)
+    r = api.get(entry["path"])
+    assert r.status_code == 200 and r.headers["content-type"] == entry["media_type"]
+    assert hashlib.sha256(r.content).hexdigest() == entry["sha256"]
+    return r.content
+
+
+def _csv(data: bytes) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+
+
+def test_download_index_names_the_agreed_files(api: httpx.Client, downloads: dict):
+    periods = api.get("/v1/periods").json()
+    assert downloads["model_version"] == periods["model_version"]
+    names = {f["name"] for f in downloads["files"]}
+    for stem in ("risk_lga_month", "risk_state_month", "context_lga", "context_state", "transmission_lga_month",
+                 "transmission_state_month", "survey_trend", "gazetteer"):
+        assert {f"{stem}.csv", f"{stem}.parquet"} <= names
+    assert {"lga_outlines.geojson", "state_outlines.geojson", "lga_outlines.parquet", "state_outlines.parquet",
+            "datapackage.json", "README.md", "SHA256SUMS", "malaria_risk_nigeria.zip"} <= names
+
+
+def test_outline_downloads_cover_every_lga_and_state(api: httpx.Client, downloads: dict):
+    lgas = orjson.loads(_file(api, downloads, "lga_outlines.geojson"))
+    assert lgas["type"] == "FeatureCollection" and len(lgas["features"]) == 774
+    props = [f["properties"] for f in lgas["features"]]
+    assert len({p["lga_code"] for p in props}) == 774 and all(PCODE.match(p["lga_code"]) for p in props)
+    assert all(p["lga"] and re.fullmatch(r"[A-Z]{2}", p["state_code"]) and p["state"] for p in props)
+    # as served: the Kano features equal /v1/boundaries/lgas?state=KN but for the property names
+    served = api.get("/v1/boundaries/lgas", params={"state": "KN"}).json()["features"]
+    bundled = {f["properties"]["lga_code"]: f for f in lgas["features"] if f["properties"]["state_code"] == "KN"}
+    assert len(bundled) == len(served) == 44
+    for f in served:
+        b = bundled[f["properties"]["lgaCode"]]
+        assert b["geometry"] == f["geometry"] and b["properties"]["lga"] == f["properties"]["lga"]
+    states = orjson.loads(_file(api, downloads, "state_outlines.geojson"))
+    assert len(states["features"]) == 37
+    assert {f["properties"]["state_code"] for f in states["features"]} == {p["state_code"] for p in props}
+    assert all(f["geometry"]["type"] in ("Polygon", "MultiPolygon") for f in states["features"])
+
+
+def test_agreed_csv_columns_and_rows(api: httpx.Client, downloads: dict):
+    risk = _csv(_file(api, downloads, "risk_lga_month.csv"))
+    assert list(risk[0])[: len(RISK_COLUMNS)] == RISK_COLUMNS
+    periods = api.get("/v1/periods").json()
+    est = [m["period"] for m in periods["months"] if m["kind"] == "estimated"]
+    fc = [m["period"] for m in periods["months"] if m["kind"] == "forecast"]
+    assert len(risk) == 774 * (len(est) + len(fc))
+    assert {r["kind"] for r in risk} == {"estimate", "forecast"}
+    for r in risk[:: 997]:
+        assert (r["horizon"] == "") == (r["kind"] == "estimate")
+        if r["kind"] == "forecast":
+            assert fc[int(r["horizon"]) - 1] == r["period"]
+        assert r["level"] in LEVELS and float(r["score_low"]) <= float(r["score"]) <= float(r["score_high"])
+    state = _csv(_file(api, downloads, "risk_state_month.csv"))
+    assert list(state[0])[: len(RISK_COLUMNS) - 2] == RISK_COLUMNS[2:]
+    assert len(state) == 37 * (len(est) + len(fc))
+    trans = _csv(_file(api, downloads, "transmission_lga_month.csv"))
+    assert list(trans[0])[:7] == ["lga_code", "lga", "state_code", "month", "seasonal_index",
+                                  "typical_rainfall_mm", "high_season"]
+    assert len(trans) == 774 * 12 and {r["month"] for r in trans} == {str(m) for m in range(1, 13)}
+    assert {r["high_season"] for r in trans} == {"true", "false"}
+    gaz = _csv(_file(api, downloads, "gazetteer.csv"))
+    assert list(gaz[0])[:10] == ["lga_code", "lga", "state_code", "state", "admin1_pcode", "zone", "population",
+                                 "area_km2", "is_urban", "eha_code"]
+    assert len(gaz) == 774 and all(r["admin1_pcode"] == r["lga_code"][:5] for r in gaz)
+
+
+def test_bundle_csv_json_agree_for_a_sample(api: httpx.Client, downloads: dict):
+    """The same figure three ways: the bundle table, the CSV response and the JSON response."""
+    risk = _csv(_file(api, downloads, "risk_lga_month.csv"))
+    by_key = {(r["lga_code"], r["period"]): r for r in risk}
+    periods = api.get("/v1/periods").json()
+    est = [m["period"] for m in periods["months"] if m["kind"] == "estimated"]
+    for state, period in (("KN", est[-1]), ("LA", est[0]), ("BO", est[len(est) // 2]), ("FC", est[-13])):
+        doc = api.get("/v1/risk/lgas", params={"state": state, "period": period}).json()
+        r = api.get("/v1/risk/lgas", params={"state": state, "period": period, "format": "csv"})
+        assert r.status_code == 200 and r.headers["content-type"] == "text/csv; charset=utf-8"
+        rows = _csv(r.content)
+        assert len(rows) == len(doc["lgas"])
+        for rec, row in zip(doc["lgas"], rows, strict=True):
+            assert row["period"] == period and row["state_code"] == state and row["lga_code"] == rec["lga_code"]
+            bundled = by_key[(rec["lga_code"], period)]
+            for f in ("score", "score_low", "score_high"):
+                assert float(row[f]) == rec[f] == float(bundled[f])
+            assert row["level"] == rec["level"] == bundled["level"]
+            assert row["is_urban"] == str(rec["is_urban"]).lower() == bundled["is_urban"]
+    fc = api.get("/v1/forecasts/lgas", params={"state": "KN", "months": 4}).json()["forecasts"]
+    fc_csv = _csv(api.get("/v1/forecasts/lgas", params={"state": "KN", "months": 4, "format": "csv"}).content)
+    assert len(fc_csv) == sum(len(f["lgas"]) for f in fc)
+    flat = [(f["period"], rec) for f in fc for rec in f["lgas"]]
+    for (period, rec), row in zip(flat, fc_csv, strict=True):
+        assert row["period"] == period and row["kind"] == "forecast" and float(row["score"]) == rec["score"]
+        assert float(by_key[(rec["lga_code"], period)]["score"]) == rec["score"]
+    trans = {(r["lga_code"], r["month"]): r for r in _csv(_file(api, downloads, "transmission_lga_month.csv"))}
+    for rec in api.get("/v1/transmission/lgas", params={"state": "KN"}).json()["lgas"][:5]:
+        for m in range(1, 13):
+            row = trans[(rec["lga_code"], str(m))]
+            assert float(row["seasonal_index"]) == rec["seasonal_index"][m - 1]
+            assert float(row["typical_rainfall_mm"]) == rec["typical_rainfall_mm"][m - 1]
+            assert row["high_season"] == ("true" if m in rec["high_months"] else "false")
+    ctx = {r["lga_code"]: r for r in _csv(_file(api, downloads, "context_lga.csv"))}
+    for rec in api.get("/v1/context/lgas", params={"state": "LA"}).json()["lgas"]:
+        for f in ("itn_use", "population", "area_km2", "travel_minutes_to_care"):
+            assert (ctx[rec["lga_code"]][f] == "") if rec[f] is None else float(ctx[rec["lga_code"]][f]) == rec[f]
+
+
+def test_every_csv_route_answers_csv_and_refuses_other_formats(api: httpx.Client):
+    for path, params in (("/v1/risk/states", {}), ("/v1/risk/lgas", {"state": "KN"}),
+                         ("/v1/forecasts/states", {"months": 2}), ("/v1/forecasts/lgas", {"state": "KN"}),
+                         ("/v1/context/states", {}), ("/v1/context/lgas", {"state": "KN"}),
+                         ("/v1/transmission/lgas", {"state": "KN"})):
+        as_json = api.get(path, params=params)
+        as_csv = api.get(path, params={**params, "format": "csv"})
+        assert as_csv.status_code == 200 and as_csv.headers["content-type"] == "text/csv; charset=utf-8", path
+        assert api.get(path, params={**params, "format": "json"}).content == as_json.content
+        rows = _csv(as_csv.content)
+        doc = as_json.json()
+        records = [r for f in doc.get("forecasts", [doc]) for k in ("states", "lgas") for r in f.get(k, [])
+                   if isinstance(f.get(k), list)]
+        assert len(rows) == len(records) > 0, path
+        bad = api.get(path, params={**params, "format": "xml"})
+        assert bad.status_code == 400 and bad.json()["code"] == "INVALID_FORMAT" and bad.json()["parameter"] == "format"

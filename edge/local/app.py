@@ -64,12 +64,27 @@ class App:
         except FileNotFoundError as e:
             resp = error("RELEASE_INCOMPLETE", str(e), raw_path)
             return resp, resp.body or b""
-        resp = handle(req, self.clock(), self.keys, release, self.limiter)
+        resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
         if resp.file_key is not None:
-            body = self.files.get(release, resp.file_key)
+            if resp.release_id is None:
+                body = self.files.get(release, resp.file_key)
+            else:
+                pinned = self._pinned_file(resp.release_id, resp.file_key)
+                if pinned is None:  # pruned between the lookup and the read
+                    resp = error("UNKNOWN_RELEASE", f"Release {resp.release_id} is no longer kept here.", raw_path)
+                body = pinned if pinned is not None else resp.body or b""
         else:
             body = resp.body or b""
         return resp, body
+
+    def _pinned_file(self, release_id: str, key: str) -> bytes | None:
+        source = self.releases.pinned(release_id)
+        if source is None:
+            return None
+        try:
+            return self.files.get(source, key)
+        except FileNotFoundError:
+            return None
 
     async def __call__(self, scope: dict[str, Any], receive: Callable, send: Callable) -> None:
         if scope["type"] == "lifespan":

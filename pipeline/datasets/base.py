@@ -7,12 +7,14 @@ expects is present, so a producer cannot silently leave a hole in a release.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 # documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
 Documents = dict[str, dict[tuple[str, ...], Any]]
+StaticFiles = dict[str, tuple[str, bytes]]  # key -> (content type, bytes)
 
 
 @dataclass
@@ -31,5 +33,9 @@ class Produced:
     facts: dict[str, Any] = field(default_factory=dict)  # e.g. {"estimated": [...], "forecast": [...]}
     model_version: str | None = None
     # static files outside the route table, e.g. the docs site: key -> (content type, bytes).
-    # Keys must start with "docs/"; the gate serves them without a key at /docs/...
-    files: dict[str, tuple[str, bytes]] = field(default_factory=dict)
+    # Keys start with "docs/" (served without a key at /docs/...) or "downloads/" (the bundle,
+    # served with a key at /v1/downloads/<release id>/...).
+    files: StaticFiles = field(default_factory=dict)
+    # Documents and files that name the release id (the bundle's README, checksums, zip and
+    # index): the id hashes every other file, so the renderer calls this once it is known.
+    stamp: Callable[[str], tuple[Documents, StaticFiles]] | None = None

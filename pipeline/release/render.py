@@ -17,6 +17,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -25,8 +26,9 @@ from pathlib import Path
 
 import orjson
 
-from edge.routes import PUBLIC_PREFIX, ROUTES, Facts, route_values
+from edge.routes import DOWNLOAD_FILE, PUBLIC_PREFIX, ROUTES, Facts, Route, route_values
 from pipeline.datasets.base import Produced
+from pipeline.release import tabular
 from pipeline.release.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -36,6 +38,10 @@ from pipeline.release.manifest import (
 )
 
 Progress = Callable[[str, int, int], None]
+
+STATIC_PREFIXES = (PUBLIC_PREFIX, DOWNLOAD_FILE.key_prefix)
+# Already compressed: a gzip sibling would cost build time and bytes for nothing.
+PRECOMPRESSED = frozenset({"application/zip", "application/vnd.apache.parquet"})
 
 
 class RenderError(Exception):
@@ -49,6 +55,10 @@ class RenderStats:
     bytes: int
     written: int  # files written fresh
     linked: int  # files hard-linked from the previous release
+    bundle_files: int = 0  # files under downloads/ (identity bytes only)
+    bundle_bytes: int = 0
+    zip_bytes: int = 0  # the one zip of the bundle, 0 when there is none
+    stamp_seconds: float = 0.0  # making the files that name the release id
 
 
 def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
@@ -71,18 +81,49 @@ def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
     return facts, model_version
 
 
-def plan(produced: list[Produced], facts: Facts) -> list[tuple[str, str, bytes]]:
-    """(key, content type, bytes) for every file of the release, in route-table order.
-
-    Every expected combination must have a document and every document must be
-    expected: a producer that renders too little or too much is a build error.
-    """
+def _docs_by_path(produced: Iterable[Produced]) -> dict[str, dict]:
     docs_by_path: dict[str, dict] = {}
     for p in produced:
         for path, docs in p.documents.items():
             if path in docs_by_path:
                 raise RenderError(f"two producers render {path}")
             docs_by_path[path] = docs
+    return docs_by_path
+
+
+def route_files(route: Route, docs: dict, facts: Facts) -> list[tuple[str, str, bytes]]:
+    """The files of one route. Producers key documents by the route's non-format parameters;
+    the CSV file of a document is derived from the same document here."""
+    params = route.document_params
+    expected = route_values(route, facts)
+    wanted = {tuple(v[p.name] for p in params) for v in expected}
+    missing = wanted - docs.keys()
+    extra = docs.keys() - wanted
+    if missing:
+        raise RenderError(f"{route.path}: {len(missing)} documents missing, e.g. {sorted(missing)[:3]}")
+    if extra:
+        raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
+    out: list[tuple[str, str, bytes]] = []
+    for values in expected:
+        doc = docs[tuple(values[p.name] for p in params)]
+        if values.get("format") == "csv":
+            data = tabular.to_csv(doc)
+        else:
+            data = doc if isinstance(doc, bytes) else orjson.dumps(doc)
+        out.append((route.key(values), route.media_type(values), data))
+    return out
+
+
+def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = frozenset(),
+         seen: set[str] | None = None) -> list[tuple[str, str, bytes]]:
+    """(key, content type, bytes) for every file of the release, in route-table order.
+
+    Every expected combination must have a document and every document must be
+    expected: a producer that renders too little or too much is a build error.
+    Routes of the `pending` datasets may lack documents: their producers stamp them
+    once the release id is known (see `Produced.stamp`), and a second call plans them.
+    """
+    docs_by_path = _docs_by_path(produced)
     out: list[tuple[str, str, bytes]] = []
     for route in ROUTES:
         if route.dataset not in facts.available:
@@ -91,26 +132,19 @@ def plan(produced: list[Produced], facts: Facts) -> list[tuple[str, str, bytes]]
             continue
         docs = docs_by_path.pop(route.path, None)
         if docs is None:
+            if route.dataset in pending:
+                continue
             raise RenderError(f"no documents for {route.path} (dataset {route.dataset})")
-        expected = route_values(route, facts)
-        wanted = {tuple(v[p.name] for p in route.params) for v in expected}
-        missing = wanted - docs.keys()
-        extra = docs.keys() - wanted
-        if missing:
-            raise RenderError(f"{route.path}: {len(missing)} documents missing, e.g. {sorted(missing)[:3]}")
-        if extra:
-            raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
-        for values in expected:
-            doc = docs[tuple(values[p.name] for p in route.params)]
-            data = doc if isinstance(doc, bytes) else orjson.dumps(doc)
-            out.append((route.key(values), route.content_type, data))
+        out.extend(route_files(route, docs, facts))
     if docs_by_path:
         raise RenderError(f"documents for paths not in the route table: {sorted(docs_by_path)}")
-    seen = {k for k, _, _ in out}
+    seen = seen if seen is not None else set()
+    seen.update(k for k, _, _ in out)
     for p in produced:
         for key, (ctype, data) in sorted(p.files.items()):
-            if not key.startswith(PUBLIC_PREFIX) or ".." in key.split("/") or key in seen:
-                raise RenderError(f"static file {key!r} from {p.dataset} must be a unique path under {PUBLIC_PREFIX}")
+            if not key.startswith(STATIC_PREFIXES) or ".." in key.split("/") or key in seen:
+                raise RenderError(f"static file {key!r} from {p.dataset} must be a unique path under "
+                                  f"{' or '.join(STATIC_PREFIXES)}")
             seen.add(key)
             out.append((key, ctype, data))
     return out
@@ -143,8 +177,21 @@ def render_release(
     progress: Progress | None = None,
 ) -> RenderStats:
     facts, model_version = merge_facts(produced)
-    files = plan(produced, facts)
+    stampers = [p for p in produced if p.stamp is not None]
+    seen: set[str] = set()
+    files = plan(produced, facts, frozenset(p.dataset for p in stampers), seen)
     release_id = release_id_for(updated_at, files)
+    stamp_started = time.perf_counter()
+    if stampers:
+        stamped = []
+        for p in stampers:
+            assert p.stamp is not None
+            docs, extra = p.stamp(release_id)
+            stamped.append(Produced(p.dataset, docs, files=extra))
+        files += plan(stamped, Facts(available=tuple(p.dataset for p in stampers),
+                                     states=facts.states, estimated=facts.estimated, forecast=facts.forecast),
+                      seen=seen)
+    stamp_seconds = time.perf_counter() - stamp_started
     releases = out / "releases"
     releases.mkdir(parents=True, exist_ok=True)
     final = releases / release_id
@@ -168,6 +215,12 @@ def render_release(
         digest = sha256_hex(data)
         prev = prev_files.get(key)
         gz_key = key + ".gz"
+        if ctype in PRECOMPRESSED:
+            if prev_dir is not None and prev is not None and prev["sha256"] == digest:
+                os.link(prev_dir / key, target)
+                return [(key, file_entry(data, ctype))], True
+            target.write_bytes(data)
+            return [(key, file_entry(data, ctype))], False
         if prev_dir is not None and prev is not None and prev["sha256"] == digest and gz_key in prev_files:
             os.link(prev_dir / key, target)
             os.link(prev_dir / gz_key, tmp / gz_key)
@@ -206,7 +259,11 @@ def render_release(
         raise
     switch_current(out, release_id)
     total = sum(e["size"] for e in entries.values())
-    return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"])
+    bundle = {k: e for k, e in entries.items()
+              if k.startswith(DOWNLOAD_FILE.key_prefix) and e["content_encoding"] is None}
+    zips = [e["size"] for e in bundle.values() if e["content_type"] == "application/zip"]
+    return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"],
+                       len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds)
 
 
 def switch_current(out: Path, release_id: str) -> None:

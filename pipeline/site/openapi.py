@@ -15,7 +15,20 @@ from __future__ import annotations
 from typing import Any
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
-from edge.routes import PERIOD_RE, ROUTES, SCOPES, STATE_RE, Facts, Param, Route
+from edge.routes import (
+    CSV,
+    DOWNLOAD_FILE,
+    FILE_NAME_RE,
+    FORMATS,
+    PERIOD_RE,
+    RELEASE_ID_RE,
+    ROUTES,
+    SCOPES,
+    STATE_RE,
+    Facts,
+    Param,
+    Route,
+)
 from edge.routes import STATE as STATE_PARAM
 
 OPENAPI_VERSION = "3.1.0"
@@ -267,6 +280,23 @@ def resource_schemas() -> dict[str, Schema]:
         "source": _str("Origin and licence of the shapes."),
         "features": {"type": "array", "items": _ref("BoundaryFeature")},
     })
+    s["DownloadFile"] = _obj({
+        "name": _str("File name, unique within the release.", pattern=FILE_NAME_RE.pattern,
+                     examples=["risk_lga_month.csv"]),
+        "path": _str("Where to fetch it (with a key): `/v1/downloads/<release_id>/<name>`. The path stays "
+                     "valid, byte for byte, for as long as the release is kept.", format="uri-reference"),
+        "media_type": _str("Content type the file is served with."),
+        "bytes": _int("Size in bytes (uncompressed).", minimum=0),
+        "sha256": _str("SHA-256 of the file's bytes, hex.", pattern="^[0-9a-f]{64}$"),
+        "description": _str("What the file holds."),
+    })
+    s["DownloadIndex"] = _obj({
+        "release_id": _str("The release these files belong to.", pattern=RELEASE_ID_RE.pattern),
+        "model_version": _nullable("string", "Version of the model behind the scores."),
+        "files": {"type": "array", "items": _ref("DownloadFile"),
+                  "description": "Tables (CSV and Parquet), outlines (GeoJSON and GeoParquet), datapackage.json, "
+                  "README.md, SHA256SUMS and one zip of everything; see /docs/downloads.html."},
+    }, description="The current release's bulk downloads.")
     s["Problem"] = problem_schema()
     return s
 
@@ -283,6 +313,7 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/transmission/states": "TransmissionStatesResponse",
     "/v1/transmission/lgas": "LgaTransmissionResponse",
     "/v1/boundaries/lgas": "BoundaryCollection",
+    "/v1/downloads": "DownloadIndex",
 }
 
 
@@ -315,16 +346,20 @@ def codes_for_route(route: Route) -> list[Problem]:
     key, limit, query-shape and release checks run for all of them. The scope check
     runs only where the route needs a scope.
     """
-    specific = {c for r in ROUTES for c in r.errors}
+    return _codes(route.scope, route.errors)
+
+
+def _codes(scope: str | None, errors: tuple[str, ...]) -> list[Problem]:
+    specific = {c for r in ROUTES for c in r.errors} | set(DOWNLOAD_FILE.errors)
     out: list[Problem] = []
     for p in CATALOGUE:
         if p.code in PATH_LEVEL_CODES:
             continue
         if p.code == "SCOPE_REQUIRED":
-            if route.scope is not None:
+            if scope is not None:
                 out.append(p)
         elif p.code in specific:
-            if p.code in route.errors:
+            if p.code in errors:
                 out.append(p)
         else:
             out.append(p)
@@ -333,7 +368,10 @@ def codes_for_route(route: Route) -> list[Problem]:
 
 def routes_for_code(code: str) -> list[str]:
     """Paths that can answer `code`; empty for the path-level codes, which apply to any request."""
-    return [r.path for r in ROUTES if any(p.code == code for p in codes_for_route(r))]
+    paths = [r.path for r in ROUTES if any(p.code == code for p in codes_for_route(r))]
+    if any(p.code == code for p in _codes(None, DOWNLOAD_FILE.errors)):
+        paths.append(DOWNLOAD_FILE.path)
+    return paths
 
 
 def param_schema(p: Param, states: tuple[str, ...] = ()) -> Schema:
@@ -348,6 +386,8 @@ def param_schema(p: Param, states: tuple[str, ...] = ()) -> Schema:
         return {"type": "string", "pattern": STATE_RE.pattern}
     if p.kind == "period":
         return {"type": "string", "pattern": PERIOD_RE.pattern}
+    if p.kind == "format":
+        return {"type": "string", "enum": list(FORMATS), "default": p.default}
     if p.kind == "months":
         values = [int(v) for v in p.domain(Facts())]
         schema: Schema = {"type": "integer", "enum": values}
@@ -412,7 +452,7 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
                 "RateLimit": {"$ref": "#/components/headers/RateLimit"},
                 "RateLimit-Policy": {"$ref": "#/components/headers/RateLimitPolicy"},
             },
-            "content": {route.content_type: {"schema": _ref(RESPONSE_SCHEMA[route.path])}},
+            "content": _content(route),
         },
         "304": {"description": "`If-None-Match` matched the current ETag; no body."},
     }
@@ -436,6 +476,49 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
         "x-file-key": route.file_key,
     }
     return op
+
+
+def _content(route: Route) -> Schema:
+    out: Schema = {route.content_type: {"schema": _ref(RESPONSE_SCHEMA[route.path])}}
+    if route.param("format") is not None:
+        out[CSV] = {"schema": {"type": "string", "description": "With `format=csv`: a header row, then one "
+                               "row per record, the report's own fields first (see /docs/downloads.html)."}}
+    return out
+
+
+def _download_file_operation() -> Schema:
+    """The bundle files: path segments, not query values, so they sit outside the route table's Route type."""
+    by_status: dict[int, list[Problem]] = {}
+    for p in _codes(None, DOWNLOAD_FILE.errors):
+        by_status.setdefault(p.status, []).append(p)
+    responses: dict[str, Schema] = {
+        "200": {
+            "description": "The file's bytes, as listed by /v1/downloads (gzip when accepted, for text files).",
+            "headers": {"ETag": {"$ref": "#/components/headers/ETag"},
+                        "X-Release-Id": {"$ref": "#/components/headers/ReleaseId"}},
+            "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+        },
+        "304": {"description": "`If-None-Match` matched the file's ETag; no body."},
+    }
+    for status in sorted(by_status):
+        responses[str(status)] = _problem_response(status, by_status[status])
+    return {
+        "operationId": "getDownloadFile",
+        "summary": DOWNLOAD_FILE.summary,
+        "description": "Needs any valid key. The release id is the current release's (see /v1/downloads) or "
+        "an earlier one's still kept; names are those /v1/downloads lists. Takes no query parameters.",
+        "tags": ["downloads"],
+        "parameters": [
+            {"name": "release_id", "in": "path", "required": True, "description": "A release id.",
+             "schema": {"type": "string", "pattern": RELEASE_ID_RE.pattern}},
+            {"name": "name", "in": "path", "required": True, "description": "A bundle file name.",
+             "schema": {"type": "string", "pattern": FILE_NAME_RE.pattern}},
+        ],
+        "security": [{BEARER: []}, {HEADER: []}],
+        "responses": responses,
+        "x-required-scope": None,
+        "x-file-key": DOWNLOAD_FILE.key_prefix + "{name}",
+    }
 
 
 LOCAL_SERVER = "http://127.0.0.1:8080"
@@ -472,7 +555,8 @@ def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -
         }],
         "security": [{BEARER: []}, {HEADER: []}],
         "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
-        "paths": {r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
+        "paths": {**{r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
+                  DOWNLOAD_FILE.path: {"get": _download_file_operation()}},
         "components": {
             "securitySchemes": {
                 BEARER: {"type": "http", "scheme": "bearer",

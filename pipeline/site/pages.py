@@ -28,7 +28,7 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
-from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Route
+from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.settings import REPO_ROOT
 from pipeline.site.figures import release_figures, substitute
@@ -263,8 +263,10 @@ def _format(route: Route) -> list[dict[str, Any]]:
         schema = param_schema(p)
         if p.kind in FORMAT_IN_WORDS:
             fmt = FORMAT_IN_WORDS[p.kind]
-        elif "enum" in schema:
+        elif "enum" in schema and schema.get("type") == "integer":
             fmt = "a whole number: " + ", ".join(str(v) for v in schema["enum"])
+        elif "enum" in schema:
+            fmt = "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
         else:
             fmt = f"matching `{schema['pattern']}`"
         default = {"last_estimated": "latest estimated month", None: ""}.get(p.default, p.default)
@@ -284,7 +286,8 @@ def _example_query(route: Route) -> str:
 
 
 def _file_layout(route: Route) -> str:
-    per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)"}
+    per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)",
+           "format": "format (JSON, CSV)"}
     if not route.params:
         return "one file"
     return "one file per " + " × ".join(per[p.kind] for p in route.params)
@@ -324,18 +327,17 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
         if not by_key:
             continue
         keys = sorted(by_key)
+        # documents are keyed by the route's parameters other than `format` (JSON is the example)
+        params = [p for p in route.params if p.kind != "format"]
 
-        def score(k: tuple[str, ...], route: Route = route) -> tuple[int, ...]:
-            values = dict(zip([p.name for p in route.params], k, strict=False))
+        def score(k: tuple[str, ...], params: list[Param] = params) -> tuple[int, ...]:
+            values = dict(zip([p.name for p in params], k, strict=False))
             return (values.get("state") != "KN", -int(values.get("months", "0") == "1"))
 
-        key = sorted(keys, key=score)[0] if keys else ()
-        if any(p.kind == "period" for p in route.params) and keys:
-            same = [k for k in keys if k[:-1] == key[:-1]] if route.params[-1].kind == "period" else [key]
-            key = max(same)
-        query = "&".join(f"{p.name}={v}" for p, v in zip(route.params, key, strict=False) if p.kind != "period")
-        if any(p.kind == "period" for p in route.params):
-            query = "&".join(x for x in (query, f"period={key[-1]}") if x)
+        key = sorted(keys, key=score)[0]
+        if params and params[-1].kind == "period":
+            key = max(k for k in keys if k[:-1] == key[:-1])  # the latest month
+        query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False))
         shown, was_cut = cut(by_key[key])
         out[route.path] = (query, orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode(), was_cut)
     return out

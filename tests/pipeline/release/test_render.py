@@ -11,7 +11,7 @@ import pytest
 
 from pipeline.datasets.base import Produced
 from pipeline.release.manifest import Manifest, verify_release_dir
-from pipeline.release.render import RenderError, render_release, switch_current
+from pipeline.release.render import PRECOMPRESSED, RenderError, render_release, switch_current
 from tests.conftest import ESTIMATED, STATES, synthetic_produced
 
 T1 = "2026-11-22T10:00:00Z"
@@ -29,9 +29,11 @@ def test_release_is_complete_and_verified(tmp_path: Path):
     assert m.release_id == stats.release_id and m.updated_at == T1 and m.model_version == "test-1"
     assert m.facts["states"] == list(STATES) and m.facts["estimated"] == list(ESTIMATED)
     assert verify_release_dir(rel) == []
-    # every identity file has a gzip sibling that decompresses to it
+    # every identity file has a gzip sibling that decompresses to it, except already compressed ones
     for key, e in m.files.items():
-        if e["content_encoding"] is None:
+        if e["content_type"] in PRECOMPRESSED:
+            assert key + ".gz" not in m.files
+        elif e["content_encoding"] is None:
             gz = m.files[key + ".gz"]
             assert gz["content_encoding"] == "gzip" and gz["content_type"] == e["content_type"]
             assert gzip.decompress((rel / (key + ".gz")).read_bytes()) == (rel / key).read_bytes()
@@ -94,8 +96,17 @@ def test_unchanged_files_are_linked_from_the_previous_release(tmp_path: Path):
     produced[2].documents["/v1/periods"][()] = {"changed": True}
     second = render_release(tmp_path, produced, T2)
     assert second.release_id != first.release_id
-    assert second.written == 2  # the one changed file and its gzip copy
-    assert second.linked == second.files - 2
+    # the one changed file and its gzip copy, and the bundle files that name the release id
+    # (README, SHA256SUMS and the index with their gzip copies, and the zip)
+    m = Manifest.load(tmp_path / "releases" / second.release_id)
+    stamped = [k for k in m.files if k.startswith(("downloads/README", "downloads/SHA256SUMS",
+                                                   "downloads/malaria_risk_nigeria.zip", "v1/downloads.json"))]
+    assert len(stamped) == 7
+    assert second.written == 2 + len(stamped)
+    assert second.linked == second.files - second.written
+    for key in ("downloads/gazetteer.csv", "downloads/gazetteer.csv.gz"):  # data files are linked
+        assert os.stat(tmp_path / "releases" / first.release_id / key).st_ino == \
+            os.stat(tmp_path / "releases" / second.release_id / key).st_ino
     a = tmp_path / "releases" / first.release_id / "v1/context/states.json"
     b = tmp_path / "releases" / second.release_id / "v1/context/states.json"
     assert os.stat(a).st_ino == os.stat(b).st_ino

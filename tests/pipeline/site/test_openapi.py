@@ -16,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from edge.problems import BY_CODE, CATALOGUE, PROBLEM_JSON, TYPE_BASE
-from edge.routes import ROUTES, SCOPES, STATE_RE, Facts, ParamError
+from edge.routes import DOWNLOAD_FILE, ROUTES, SCOPES, STATE_RE, Facts, ParamError
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -61,7 +61,7 @@ def test_required_top_level_members(doc: dict) -> None:
                 assert re.fullmatch(r"[1-5]\d\d", status)
                 assert "description" in resp
             for p in op["parameters"]:
-                assert {"name", "in"} <= p.keys() and p["in"] == "query"
+                assert {"name", "in"} <= p.keys() and p["in"] == ("path" if "{" in path else "query")
                 assert "schema" in p
 
 
@@ -81,7 +81,7 @@ def test_json_serialisable_and_stable() -> None:
 
 
 def test_every_route_is_a_path_with_its_scope_and_parameters(doc: dict) -> None:
-    assert list(doc["paths"]) == [r.path for r in ROUTES]
+    assert list(doc["paths"]) == [r.path for r in ROUTES] + [DOWNLOAD_FILE.path]
     for r in ROUTES:
         op = doc["paths"][r.path]["get"]
         names = [p["name"] for p in op["parameters"]]

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from edge.local.app import App
 from edge.problems import CATALOGUE, PROBLEM_JSON
-from edge.routes import ROUTES
+from edge.routes import DOWNLOAD_FILE, ROUTES
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.datasets.base import BuildContext
 from pipeline.release.render import render_release
@@ -215,7 +215,7 @@ def test_openapi_json_is_served(site_server: tuple[LiveServer, str]) -> None:
     server, _ = site_server
     r = httpx.get(server.url + "/docs/openapi.json", timeout=10)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-    assert set(orjson.loads(r.content)["paths"]) == {route.path for route in ROUTES}
+    assert set(orjson.loads(r.content)["paths"]) == {route.path for route in ROUTES} | {DOWNLOAD_FILE.path}
 
 
 # --- looked at by a browser --------------------------------------------------------------

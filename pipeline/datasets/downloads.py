@@ -1,0 +1,562 @@
+"""Producer of the release's bulk downloads (`/v1/downloads`): tables, outlines and their description.
+
+Every table is built from the documents the other producers return for the JSON API
+(`ctx.produced`), through the same flattening the CSV responses use, so a figure in a
+bundle, a CSV response and a JSON response is the same number by construction; fields
+the other producers add flow into the tables without a change here. Files that name the
+release id (README, datapackage.json, SHA256SUMS, the zip and the index document) are
+made by `stamp` once the renderer knows the id. Design notes: docs/downloads.md.
+"""
+
+from __future__ import annotations
+
+import io
+import zipfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+import shapely
+
+from edge.routes import CSV, DOWNLOAD_FILE, GEOJSON, JSON
+from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
+from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
+from pipeline.datasets.boundaries import geometry_json
+from pipeline.errors import DatasetUnavailable
+from pipeline.release import tabular
+
+ROUTE = "/v1/downloads"
+PARQUET = "application/vnd.apache.parquet"
+ZIP = "application/zip"
+MARKDOWN = "text/markdown; charset=utf-8"
+TEXT = "text/plain; charset=utf-8"
+ZIP_NAME = "malaria_risk_nigeria.zip"
+PACKAGE_NAME = "malaria-risk-nigeria"
+# GeoParquet 1.1: WKB geometry plus a `geo` key in the file metadata; no CRS member means
+# OGC:CRS84 (longitude/latitude on WGS 84), which is what the outlines are in.
+GEOPARQUET_VERSION = "1.1.0"
+
+# Column orders the downloads promise (docs/downloads.md); any other field follows in its JSON order.
+LEAD: dict[str, tuple[str, ...]] = {
+    "risk_lga_month": ("lga_code", "lga", "state_code", "state", "period", "kind", "horizon",
+                       "score", "score_low", "score_high", "level"),
+    "risk_state_month": ("state_code", "state", "period", "kind", "horizon", "score", "score_low",
+                         "score_high", "level"),
+    "context_lga": ("lga_code", "lga", "state_code", "state"),
+    "context_state": ("state_code", "state"),
+    "transmission_lga_month": ("lga_code", "lga", "state_code", "month", "seasonal_index",
+                               "typical_rainfall_mm", "high_season"),
+    "transmission_state_month": ("area_type", "state_code", "state", "month", "seasonal_index", "high_season"),
+    "survey_trend": ("area_type", "state_code", "state", "survey_year", "positivity", "low", "high"),
+    "gazetteer": ("lga_code", "lga", "state_code", "state", "admin1_pcode", "zone", "population",
+                  "area_km2", "is_urban", "eha_code"),
+}
+
+TABLE_TITLES: dict[str, str] = {
+    "risk_lga_month": "Risk score per LGA and month: every estimated month and the forecast months.",
+    "risk_state_month": "Risk score per state and month: every estimated month and the forecast months.",
+    "context_lga": "Coverage context per LGA (survey and modelled figures; not risk score inputs).",
+    "context_state": "Coverage context per state (population-weighted averages of the LGAs).",
+    "transmission_lga_month": "Transmission season per LGA, one row per calendar month, with the season's fields.",
+    "transmission_state_month": "Transmission season per state and nationally, one row per calendar month.",
+    "survey_trend": "Survey parasite positivity in children 6 to 59 months per round, national and per state.",
+    "gazetteer": "Every LGA with its codes (OCHA p-codes, eHA/GRID3 code), state, zone, population and area.",
+}
+
+# Descriptions of the columns the bundle adds or renames; every other column takes the
+# description the API reference (the OpenAPI schemas) or the producer's source block gives it.
+OWN_FIELDS: dict[str, str] = {
+    "kind": "`estimate` (a month with recorded rainfall) or `forecast` (a month after the last estimated one). "
+            "The JSON API spells the first `estimated`.",
+    "horizon": "Months ahead of the last estimated month, 1 to 4; empty for estimates.",
+    "provisional": "true when the month's rainfall is preliminary and may be revised.",
+    "month": "Calendar month, 1 (January) to 12 (December).",
+    "seasonal_index": "Expected level of reported cases in this calendar month as a share of the peak month "
+                      "(peak month = 1). Modelled from rainfall.",
+    "typical_rainfall_mm": "Usual rainfall in this calendar month, mm (downscaled from state CHIRPS).",
+    "high_season": "true when the month is one of the season's high months.",
+    "area_type": "`state` or `national`; national rows have no state_code.",
+    "admin1_pcode": "OCHA COD-AB admin-1 p-code of the state.",
+    "eha_code": "eHealth Africa / GRID3 LGA code of the outline the LGA is linked to.",
+    "density_per_km2": "People per km² (population / area_km2).",
+    "rep_lon": "Longitude of a point inside the LGA outline (for labels).",
+    "rep_lat": "Latitude of a point inside the LGA outline (for labels).",
+    "state_code": "Two-letter state code (ISO 3166-2:NG suffix).",
+    "state": "State name.",
+    "lga_code": "Stable LGA identifier: the OCHA COD-AB admin-2 p-code.",
+    "lga": "LGA name (OCHA).",
+    "zone": "Geopolitical zone.",
+    "period": "Month, YYYY-MM.",
+}
+
+UNITS: dict[str, str] = {
+    "population": "people", "area_km2": "km²", "typical_rainfall_mm": "mm", "travel_minutes_to_care": "minutes",
+    "density_per_km2": "people per km²", "score": "share (0 to 1)", "score_low": "share (0 to 1)",
+    "score_high": "share (0 to 1)", "positivity": "share (0 to 1)", "itn_use": "share (0 to 1)",
+    "itn_access": "share (0 to 1)", "irs_coverage": "share (0 to 1)", "effective_treatment": "share (0 to 1)",
+    "response_index": "share (0 to 1)", "seasonal_index": "share of the peak month", "rep_lon": "degrees",
+    "rep_lat": "degrees", "horizon": "months",
+}
+
+# Which credited sources (pipeline/site/pages.py SOURCES, matched on a word of their name) each file rests on.
+TABLE_SOURCES: dict[str, tuple[str, ...]] = {
+    "risk_lga_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "COD-AB", "boundaries"),
+    "risk_state_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "State names"),
+    "context_lga": ("DHS", "NMIS", "population", "COD-AB", "boundaries"),
+    "context_state": ("DHS", "NMIS", "population", "State names"),
+    "transmission_lga_month": ("CHIRPS", "climatology", "COD-AB"),
+    "transmission_state_month": ("CHIRPS", "State names"),
+    "survey_trend": ("DHS", "NMIS", "2018 state survey", "State names"),
+    "gazetteer": ("COD-AB", "boundaries", "population", "State names"),
+    "lga_outlines": ("boundaries", "COD-AB"),
+    "state_outlines": ("boundaries", "State names"),
+}
+
+
+@dataclass(frozen=True)
+class BundleFile:
+    name: str
+    media_type: str
+    data: bytes
+    description: str
+
+
+# --- tables --------------------------------------------------------------------------------
+
+
+def _docs(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:
+    out: dict[str, dict[tuple[str, ...], Any]] = {}
+    for p in produced:
+        out.update(p.documents)
+    return out
+
+
+def _ordered(df: pl.DataFrame, table: str, drop: Iterable[str] = ()) -> pl.DataFrame:
+    lead = [c for c in LEAD[table] if c in df.columns]
+    missing = set(LEAD[table]) - set(df.columns)
+    if missing:
+        raise ValueError(f"{table}: the documents lack {sorted(missing)}")
+    gone = set(drop)
+    return df.select(*lead, *(c for c in df.columns if c not in lead and c not in gone))
+
+
+def _month_number(col: str) -> pl.Expr:
+    return pl.col(col).str.slice(0, 4).cast(pl.Int32) * 12 + pl.col(col).str.slice(5, 2).cast(pl.Int32)
+
+
+def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: dict, table: str) -> pl.DataFrame:
+    """Estimated months and the full forecast (the 4-month response) as one long table."""
+    est = tabular.frame(estimates)
+    fc = tabular.frame(forecasts)
+    df = pl.concat([est, fc], how="diagonal_relaxed")
+    provisional = pl.DataFrame(
+        [(m["period"], m.get("provisional")) for m in periods["months"]],
+        schema={"period": pl.String, "provisional": pl.Boolean}, orient="row",
+    )
+    last = periods["last_estimated"]
+    last_n = int(last[:4]) * 12 + int(last[5:7])
+    df = df.with_columns(
+        pl.col("kind").replace_strict({"estimated": "estimate", "forecast": "forecast"}, return_dtype=pl.String),
+        pl.when(pl.col("kind") == "forecast").then(_month_number("period") - last_n)
+        .otherwise(None).cast(pl.Int32).alias("horizon"),
+    )
+    if "provisional" not in df.columns:
+        df = df.join(provisional, on="period", how="left")
+    key = "lga_code" if table == "risk_lga_month" else "state_code"
+    return _ordered(df, table).sort(key, "period")
+
+
+def context_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    lga = tabular.frame(docs["/v1/context/lgas"][k] for k in sorted(docs["/v1/context/lgas"]))
+    state = tabular.frame([docs["/v1/context/states"][()]])
+    return _ordered(lga, "context_lga").sort("lga_code"), _ordered(state, "context_state").sort("state_code")
+
+
+def _monthly(df: pl.DataFrame, lists: tuple[str, ...]) -> pl.DataFrame:
+    """One row per area × calendar month from the 12-value lists; `high_months` becomes a flag."""
+    n = df.height
+    df = df.with_columns(
+        *(pl.col(c).fill_null(pl.lit([None] * 12, dtype=pl.List(pl.Float64))) for c in lists),
+        pl.int_ranges(1, 13, dtype=pl.Int32).alias("month"),
+    )
+    out = df.explode("month", *lists).with_columns(
+        pl.col("high_months").list.contains(pl.col("month")).alias("high_season"),
+    )
+    assert out.height == 12 * n
+    return out
+
+
+def transmission_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    lga = tabular.frame(docs["/v1/transmission/lgas"][k] for k in sorted(docs["/v1/transmission/lgas"]))
+    lga = _ordered(_monthly(lga, ("seasonal_index", "typical_rainfall_mm")), "transmission_lga_month",
+                   drop=("high_months",)).sort("lga_code", "month")
+
+    states_doc = docs["/v1/transmission/states"][()]
+    national = states_doc["national"]
+    areas = [{"area_type": "national", "state_code": None, "state": "Nigeria", "zone": None,
+              **national["season"]}]
+    areas += [{"area_type": "state", "state_code": s["state_code"], "state": s["state"], "zone": s.get("zone"),
+               **s["season"]} for s in states_doc["states"]]
+    state = pl.from_dicts(areas, infer_schema_length=None)
+    state = _ordered(_monthly(state, ("seasonal_index",)), "transmission_state_month", drop=("high_months",))
+
+    trend = [{"area_type": "national", "state_code": None, "state": "Nigeria", **e} for e in national["survey_trend"]]
+    for s in states_doc["states"]:
+        trend += [{"area_type": "state", "state_code": s["state_code"], "state": s["state"], **e}
+                  for e in s["survey_trend"]]
+    survey = _ordered(pl.from_dicts(trend, infer_schema_length=None), "survey_trend")
+    return lga, state, survey
+
+
+def gazetteer(geography: Any) -> pl.DataFrame:
+    states = geography.states.select("state_code", "state", pl.col("ocha_pcode").alias("admin1_pcode"), "zone")
+    df = geography.lgas.join(states, on="state_code", how="left")
+    return _ordered(df, "gazetteer").sort("lga_code")
+
+
+# --- outlines ------------------------------------------------------------------------------
+
+
+def lga_outlines(boundary_docs: Mapping[tuple[str, ...], dict], state_names: Mapping[str, str]) -> dict[str, Any]:
+    """All LGAs as served per state, in one collection, with the API's field names."""
+    features = []
+    for key in sorted(boundary_docs):
+        for f in boundary_docs[key]["features"]:
+            p = f["properties"]
+            features.append({"type": "Feature", "properties": {
+                "lga_code": p["lgaCode"], "lga": p["lga"], "state_code": p["state"], "state": state_names[p["state"]],
+            }, "geometry": f["geometry"]})
+    features.sort(key=lambda f: f["properties"]["lga_code"])
+    return {"type": "FeatureCollection", "source": OUTLINE_SOURCE, "features": features}
+
+
+def state_outlines(lgas: dict[str, Any], states: pl.DataFrame) -> dict[str, Any]:
+    """States dissolved from the served LGA outlines, so state and LGA edges coincide exactly."""
+    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in lgas["features"]])
+    codes = np.array([f["properties"]["state_code"] for f in lgas["features"]])
+    features = []
+    for code, name in states.select("state_code", "state").sort("state_code").iter_rows():
+        part = geoms[codes == code]
+        try:
+            merged = shapely.coverage_union_all(part)
+        except shapely.errors.GEOSException:  # not an exact coverage after rounding: a plain union
+            merged = shapely.union_all(part)
+        features.append((code, name, merged))
+    shapes = geometry_json(np.array([g for _, _, g in features], dtype=object))
+    return {
+        "type": "FeatureCollection",
+        "source": OUTLINE_SOURCE + " State outlines are the union of their LGAs' outlines.",
+        "features": [{"type": "Feature", "properties": {"state_code": c, "state": n}, "geometry": g}
+                     for (c, n, _), g in zip(features, shapes, strict=True)],
+    }
+
+
+def geoparquet(collection: dict[str, Any]) -> bytes:
+    """The collection as GeoParquet 1.1 (WKB geometry column, `geo` metadata), written by polars."""
+    feats = collection["features"]
+    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in feats])
+    props = pl.from_dicts([f["properties"] for f in feats], infer_schema_length=None)
+    df = props.with_columns(pl.Series("geometry", shapely.to_wkb(geoms).tolist(), dtype=pl.Binary))
+    xmin, ymin, xmax, ymax = shapely.total_bounds(geoms).tolist()
+    geo = {
+        "version": GEOPARQUET_VERSION,
+        "primary_column": "geometry",
+        "columns": {"geometry": {
+            "encoding": "WKB",
+            "geometry_types": sorted({f["geometry"]["type"] for f in feats}),
+            "bbox": [xmin, ymin, xmax, ymax],
+        }},
+    }
+    buf = io.BytesIO()
+    df.write_parquet(buf, metadata={"geo": orjson.dumps(geo).decode()})
+    return buf.getvalue()
+
+
+# --- encoding ------------------------------------------------------------------------------
+
+
+def csv_bytes(df: pl.DataFrame) -> bytes:
+    """UTF-8 CSV, one header row; lists (from fields other producers may add) are `;`-joined as in CSV responses."""
+    lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
+    if lists:
+        df = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(tabular.LIST_SEPARATOR) for c in lists)
+    return df.write_csv(null_value="").encode("utf-8")
+
+
+def parquet_bytes(df: pl.DataFrame) -> bytes:
+    buf = io.BytesIO()
+    df.write_parquet(buf, compression="zstd", statistics=True)
+    return buf.getvalue()
+
+
+def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
+    docs = _docs(produced)
+    have = {p.dataset for p in produced}
+    if "risk" not in have or "context" not in have:
+        raise DatasetUnavailable("downloads need the risk and context documents")
+    periods = docs["/v1/periods"][()]
+    out: dict[str, pl.DataFrame] = {}
+    out["risk_lga_month"] = risk_table(
+        (docs["/v1/risk/lgas"][k] for k in sorted(docs["/v1/risk/lgas"])),
+        (docs["/v1/forecasts/lgas"][k] for k in sorted(docs["/v1/forecasts/lgas"]) if k[1] == "4"),
+        periods, "risk_lga_month")
+    out["risk_state_month"] = risk_table(
+        (docs["/v1/risk/states"][k] for k in sorted(docs["/v1/risk/states"])),
+        [docs["/v1/forecasts/states"][("4",)]], periods, "risk_state_month")
+    out["context_lga"], out["context_state"] = context_tables(docs)
+    if "transmission" in have:
+        lga, state, survey = transmission_tables(docs)
+        out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
+    out["gazetteer"] = gazetteer(geography)
+    return out
+
+
+def table_files(frames: Mapping[str, pl.DataFrame]) -> list[BundleFile]:
+    files: list[BundleFile] = []
+    for name, df in frames.items():
+        files.append(BundleFile(f"{name}.csv", CSV, csv_bytes(df), TABLE_TITLES[name] + " CSV."))
+        files.append(BundleFile(f"{name}.parquet", PARQUET, parquet_bytes(df), TABLE_TITLES[name] + " Parquet."))
+    return files
+
+
+def outline_files(boundary_docs: Mapping[tuple[str, ...], dict], geography: Any) -> list[BundleFile]:
+    names = dict(geography.states.select("state_code", "state").iter_rows())
+    lgas = lga_outlines(boundary_docs, names)
+    states = state_outlines(lgas, geography.states)
+    out = []
+    for stem, coll, what in (("lga_outlines", lgas, "All 774 LGA outlines (simplified, as served by "
+                              "/v1/boundaries/lgas), properties lga_code, lga, state_code, state."),
+                             ("state_outlines", states, "All 37 state outlines (the union of their LGAs), "
+                              "properties state_code, state.")):
+        out.append(BundleFile(f"{stem}.geojson", GEOJSON, orjson.dumps(coll), what + " GeoJSON."))
+        out.append(BundleFile(f"{stem}.parquet", PARQUET, geoparquet(coll), what + " GeoParquet 1.1."))
+    return out
+
+
+# --- the description files and the index (need the release id) --------------------------
+
+
+def _field_notes(produced: Iterable[Produced]) -> dict[str, str]:
+    """Field descriptions in priority order: the bundle's own, the producers' source blocks, the API schemas."""
+    from pipeline.site.openapi import resource_schemas
+
+    notes: dict[str, str] = {}
+    for schema in resource_schemas().values():
+        for name, prop in (schema.get("properties") or {}).items():
+            if isinstance(prop, dict) and prop.get("description"):
+                notes.setdefault(name, prop["description"])
+    for p in produced:
+        for docs in p.documents.values():
+            for doc in list(docs.values())[:1]:
+                fields = doc.get("source", {}).get("fields") if isinstance(doc, dict) and isinstance(
+                    doc.get("source"), dict) else None
+                if isinstance(fields, dict):
+                    notes.update({k: v for k, v in fields.items() if isinstance(v, str)})
+    notes.update(OWN_FIELDS)
+    return notes
+
+
+def _field_type(name: str, dtype: pl.DataType) -> dict[str, Any]:
+    if name == "period":
+        return {"type": "yearmonth"}
+    if dtype == pl.Boolean:
+        return {"type": "boolean", "trueValues": ["true"], "falseValues": ["false"]}
+    if dtype.is_integer():
+        return {"type": "integer"}
+    if dtype.is_float():
+        return {"type": "number"}
+    if isinstance(dtype, pl.List):
+        return {"type": "string", "format": "default", "x-list-separator": tabular.LIST_SEPARATOR}
+    return {"type": "string"}
+
+
+def _sources(keys: Iterable[str]) -> list[dict[str, str]]:
+    from pipeline.site.pages import SOURCES
+
+    out = []
+    for s in SOURCES:
+        if any(k.lower() in s.name.lower() for k in keys):
+            out.append({"title": f"{s.name}: {s.provider}", "licence": s.licence, "via": s.via})
+    return out
+
+
+def _licences() -> list[dict[str, str]]:
+    """Each source keeps its own licence; the package lists them as the sources state them."""
+    from pipeline.site.pages import SOURCES
+
+    seen: dict[str, None] = {}
+    for s in SOURCES:
+        seen.setdefault(s.licence)
+    return [{"name": "other-at", "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"}
+            for lic in seen]
+
+
+def datapackage(release_id: str, model_version: str | None, updated_at: str, frames: Mapping[str, pl.DataFrame],
+                files: list[BundleFile], notes: Mapping[str, str]) -> dict[str, Any]:
+    """A Frictionless Data Package: every table (CSV and Parquet) with its schema, plus the outlines."""
+    by_name = {f.name: f for f in files}
+    resources: list[dict[str, Any]] = []
+    for name, df in frames.items():
+        fields = []
+        for col, dtype in df.schema.items():
+            field: dict[str, Any] = {"name": col, "description": notes.get(col, ""), **_field_type(col, dtype)}
+            if col in UNITS:
+                field["unit"] = UNITS[col]
+            fields.append(field)
+        schema: dict[str, Any] = {"fields": fields, "missingValues": [""]}
+        for ext, fmt in (("csv", "csv"), ("parquet", "parquet")):
+            f = by_name[f"{name}.{ext}"]
+            res: dict[str, Any] = {
+                "name": f"{name}-{ext}" if ext != "csv" else name,
+                "path": f.name, "title": TABLE_TITLES[name], "format": fmt,
+                "mediatype": f.media_type.split(";")[0], "bytes": len(f.data),
+                "hash": "sha256:" + _sha256(f.data), "schema": schema,
+                "sources": _sources(TABLE_SOURCES[name]),
+            }
+            if ext == "csv":
+                res["encoding"] = "utf-8"
+                res["dialect"] = {"delimiter": ",", "header": True}
+            else:
+                res["profile"] = "data-resource"
+                res.pop("schema")
+                res["description"] = f"The same rows and columns as {name}.csv, typed (Parquet, zstd)."
+            resources.append(res)
+    for stem in ("lga_outlines", "state_outlines"):
+        for ext, fmt in (("geojson", "geojson"), ("parquet", "geoparquet")):
+            f = by_name[f"{stem}.{ext}"]
+            resources.append({
+                "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "profile": "data-resource",
+                "mediatype": f.media_type.split(";")[0], "bytes": len(f.data), "hash": "sha256:" + _sha256(f.data),
+                "description": f.description, "sources": _sources(TABLE_SOURCES[stem]),
+            })
+    return {
+        "profile": "data-package",
+        "name": PACKAGE_NAME,
+        "id": release_id,
+        "title": "Malaria risk data for Nigeria, release " + release_id,
+        "description": "Modelled malaria risk per LGA and state by month (estimates and forecasts), coverage "
+                       "context, transmission seasons, survey trends, a gazetteer and outlines, exactly as the "
+                       "API served them in this release. See README.md.",
+        "version": release_id,
+        "created": updated_at,
+        "keywords": ["malaria", "Nigeria", "LGA", "risk", "forecast"],
+        "x-model-version": model_version,
+        "licenses": _licences(),
+        "sources": _sources(("",)),
+        "resources": resources,
+    }
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile]) -> bytes:
+    from pipeline.site.pages import SOURCES
+
+    lines = [
+        f"# Malaria risk data for Nigeria — release {release_id}", "",
+        "The whole data set of the malaria risk data service for Nigeria, as its API served it in this "
+        "release: risk scores per LGA and state for every month (estimates and forecasts, with ranges), "
+        "coverage context, transmission seasons, survey trends, a gazetteer, and LGA and state outlines.", "",
+        f"- Release id: `{release_id}` (fetch the same bytes again at `/v1/downloads/{release_id}/<file>` "
+        "for as long as the release is kept)",
+        f"- Model version: `{model_version}`",
+        f"- Data loaded: {updated_at}", "",
+        "## Citation", "",
+        f"Malaria risk data service for Nigeria, release {release_id} (model {model_version}), "
+        f"data loaded {updated_at[:10]}. Retrieved from /v1/downloads/{release_id}/{ZIP_NAME}. "
+        "Please also credit the sources below.", "",
+        "## Files", "",
+    ]
+    lines += [f"- `{f.name}` ({len(f.data):,} bytes): {f.description}" for f in files]
+    lines += [
+        "- `datapackage.json`: Frictionless Data Package describing every file, column, type and unit.",
+        "- `SHA256SUMS`: SHA-256 of every other file (`sha256sum -c SHA256SUMS`).", "",
+        "## How the values were made", "",
+        "Risk scores are modelled, not measured: a survey baseline of parasite positivity per state "
+        "(DHS/MIS rounds), split between urban and rural LGAs, is moved month by month by recorded rainfall "
+        "(CHIRPS, downscaled to LGAs); forecasts use the rainfall known at the last estimated month and "
+        "climatology after it. `score_low`/`score_high` give the likely range. State figures are "
+        "population-weighted from their LGAs. Transmission seasons are derived from typical rainfall shifted by "
+        "the delay from rain to cases. Context figures are survey and modelled values and are not score inputs. "
+        "Empty cells are nulls: the sources hold no figure there. Details: /docs/model.html, "
+        "/docs/seasons.html, /docs/context.html, /docs/geography.html and /docs/downloads.html.", "",
+        "## Sources and licences", "",
+        "Each source keeps its own licence; credit them when you use the data.", "",
+    ]
+    for s in SOURCES:
+        lines.append(f"- **{s.name}** — {s.provider}. Used for: {s.used_for}. Licence: {s.licence}. "
+                     f"Via: {s.via}." + (f" {s.note}" if s.note else ""))
+    return ("\n".join(lines) + "\n").encode("utf-8")
+
+
+def sha256sums(files: Iterable[BundleFile]) -> bytes:
+    return "".join(f"{_sha256(f.data)}  {f.name}\n" for f in files).encode("utf-8")
+
+
+def zip_bytes(files: Iterable[BundleFile], updated_at: str) -> bytes:
+    """Every file flat in one zip; text deflated, Parquet stored (already compressed). Fixed
+    timestamps, so the same files give the same zip."""
+    stamp = (int(updated_at[0:4]), int(updated_at[5:7]), int(updated_at[8:10]),
+             int(updated_at[11:13]), int(updated_at[14:16]), int(updated_at[17:19]))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for f in files:
+            info = zipfile.ZipInfo(f.name, date_time=stamp)
+            info.external_attr = 0o644 << 16
+            packed = f.media_type in (PARQUET, ZIP)
+            info.compress_type = zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED
+            z.writestr(info, f.data, compresslevel=None if packed else 6)
+    return buf.getvalue()
+
+
+def index_document(release_id: str, model_version: str | None, files: Iterable[BundleFile]) -> dict[str, Any]:
+    return {
+        "release_id": release_id,
+        "model_version": model_version,
+        "files": [{"name": f.name, "path": DOWNLOAD_FILE.path_for(release_id, f.name), "media_type": f.media_type,
+                   "bytes": len(f.data), "sha256": _sha256(f.data), "description": f.description}
+                  for f in files],
+    }
+
+
+def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
+           describe: Callable[[str], dict[str, Any]] | None = None) -> Produced:
+    """The bundle as a producer's output: data files now, the files naming the release id at stamp time."""
+
+    def stamp(release_id: str) -> tuple[Documents, StaticFiles]:
+        own = list(files)
+        if describe is not None:
+            own.append(BundleFile("datapackage.json", JSON,
+                                  orjson.dumps(describe(release_id), option=orjson.OPT_INDENT_2),
+                                  "Frictionless Data Package: every file, column, type, unit, source and licence."))
+        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files),
+                              "What the bundle is, the release id, model version, citation, sources, licences "
+                              "and how the values were made."))
+        own.append(BundleFile("SHA256SUMS", TEXT, sha256sums(own), "SHA-256 of every other file."))
+        own.append(BundleFile(ZIP_NAME, ZIP, zip_bytes(own, updated_at), "Every file above in one zip."))
+        out = {DOWNLOAD_FILE.key(f.name): (f.media_type, f.data) for f in own[len(files):]}
+        return {ROUTE: {(): index_document(release_id, model_version, own)}}, out
+
+    return Produced("downloads", {}, files={DOWNLOAD_FILE.key(f.name): (f.media_type, f.data) for f in files},
+                    stamp=stamp)
+
+
+def produce(ctx: BuildContext) -> Produced:
+    produced: list[Produced] = ctx.produced
+    model_version = next((p.model_version for p in produced if p.model_version), None)
+    frames = tables(produced, ctx.geography)
+    docs = _docs(produced)
+    files = table_files(frames) + outline_files(docs["/v1/boundaries/lgas"], ctx.geography)
+    notes = _field_notes(produced)
+
+    def describe(release_id: str) -> dict[str, Any]:
+        return datapackage(release_id, model_version, ctx.updated_at, frames, files, notes)
+
+    return bundle(files, ctx.updated_at, model_version, describe)
