@@ -2,8 +2,8 @@
  *
  * Reads the API with the key the reader pastes (kept in sessionStorage, sent only in the
  * Authorization header). First paint: the downloads index, the national LGA outlines, the
- * LGA-by-month risk table, the gazetteer and the period index — five requests; every month is
- * in the table, so moving the slider asks nothing more. Seasonality and survey figures are
+ * LGA-by-month risk table and the gazetteer — four requests; every month is in the table, so
+ * moving the slider asks nothing more. Seasonality and survey figures are
  * fetched once, on the first LGA chosen. The browser's HTTP cache revalidates with ETags.
  */
 (function () {
@@ -150,13 +150,12 @@
         api(fileUrl("lga_outlines.geojson")),
         api(fileUrl("risk_lga_month.csv"), "text"),
         api(fileUrl("gazetteer.csv"), "text"),
-        api("/v1/periods"),
       ]);
     }).then(function (res) {
       loadGazetteer(parseCsv(res[2]));
-      loadRisk(parseCsv(res[1]), res[3]);
+      loadRisk(parseCsv(res[1]));
       drawMap(res[0]);
-      setupControls(res[3]);
+      setupControls();
       status("");
       document.body.classList.add("map-ready");
     }).catch(function (err) {
@@ -169,7 +168,7 @@
     rows.forEach(function (r) { state.gazetteer[r.lga_code] = r; });
   }
 
-  function loadRisk(rows, periods) {
+  function loadRisk(rows) {
     var seen = {};
     rows.forEach(function (r) {
       var p = r.period;
@@ -180,8 +179,8 @@
         state.kinds[p] = r.kind === "forecast" ? "forecast" : "estimated";
         state.horizon[p] = r.horizon;
       }
+      if (r.provisional === "true") state.provisional[p] = true; // a column the table may carry
     });
-    (periods.months || []).forEach(function (m) { state.provisional[m.period] = !!m.provisional; });
     state.periods = Object.keys(seen).sort();
   }
 
@@ -241,14 +240,14 @@
 
   // --- controls --------------------------------------------------------------------------
 
-  function setupControls(periods) {
+  function setupControls() {
     var slider = $("month");
     slider.min = 0; slider.max = state.periods.length - 1;
-    var last = periods.last_estimated && state.periods.indexOf(periods.last_estimated) >= 0
-      ? state.periods.indexOf(periods.last_estimated) : state.periods.length - 1;
+    var firstForecast = state.periods.findIndex(isForecast);
+    // opens on the latest estimated month, as the API's default period
+    var last = firstForecast > 0 ? firstForecast - 1 : state.periods.length - 1;
     slider.value = last;
     slider.disabled = false;
-    var firstForecast = state.periods.findIndex(isForecast);
     if (firstForecast >= 0) {
       var share = 100 * firstForecast / Math.max(1, state.periods.length - 1);
       $("forecast-band").style.left = share + "%";
