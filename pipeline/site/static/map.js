@@ -484,9 +484,11 @@
     var st = t.state[stateCode];
     var trend = st ? st.survey_trend.slice().sort(function (a, b) { return a.survey_year - b.survey_year; }) : [];
     $("survey-title").textContent = "Survey positivity, " + (st ? st.state : stateCode);
-    $("survey-note").textContent = trend.length
-      ? "Share of children aged 6–59 months who tested positive; bars show the 95% range where the source gives one."
-      : "No survey figures for this state.";
+    var ranged = trend.filter(function (e) { return e.low !== null && e.high !== null; }).length;
+    $("survey-note").textContent = !trend.length ? "No survey figures for this state."
+      : "Share of children aged 6–59 months who tested positive" + (ranged
+        ? "; bars show the 95% range where the source gives one."
+        : ". The source gives no 95% range for these rounds.");
     var labels = trend.map(function (e) { return e.survey + " (" + e.test + ")"; });
     chart("survey-chart", {
       data: {

@@ -189,6 +189,7 @@ def test_clicking_an_lga_shows_the_apis_figures_and_charts(watched: Watched, rea
         assert drawn[0] >= 2 and drawn[1] > 2000, (chart_id, drawn)
     # the map's own table view lists the state's LGAs with the same figures
     page.click("#map-table summary")
+    page.wait_for_function("document.querySelectorAll('#map-table tbody tr').length > 0")  # built on toggle
     cells = page.eval_on_selector_all("#map-table tbody tr", "rs => rs.map(r => [r.cells[2].textContent, r.cells[3].textContent])")
     assert len(cells) == len(report["lgas"])
     assert {c: float(s) for c, s in cells} == {x["lga_code"]: x["score"] for x in report["lgas"]}
