@@ -312,3 +312,13 @@ def test_cut_keeps_the_first_items_of_every_list() -> None:
     value = {"a": [1, 2, 3], "b": {"c": [[1, 2, 3], [4]]}, "d": "x"}
     assert cut(value) == ({"a": [1, 2], "b": {"c": [[1, 2], [4]]}, "d": "x"}, True)
     assert cut({"a": [1]}) == ({"a": [1]}, False)
+
+
+def test_redirect_and_gzip_docs_on_the_direct_front(site_server: tuple[LiveServer, str]) -> None:
+    server, _ = site_server
+    with LiveServer(server.app, "direct") as direct, httpx.Client(base_url=direct.url, timeout=10) as c:
+        r = c.get("/")
+        assert r.status_code == 301 and r.headers["location"] == "/docs/"
+        zipped = c.get("/docs/", headers={"Accept-Encoding": "gzip"})
+        assert zipped.status_code == 200 and zipped.headers["content-encoding"] == "gzip"
+        assert "Getting a key" in zipped.text
