@@ -254,3 +254,25 @@ def test_screenshots_are_written(chromium: Any, real_site: RealSite, tmp_path) -
 
 def test_downloads_route_is_the_one_the_map_reads() -> None:
     assert "/v1/downloads" in BY_PATH  # the map's first request; the route table owns it
+
+
+def test_a_reload_revalidates_instead_of_downloading_again(chromium: Any, real_site: RealSite) -> None:
+    """The key stays in the tab and the tables in the browser cache: a reload costs four 304s.
+
+    Its own browser context: request routing (the offline guard of the other tests) turns
+    Chromium's HTTP cache off.
+    """
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    page = context.new_page()
+    watched = Watched(page, real_site.url)
+    open_map(page, real_site.url, real_site.key)
+    page.reload()
+    page.wait_for_selector("body.map-ready", timeout=60_000)  # no key pasted again
+    sizes = page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/'))"
+                          ".map(e => [e.name, e.transferSize, e.decodedBodySize])")
+    assert len(sizes) <= FIRST_PAINT_MAX_REQUESTS
+    for name, transferred, size in sizes:
+        assert transferred < 2_000 < size or size < 2_000, (name, transferred, size)  # headers only: a 304
+    assert page.locator("#map path.lga").count() == LGAS
+    assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
+    context.close()
