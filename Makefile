@@ -27,6 +27,7 @@ $(VENV)/.installed: $(VENV)/.runtime pyproject.toml
 
 # The site's front-end libraries (map, charts), exactly as pinned in the lock file.
 $(SITE)/node_modules/.installed: $(SITE)/package.json $(SITE)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed for the map's pinned libraries (Debian: apt install npm)" >&2; exit 1; }
 	cd $(SITE) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 

@@ -220,7 +220,7 @@ def keys_local_test(key_file: Path, keys_path: str) -> None:
             click.echo(kept)
             return
     _, key = store.create("local test key", list(LOCAL_TEST_SCOPES), "test")
-    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = key_file.with_name(key_file.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as f:
