@@ -55,6 +55,7 @@ serve: install-run
 
 lint: install
 	$(BIN)/ruff check pipeline edge tests bench deploy
+	$(BIN)/mypy
 
 test: install lint
 	$(BIN)/pytest -q
@@ -66,8 +67,8 @@ screenshots: install
 	$(BIN)/python -m tests.pipeline.site.screenshots --root build --out build/screenshots
 
 reports: install
-	$(BIN)/python -m pipeline.reports.hindcast --data-dir "$(DATA_DIR)" --out reports
-	$(BIN)/python -m pipeline.reports.agreement --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report hindcast --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report agreement --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 from urllib.parse import unquote_to_bytes
 
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
@@ -69,7 +69,7 @@ class Response:
     file_key: str | None = None  # set when the answer is a release file
     key_id: str | None = None  # who asked, for logs and limits
     release_id: str | None = None  # the release `file_key` lies in, when not the current one
-    extra: dict = field(default_factory=dict)
+    extra: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -163,7 +163,7 @@ def parse_query(raw: str, route: Route, path: str) -> dict[str, str] | Response:
     parsed = _parse_query(raw, route)
     if isinstance(parsed, tuple):
         code, detail, members = parsed
-        return error(code, detail, path, **members)
+        return error(code, detail, path, None, **members)
     return parsed
 
 
@@ -352,8 +352,8 @@ def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, Fi
         memo[ck] = outcome
     if outcome[0] is None:
         _, code, detail, members = outcome
-        return error(code, detail, req.path, **members)
-    return outcome  # type: ignore[return-value]
+        return error(code, detail, req.path, None, **members)
+    return outcome
 
 
 def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outcome:

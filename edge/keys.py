@@ -8,12 +8,13 @@ SQLite store (local) and the DynamoDB store (edge) are interchangeable.
 
 from __future__ import annotations
 
+import builtins
 import hashlib
 import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 PREFIXES = {"live": "svc_live_", "test": "svc_test_"}
 KEY_RE = re.compile(r"^svc_(live|test)_[A-Za-z0-9_-]{32}$")
@@ -112,3 +113,20 @@ class KeyStore(Protocol):
     """Read side used by the gate on every request."""
 
     def lookup(self, key_hash: str) -> KeyRecord | None: ...
+
+
+class AdminStore(KeyStore, Protocol):
+    """Write side, for key administration (`malaria-risk keys|orgs|accounts`); every store
+    raises AdminError with the same messages (validate_new_key)."""
+
+    def create(self, name: str, scopes: builtins.list[str], kind: str = "test", expires_on: str | None = None,
+               owner: str | None = None, org: str | None = None, per_minute: int | None = None,
+               monthly: int | None = None) -> tuple[str, str]: ...
+
+    def revoke(self, key_id: str, now: datetime | None = None) -> None: ...
+
+    def set_org_suspended(self, org: str, suspended: bool, now: datetime | None = None) -> None: ...
+
+    def remove_account(self, account: str, now: datetime | None = None) -> None: ...
+
+    def list(self, now: datetime | None = None) -> builtins.list[dict[str, Any]]: ...

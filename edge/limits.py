@@ -102,22 +102,6 @@ def _ceil(x: float) -> int:
     return i if i == x else i + 1
 
 
-@dataclass(frozen=True)
-class Policy:
-    """The limits that apply to one key: its own overrides, else the service defaults."""
-
-    per_minute: int
-    monthly: int | None  # None: no allowance (test keys)
-
-    @classmethod
-    def for_key(cls, record: KeyRecord, default_per_minute: int = DEFAULT_PER_MINUTE,
-                default_monthly: int = DEFAULT_MONTHLY) -> Policy:
-        per_minute = record.per_minute if record.per_minute is not None else default_per_minute
-        if record.kind != "live":
-            return cls(per_minute, None)
-        return cls(per_minute, record.monthly if record.monthly is not None else default_monthly)
-
-
 # --- header formatting (IETF httpapi RateLimit header fields draft, -08 and later) ----------
 #
 # RateLimit-Policy: a Structured Fields List of policies, each a String naming it with
@@ -129,25 +113,6 @@ class Policy:
 def format_policy(items: Sequence[tuple[str, int, int]]) -> str:
     """`[(name, quota, window_seconds)]` → the RateLimit-Policy field value."""
     return ", ".join(f'"{name}";q={q};w={w}' for name, q, w in items)
-
-
-def format_ratelimit(items: Sequence[tuple[str, int, int]]) -> str:
-    """`[(name, remaining, reset_seconds)]` → the RateLimit field value."""
-    return ", ".join(f'"{name}";r={max(0, r)};t={t}' for name, r, t in items)
-
-
-def parse_sf_list(value: str) -> dict[str, dict[str, int]]:
-    """Read back a field this module wrote (for tests and the bench): name → params.
-
-    Deliberately narrow: quoted names, integer parameters — the subset we emit.
-    """
-    out: dict[str, dict[str, int]] = {}
-    for member in value.split(","):
-        name, *params = (p.strip() for p in member.strip().split(";"))
-        if not (len(name) >= 2 and name[0] == name[-1] == '"'):
-            raise ValueError(f"not a quoted policy name: {name!r}")
-        out[name[1:-1]] = {k: int(v) for k, v in (p.split("=", 1) for p in params)}
-    return out
 
 
 @lru_cache(maxsize=1024)

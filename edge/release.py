@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from .routes import DOWNLOAD_FILE, RELEASE_ID_RE, Facts
 
@@ -58,7 +58,7 @@ class ManifestRelease:
         return self.entries.get(key)
 
     @classmethod
-    def from_manifest(cls, doc: dict, root: Path | None = None, only_prefix: str = "") -> ManifestRelease:
+    def from_manifest(cls, doc: dict[str, Any], root: Path | None = None, only_prefix: str = "") -> ManifestRelease:
         """`only_prefix` keeps just the entries under it (a pinned release needs only its bundle)."""
         files = doc["files"]
         entries: dict[str, FileEntry] = {}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 JSON = "application/json"
 GEOJSON = "application/geo+json"
@@ -58,7 +59,7 @@ class Facts:
     available: tuple[str, ...] = ()  # datasets present in the release
 
     @classmethod
-    def from_json(cls, raw: Mapping) -> Facts:
+    def from_json(cls, raw: Mapping[str, Any]) -> Facts:
         return cls(
             states=tuple(raw.get("states", ())),
             estimated=tuple(raw.get("estimated", ())),
@@ -66,7 +67,7 @@ class Facts:
             available=tuple(raw.get("available", ())),
         )
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, list[str]]:
         return {
             "states": list(self.states),
             "estimated": list(self.estimated),

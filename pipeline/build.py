@@ -1,34 +1,36 @@
 """Build orchestration: load inputs once, run every producer, render one release.
 
-Producers are listed by module name so a dataset can be added without touching
-this file's logic. A producer whose inputs are absent raises DatasetUnavailable:
-the release is still built, and its routes answer their documented error.
+Producers are listed by import, in PRODUCERS: adding a dataset is one module in
+pipeline/datasets/ and one line here. A producer whose inputs are absent raises
+DatasetUnavailable: the release is still built, and its routes answer their
+documented error.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets import boundaries, context, downloads, risk, transmission
+from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
 from pipeline.release.render import RenderStats, render_release
+from pipeline.site import pages
 
-PRODUCERS: tuple[str, ...] = (
-    "pipeline.datasets.boundaries",
-    "pipeline.datasets.context",
-    "pipeline.datasets.risk",
-    "pipeline.datasets.transmission",
-    "pipeline.datasets.downloads",  # after the datasets it tabulates
-    "pipeline.site.pages",  # last: documents the release it ships in
+Producer = Callable[[BuildContext], Produced]
+
+PRODUCERS: tuple[Producer, ...] = (
+    boundaries.produce,
+    context.produce,
+    risk.produce,
+    transmission.produce,
+    downloads.produce,  # after the datasets it tabulates
+    pages.produce,  # last: documents the release it ships in
 )
-
-Progress = Callable[[str, int, int], None]
 
 
 @dataclass
@@ -44,18 +46,19 @@ def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
-def run_producers(ctx: BuildContext, producers: tuple[str, ...] = PRODUCERS,
+def run_producers(ctx: BuildContext, producers: tuple[Producer, ...] = PRODUCERS,
                   progress: Progress | None = None,
                   timings: dict[str, float] | None = None) -> tuple[list[Produced], list[tuple[str, str]]]:
+    """Run each producer in order; `ctx.produced` grows as they go (later ones may read it)."""
     produced: list[Produced] = ctx.produced
     unavailable: list[tuple[str, str]] = []
-    for i, name in enumerate(producers):
+    for i, producer in enumerate(producers):
+        name = producer.__module__  # e.g. "pipeline.datasets.transmission", as the build log names it
         if progress:
             progress(f"computing {name.rsplit('.', 1)[-1]}", i, len(producers))
-        module = importlib.import_module(name)
         started = time.perf_counter()
         try:
-            produced.append(module.produce(ctx))
+            produced.append(producer(ctx))
         except DatasetUnavailable as e:
             unavailable.append((name, str(e)))
         if timings is not None:
@@ -70,13 +73,13 @@ def build(
     out: Path,
     progress: Progress | None = None,
     updated_at: str | None = None,
-    producers: tuple[str, ...] = PRODUCERS,
+    producers: tuple[Producer, ...] = PRODUCERS,
 ) -> BuildResult:
     started = time.perf_counter()
-    ctx = BuildContext(data_dir=Path(data_dir), updated_at=updated_at or now_iso(), progress=progress)
     if progress:
         progress("reading geography", 0, 1)
-    ctx.geography = load_geography(ctx.data_dir)
+    geography = load_geography(Path(data_dir))
+    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
     stats = render_release(Path(out), produced, ctx.updated_at, progress)

@@ -1,12 +1,16 @@
 """`malaria-risk`: a thin click layer over the pipeline and edge libraries.
 
 Each command parses options, calls one library function and prints the result;
-no logic lives here that a test could not reach through the library.
+no logic lives here that a test could not reach through the library. Commands are
+grouped by noun where there are several verbs (`keys`, `orgs`, `accounts`,
+`release`, `report`). Operator errors (pipeline/errors.py, and the key stores'
+AdminError) are caught once, in `Main.invoke`, and print as one line.
 """
 
 from __future__ import annotations
 
 import errno
+import importlib
 import os
 import sys
 from datetime import UTC, datetime
@@ -15,7 +19,9 @@ from typing import Any
 
 import click
 
-from edge.keys import AdminError
+from edge.keys import AdminError, AdminStore
+from pipeline.errors import OperatorError
+from pipeline.publish.cli import aliases, example, release
 from pipeline.settings import default_data_dir
 
 DEFAULT_KEYS = "var/keys.sqlite"
@@ -31,14 +37,46 @@ store_option = click.option(
 )
 
 
-def open_key_store(keys_path: str, store_spec: str | None) -> Any:
+def open_key_store(keys_path: str, store_spec: str | None) -> AdminStore:
     """The admin store named by --store, else the SQLite file named by --keys."""
     from edge.stores import open_store
 
     return open_store(store_spec or f"sqlite:{keys_path}")[0]
 
 
-@click.group()
+class Main(click.Group):
+    """The root group: turns every operator error into one line and exit status 1."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except (OperatorError, AdminError) as exc:
+            for problem in getattr(exc, "problems", []):
+                click.echo(f"  {problem}", err=True)
+            raise click.ClickException(str(exc)) from None
+
+
+class LazyGroup(click.Group):
+    """A group whose commands are imported only when named (reports pull in the model)."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.lazy:
+            return super().get_command(ctx, cmd_name)
+        module, _, attr = self.lazy[cmd_name].partition(":")
+        cmd = getattr(importlib.import_module(module), attr)
+        if not isinstance(cmd, click.Command):
+            raise TypeError(f"{self.lazy[cmd_name]} is not a click command")
+        return cmd
+
+
+@click.group(cls=Main)
 @click.version_option(package_name="malaria-risk")
 def main() -> None:
     """Malaria risk data service for Nigeria: build, serve and administer the static API."""
@@ -47,7 +85,7 @@ def main() -> None:
 # -- build -------------------------------------------------------------------------------
 
 
-@main.command()
+@main.command(epilog=example("malaria-risk build --data-dir ../shared/data --out build"))
 @click.option("--data-dir", default=default_data_dir, show_default="$DATA_DIR, else ../shared/data beside the checkout",
               type=click.Path(file_okay=False, path_type=Path), help="Directory of raw inputs.")
 @click.option("--out", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path),
@@ -56,8 +94,6 @@ def main() -> None:
 def build(data_dir: Path, out: Path, quiet: bool) -> None:
     """Render every response into a new immutable release and switch `current` to it."""
     from pipeline.build import build as run_build
-    from pipeline.errors import InputError
-    from pipeline.release.render import RenderError
 
     if not data_dir.is_dir():
         raise click.ClickException(f"data directory {data_dir} does not exist (set DATA_DIR or --data-dir)")
@@ -68,10 +104,7 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
             if done == total:
                 click.echo("", err=True)
 
-    try:
-        result = run_build(data_dir, out, progress)
-    except (InputError, RenderError) as e:
-        raise click.ClickException(str(e)) from e
+    result = run_build(data_dir, out, progress)
     s = result.stats
     for name, reason in result.unavailable:
         click.echo(f"note: {name} skipped, its endpoints answer their unavailable error: {reason}", err=True)
@@ -91,7 +124,7 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 # -- serve -------------------------------------------------------------------------------
 
 
-@main.command()
+@main.command(epilog=example("malaria-risk serve --root build --port 8080 --keys var/keys.sqlite --workers 2"))
 @click.option("--root", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
@@ -154,7 +187,7 @@ def _require_free_port(host: str, port: int) -> None:
         raise click.ClickException(problem)
 
 
-@main.command("check-port")
+@main.command("check-port", epilog=example("malaria-risk check-port --host 127.0.0.1 --port 8080"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
 def check_port(host: str, port: int) -> None:
@@ -170,7 +203,9 @@ def keys() -> None:
     """Create, list and revoke API keys (the dashboard's Settings → API access)."""
 
 
-@keys.command("create")
+@keys.command("create", epilog=example(
+    'malaria-risk keys create --name "dashboard" --scope risk_scores --scope forecasts --kind live --org ngo',
+))  # fmt: skip
 @click.option("--name", required=True, help="A label for the key.")
 @click.option("--scope", "scopes", multiple=True, required=True,
               help="risk_scores, forecasts or lga_boundaries; repeat for several.")
@@ -187,10 +222,7 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
                 store_spec: str | None) -> None:
     """Create a key. The key is printed once, as the last line, and never shown again."""
     store = open_key_store(keys_path, store_spec)
-    try:
-        kid, key = store.create(name, list(scopes), kind, expires, owner, org, per_minute, monthly)
-    except AdminError as e:
-        raise click.ClickException(str(e)) from e
+    kid, key = store.create(name, list(scopes), kind, expires, owner, org, per_minute, monthly)
     click.echo(f"created {kid} ({kind}, scopes: {' '.join(sorted(set(scopes)))}). Store this key now; it is not shown again:", err=True)
     click.echo(key)
 
@@ -198,7 +230,7 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
 LOCAL_TEST_SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 
 
-@keys.command("local-test")
+@keys.command("local-test", epilog=example("malaria-risk keys local-test --keys var/keys.sqlite"))
 @click.option("--key-file", default="var/local-test-key", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where the key is kept between runs, readable by its owner only.")
 @keys_option
@@ -231,7 +263,8 @@ def keys_local_test(key_file: Path, keys_path: str) -> None:
     click.echo(key)
 
 
-@keys.command("list")
+@keys.command("list", epilog=example("malaria-risk keys list --keys var/keys.sqlite",
+                                      "malaria-risk keys list --store dynamodb:malaria-prod"))
 @keys_option
 @store_option
 def keys_list(keys_path: str, store_spec: str | None) -> None:
@@ -247,16 +280,13 @@ def keys_list(keys_path: str, store_spec: str | None) -> None:
         click.echo("no keys", err=True)
 
 
-@keys.command("revoke")
+@keys.command("revoke", epilog=example("malaria-risk keys revoke key_3f9a2c --keys var/keys.sqlite"))
 @click.argument("key_id")
 @keys_option
 @store_option
 def keys_revoke(key_id: str, keys_path: str, store_spec: str | None) -> None:
     """Revoke a key by id; the next request with it gets 401."""
-    try:
-        open_key_store(keys_path, store_spec).revoke(key_id)
-    except AdminError as e:
-        raise click.ClickException(str(e)) from e
+    open_key_store(keys_path, store_spec).revoke(key_id)
     click.echo(f"revoked {key_id}")
 
 
@@ -265,27 +295,23 @@ def orgs() -> None:
     """Suspend or restore an organisation (all its keys answer 401 while suspended)."""
 
 
-@orgs.command("suspend")
+@orgs.command("suspend", epilog=example("malaria-risk orgs suspend ngo --keys var/keys.sqlite"))
 @click.argument("org")
 @keys_option
 @store_option
 def orgs_suspend(org: str, keys_path: str, store_spec: str | None) -> None:
-    try:
-        open_key_store(keys_path, store_spec).set_org_suspended(org, True)
-    except AdminError as e:
-        raise click.ClickException(str(e)) from e
+    """Suspend an organisation: its keys answer 401 from the next request on."""
+    open_key_store(keys_path, store_spec).set_org_suspended(org, True)
     click.echo(f"suspended {org}")
 
 
-@orgs.command("restore")
+@orgs.command("restore", epilog=example("malaria-risk orgs restore ngo --keys var/keys.sqlite"))
 @click.argument("org")
 @keys_option
 @store_option
 def orgs_restore(org: str, keys_path: str, store_spec: str | None) -> None:
-    try:
-        open_key_store(keys_path, store_spec).set_org_suspended(org, False)
-    except AdminError as e:
-        raise click.ClickException(str(e)) from e
+    """Lift a suspension: the organisation's keys work again (unless revoked or expired)."""
+    open_key_store(keys_path, store_spec).set_org_suspended(org, False)
     click.echo(f"restored {org}")
 
 
@@ -294,28 +320,30 @@ def accounts() -> None:
     """Account administration."""
 
 
-@accounts.command("remove")
+@accounts.command("remove", epilog=example("malaria-risk accounts remove ann --keys var/keys.sqlite"))
 @click.argument("account")
 @keys_option
 @store_option
 def accounts_remove(account: str, keys_path: str, store_spec: str | None) -> None:
     """Remove an account: every key it owns answers 401 from the next request on."""
-    try:
-        open_key_store(keys_path, store_spec).remove_account(account)
-    except AdminError as e:
-        raise click.ClickException(str(e)) from e
+    open_key_store(keys_path, store_spec).remove_account(account)
     click.echo(f"removed {account}")
 
 
-def _register_deploy_targets() -> None:
-    """Commands that live in their own modules, one per deploy target (as Datasette's publish/)."""
-    from .publish.cli import commands
+# -- release, report --------------------------------------------------------------------
 
-    for cmd in commands:
-        main.add_command(cmd)
+main.add_command(release)
+for _alias in aliases:
+    main.add_command(_alias)
 
 
-_register_deploy_targets()
+@main.group(cls=LazyGroup, lazy={
+    "hindcast": "pipeline.reports.hindcast:main",
+    "agreement": "pipeline.reports.agreement:main",
+})  # fmt: skip
+def report() -> None:
+    """Write the model evaluation reports (Markdown + JSON) into reports/."""
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,12 +1,42 @@
-"""Errors that stop a build. Each names the input file, the row and the reason, so the
-operator can fix the data rather than read a traceback."""
+"""Every exception the pipeline raises on purpose, in one tree.
+
+Each is an `OperatorError`: its message is one line that names the file, key or
+object and the reason, so the operator can fix the cause rather than read a
+traceback. The command line catches the family once (`pipeline.cli.main`) and
+prints the message, plus `problems` when there are many; anything else that
+escapes is a bug and keeps its traceback.
+
+    OperatorError
+    ├── InputError            an input file is missing, malformed or inconsistent;
+    │                         the build stops before writing anything
+    ├── DatasetUnavailable    a producer's inputs are absent; the build skips it and its
+    │                         routes answer their `unavailable` error (caught in pipeline.build)
+    ├── RenderError           the producers' documents do not cover the route table exactly
+    │   ├── UnknownFigure     a documentation page quotes a figure no producer provides
+    │   └── SiteError         the site's front-end libraries (npm ci) are not installed
+    └── PublishError          publishing to S3 failed or was refused (wrong key, missing
+        │                     bucket, unsound release tree, failed verification)
+        └── PointerConflict   current.json moved while we worked; nothing was switched
+
+`edge.keys.AdminError` (key administration refused: unknown scope, no such key) is
+not in the tree because `edge/` imports nothing from `pipeline/`; the command line
+handles it at the same place, the same way.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 
-class InputError(Exception):
+class OperatorError(Exception):
+    """A failure the operator can fix; `problems` lists every instance when there are many."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = problems or []
+
+
+class InputError(OperatorError):
     """An input file is missing, malformed or inconsistent; the build stops before writing."""
 
     def __init__(self, file: Path | str, reason: str, row: int | None = None):
@@ -17,6 +47,28 @@ class InputError(Exception):
         super().__init__(f"{where}: {reason}")
 
 
-class DatasetUnavailable(Exception):
+class DatasetUnavailable(OperatorError):
     """A producer's inputs are absent: the build continues and its routes answer their
     route's `unavailable` error (e.g. 503 TRANSMISSION_DATA_UNAVAILABLE)."""
+
+
+class RenderError(OperatorError):
+    """The producers' documents do not cover the route table exactly."""
+
+
+class UnknownFigure(RenderError):
+    """A page names a figure that no producer provides."""
+
+
+class SiteError(RenderError):
+    """The documentation site cannot be rendered: its pinned front-end libraries are missing."""
+
+
+class PublishError(OperatorError):
+    """Publishing failed or was refused: one line that says what went wrong and where;
+    `problems` holds the full list (e.g. every object that failed verification)."""
+
+
+class PointerConflict(PublishError):
+    """current.json changed between our read and our conditional write: another
+    publisher (or a rollback) got there first, and we refuse to overwrite it blindly."""

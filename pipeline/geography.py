@@ -5,7 +5,7 @@ Identity comes from OCHA (p-code `lga_code`, `adm2_name`), because that is the c
 humanitarian and health partners join on. Shape, area and population come from the
 eHA/GRID3 outlines (the WorldPop/NPC table is keyed on the eHA code), so all three
 describe the same polygon. The link between the two is computed here
-(`build_crosswalk`), not taken from the scout's `lgas.csv`, so that the rule is
+(`build_crosswalk`), not taken from the derived `admin/lgas.csv`, so that the rule is
 visible, tested and re-run when either source changes.
 """
 

@@ -84,6 +84,16 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
     return out
 
 
+@pytest.fixture(scope="session")
+def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One build from the real data per session; tests that use it carry the `slow` mark."""
+    from pipeline.build import build
+
+    out = tmp_path_factory.mktemp("real") / "build"
+    build(DATA_DIR, out)
+    return out
+
+
 @pytest.fixture
 def release_root(tmp_path: Path) -> Path:
     root = tmp_path / "build"

@@ -1,7 +1,35 @@
 """Where the tests find the checkout and the real data: defined once for every test module."""
 
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+import pytest
+
 from pipeline.settings import REPO_ROOT, default_data_dir
 
 DATA_DIR = default_data_dir()
 
-__all__ = ["DATA_DIR", "REPO_ROOT"]
+__all__ = ["DATA_DIR", "REPO_ROOT", "data_marks", "needs_data"]
+
+F = TypeVar("F")
+
+
+def data_marks(*paths: str) -> list[pytest.MarkDecorator]:
+    """`slow`, and a skip with a reason when DATA_DIR or any of `paths` inside it is
+    missing: for `pytestmark` of a module that reads the real data throughout."""
+    missing = [p for p in (paths or (".",)) if not (DATA_DIR / p).exists()]
+    reason = f"real data not present: {DATA_DIR / missing[0]}" if missing else ""
+    return [pytest.mark.slow, pytest.mark.skipif(bool(missing), reason=reason)]
+
+
+def needs_data(*paths: str) -> Callable[[F], F]:
+    """The same marks as a decorator, for one test (or fixture-using test) that reads the real data."""
+
+    def mark(obj: F) -> F:
+        for m in data_marks(*paths):
+            obj = m(obj)
+        return obj
+
+    return mark

@@ -1,7 +1,7 @@
 """The real thing: a build from DATA_DIR, served over HTTP on loopback, checked against the SPEC.
 
-One build per test session (it takes seconds, not minutes); every assertion reads
-the answer a client would get.
+One build per test session (the `real_build` fixture of tests/conftest.py, shared with
+tests/test_response_schemas.py); every assertion reads the answer a client would get.
 """
 
 from __future__ import annotations
@@ -20,19 +20,13 @@ import pytest
 from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import build
-from tests.conftest import DATA_DIR, LiveServer
+from tests.conftest import LiveServer
+from tests.paths import DATA_DIR, data_marks
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
-pytestmark = pytest.mark.skipif(not DATA_DIR.is_dir(), reason=f"no data directory at {DATA_DIR}")
-
-
-@pytest.fixture(scope="module")
-def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("real") / "build"
-    build(DATA_DIR, out)
-    return out
+pytestmark = data_marks()
 
 
 @pytest.fixture(scope="module")

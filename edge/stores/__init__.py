@@ -6,10 +6,11 @@ administering keys never imports a server.
 
 from __future__ import annotations
 
-from typing import Any
+from ..keys import AdminStore
+from ..limits import Counter
 
 
-def open_store(spec: str, counters: str | None = None) -> tuple[Any, Any]:
+def open_store(spec: str, counters: str | None = None) -> tuple[AdminStore, Counter]:
     """`sqlite:PATH` or `dynamodb:TABLE_PREFIX` → (key store with admin methods, limit counter).
 
     A bare path means `sqlite:PATH`, so `--keys var/keys.sqlite` keeps working. `counters`

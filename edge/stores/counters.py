@@ -14,7 +14,7 @@ By default the counters live in their own file next to the key store (see
 `counters_path_for`) rather than inside it: the key store's cache check uses
 `PRAGMA data_version`, which changes on every commit by another connection, and
 counter commits on every request would defeat it. Passing the key store's own path
-works too (the brief allows one file) at the cost of that cache.
+works too (one file for both) at the cost of that cache.
 
 Writers first queue on an `flock` of a side file, then take SQLite's lock uncontended.
 SQLite's own busy handler polls with sleeps of 1, 2, 5, 10… ms, which under two busy
@@ -140,7 +140,8 @@ def mapped_counters_path_for(keys_path: Path | str) -> Path:
 
 
 class CounterTableFull(RuntimeError):
-    """More live windows than slots; raise MALARIA_RISK_COUNTER_SLOTS (a new file is sized from it)."""
+    """More live windows than slots. The capacity (`MappedCounter(path, slots)`) is fixed
+    when the file is created; a fresh file gets DEFAULT_SLOTS."""
 
 
 _MAGIC = b"MRCOUNT1"
@@ -249,7 +250,7 @@ class MappedCounter:
         i, found = self._find(b)
         off = self._base + i * _SLOT
         if found:
-            n = _COUNT.unpack_from(mm, off)[0] + 1
+            n: int = _COUNT.unpack_from(mm, off)[0] + 1
             _COUNT.pack_into(mm, off, n)
             return n
         _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))

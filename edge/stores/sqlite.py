@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
+from ..keys import PREFIXES, AdminError, KeyRecord, KeyStore, hash_key, new_key, validate_new_key
 from ..routes import SCOPES
 
 __all__ = ["AdminError", "ChangeAwareKeyCache", "SQLiteKeyStore"]  # AdminError is re-exported for the CLI
@@ -120,7 +120,7 @@ class SQLiteKeyStore:
         row = self._conn().execute("SELECT removed_at FROM accounts WHERE account=?", (account,)).fetchone()
         return row is not None and row[0] is not None
 
-    def list(self, now: datetime | None = None) -> list[dict]:
+    def list(self, now: datetime | None = None) -> list[dict[str, Any]]:
         now = now or datetime.now(UTC)
         rows = self._conn().execute(
             "SELECT k.id, k.name, k.kind, k.scopes, k.owner, k.org, k.expires_on, k.prefix, k.last4,"
@@ -184,7 +184,7 @@ class ChangeAwareKeyCache:
     commits would empty the cache on every request (see edge/stores/counters.py).
     """
 
-    def __init__(self, inner: Any, path: Path | str, max_items: int = 10_000):
+    def __init__(self, inner: KeyStore, path: Path | str, max_items: int = 10_000):
         self.inner = inner
         self.path = Path(path)
         self.max_items = max_items

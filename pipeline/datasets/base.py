@@ -10,20 +10,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.geography import Geography
 
 # documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
 Documents = dict[str, dict[tuple[str, ...], Any]]
 StaticFiles = dict[str, tuple[str, bytes]]  # key -> (content type, bytes)
+Progress = Callable[[str, int, int], None]  # (label, done, total)
 
 
 @dataclass
 class BuildContext:
     data_dir: Path
     updated_at: str  # ISO 8601 UTC, the data load time stamped into the release
-    geography: Any = None  # pipeline.geography.Geography, filled before the producers run
-    progress: Any = None  # callable(label: str, done: int, total: int) or None
-    produced: list = field(default_factory=list)  # what earlier producers returned (the site reads it)
+    geography: Geography  # the reference every dataset is keyed by
+    progress: Progress | None = None
+    produced: list[Produced] = field(default_factory=list)  # what earlier producers returned (the site reads it)
 
 
 @dataclass

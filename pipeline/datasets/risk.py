@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -23,6 +23,9 @@ from pipeline.model.downscale import lga_monthly, lga_ratios
 from pipeline.sources.names import state_name_codes
 from pipeline.sources.rainfall import read_lga_climatology, read_recorded_rainfall
 from pipeline.sources.survey import read_survey_positivity
+
+if TYPE_CHECKING:
+    from pipeline.geography import Geography
 
 FIRST_PERIOD = "2018-01"
 DECIMALS = 4
@@ -54,7 +57,7 @@ class ModelData:
     rain_source: str
 
 
-def state_monthly_codes(state: pl.DataFrame, geo: Any) -> pl.DataFrame:
+def state_monthly_codes(state: pl.DataFrame, geo: Geography) -> pl.DataFrame:
     out = state.join(geo.states.select("ocha_pcode", "state_code"), on="ocha_pcode", how="left")
     if out["state_code"].null_count():
         bad = sorted(out.filter(pl.col("state_code").is_null())["ocha_pcode"].unique())
@@ -85,7 +88,7 @@ def recorded_months(state: pl.DataFrame, n_states: int) -> list[str]:
     return [period_of(i) for i in range(start, last + 1)]
 
 
-def load_model_data(data_dir: Path, geo: Any) -> ModelData:
+def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
     rec = read_recorded_rainfall(data_dir)
     state = state_monthly_codes(rec.state, geo)
     n_states = geo.states.height
@@ -236,7 +239,7 @@ def _records(static: list[dict], s: model.Scores) -> list[list[dict]]:
     return out
 
 
-def build_documents(geo: Any, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:
+def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:
     states = geo.states.sort("state_code")
     lgas = geo.lgas
     state_static = [

@@ -14,7 +14,7 @@ used for nothing but `method.check`, so the published agreement is an honest fig
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
@@ -32,6 +32,9 @@ from pipeline.model.seasons import (
 )
 from pipeline.sources import cases, rainfall, survey
 from pipeline.sources.names import hbhi_lga_codes
+
+if TYPE_CHECKING:
+    from pipeline.geography import Geography
 
 # Larval development (~1-2 weeks), extrinsic incubation in the mosquito (~10-14 days)
 # and intrinsic incubation plus care seeking (~2 weeks) add up to about a month
@@ -372,7 +375,7 @@ def _lga_record(rec: dict[str, Any], name: str) -> dict[str, Any]:
 
 def run_check(
     data_dir: Path,
-    geo: Any,
+    geo: Geography,
     lga_codes: list[str],
     lga_rain: np.ndarray,
     lag: int,

@@ -17,18 +17,21 @@ shape is unknown and the ratio is 1.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 import polars as pl
 
 from pipeline.errors import InputError
 from pipeline.sources.names import hbhi_lga_codes
 
+if TYPE_CHECKING:
+    from pipeline.geography import Geography
+
 # Below this state-mean GSOD rainfall (mm/month) a month is "dry": its shape is noise.
 MIN_SHAPE_MM = 1e-6
 
 
-def _with_state_code(df: pl.DataFrame, geo: Any, what: str) -> pl.DataFrame:
+def _with_state_code(df: pl.DataFrame, geo: Geography, what: str) -> pl.DataFrame:
     """Accept a state table keyed by `state_code` or by OCHA `ocha_pcode`."""
     if "state_code" in df.columns:
         return df
@@ -41,14 +44,14 @@ def _with_state_code(df: pl.DataFrame, geo: Any, what: str) -> pl.DataFrame:
     raise InputError(what, "needs a state_code or ocha_pcode column")
 
 
-def _with_lga_code(lga_clim: pl.DataFrame, geo: Any) -> pl.DataFrame:
+def _with_lga_code(lga_clim: pl.DataFrame, geo: Geography) -> pl.DataFrame:
     if "lga_code" in lga_clim.columns:
         return lga_clim
     mapping = hbhi_lga_codes(lga_clim, geo, source="LGA rainfall climatology")
     return lga_clim.join(mapping, on="lga", how="left")
 
 
-def lga_ratios(geo: Any, lga_clim: pl.DataFrame) -> pl.DataFrame:
+def lga_ratios(geo: Geography, lga_clim: pl.DataFrame) -> pl.DataFrame:
     """lga_code, state_code, month, ratio: each LGA's within-state shape (area-weighted mean 1)."""
     clim = _with_lga_code(lga_clim, geo).select("lga_code", pl.col("month").cast(pl.Int64), "rainfall_mm")
     lg = geo.lgas.select("lga_code", "state_code", "area_km2")
@@ -69,7 +72,7 @@ def lga_ratios(geo: Any, lga_clim: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def lga_climatology(geo: Any, state_clim: pl.DataFrame, lga_clim: pl.DataFrame) -> pl.DataFrame:
+def lga_climatology(geo: Geography, state_clim: pl.DataFrame, lga_clim: pl.DataFrame) -> pl.DataFrame:
     """lga_code, state_code, month, rainfall_mm: GSOD shape rescaled to the state CHIRPS climatology."""
     sc = _with_state_code(state_clim, geo, "state rainfall climatology").select(
         "state_code", pl.col("month").cast(pl.Int64), "rainfall_mm"
@@ -83,7 +86,7 @@ def lga_climatology(geo: Any, state_clim: pl.DataFrame, lga_clim: pl.DataFrame) 
     ).sort("lga_code", "month")
 
 
-def lga_monthly(geo: Any, state_monthly: pl.DataFrame, ratios: pl.DataFrame) -> pl.DataFrame:
+def lga_monthly(geo: Geography, state_monthly: pl.DataFrame, ratios: pl.DataFrame) -> pl.DataFrame:
     """lga_code, period, rainfall_mm (+ provisional when the state series has it).
 
     The state's recorded month times the LGA's ratio for that calendar month.

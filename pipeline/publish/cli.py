@@ -1,8 +1,9 @@
-"""Operator commands for publishing: publish, releases list, verify, rollback, prune.
+"""`malaria-risk release publish|list|verify|rollback|prune`: operating published releases.
 
-The lead attaches `commands` to the `malaria-risk` group. Every failure the
-operator can cause or fix (wrong key, missing bucket, dead endpoint, an unsound
-tree, a lost pointer race) is a PublishError and prints as one line, not a traceback.
+Each command opens an S3 client from the shared options and calls one function of
+`pipeline.publish.s3`. Failures are PublishErrors and print as one line (see
+pipeline/errors.py). The pre-grouping spellings (`publish`, `verify`, `rollback`,
+`prune`, `releases list`) stay as hidden aliases so existing scripts keep working.
 """
 
 from __future__ import annotations
@@ -46,6 +47,11 @@ def _err(msg: str) -> None:
     click.echo(msg, err=True)
 
 
+def example(*lines: str) -> str:
+    """A --help epilog: one or more command lines, kept as written (click's \\b)."""
+    return "\b\nExample:\n" + "\n".join(f"  {line}" for line in lines)
+
+
 def s3_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     """--bucket/--prefix/--endpoint-url/--workers, turned into (client, target)."""
 
@@ -72,22 +78,25 @@ def s3_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(
         bucket: str, prefix: str, endpoint_url: str | None, workers: int, **kwargs: Any
     ) -> Any:
-        try:
-            target = s3.Target.of(bucket, prefix)
-            # Fail fast on a dead endpoint, wrong key or missing bucket: the main client
-            # retries connection errors with backoff for a minute, this one does not.
-            s3.preflight(s3.make_client(endpoint_url, max_attempts=2, connect_timeout=5), target)
-            client = s3.make_client(endpoint_url, workers=workers)
-            return fn(client=client, target=target, workers=workers, **kwargs)
-        except s3.PublishError as exc:
-            for problem in exc.problems:
-                _err(f"  {problem}")
-            raise click.ClickException(str(exc)) from None
+        target = s3.Target.of(bucket, prefix)
+        # Fail fast on a dead endpoint, wrong key or missing bucket: the main client
+        # retries connection errors with backoff for a minute, this one does not.
+        s3.preflight(s3.make_client(endpoint_url, max_attempts=2, connect_timeout=5), target)
+        client = s3.make_client(endpoint_url, workers=workers)
+        return fn(client=client, target=target, workers=workers, **kwargs)
 
     return wrapper
 
 
-@click.command("publish")
+@click.group("release")
+def release() -> None:
+    """Publish releases to S3 and operate the published ones (docs/operations.md)."""
+
+
+@release.command("publish", epilog=example(
+    "malaria-risk release publish --bucket malaria-api --prefix prod",
+    "malaria-risk release publish --bucket malaria-api --release 20240501T000000Z-3f9a2c1b --no-switch",
+))  # fmt: skip
 @s3_options
 @click.option(
     "--release",
@@ -105,7 +114,8 @@ def s3_options(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option(
     "--thorough",
     is_flag=True,
-    help="HEAD every object already in the bucket, not just the doubtful ones.",
+    help="HEAD every object already in the bucket, not just the doubtful ones "
+    "(checks headers and SHA-256 metadata changed in place).",
 )
 def publish_cmd(
     client: Any,
@@ -116,7 +126,7 @@ def publish_cmd(
     no_switch: bool,
     thorough: bool,
 ) -> None:
-    """Upload a release, verify every object, then switch current.json to it."""
+    """Upload a release, verify every uploaded object, then switch current.json to it."""
     local = s3.open_local_release(root, release_id)
     result = s3.publish_release(
         client,
@@ -130,10 +140,16 @@ def publish_cmd(
     )
     rate = result.uploaded / result.seconds["upload"] if result.seconds.get("upload") else 0.0
     click.echo(
-        f"release {result.release_id}: {result.objects} objects, {result.uploaded} uploaded "
+        f"release {result.release_id}: {result.objects} objects, {result.uploaded} uploaded and verified "
         f"({result.bytes_uploaded / 1e6:.1f} MB, {rate:.0f} objects/s), {result.already_present} already present, "
-        f"all verified in {result.seconds['total']:.1f}s"
+        f"in {result.seconds['total']:.1f}s"
     )
+    if result.headers_unchecked:
+        click.echo(
+            f"not checked: headers and SHA-256 metadata of the {result.headers_unchecked} object(s) already "
+            "present whose size and body (ETag) matched; run `malaria-risk release verify` or publish "
+            "with --thorough to check them"
+        )
     if result.pointer_switched:
         click.echo(
             f"{target.url(target.pointer_key)} now names {result.release_id} (previous: {result.previous})"
@@ -144,12 +160,7 @@ def publish_cmd(
         click.echo(f"{target.url(target.pointer_key)} already named {result.release_id}; unchanged")
 
 
-@click.group("releases")
-def releases_group() -> None:
-    """Releases published in the bucket."""
-
-
-@releases_group.command("list")
+@release.command("list", epilog=example("malaria-risk release list --bucket malaria-api --prefix prod"))
 @s3_options
 def releases_list_cmd(client: Any, target: s3.Target, workers: int) -> None:
     """Release ids, newest first, marking current and previous, with object counts."""
@@ -168,7 +179,9 @@ def releases_list_cmd(client: Any, target: s3.Target, workers: int) -> None:
         )
 
 
-@click.command("verify")
+@release.command("verify", epilog=example(
+    "malaria-risk release verify --bucket malaria-api --prefix prod --deep",
+))  # fmt: skip
 @s3_options
 @click.option(
     "--release", "release_id", default=None, help="Release id (default: the current one)."
@@ -207,7 +220,9 @@ def verify_cmd(
     )
 
 
-@click.command("rollback")
+@release.command("rollback", epilog=example(
+    "malaria-risk release rollback --bucket malaria-api --prefix prod --to 20240401T000000Z-8e0d4a77",
+))  # fmt: skip
 @s3_options
 @click.option("--to", "release_id", required=True, help="Release id to make current again.")
 @click.option(
@@ -224,7 +239,9 @@ def rollback_cmd(client: Any, target: s3.Target, workers: int, release_id: str, 
         )
 
 
-@click.command("prune")
+@release.command("prune", epilog=example(
+    "malaria-risk release prune --bucket malaria-api --prefix prod --keep 5 --dry-run",
+))  # fmt: skip
 @s3_options
 @click.option(
     "--keep",
@@ -240,16 +257,18 @@ def prune_cmd(client: Any, target: s3.Target, workers: int, keep: int, dry_run: 
     click.echo(f"{verb} {len(doomed)} release(s){': ' + ', '.join(doomed) if doomed else ''}")
 
 
-commands: list[click.Command] = [publish_cmd, releases_group, verify_cmd, rollback_cmd, prune_cmd]
+def _hidden(cmd: click.Command, name: str | None = None) -> click.Command:
+    """The same command under its old name, left out of --help."""
+    return click.Command(
+        name or cmd.name, callback=cmd.callback, params=cmd.params, help=cmd.help,
+        epilog=cmd.epilog, hidden=True,
+    )  # fmt: skip
 
 
-@click.group()
-def main() -> None:
-    """Stand-alone entry point (`python -m pipeline.publish.cli`) until the lead wires `commands`."""
+_releases = click.Group("releases", hidden=True, help="Old spelling of `release list`.")
+_releases.add_command(_hidden(releases_list_cmd, "list"))
 
-
-for _cmd in commands:
-    main.add_command(_cmd)
-
-if __name__ == "__main__":
-    main()
+# The top-level spellings from before `release` grouped them.
+aliases: list[click.Command] = [
+    _hidden(publish_cmd), _releases, _hidden(verify_cmd), _hidden(rollback_cmd), _hidden(prune_cmd),
+]  # fmt: skip

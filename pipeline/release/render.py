@@ -28,6 +28,7 @@ import orjson
 
 from edge.routes import DOWNLOAD_FILE, PUBLIC_PREFIX, ROUTES, Facts, Route, route_values
 from pipeline.datasets.base import Produced
+from pipeline.errors import RenderError
 from pipeline.release import tabular
 from pipeline.release.manifest import (
     MANIFEST_NAME,
@@ -42,10 +43,6 @@ Progress = Callable[[str, int, int], None]
 STATIC_PREFIXES = (PUBLIC_PREFIX, DOWNLOAD_FILE.key_prefix)
 # Already compressed: a gzip sibling would cost build time and bytes for nothing.
 PRECOMPRESSED = frozenset({"application/zip", "application/vnd.apache.parquet"})
-
-
-class RenderError(Exception):
-    """The producers' documents do not cover the route table exactly."""
 
 
 @dataclass

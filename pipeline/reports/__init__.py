@@ -22,5 +22,7 @@ def report_command(fn: Callable[[Path, Path], None]) -> click.Command:
                       show_default=True)(fn)
     fn = click.option("--data-dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_DATA_DIR,
                       show_default=True)(fn)
-    return click.command()(fn)
+    name = fn.__module__.rsplit(".", 1)[-1]
+    epilog = f"\b\nExample:\n  malaria-risk report {name} --data-dir ../shared/data --out reports"
+    return click.command(epilog=epilog)(fn)
 

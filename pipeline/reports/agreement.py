@@ -5,7 +5,7 @@ mean score and the MAP-style modelled incidence (malaria SOURCES.md §2,
 That table is NOT a model input; it is an independent model (MAP/WHO), so agreement
 in ranking is evidence, disagreement is listed with the likely reason.
 
-    python -m pipeline.reports.agreement --data-dir DIR --out reports/
+    malaria-risk report agreement --data-dir DIR --out reports/
 """
 
 from __future__ import annotations

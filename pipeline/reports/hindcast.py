@@ -7,7 +7,7 @@ forecast and outcome (rounds are years apart and enter both sides identically), 
 the hindcast measures the rainfall part of the forecast — which is the only part
 that differs between a forecast and the later estimate.
 
-    python -m pipeline.reports.hindcast --data-dir DIR --out reports/
+    malaria-risk report hindcast --data-dir DIR --out reports/
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def hindcast(md: ModelData, first_issue: str = FIRST_ISSUE) -> dict:
     outcome = model.estimate(md.rain, md.provisional, b, bl, bh, start).score  # [n, months from FIRST_PERIOD]
     n_states = len(md.state_codes)
     outcome_state = model.aggregate(outcome, md.state_idx, md.population, n_states)
-    acc = {
+    acc: dict[str, dict[int, dict[str, list[np.ndarray]]]] = {
         level: {h: {"abs": [], "naive": [], "inside": [], "width": [], "rain_inside": []} for h in range(1, model.HORIZONS + 1)}
         for level in ("lga", "state")
     }

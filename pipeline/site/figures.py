@@ -13,13 +13,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pipeline.datasets.base import Produced
+from pipeline.errors import UnknownFigure
 
 PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_.]*)\s*\}\}")
 NOT_IN_RELEASE = "(not in this release)"
-
-
-class UnknownFigure(Exception):
-    """A page names a figure that no producer provides."""
 
 
 def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:

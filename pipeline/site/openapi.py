@@ -142,9 +142,9 @@ def resource_schemas() -> dict[str, Schema]:
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
-        "provisional": {"type": "boolean", "description": "true for an estimated month whose rainfall is still "
-                        "preliminary (it may change at the next data load); false for forecast months."},
-    }, required=["period", "kind"])
+        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary, "
+                        "which widens its score range (docs/model.md); always false for forecast months."},
+    })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
         "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast."},
@@ -196,7 +196,21 @@ def resource_schemas() -> dict[str, Schema]:
         "name": _str("Origin of the coverage figures, with licences."),
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
         "note": _str("States that the figures are modelled context and not score inputs."),
+        "fields": {"type": "object", "additionalProperties": {"type": "string"},
+                   "description": "Field name → where that field's figure comes from."},
     })
+    s["TransmissionSource"] = {
+        "type": "object", "required": ["rainfall", "lga_rainfall_shape"],
+        "description": "Origin and licence of each input; `surveys` lists every survey source quoted.",
+        "properties": {
+            "rainfall": _str("Source of the state rainfall series."),
+            "lga_rainfall_shape": _str("Source of the within-state LGA rainfall shape."),
+            "check_cases": _str("Source of the case profiles used only as an out-of-sample check."),
+            "surveys": {"type": "array", "items": {"type": "string"}},
+            "survey_note": _str("How survey rounds were chosen and labelled."),
+            "note": _str("How the LGA rainfall was derived."),
+        },
+    }
     s["StateContext"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
         "lgas": _int("Number of LGAs."), **context_figures,
@@ -244,6 +258,7 @@ def resource_schemas() -> dict[str, Schema]:
             "season": _ref("Season"),
             "survey_trend": {"type": "array", "items": _ref("SurveyTrendEntry")},
         })},
+        "source": _ref("TransmissionSource"),
     }, description="SPEC section 4 rule 6.")
     s["LgaTransmission"] = _obj({
         "lga_code": LGA_CODE, "lga": _str("LGA name."), **season,
@@ -253,7 +268,8 @@ def resource_schemas() -> dict[str, Schema]:
     s["LgaTransmissionResponse"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaTransmission"), "description": "Alphabetical by LGA name."},
-    })
+        "source": _ref("TransmissionSource"),
+    }, required=["state_code", "state", "lgas"])  # a state without LGAs carries no source
     s["BoundaryFeature"] = _obj({
         "type": _str("Always `Feature`.", const="Feature"),
         "properties": _obj({

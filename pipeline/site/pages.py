@@ -30,6 +30,7 @@ from markupsafe import Markup
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
 from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
 from pipeline.datasets.base import BuildContext, Produced
+from pipeline.errors import SiteError
 from pipeline.settings import REPO_ROOT
 from pipeline.site.figures import release_figures, substitute
 from pipeline.site.openapi import (
@@ -52,7 +53,7 @@ GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "ope
 # Reading order of the Markdown pages; anything else follows alphabetically.
 DOC_ORDER = ("quickstart", "geography", "context", "model", "seasons", "rate-limits", "downloads")
 # Pages for the people who run the service; they have their own section and navigation.
-OPERATOR_PAGES = ("operations", "deploy", "limits")
+OPERATOR_PAGES = ("architecture", "operations", "deploy", "limits")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):
@@ -70,9 +71,6 @@ VENDOR_FILES: tuple[tuple[str, str, str], ...] = (
 # deficiencies; one colour per risk level, lowest first.
 LEVEL_COLOURS = ("#ffffb2", "#fecc5c", "#fd8d3c", "#f03b20", "#bd0026")
 
-
-class SiteError(Exception):
-    """The site cannot be built as asked (e.g. the front-end libraries are not installed)."""
 
 
 @dataclass(frozen=True)
@@ -323,10 +321,10 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
             docs.setdefault(path, {}).update(by_key)
     out: dict[str, tuple[str, str, bool]] = {}
     for route in ROUTES:
-        by_key = docs.get(route.path)
-        if not by_key:
+        documents = docs.get(route.path)
+        if not documents:
             continue
-        keys = sorted(by_key)
+        keys = sorted(documents)
         # documents are keyed by the route's parameters other than `format` (JSON is the example)
         params = [p for p in route.params if p.kind != "format"]
 
@@ -338,7 +336,7 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
         if params and params[-1].kind == "period":
             key = max(k for k in keys if k[:-1] == key[:-1])  # the latest month
         query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False))
-        shown, was_cut = cut(by_key[key])
+        shown, was_cut = cut(documents[key])
         out[route.path] = (query, orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode(), was_cut)
     return out
 

@@ -10,8 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import polars as pl
+from polars.datatypes import DataTypeClass
 
 from pipeline.errors import InputError
+
+# A column type as readers write it: `pl.Utf8` (a class) or `pl.List(pl.Utf8)` (an instance).
+Dtype = pl.DataType | DataTypeClass
 
 
 def read_text_columns(path: Path, columns: list[str]) -> pl.DataFrame:

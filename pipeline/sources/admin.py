@@ -21,7 +21,7 @@ import polars as pl
 import shapely
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import Dtype, read_text_columns
 
 STATE_COUNT = 37
 LGA_COUNT = 774
@@ -56,7 +56,7 @@ def _line(index: int) -> int:
     return index + 2
 
 
-def _read_csv(path: Path, columns: dict[str, pl.DataType]) -> pl.DataFrame:
+def _read_csv(path: Path, columns: dict[str, Dtype]) -> pl.DataFrame:
     """Read `path` as text, check the columns exist, cast each to its type.
 
     Everything is read as text first so that a bad value can be reported with its
@@ -170,7 +170,7 @@ def read_ocha_admin2(path: Path) -> pl.DataFrame:
 
 
 def read_lgas_table(path: Path) -> pl.DataFrame:
-    """`lgas.csv`, the data scout's derived table. Used only to cross-check our own work
+    """`lgas.csv`, a table derived from the sources when the data directory was assembled. Used only to cross-check our own work
     (crosswalk, geodesic area) in tests; the service computes these itself."""
     frame = _read_csv(
         path,

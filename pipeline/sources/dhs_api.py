@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ def _key(name: str) -> str:
 
 def _state_table(state_codes: Mapping[str, str] | pl.DataFrame) -> dict[str, str]:
     """Normalised state name -> code, from a name->code mapping or a states frame."""
+    pairs: Iterable[tuple[str, str]]
     if isinstance(state_codes, pl.DataFrame):
         pairs = zip(state_codes["state"], state_codes["state_code"], strict=True)
     else:

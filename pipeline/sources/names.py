@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import polars as pl
 import shapely
 
 from pipeline.errors import InputError
+
+if TYPE_CHECKING:
+    from pipeline.geography import Geography
 
 # HBHI spelling (normalised key) -> (ISO state code, OCHA LGA name). Each entry was
 # checked against the OCHA gazetteer name and the HBHI node position.
@@ -104,7 +107,7 @@ def state_code_for(name: str | None, states: pl.DataFrame) -> str | None:
     return table.get(key)
 
 
-def hbhi_lga_codes(hbhi: pl.DataFrame, geo: Any, source: str = "HBHI LGA names") -> pl.DataFrame:
+def hbhi_lga_codes(hbhi: pl.DataFrame, geo: Geography, source: str = "HBHI LGA names") -> pl.DataFrame:
     """One row per distinct HBHI LGA name: columns `lga` (HBHI spelling), `lga_code`.
 
     `hbhi` needs `lga`; `state` (state name) is used when present. Raises InputError
@@ -186,7 +189,7 @@ def hbhi_lga_codes(hbhi: pl.DataFrame, geo: Any, source: str = "HBHI LGA names")
     return mapping
 
 
-def point_check(hbhi: pl.DataFrame, mapping: pl.DataFrame, geo: Any) -> pl.DataFrame:
+def point_check(hbhi: pl.DataFrame, mapping: pl.DataFrame, geo: Geography) -> pl.DataFrame:
     """HBHI names whose `lat`/`lon` point falls in a *different* LGA outline.
 
     Columns `lga`, `lga_code` (from the name match), `point_lga_code` (outline that

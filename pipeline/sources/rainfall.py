@@ -1,7 +1,7 @@
 """Readers for the rainfall inputs (rainfall/SOURCES.md). File reading only; no model.
 
 Two formats feed the recorded state series:
-* the CHIRPS state monthly CSV built by the data scout (`nga_state_chirps_monthly_1981_2026.csv`),
+* the CHIRPS state monthly CSV of the data directory (`nga_state_chirps_monthly_1981_2026.csv`),
   which lost WFP's `version` column, so its trailing months are flagged provisional
   by rule (SOURCES.md: 2026-05 and 2026-06 "may be preliminary");
 * WFP's HDX subnational file `nga-rainfall-subnat-full.csv` (dekadal, admin 1 and 2,
@@ -26,7 +26,7 @@ CHIRPS_CLIMATOLOGY = "rainfall/nga_state_chirps_climatology_monthly.csv"
 LGA_CLIMATOLOGY = "rainfall/nga_lga_idm_gsod_climatology_2001_2016.csv"
 WFP_SUBNATIONAL = "rainfall/nga-rainfall-subnat-full.csv"
 
-# The scout's CHIRPS file has no `version`; SOURCES.md says its last two months may be
+# The data directory's CHIRPS file has no `version`; SOURCES.md says its last two months may be
 # CHIRPS-preliminary. Flag that many trailing months provisional.
 PROVISIONAL_TRAILING_MONTHS = 2
 
@@ -165,7 +165,7 @@ def read_wfp_subnational(path: Path) -> tuple[pl.DataFrame, pl.DataFrame | None]
 
 
 def read_recorded_rainfall(data_dir: Path) -> RecordedRainfall:
-    """The WFP HDX file when the operator has loaded it, else the scout's CHIRPS CSV."""
+    """The WFP HDX file when the operator has loaded it, else the data directory's CHIRPS CSV."""
     wfp = Path(data_dir) / WFP_SUBNATIONAL
     if wfp.exists():
         state, lga = read_wfp_subnational(wfp)

@@ -2,7 +2,7 @@
 
 Two inputs can supply it: the DHS API export (when the operator has loaded
 `malaria/dhs_api_positivity_u5.json`, read by `pipeline.sources.dhs_api`) and the
-scout-assembled `malaria/survey_positivity_u5.csv` (malaria SOURCES.md §1). Both
+assembled `malaria/survey_positivity_u5.csv` (malaria SOURCES.md §1). Both
 return the same columns, so the risk model and the transmission producer do not care
 which one was present:
 
@@ -19,12 +19,13 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
+from pipeline.sources._csv import Dtype
 from pipeline.sources.names import STATE_NAME_VARIANTS, normalise
 
 SURVEY_CSV = "malaria/survey_positivity_u5.csv"
 DHS_API_JSON = "malaria/dhs_api_positivity_u5.json"
 
-SCHEMA: dict[str, pl.DataType] = {
+SCHEMA: dict[str, Dtype] = {
     "survey_year": pl.Int64,
     "survey": pl.Utf8,
     "level": pl.Utf8,
@@ -58,14 +59,14 @@ def read_survey_positivity(data_dir: Path, state_codes: dict[str, str]) -> pl.Da
     """
     api = Path(data_dir) / DHS_API_JSON
     if api.exists():
-        from pipeline.sources.dhs_api import read_dhs_api_export  # written by another helper
+        from pipeline.sources.dhs_api import read_dhs_api_export
 
         return read_dhs_api_export(api, state_codes)
     return read_survey_csv(Path(data_dir) / SURVEY_CSV, state_codes)
 
 
 def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
-    """The scout-assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
+    """The assembled CSV; percentages become shares, 'RDT (assumed)' becomes test_assumed."""
     if not path.exists():
         raise InputError(path, "file not found")
     raw = pl.read_csv(path, infer_schema_length=0)
@@ -125,6 +126,6 @@ def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
             "children_tested",
             pl.col("source").str.strip_chars(),
         )
-        .cast(SCHEMA)
+        .cast(pl.Schema(SCHEMA))
         .sort("survey_year", "level", "area", "test", "source")
     )

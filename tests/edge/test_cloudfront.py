@@ -27,12 +27,13 @@ from edge.cloudfront import (
     viewer_response,
 )
 from edge.keys import hash_key
-from edge.limits import Limiter, MemoryCounter, parse_sf_list
+from edge.limits import Limiter, MemoryCounter
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.publish.s3 import pointer_document
 from pipeline.release.manifest import Manifest, sha256_hex
 from pipeline.release.render import render_release
 from tests.conftest import ESTIMATED, NOW, synthetic_produced
+from tests.edge.structured_fields import parse_sf_list
 
 EVENTS = Path(__file__).parent / "cloudfront_events"
 

@@ -32,16 +32,15 @@ from edge.limits import (
     Limiter,
     MemoryCounter,
     format_policy,
-    format_ratelimit,
     minute_window,
     month_window,
-    parse_sf_list,
 )
 from edge.local.app import App
 from edge.release import LocalReleases
 from edge.stores.counters import SQLiteCounter, counters_path_for
 from edge.stores.sqlite import SQLiteKeyStore
 from tests.conftest import NOW, LiveServer, free_port, wait_until_up
+from tests.edge.structured_fields import parse_sf_list
 from tests.paths import REPO_ROOT
 
 ROOT = REPO_ROOT
@@ -98,8 +97,6 @@ def test_header_syntax_follows_the_draft():
     # RateLimit-Policy: a List of quoted policy names with integer q and w parameters
     assert format_policy([("minute", 60, 60), ("month", 10000, 2592000)]) == \
         '"minute";q=60;w=60, "month";q=10000;w=2592000'
-    # RateLimit: the same names with remaining r (never negative) and reset t
-    assert format_ratelimit([("minute", -3, 15)]) == '"minute";r=0;t=15'
     assert parse_sf_list('"minute";r=0;t=15, "month";r=7;t=9') == {
         "minute": {"r": 0, "t": 15}, "month": {"r": 7, "t": 9}}
 

@@ -23,8 +23,9 @@ from pipeline.geography import (
 )
 from pipeline.sources import admin
 from tests.paths import DATA_DIR
+from tests.paths import needs_data as real_data
 
-needs_data = pytest.mark.skipif(not (DATA_DIR / "admin" / "lgas.csv").is_file(), reason="real data not present")
+needs_data = real_data("admin/lgas.csv")
 
 # LGA counts per state, the constitutional list quoted in admin/SOURCES.md.
 LGA_COUNTS = {
@@ -286,7 +287,7 @@ def geo():
 
 
 @pytest.fixture(scope="module")
-def scout() -> pl.DataFrame:
+def lgas_table() -> pl.DataFrame:
     return admin.read_lgas_table(DATA_DIR / "admin" / admin.LGAS_CSV)
 
 
@@ -316,9 +317,9 @@ def test_real_population(geo) -> None:
 
 
 @needs_data
-def test_real_area_matches_scout_geodesic_area(geo, scout) -> None:
-    # Same polygons, same ellipsoid: our area must agree with the scout's to rounding.
-    j = geo.lgas.join(scout.select(pl.col("lga_code").alias("eha_code"), "area_km2_geodesic"), on="eha_code")
+def test_real_area_matches_lgas_table_geodesic_area(geo, lgas_table) -> None:
+    # Same polygons, same ellipsoid: our area must agree with lgas.csv's to rounding.
+    j = geo.lgas.join(lgas_table.select(pl.col("lga_code").alias("eha_code"), "area_km2_geodesic"), on="eha_code")
     assert j.height == 774
     assert ((j["area_km2"] - j["area_km2_geodesic"]).abs() <= 0.01 + 1e-4 * j["area_km2_geodesic"]).all()
     assert geo.states["area_km2"].sum() == pytest.approx(923_768, rel=0.02)  # Nigeria ≈ 923,768 km²
@@ -382,18 +383,18 @@ DISAGREEING = {
 
 
 @needs_data
-def test_real_crosswalk_resolution_table(geo, scout) -> None:
+def test_real_crosswalk_resolution_table(geo, lgas_table) -> None:
     cw = geo.crosswalk
     assert cw.height == 774 and cw["lga_code"].n_unique() == 774 and cw["eha_code"].n_unique() == 774
     assert set(cw["method"]) == {"centroid", "name"}
     got = {r["lga_code"]: (r["eha_code"], r["method"]) for r in cw.iter_rows(named=True)}
     assert {k: got[k] for k in DISAGREEING} == DISAGREEING
-    # Every LGA the scout flagged is in the table.
-    flagged = set(scout.filter(pl.col("ocha_centroid_in_this_polygon") == "no")["ocha_adm2_pcode"])
+    # Every LGA lgas.csv flags is in the table.
+    flagged = set(lgas_table.filter(pl.col("ocha_centroid_in_this_polygon") == "no")["ocha_adm2_pcode"])
     assert flagged <= set(DISAGREEING)
-    # Cross-check against the scout's name-first crosswalk: the only differences are the
+    # Cross-check against lgas.csv's name-first crosswalk: the only differences are the
     # two swapped pairs where position and name contradict each other.
-    theirs = dict(scout.select("ocha_adm2_pcode", "lga_code").iter_rows())
+    theirs = dict(lgas_table.select("ocha_adm2_pcode", "lga_code").iter_rows())
     differ = {k for k, (eha, _) in got.items() if theirs[k] != eha}
     assert differ == {"NG001006", "NG001007", "NG019012", "NG019014"}
     # Outside the table, names mostly agree; the partner-shares-a-polygon LGAs (Ohafia,

@@ -13,7 +13,7 @@ from pipeline.datasets.risk import load_model_data, month_index
 from pipeline.model import risk as model
 from pipeline.reports.agreement import agreement, spearman
 from pipeline.reports.hindcast import hindcast
-from tests.conftest import DATA_DIR
+from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
 from tests.small_geography import small_geo
 
@@ -57,7 +57,7 @@ def test_hindcast_counts_every_forecast_once(tmp_path):
         assert widths == sorted(widths)  # ranges widen with horizon
 
 
-@pytest.mark.skipif(not DATA_DIR.is_dir(), reason="no real data")
+@needs_data()
 def test_real_hindcast_beats_naive_climatology():
     from pipeline.geography import load_geography
 

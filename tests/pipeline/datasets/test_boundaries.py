@@ -14,8 +14,9 @@ from pipeline.datasets import boundaries
 from pipeline.datasets.base import BuildContext
 from pipeline.geography import Geography, load_geography
 from tests.paths import DATA_DIR
+from tests.paths import needs_data as real_data
 
-needs_data = pytest.mark.skipif(not (DATA_DIR / "admin" / "lgas.csv").is_file(), reason="real data not present")
+needs_data = real_data("admin/lgas.csv")
 
 
 def small_geography() -> Geography:

@@ -15,8 +15,9 @@ from pipeline.errors import InputError
 from pipeline.geography import Geography, load_geography
 from pipeline.sources import coverage
 from tests.paths import DATA_DIR
+from tests.paths import needs_data as real_data
 
-needs_data = pytest.mark.skipif(not (DATA_DIR / "malaria" / coverage.TRAVEL_CSV).is_file(), reason="real data not present")
+needs_data = real_data(f"malaria/{coverage.TRAVEL_CSV}")
 
 STATE_FIELDS = ["state_code", "state", "zone", "lgas", "population", "area_km2", "itn_use", "itn_access",
                 "irs_coverage", "effective_treatment", "travel_minutes_to_care", "response_index"]

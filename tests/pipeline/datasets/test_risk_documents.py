@@ -14,7 +14,7 @@ from pipeline.datasets import risk
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
 from pipeline.model import risk as model
-from tests.paths import DATA_DIR
+from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 
 STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
@@ -157,7 +157,7 @@ def test_last_estimated_needs_every_state(tmp_path):
     assert p.facts["estimated"][-1] == "2019-06"
 
 
-@pytest.mark.skipif(not (DATA_DIR / "rainfall").exists(), reason="real data not present")
+@needs_data("rainfall")
 def test_real_data_every_month_37_states_774_lgas():
     from pipeline.geography import load_geography
 

@@ -7,7 +7,6 @@ values are worked out by hand from the fixture numbers.
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
 import numpy as np
@@ -25,10 +24,9 @@ from pipeline.datasets.transmission import (
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import Geography
 from pipeline.model.seasons import season_from_index, seasonal_index
-from tests.paths import REPO_ROOT
+from tests.paths import DATA_DIR, REPO_ROOT, needs_data
 
 ROOT = REPO_ROOT
-DATA_DIR = Path(os.environ.get("DATA_DIR", ROOT.parent / "shared" / "data"))
 
 KANO = [0.2, 0.5, 3, 12, 50, 110, 210, 287, 150, 30, 1, 0.1]
 LAGOS = [25, 50, 100, 150, 200, 329, 150, 84, 228, 150, 50, 20]
@@ -333,7 +331,7 @@ def test_one_row_per_round_prefers_complete_rows() -> None:
 # --- real data ----------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not (DATA_DIR / "rainfall").exists(), reason="real data not present")
+@needs_data("rainfall")
 def test_real_data_seasons_are_plausible() -> None:
     from pipeline.geography import load_geography
 

@@ -1,4 +1,4 @@
-"""Publishing to S3 (issue 6), against a real SeaweedFS on 127.0.0.1 (tests/s3server.py).
+"""Publishing to S3, against a real SeaweedFS on 127.0.0.1 (tests/s3server.py).
 
 Each test uses its own key prefix in the session's bucket, builds its own small
 releases in tmp_path with the manifest helpers, and checks the bucket through a
@@ -20,8 +20,8 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pipeline.cli import main
 from pipeline.publish import s3
-from pipeline.publish.cli import commands, main
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
 from tests.s3server import S3Server
@@ -290,7 +290,7 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
 
     # the CLI reports every difference and exits non-zero
     runner = CliRunner(env=s3_server.env())
-    out = runner.invoke(main, ["verify", "--bucket", target.bucket, "--prefix", target.prefix,
+    out = runner.invoke(main, ["release", "verify", "--bucket", target.bucket, "--prefix", target.prefix,
                                "--endpoint-url", s3_server.endpoint_url, "--deep"])  # fmt: skip
     assert out.exit_code == 1
     for p in deep:
@@ -317,13 +317,17 @@ def test_metadata_only_damage_needs_thorough_publish(
         Bucket=target.bucket, Key=key, CopySource={"Bucket": target.bucket, "Key": key},
         MetadataDirective="REPLACE", ContentType="text/plain", Metadata={"sha256": "0" * 64},
     )  # fmt: skip
-    assert publish(client, target, tmp_path, "r1").uploaded == 0
+    quick = publish(client, target, tmp_path, "r1")
+    assert quick.uploaded == 0
+    # ... and says so: every object was trusted on the listing, headers unread
+    assert quick.headers_unchecked == quick.already_present - 1 == n_objects() - 1
     problems = s3.verify_remote_release(client, target, "r1")
     # REPLACE drops every header not given again, Cache-Control included (S3 semantics)
     assert sorted(p.split(":")[0] for p in problems) == [
         "cache control differs", "content type differs", "sha256 metadata differs",
     ]  # fmt: skip
-    assert publish(client, target, tmp_path, "r1", thorough=True).uploaded == 1
+    thorough = publish(client, target, tmp_path, "r1", thorough=True)
+    assert thorough.uploaded == 1 and thorough.headers_unchecked == 0
     assert s3.verify_remote_release(client, target, "r1") == []
 
 
@@ -415,7 +419,7 @@ def test_wrong_secret_key_is_one_clear_line(
     s3_server: S3Server, target: s3.Target, tmp_path: Path
 ) -> None:
     make_release(tmp_path, "r1")
-    out = _cli(s3_server, "publish", "--bucket", target.bucket, "--prefix", target.prefix,
+    out = _cli(s3_server, "release", "publish", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url, "--root", str(tmp_path),
                env={"AWS_SECRET_ACCESS_KEY": "not-the-secret"})  # fmt: skip
     assert out.exit_code == 1
@@ -428,7 +432,7 @@ def test_wrong_secret_key_is_one_clear_line(
 
 def test_missing_bucket_and_dead_endpoint_are_clear(s3_server: S3Server, tmp_path: Path) -> None:
     make_release(tmp_path, "r1")
-    out = _cli(s3_server, "publish", "--bucket", "no-such-bucket-here", "--endpoint-url", s3_server.endpoint_url,
+    out = _cli(s3_server, "release", "publish", "--bucket", "no-such-bucket-here", "--endpoint-url", s3_server.endpoint_url,
                "--root", str(tmp_path))  # fmt: skip
     assert out.exit_code == 1
     assert "bucket 'no-such-bucket-here' does not exist at " + s3_server.endpoint_url in out.output
@@ -438,7 +442,7 @@ def test_missing_bucket_and_dead_endpoint_are_clear(s3_server: S3Server, tmp_pat
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}"
-    out = _cli(s3_server, "releases", "list", "--bucket", "b-x-y", "--endpoint-url", dead)
+    out = _cli(s3_server, "release", "list", "--bucket", "b-x-y", "--endpoint-url", dead)
     assert out.exit_code == 1
     assert f"cannot reach S3 endpoint {dead}" in out.output and "Traceback" not in out.output
 
@@ -470,7 +474,7 @@ def test_rollback_switches_back_and_refuses_incomplete(
         publish(client, target, tmp_path, rid)
     before = keys_under(s3_server, target, target.releases_prefix)
 
-    out = _cli(s3_server, "rollback", "--to", "r1", "--bucket", target.bucket, "--prefix", target.prefix,
+    out = _cli(s3_server, "release", "rollback", "--to", "r1", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
     assert out.exit_code == 0, out.output
     doc = pointer_doc(s3_server, target)
@@ -528,7 +532,7 @@ def test_releases_list_marks_current_previous_and_counts(
     assert (infos["r2"].objects, infos["r2"].expected) == (n_objects(3),) * 2
     assert infos["r3"].expected is None and not infos["r3"].complete
 
-    out = _cli(s3_server, "releases", "list", "--bucket", target.bucket, "--prefix", target.prefix,
+    out = _cli(s3_server, "release", "list", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
     assert out.exit_code == 0, out.output
     line = {ln.split()[0]: ln for ln in out.output.splitlines()}
@@ -552,7 +556,7 @@ def test_prune_keeps_newest_current_and_previous(
     assert s3.prune(client, target, 0, dry_run=True) == ["r3", "r1"]
     assert {r.release_id for r in s3.list_releases(client, target)} == {"r1", "r2", "r3", "r4"}
 
-    out = _cli(s3_server, "prune", "--keep", "0", "--bucket", target.bucket, "--prefix", target.prefix,
+    out = _cli(s3_server, "release", "prune", "--keep", "0", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
     assert out.exit_code == 0, out.output
     assert {r.release_id for r in s3.list_releases(client, target)} == {"r2", "r4"}
@@ -573,18 +577,42 @@ def test_cli_publish_end_to_end(s3_server: S3Server, target: s3.Target, tmp_path
         "--endpoint-url",
         s3_server.endpoint_url,
     ]
-    out = _cli(s3_server, "publish", *args, "--root", str(tmp_path))
+    out = _cli(s3_server, "release", "publish", *args, "--root", str(tmp_path))
     assert out.exit_code == 0, out.output
     assert f"{n_objects()} uploaded" in out.output and "now names r1" in out.output
-    again = _cli(s3_server, "publish", *args, "--root", str(tmp_path))
+    again = _cli(s3_server, "release", "publish", *args, "--root", str(tmp_path))
     assert again.exit_code == 0 and " 0 uploaded" in again.output and "unchanged" in again.output
-    ok = _cli(s3_server, "verify", *args, "--deep")
+    # the quick republish says plainly what it did not check
+    assert f"not checked: headers and SHA-256 metadata of the {n_objects() - 1} object(s)" in again.output
+    assert "not checked" not in _cli(s3_server, "release", "publish", *args, "--root", str(tmp_path),
+                                     "--thorough").output  # fmt: skip
+    ok = _cli(s3_server, "release", "verify", *args, "--deep")
     assert ok.exit_code == 0 and "every object matches" in ok.output
 
 
-def test_commands_exposed_for_the_main_cli() -> None:
-    names = {c.name for c in commands}
-    assert names == {"publish", "releases", "verify", "rollback", "prune"}
+def test_release_commands_grouped_with_old_spellings_hidden() -> None:
+    runner = CliRunner()
+    top = runner.invoke(main, ["--help"]).output
+    assert "release" in top and "report" in top
+    assert not any(line.split()[:1] in (["publish"], ["releases"], ["verify"], ["rollback"], ["prune"])
+                   for line in top.splitlines())  # fmt: skip
+    grouped = runner.invoke(main, ["release", "--help"]).output
+    for verb in ("publish", "list", "verify", "rollback", "prune"):
+        assert f"  {verb} " in grouped
+        assert "Example:" in runner.invoke(main, ["release", verb, "--help"]).output
+    for old in (["publish"], ["releases", "list"], ["verify"], ["rollback"], ["prune"]):
+        assert runner.invoke(main, [*old, "--help"]).exit_code == 0
+
+
+def test_old_spellings_still_work(s3_server: S3Server, target: s3.Target, tmp_path: Path) -> None:
+    make_release(tmp_path, "r1")
+    args = ["--bucket", target.bucket, "--prefix", target.prefix, "--endpoint-url", s3_server.endpoint_url]
+    assert _cli(s3_server, "publish", *args, "--root", str(tmp_path)).exit_code == 0
+    listed = _cli(s3_server, "releases", "list", *args)
+    assert listed.exit_code == 0 and "r1" in listed.output and "current" in listed.output
+    assert "every object matches" in _cli(s3_server, "verify", *args).output
+    assert "already current" in _cli(s3_server, "rollback", "--to", "r1", *args).output
+    assert "would delete 0" in _cli(s3_server, "prune", "--keep", "1", "--dry-run", *args).output
 
 
 # --- pure rules, as properties ------------------------------------------------------

@@ -39,6 +39,7 @@ from pipeline.site.pages import (
 )
 from tests.conftest import NOW, LiveServer, synthetic_produced
 from tests.paths import REPO_ROOT
+from tests.small_geography import small_geo
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 TEMPLATES = SITE_DIR / "templates"
@@ -151,7 +152,7 @@ def test_site_is_deterministic() -> None:
 @pytest.fixture(scope="module")
 def site_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LiveServer, str]]:
     tmp = tmp_path_factory.mktemp("site")
-    ctx = BuildContext(data_dir=tmp / "no-data", updated_at="2026-11-22T10:00:00Z")
+    ctx = BuildContext(data_dir=tmp / "no-data", updated_at="2026-11-22T10:00:00Z", geography=small_geo())
     produced = [p for p in synthetic_produced() if p.dataset != "site"] + [produce(ctx)]
     render_release(tmp / "build", produced, ctx.updated_at)
     store = SQLiteKeyStore(tmp / "var" / "keys.sqlite")

@@ -19,7 +19,7 @@ from pipeline.sources.rainfall import (
     read_state_chirps_monthly,
     read_wfp_subnational,
 )
-from tests.paths import DATA_DIR
+from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 
 # --- LGA names -----------------------------------------------------------------------
@@ -233,7 +233,7 @@ def test_chirps_csv_bad_month_names_row(tmp_path):
 # --- real data ------------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not (DATA_DIR / "rainfall").exists(), reason="real data not present")
+@needs_data("rainfall")
 def test_real_lga_climatology_maps_all_774_one_to_one():
     geography = pytest.importorskip("pipeline.geography")
     geo = geography.load_geography(DATA_DIR)

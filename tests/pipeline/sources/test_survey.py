@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.errors import InputError
 from pipeline.sources.survey import SCHEMA, read_survey_positivity
-from tests.paths import DATA_DIR
+from tests.paths import DATA_DIR, needs_data
 
 HEADER = "survey,year,level,area,zone,test,positivity_pct,ci_low_pct,ci_high_pct,n_clusters,n_tested,n_tested_kind,source,note"
 CODES = {"Kano": "KN", "Federal Capital Territory": "FC", "Nasarawa": "NA", "Lagos": "LA"}
@@ -74,7 +74,7 @@ def test_dhs_api_export_takes_precedence(tmp_path, monkeypatch):
     assert out.height == 0 and seen["path"].name == "dhs_api_positivity_u5.json"
 
 
-@pytest.mark.skipif(not (DATA_DIR / "malaria").exists(), reason="real data not present")
+@needs_data("malaria")
 def test_real_survey_rounds():
     states = pl.read_csv(DATA_DIR / "admin" / "states.csv")
     codes = dict(zip(states["state_name"], states["state_code"], strict=True))

@@ -1,0 +1,214 @@
+"""The S3 client, its failures as one-line PublishErrors, retries, and the worker pool."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    ConnectionClosedError,
+    EndpointConnectionError,
+    NoCredentialsError,
+    ReadTimeoutError,
+)
+
+from pipeline.errors import PublishError
+from pipeline.publish.s3.layout import Target
+
+DEFAULT_WORKERS = 16
+NO_CREDENTIALS = (
+    "no AWS credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE"
+)
+_TRANSIENT_CODES = frozenset(
+    {"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout", "InternalError",
+     "ServiceUnavailable", "RequestLimitExceeded", "TooManyRequests"}
+)  # fmt: skip
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# boto3 ships no type information; the client is typed as Any at this one place.
+S3Client = Any
+
+
+def make_client(
+    endpoint_url: str | None = None,
+    *,
+    workers: int = DEFAULT_WORKERS,
+    max_attempts: int = 8,
+    retry_mode: str = "standard",
+    connect_timeout: float = 10,
+    read_timeout: float = 60,
+    session: Any = None,
+) -> S3Client:
+    """A thread-safe S3 client whose connection pool fits the upload pool.
+
+    botocore's "standard" retry mode already backs off exponentially (with jitter) on
+    throttling (SlowDown, 503) and 5xx; "adaptive" adds client-side rate limiting.
+    Path-style addressing works with every S3-compatible server, including on AWS.
+    """
+    import boto3
+    from botocore.config import Config
+
+    session = session or boto3.session.Session()
+    if session.get_credentials() is None:
+        raise PublishError(NO_CREDENTIALS)
+    config = Config(
+        signature_version="s3v4",
+        s3={"addressing_style": "path"},
+        retries={"mode": retry_mode, "max_attempts": max_attempts},
+        max_pool_connections=max(workers, 10),
+        connect_timeout=connect_timeout,
+        read_timeout=read_timeout,
+        # We send Content-MD5 and check bodies ourselves (ETag, SHA-256); botocore's
+        # default CRC32 trailer would only add work on every request.
+        request_checksum_calculation="when_required",
+        response_checksum_validation="when_required",
+    )
+    region = session.region_name or "us-east-1"
+    return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def endpoint_of(client: S3Client) -> str:
+    return getattr(getattr(client, "meta", None), "endpoint_url", None) or "S3"
+
+
+def describe_error(exc: Exception, *, endpoint: str, bucket: str, action: str) -> str:
+    """Turn a botocore failure into one line an operator can act on."""
+    if isinstance(exc, NoCredentialsError):
+        return NO_CREDENTIALS
+    if isinstance(exc, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError):
+        return f"cannot reach S3 endpoint {endpoint} while trying to {action}: {exc}"
+    if isinstance(exc, ClientError):
+        err = exc.response.get("Error", {})
+        code = str(err.get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        if code == "SignatureDoesNotMatch":
+            return (
+                f"S3 at {endpoint} rejected the request signature while trying to {action}: "
+                "the secret access key is wrong for this access key id (SignatureDoesNotMatch)"
+            )
+        if code == "InvalidAccessKeyId":
+            return f"S3 at {endpoint} does not know the access key id in use (InvalidAccessKeyId)"
+        if code in ("NoSuchBucket",) or (
+            code in ("404", "NotFound") and action.startswith("reach bucket")
+        ):
+            return f"bucket {bucket!r} does not exist at {endpoint}"
+        if code == "RequestTimeTooSkewed":
+            return f"S3 at {endpoint} refused the request: this machine's clock is wrong (RequestTimeTooSkewed)"
+        if code in ("AccessDenied", "403", "Forbidden") or status == 403:
+            return (
+                f"access denied by S3 at {endpoint} while trying to {action} in bucket {bucket!r}: "
+                "the credentials lack a permission listed in docs/operations.md"
+            )
+        message = err.get("Message") or ""
+        return f"S3 at {endpoint} failed to {action}: {code or status} {message}".rstrip()
+    if isinstance(exc, BotoCoreError):
+        return f"S3 at {endpoint}: {action} failed: {exc}"
+    return f"{action} failed: {exc}"
+
+
+@contextmanager
+def s3_errors(client: S3Client, bucket: str, action: str) -> Iterator[None]:
+    """Re-raise botocore failures as PublishError with a one-line explanation."""
+    try:
+        yield
+    except (BotoCoreError, ClientError) as exc:
+        raise PublishError(
+            describe_error(exc, endpoint=endpoint_of(client), bucket=bucket, action=action)
+        ) from exc
+
+
+def is_missing(exc: ClientError) -> bool:
+    code = str(exc.response.get("Error", {}).get("Code", ""))
+    return code in ("404", "NoSuchKey", "NotFound")
+
+
+def is_transient(exc: Exception) -> bool:
+    if isinstance(exc, EndpointConnectionError | ConnectionClosedError | ReadTimeoutError):
+        return True
+    if isinstance(exc, ClientError):
+        code = str(exc.response.get("Error", {}).get("Code", ""))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        return code in _TRANSIENT_CODES or status >= 500 or status == 429
+    return False
+
+
+def retrying(
+    fn: Callable[[], T],
+    *,
+    attempts: int = 4,
+    base_delay: float = 0.2,
+    retry_missing: bool = False,
+) -> T:
+    """Our own backoff on top of botocore's, for verification.
+
+    botocore gives up after its attempts; a verification failure would then block
+    the pointer switch over a blip. Optionally a 404 is retried too: some
+    S3-compatible stores are not read-after-write consistent for a just-written key.
+    """
+    for attempt in range(attempts):
+        try:
+            return fn()
+        except ClientError as exc:
+            retry = is_transient(exc) or (retry_missing and is_missing(exc))
+            if not retry or attempt == attempts - 1:
+                raise
+        except (EndpointConnectionError, ConnectionClosedError, ReadTimeoutError):
+            if attempt == attempts - 1:
+                raise
+        time.sleep(base_delay * (2**attempt))
+    raise AssertionError("unreachable")
+
+
+def preflight(client: S3Client, target: Target) -> None:
+    """Fail fast, with a clear message, on a wrong key, a missing bucket or a dead endpoint.
+
+    A ListObjectsV2 (a GET) rather than HeadBucket: a HEAD answer has no body, so a
+    wrong secret key and a missing permission would both read as a bare 403.
+    """
+    with s3_errors(client, target.bucket, f"reach bucket {target.bucket!r}"):
+        client.list_objects_v2(Bucket=target.bucket, Prefix=target.key(""), MaxKeys=1)
+
+
+class Progress:
+    """Progress reporting hook; the CLI draws a bar, tests and library use stay silent."""
+
+    def start(self, phase: str, total: int) -> None:
+        pass
+
+    def advance(self, n: int = 1) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def run_pool(
+    items: Iterable[T], fn: Callable[[T], R], workers: int, progress: Progress
+) -> list[R]:
+    """Run fn over items on a bounded pool; on the first failure cancel what has not
+    started and re-raise it (in-flight calls finish: each is one whole object)."""
+    todo = list(items)
+    results: list[R | None] = [None] * len(todo)
+    if not todo:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        futures: dict[Future[R], int] = {pool.submit(fn, item): i for i, item in enumerate(todo)}
+        pending: set[Future[R]] = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for fut in done:
+                exc = fut.exception()
+                if exc is not None:
+                    for other in pending:
+                        other.cancel()
+                    raise exc
+                results[futures[fut]] = fut.result()
+                progress.advance()
+    return results  # type: ignore[return-value]  # every slot was filled above

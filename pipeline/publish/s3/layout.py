@@ -1,0 +1,69 @@
+"""Where every object of a published release lives in the bucket.
+
+    <prefix>/releases/<release_id>/<key>            immutable, cached for a year
+    <prefix>/releases/<release_id>/manifest.json    written after every file it lists
+    <prefix>/current.json                           the one mutable object: which release is live
+
+The edge reads the same layout (`edge/cloudfront.py`); keep the two in step.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from pipeline.errors import PublishError
+
+CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
+# Short enough that a switch (or a rollback) reaches every client within seconds,
+# long enough that a CDN does not ask the bucket for the pointer on every request.
+CACHE_POINTER = "public, max-age=10, must-revalidate"
+POINTER_NAME = "current.json"
+POINTER_FORMAT = 1
+SHA_META = "sha256"  # sent as x-amz-meta-sha256
+JSON = "application/json"
+RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+
+@dataclass(frozen=True)
+class Target:
+    """A bucket and key prefix; every key this package writes is built here."""
+
+    bucket: str
+    prefix: str = ""
+
+    @classmethod
+    def of(cls, bucket: str, prefix: str | None = None) -> Target:
+        clean = "/".join(part for part in (prefix or "").split("/") if part)
+        if any(part in (".", "..") for part in clean.split("/")):
+            raise PublishError(f"prefix {prefix!r} may not contain '.' or '..' segments")
+        return cls(bucket, clean)
+
+    def key(self, rel: str) -> str:
+        return f"{self.prefix}/{rel}" if self.prefix else rel
+
+    @property
+    def releases_prefix(self) -> str:
+        return self.key("releases/")
+
+    def release_prefix(self, release_id: str) -> str:
+        return self.key(f"releases/{release_id}/")
+
+    def object_key(self, release_id: str, rel: str) -> str:
+        return self.release_prefix(release_id) + rel
+
+    @property
+    def pointer_key(self) -> str:
+        return self.key(POINTER_NAME)
+
+    def url(self, key: str = "") -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def check_release_id(release_id: str) -> str:
+    """Release ids become one key segment; anything else could escape the layout."""
+    if not RELEASE_ID_RE.match(release_id):
+        raise PublishError(
+            f"release id {release_id!r} is not a safe key segment ([A-Za-z0-9._-], no '/')"
+        )
+    return release_id
