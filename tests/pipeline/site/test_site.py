@@ -294,7 +294,8 @@ def test_root_redirects_to_the_docs_and_docs_are_served_gzip(site_server: tuple[
 
 
 def test_api_page_gives_parameters_in_words_example_responses_and_error_causes() -> None:
-    ctx = BuildContext(data_dir=Path("no-data"), updated_at="2026-11-22T10:00:00Z",
+    geo = small_geo()
+    ctx = BuildContext(data_dir=Path("no-data"), updated_at="2026-11-22T10:00:00Z", geography=geo,
                        produced=synthetic_produced(with_transmission=False))
     files = produce(ctx).files
     api = Page(files["docs/api.html"][1].decode())
@@ -303,8 +304,15 @@ def test_api_page_gives_parameters_in_words_example_responses_and_error_causes()
     assert '"state_code": "KN"' in api.text
     for p in CATALOGUE:  # every code is explained with its cause
         assert p.when.split("`")[0][:30] in api.text, p.code
+    # the state-codes table is the build's geography: every state with its name and OCHA p-code
     codes = Page(files["docs/state-codes.html"][1].decode())
-    assert "built without its geography" in codes.text  # no geography in this build: said, not invented
+    for row in geo.states.iter_rows(named=True):
+        assert f"{row['state_code']} {row['state']} {row['ocha_pcode']}" in codes.text
+        assert f"state-{row['state_code']}" in codes.ids
+    openapi = orjson.loads(files["docs/openapi.json"][1])
+    assert openapi["components"]["schemas"]["StateCode"]["enum"] == sorted(geo.states["state_code"])
+    assert "built without its geography" in Page(render_site(FIXTURE_DOCS, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
+                                                 ["docs/state-codes.html"][1].decode()).text
 
 
 def test_cut_keeps_the_first_items_of_every_list() -> None:
