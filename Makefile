@@ -67,8 +67,7 @@ screenshots: install
 	$(BIN)/python -m tests.pipeline.site.screenshots --root build --out build/screenshots
 
 reports: install
-	$(BIN)/malaria-risk report hindcast --data-dir "$(DATA_DIR)" --out reports
-	$(BIN)/malaria-risk report agreement --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report validation --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py

@@ -338,8 +338,7 @@ for _alias in aliases:
 
 
 @main.group(cls=LazyGroup, lazy={
-    "hindcast": "pipeline.reports.hindcast:main",
-    "agreement": "pipeline.reports.agreement:main",
+    "validation": "pipeline.reports.validation:main",
 })  # fmt: skip
 def report() -> None:
     """Write the model evaluation reports (Markdown + JSON) into reports/."""

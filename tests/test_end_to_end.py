@@ -72,7 +72,7 @@ def test_context_matches_spec(api: httpx.Client):
               "irs_coverage", "effective_treatment", "travel_minutes_to_care", "response_index"]
     for rec in doc["states"]:
         assert list(rec)[: len(fields)] == fields
-        assert rec["irs_coverage"] is None
+        assert rec["irs_coverage"] == 0.0  # MAP 2022 surface: 0 over all of Nigeria (docs/context.md)
         for share in ("itn_use", "itn_access", "effective_treatment", "response_index"):
             assert rec[share] is None or 0 <= rec[share] <= 1
     total = sum(r["lgas"] for r in doc["states"])

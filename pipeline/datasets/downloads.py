@@ -105,8 +105,8 @@ UNITS: dict[str, str] = {
 TABLE_SOURCES: dict[str, tuple[str, ...]] = {
     "risk_lga_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "COD-AB", "boundaries"),
     "risk_state_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "State names"),
-    "context_lga": ("DHS", "NMIS", "population", "COD-AB", "boundaries"),
-    "context_state": ("DHS", "NMIS", "population", "State names"),
+    "context_lga": ("DHS", "NMIS", "IRS", "population", "COD-AB", "boundaries"),
+    "context_state": ("DHS", "NMIS", "IRS", "population", "State names"),
     "transmission_lga_month": ("CHIRPS", "climatology", "COD-AB"),
     "transmission_state_month": ("CHIRPS", "State names"),
     "survey_trend": ("DHS", "NMIS", "2018 state survey", "State names"),
@@ -492,7 +492,7 @@ def readme(release_id: str, model_version: str | None, updated_at: str, files: l
     ]
     for s in SOURCES:
         lines.append(f"- **{s.name}** — {s.provider}. Used for: {s.used_for}. Licence: {s.licence}. "
-                     f"Via: {s.via}." + (f" {s.note}" if s.note else ""))
+                     f"Via: {s.via}." + (f" {s.note}" if s.note else "") + (f" Cite as: {s.citation}" if s.citation else ""))
     return ("\n".join(lines) + "\n").encode("utf-8")
 
 

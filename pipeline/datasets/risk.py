@@ -1,10 +1,12 @@
-"""Producer for /v1/periods, /v1/risk/* and /v1/forecasts/* (SPEC 2.1-2.4).
+"""Producer for /v1/periods, /v1/risk/* and /v1/forecasts/* (SPEC 2.1-2.4), and the
+validation report shipped with them.
 
-Loads recorded rainfall (WFP HDX file if present, else the CHIRPS state CSV),
-downscales it to LGAs, derives the survey baseline, runs the model over every LGA x
-month at once, and shapes the documents. Ordering within a report is highest score
-first; equal (rounded) scores are ordered by state_code / lga_code ascending, so the
-order is total and stable across builds.
+Reads which months have recorded rainfall (they define the estimated months), the survey
+rounds and the seasonal index of every LGA (the transmission producer's fitted model),
+runs the baseline model for every state over one monthly grid, multiplies by the season
+and shapes the documents. Ordering within a report is highest score first; equal
+(rounded) scores are ordered by state_code / lga_code ascending, so the order is total
+and stable across builds.
 """
 
 from __future__ import annotations
@@ -14,21 +16,26 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import orjson
 import polars as pl
 
 from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
 from pipeline.model import risk as model
-from pipeline.model.downscale import lga_monthly, lga_ratios
-from pipeline.sources.names import state_name_codes
-from pipeline.sources.rainfall import read_lga_climatology, read_recorded_rainfall
+from pipeline.sources.hbhi_microscopy import read_lga_positivity
+from pipeline.sources.names import state_code_for, state_name_codes
+from pipeline.sources.rainfall import read_recorded_rainfall
 from pipeline.sources.survey import read_survey_positivity
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
 
 FIRST_PERIOD = "2018-01"
+GRID_START = "2010-01"  # the first survey round with state or zone values
 DECIMALS = 4
+LGA_POSITIVITY_YEAR = 2018
+VALIDATION_FILE = "docs/validation.json"  # the validation report, shipped in the release
 
 
 def month_index(period: str) -> int:
@@ -43,18 +50,23 @@ def period_of(index: int) -> str:
 class ModelData:
     """Everything the model needs, as aligned arrays (rows = geo.lgas order)."""
 
-    periods: list[str]  # consecutive recorded months, oldest first
-    rain: np.ndarray  # [n_lga, T] mm
+    periods: list[str]  # consecutive recorded months from FIRST_PERIOD, oldest first
     provisional: np.ndarray  # [T] bool
-    calendar_month: np.ndarray  # [T] 1..12
     state_idx: np.ndarray  # [n_lga] index into state_codes
     state_codes: list[str]
+    lga_codes: list[str]  # geo.lgas order
+    zones: list[str]  # per state
     population: np.ndarray  # [n_lga] float
     is_urban: np.ndarray  # [n_lga] bool
-    rounds: pl.DataFrame
+    rounds: pl.DataFrame  # state_code, survey_year, positivity, test, children
+    zone_rounds: pl.DataFrame  # area, survey_year, positivity (microscopy)
     urban_ratio: float
     urban_ratio_year: int
+    lga_c: np.ndarray  # [n_lga, 12] seasonal index rescaled to mean 1
+    state_c: np.ndarray  # [n_states, 12] population-weighted mean of its LGAs' c
+    season: SeasonModel
     rain_source: str
+    lga_positivity: pl.DataFrame | None  # NDHS 2018 per-LGA observations with lga_code, or None
 
 
 def state_monthly_codes(state: pl.DataFrame, geo: Geography) -> pl.DataFrame:
@@ -66,10 +78,10 @@ def state_monthly_codes(state: pl.DataFrame, geo: Geography) -> pl.DataFrame:
 
 
 def recorded_months(state: pl.DataFrame, n_states: int) -> list[str]:
-    """Consecutive months up to the last one recorded for EVERY state.
+    """Consecutive months up to the last one recorded for EVERY state, from FIRST_PERIOD.
 
-    A month missing for some state in the middle of the series would leave a hole
-    in the lags, so the series is cut at the first such gap after FIRST_PERIOD."""
+    A month missing for some state would make `last_estimated` claim a month that is
+    not recorded everywhere, so the series is cut at the first such gap."""
     counts = state.group_by("period").agg(pl.col("state_code").n_unique().alias("n")).sort("period")
     full = counts.filter(pl.col("n") == n_states)["period"].to_list()
     if not full:
@@ -80,56 +92,60 @@ def recorded_months(state: pl.DataFrame, n_states: int) -> list[str]:
     have = set(idx)
     while start - 1 in have:
         start -= 1
-    if start > month_index(FIRST_PERIOD) - 2:
+    first = month_index(FIRST_PERIOD)
+    if start > first:
         raise InputError(
             "recorded rainfall",
-            f"recorded months for every state run only from {period_of(start)}; need {period_of(month_index(FIRST_PERIOD) - 2)} onward",
+            f"recorded months for every state run only from {period_of(start)}; need {FIRST_PERIOD} onward",
         )
-    return [period_of(i) for i in range(start, last + 1)]
+    return [period_of(i) for i in range(first, last + 1)]
+
+
+def survey_children(rounds: pl.DataFrame, survey: pl.DataFrame, lga_pos: pl.DataFrame | None,
+                    states: pl.DataFrame) -> pl.DataFrame:
+    """Add `children` (tested, per state and round): the survey table's count where it has
+    one, else the sum over the NDHS 2018 LGA file for 2018; null where unknown."""
+    known = (
+        survey.filter(pl.col("level") == "state", pl.col("children_tested").is_not_null())
+        .group_by("state_code", "survey_year").agg(pl.col("children_tested").max().alias("n_table"))
+    )
+    out = rounds.join(known, on=["state_code", "survey_year"], how="left")
+    if lga_pos is not None:
+        codes = {n: state_code_for(n, states) for n in lga_pos["state"].unique()}
+        per_state = (
+            lga_pos.with_columns(pl.col("state").replace_strict(codes, default=None).alias("state_code"))
+            .group_by("state_code").agg(pl.col("children").sum().alias("n_lga"))
+            .with_columns(pl.lit(LGA_POSITIVITY_YEAR, dtype=pl.Int64).alias("survey_year"))
+        )
+        out = out.join(per_state, on=["state_code", "survey_year"], how="left")
+    else:
+        out = out.with_columns(pl.lit(None, dtype=pl.Int64).alias("n_lga"))
+    return out.with_columns(pl.coalesce("n_table", "n_lga").cast(pl.Int64).alias("children")).drop("n_table", "n_lga")
+
+
+def zone_rounds(survey: pl.DataFrame) -> pl.DataFrame:
+    """Zone microscopy values (area, survey_year, positivity): used only to estimate the
+    random-walk variance when the states have too few consecutive rounds."""
+    return (
+        survey.filter(pl.col("level") == "zone", pl.col("test") == model.PREFERRED_TEST)
+        .group_by("area", "survey_year").agg(pl.col("positivity").mean())
+        .sort("area", "survey_year")
+    )
 
 
 def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
     rec = read_recorded_rainfall(data_dir)
     state = state_monthly_codes(rec.state, geo)
-    n_states = geo.states.height
-    periods = recorded_months(state, n_states)
-    state = state.filter(pl.col("period").is_in(periods))
+    periods = recorded_months(state, geo.states.height)
+    prov = dict(state.filter(pl.col("period").is_in(periods)).group_by("period").agg(pl.col("provisional").any()).iter_rows())
+    if rec.lga is not None:
+        for p, v in rec.lga.filter(pl.col("period").is_in(periods)).group_by("period").agg(pl.col("provisional").any()).iter_rows():
+            prov[p] = bool(prov.get(p, False) or v)
+    provisional = np.array([bool(prov.get(p, False)) for p in periods])
 
     lgas = geo.lgas
-    ratios = lga_ratios(geo, read_lga_climatology(data_dir))
-    down = lga_monthly(geo, state.select("state_code", "period", "rainfall_mm", "provisional"), ratios)
-    if rec.lga is not None:  # admin-2 rows replace the downscaled values where they exist
-        direct = rec.lga.filter(pl.col("period").is_in(periods), pl.col("lga_code").is_in(lgas["lga_code"].implode()))
-        down = (
-            down.join(direct.select("lga_code", "period", pl.col("rainfall_mm").alias("d"), pl.col("provisional").alias("dp")),
-                      on=["lga_code", "period"], how="left")
-            .with_columns(pl.coalesce("d", "rainfall_mm").alias("rainfall_mm"), pl.coalesce("dp", "provisional").alias("provisional"))
-            .drop("d", "dp")
-        )
-    lga_pos = {c: i for i, c in enumerate(lgas["lga_code"].to_list())}
-    t0 = month_index(periods[0])
-    li = down["lga_code"].replace_strict(lga_pos, return_dtype=pl.Int64).to_numpy()
-    ti = (
-        down.select(pl.col("period").str.slice(0, 4).cast(pl.Int64) * 12 + pl.col("period").str.slice(5, 2).cast(pl.Int64) - 1)
-        .to_series()
-        .to_numpy()
-        - t0
-    )
-    rain = np.full((lgas.height, len(periods)), np.nan)
-    rain[li, ti] = down["rainfall_mm"].to_numpy()
-    if np.isnan(rain).any():
-        raise InputError("recorded rainfall", "downscaled LGA series has gaps")
-    prov_by_month = dict(
-        state.group_by("period").agg(pl.col("provisional").any()).iter_rows()
-    )
-    prov_lga = down.group_by("period").agg(pl.col("provisional").any())
-    for p, v in prov_lga.iter_rows():
-        prov_by_month[p] = bool(prov_by_month.get(p, False) or v)
-    provisional = np.array([bool(prov_by_month.get(p, False)) for p in periods])
-
     state_codes = geo.states["state_code"].to_list()
-    codes = state_name_codes(geo.states)
-    survey = read_survey_positivity(data_dir, codes)
+    survey = read_survey_positivity(data_dir, state_name_codes(geo.states))
     rounds = model.state_rounds(survey, state_codes)
     missing = sorted(set(state_codes) - set(rounds["state_code"]))
     if missing:
@@ -138,36 +154,84 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
         ratio, ratio_year = model.urban_rural_ratio(survey)
     except ValueError as e:
         raise InputError("survey positivity", str(e)) from None
+    lga_pos = read_lga_positivity(data_dir)
+    rounds = survey_children(rounds, survey, lga_pos, geo.states)
+
+    sm = season_model(Path(data_dir), geo)
+    pos = {c: i for i, c in enumerate(sm.lga_codes)}
+    rows = np.array([pos[c] for c in lgas["lga_code"].to_list()])
+    lga_c = model.season_factor(sm.lga_index[rows])
     s_pos = {c: i for i, c in enumerate(state_codes)}
+    state_idx = lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy()
+    population = lgas["population"].cast(pl.Float64).to_numpy()
+    state_c = model.aggregate(lga_c, state_idx, population, len(state_codes))
+    if lga_pos is not None:
+        from pipeline.sources.names import hbhi_lga_codes
+
+        lga_pos = lga_pos.join(
+            hbhi_lga_codes(lga_pos.select("lga", "state"), geo, source="NDHS 2018 LGA positivity"),
+            on="lga", how="inner",
+        )
     return ModelData(
         periods=periods,
-        rain=rain,
         provisional=provisional,
-        calendar_month=np.array([int(p[5:7]) for p in periods]),
-        state_idx=lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy(),
+        state_idx=state_idx,
         state_codes=state_codes,
-        population=lgas["population"].cast(pl.Float64).to_numpy(),
+        lga_codes=lgas["lga_code"].to_list(),
+        zones=geo.states["zone"].to_list(),
+        population=population,
         is_urban=lgas["is_urban"].to_numpy().astype(bool),
         rounds=rounds,
+        zone_rounds=zone_rounds(survey),
         urban_ratio=ratio,
         urban_ratio_year=ratio_year,
+        lga_c=lga_c,
+        state_c=state_c,
+        season=sm,
         rain_source=rec.source,
+        lga_positivity=lga_pos,
     )
 
 
-def decimal_years(periods: list[str]) -> np.ndarray:
-    return np.array([int(p[:4]) + (int(p[5:7]) - 1) / 12 for p in periods])
+def fit_baseline(md: ModelData, rounds: pl.DataFrame, last_month: int) -> model.Baseline:
+    """The state baselines from `rounds` on the grid GRID_START..last_month.
+
+    The random-walk variance comes from consecutive rounds of the same state; with fewer
+    than MIN_PAIRS of them (a data load with one state round), from the zone rounds.
+    """
+    t0 = month_index(GRID_START)
+    obs = model.observations(rounds, md.state_codes, md.state_c, t0, last_month)
+    d, v, yrs = model.state_pairs(obs)
+    if d.size < model.MIN_PAIRS:
+        d, v, yrs = zone_pairs(md, int(rounds["survey_year"].to_numpy().max()), obs.typical_children)
+    return model.smooth(obs, model.random_walk_variance(d, v, yrs))
 
 
-def lga_baselines(md: ModelData, periods: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-LGA baseline, low and high [n_lga, len(periods)]."""
-    sb = model.state_baseline(md.rounds, md.state_codes, decimal_years(periods))
-    hw = model.survey_halfwidth(sb)
-    split = [
-        model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio)
-        for x in (sb, np.clip(sb - hw, 0, 1), np.clip(sb + hw, 0, 1))
-    ]
-    return split[0], split[1], split[2]
+def zone_pairs(md: ModelData, upto_year: int, typical: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Consecutive-round differences of zone logits up to `upto_year`; a zone's sample is
+    taken as its number of states times a state's."""
+    zr = md.zone_rounds.filter(pl.col("survey_year") <= upto_year)
+    per_zone = {z: md.zones.count(z) for z in set(md.zones)}
+    d, v, yrs = [], [], []
+    for (zone,), g in zr.group_by("area", maintain_order=True):
+        y = g["survey_year"].to_numpy()
+        p = g["positivity"].to_numpy()
+        if len(y) < 2:
+            continue
+        z = model.logit(p)
+        var = model.binomial_logit_var(p, typical * max(per_zone.get(zone, 1), 1))
+        d += list(np.diff(z))
+        v += list(var[1:] + var[:-1])
+        yrs += list(np.diff(y).astype(float))
+    return np.array(d), np.array(v), np.array(yrs)
+
+
+def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> model.Scores:
+    """LGA scores for month indices: urban-split state baseline range x the LGA's c."""
+    centre, low, high = model.baseline_range(base, np.array(months))
+    split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
+    c = md.lga_c[:, [m % 12 for m in months]]
+    return model.scores(split[0], split[1], split[2], c)
 
 
 @dataclass(frozen=True)
@@ -179,34 +243,35 @@ class RiskResult:
     state: model.Scores  # [n_states, len(estimated)]
     state_fc: model.Scores
     provisional: dict[str, bool]
+    baseline: model.Baseline
 
 
-def run_model(md: ModelData, issue: int | None = None) -> RiskResult:
-    """Estimate every month from FIRST_PERIOD to `issue` (default: the last recorded)
-    and forecast the HORIZONS months after it, using rain up to `issue` only."""
-    issue = len(md.periods) - 1 if issue is None else issue
-    start = md.periods.index(FIRST_PERIOD)
-    upto = issue + 1
-    b, bl, bh = lga_baselines(md, md.periods[:upto])
-    est = model.estimate(md.rain[:, :upto], md.provisional[:upto], b, bl, bh, start)
-    last = month_index(md.periods[issue])
-    fc_periods = [period_of(last + h) for h in range(1, model.HORIZONS + 1)]
-    fb, fbl, fbh = lga_baselines(md, fc_periods)
-    clim = model.climatology(md.rain, md.calendar_month, upto)
-    fc = model.forecast(md.rain, md.provisional, md.calendar_month, issue, fb, fbl, fbh, clim)
+def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
+    """Estimate every month from FIRST_PERIOD to the last recorded one and forecast the
+    HORIZONS months after it."""
+    rounds = md.rounds if rounds is None else rounds
+    last = month_index(md.periods[-1])
+    est_m = [month_index(p) for p in md.periods]
+    fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
+    base = fit_baseline(md, rounds, fc_m[-1])
+    both = lga_scores(md, base, est_m + fc_m)
+    k = len(est_m)
+    est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
+    fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
     n_states = len(md.state_codes)
 
     def agg(s: model.Scores) -> model.Scores:
         return model.Scores(*(model.aggregate(x, md.state_idx, md.population, n_states) for x in (s.score, s.low, s.high)))
 
     return RiskResult(
-        estimated=md.periods[start:upto],
-        forecast=fc_periods,
+        estimated=md.periods,
+        forecast=[period_of(m) for m in fc_m],
         lga=est,
         lga_fc=fc,
         state=agg(est),
         state_fc=agg(fc),
-        provisional={p: bool(v) for p, v in zip(md.periods[start:upto], md.provisional[start:upto], strict=True)},
+        provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
+        baseline=base,
     )
 
 
@@ -221,7 +286,7 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return score, low, high
 
 
-def _records(static: list[dict], s: model.Scores) -> list[list[dict]]:
+def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code
@@ -261,6 +326,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "months": months,
         "updated_at": updated_at,
         "model_version": model.MODEL_VERSION,
+        "score_range_level": model.RANGE_LEVEL,
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
@@ -296,13 +362,17 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
 
 
 def produce(ctx: BuildContext) -> Produced:
+    from pipeline.reports.validation import validation_report
+
     geo = ctx.geography
     md = load_model_data(ctx.data_dir, geo)
     res = run_model(md)
     docs = build_documents(geo, res, ctx.updated_at)
+    report = validation_report(Path(ctx.data_dir), geo, md, res)
     return Produced(
         dataset="risk",
         documents=docs,
         facts={"estimated": res.estimated, "forecast": res.forecast},
         model_version=model.MODEL_VERSION,
+        files={VALIDATION_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")},
     )

@@ -1,34 +1,47 @@
 """Producer for /v1/transmission/states and /v1/transmission/lgas (SPEC 2.6-2.8, rule 6).
 
-Seasons come from rainfall, not from case records: there is no dated monthly case
-series per state or LGA (malaria SOURCES.md §7.4), while the CHIRPS climatology covers
-every state and, downscaled, every LGA. Rain makes breeding sites; cases follow after
-larval development, the parasite's development in the mosquito and the incubation in
-people, so the expected monthly level of reported cases is the rainfall climatology
-shifted later by that lag (docs/seasons.md gives the reasoning for one month).
-
-The only independent monthly case records (22 routine-data archetype profiles) are
-used for nothing but `method.check`, so the published agreement is an honest figure.
+Seasons come from rainfall, shaped by the only independent monthly case records: there
+is no dated monthly case series per state or LGA (malaria SOURCES.md §7.4), while the
+CHIRPS climatology covers every state and, downscaled, every LGA. The expected monthly
+level of reported cases is a floor plus a lagged rainfall shape, the lag growing with
+the length of the dry season (pipeline.model.seasons). The floor and the lag rule are
+fitted to the 22 routine-data archetype profiles; every figure published in
+`method.check` is cross-validated (leave one archetype out, all parameters refitted), so
+no profile is ever scored by parameters it helped fit. docs/seasons.md has the reasoning.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
+from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
+    DRY_MONTH_MM,
+    LAG_RULES,
     Season,
+    SeasonParams,
+    best_months_share,
+    choose_rule,
     circular_distance,
-    lag_profiles,
+    fit_table,
+    floored_index,
+    lags_for,
+    leave_one_out,
+    peak_window,
+    profile_errors,
+    rain_shape,
+    rule_cv_errors,
+    season_centre,
     season_from_index,
-    seasonal_index,
-    seasons_from_profiles,
+    trough_to_peak,
 )
 from pipeline.sources import cases, rainfall, survey
 from pipeline.sources.names import hbhi_lga_codes
@@ -36,35 +49,47 @@ from pipeline.sources.names import hbhi_lga_codes
 if TYPE_CHECKING:
     from pipeline.geography import Geography
 
-# Larval development (~1-2 weeks), extrinsic incubation in the mosquito (~10-14 days)
-# and intrinsic incubation plus care seeking (~2 weeks) add up to about a month
-# between the rain that fills breeding sites and the cases that reach a clinic.
-# Chosen on that reasoning before running the check; not tuned to it.
-CASES_FOLLOW_RAIN_BY_MONTHS = 1
-HIGH_SEASON_SHARE_OF_PEAK = 0.5
+# Used only when the case records are absent from DATA_DIR: the fit on all 22 archetype
+# profiles of the 2026-11 data load (docs/seasons.md). With the records present the
+# parameters are refitted on every build.
+DEFAULT_PARAMS = SeasonParams(floor=0.77, lag_at_pivot=0.9, lag_per_dry_month=0.5, rule="linear")
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
 SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
+LAG_DECIMALS = 1
+CENTRE_DECIMALS = 1
+# Geopolitical zone -> band used to break the check down (north / middle belt / south).
+BANDS = {
+    "North West": "north", "North East": "north", "North Central": "middle_belt",
+    "South West": "south", "South East": "south", "South South": "south",
+}
 
 RAINFALL_DECIMALS = 1
 SHARE_DECIMALS = 4
 CHECK_DECIMALS = 2
 
-DESCRIPTION = (
-    "The expected monthly level of reported malaria cases is the 1991-2020 CHIRPS rainfall "
-    "climatology shifted one month later (cases follow rain), scaled so the peak month is 1; "
-    "high months are those at half the peak or more, and the high season is the run of high "
-    "months holding the peak, carried across a single lower month between two rainy seasons. "
-    "LGA profiles use the IDM/GSOD LGA rainfall shape rescaled to the state CHIRPS totals, and "
-    "the national profile is the population-weighted mean of the state profiles. "
-    "The check compares these predictions with 22 routine-data case seasonality profiles "
-    "of LGA groups, which are not used to make them."
-)
+def description(p: SeasonParams) -> str:
+    """`method.description`: the rule with this release's constants."""
+    return (
+        "Expected monthly level of reported malaria cases, as a share of the peak month: "
+        f"index = {p.floor:.2f} + {1 - p.floor:.2f} x (rainfall climatology shifted later by the area's lag, "
+        "scaled to peak 1). The lag in months is "
+        f"{p.lag_at_pivot:.1f} + {p.lag_per_dry_month:.2f} x (dry months - 5), where a dry month has under 50 mm "
+        "in the 1991-2020 CHIRPS climatology (fractional lags interpolate between months; bounds -1 to 4): "
+        "cases follow rain later where the dry season is long (Sahel) and earlier in the south. "
+        "The floor and the lag rule are fitted to 22 routine-data case profiles of LGA groups; "
+        f"high months are those at {p.high_share} of the peak or more (where the rain-driven part reaches "
+        "half its own peak), and the high season is the run of high months holding the peak, carried "
+        "across a single lower month. cases_follow_rain_by_months is the population-weighted mean lag; "
+        "each season carries its own lag_months. The check figures are leave-one-archetype-out: "
+        "every parameter refitted without the profile being scored."
+    )
 
 SURVEY_NOTE = (
     "Positivity by microscopy in children 6-59 months. Rounds or areas with only an RDT figure "
     "are left out rather than mixed in, because RDT reads higher than microscopy in the same "
     "children. clusters, children_tested and the 95% range are null where the source table does "
-    "not give them, and small_sample is then null too (unknown, not false). 2010 has zone figures "
+    "not give them, and small_sample is then null too (unknown, not false) unless a lower bound of "
+    "100 or more children (children_tested_lower_bound) makes it false. 2010 has zone figures "
     "only, so no state entry for 2010."
 )
 RAINFALL_NOTE = (
@@ -93,104 +118,144 @@ def wide(df: pl.DataFrame, key: str, value: str, keys: list[str]) -> np.ndarray:
     return mat
 
 
-def normalised(profiles: np.ndarray) -> np.ndarray:
-    """Unrounded peak-1 profiles, for weighting before the published rounding."""
-    return profiles / profiles.max(axis=1, keepdims=True)
+@dataclass(frozen=True)
+class SeasonModel:
+    """The fitted seasonal index for every LGA and state, with its cross-validated check."""
+
+    params: SeasonParams
+    fitted_to: int  # case series the published parameters were fitted to (0: DEFAULT_PARAMS)
+    lga_codes: list[str]  # sorted by code
+    lga_rain: np.ndarray  # [n_lga, 12] mm
+    lga_lag: np.ndarray  # [n_lga]
+    lga_index: np.ndarray  # [n_lga, 12] published (rounded) index
+    check: dict[str, Any]
 
 
-def national_season(state_lagged: np.ndarray, population: np.ndarray, share: float) -> Season:
-    """Population-weighted mean of the state profiles (each scaled to peak 1), then the rules.
+def season_of(index: np.ndarray, lag: float, p: SeasonParams) -> dict[str, Any]:
+    """SPEC 2.6 season plus the additive centre, peak window and lag."""
+    s = season_from_index(index, p.high_share)
+    return {
+        **s.to_json(),
+        "season_centre_month": round(float(season_centre(index)[0]), CENTRE_DECIMALS),
+        "peak_window": list(peak_window(index, p.peak_window_share)),
+        "lag_months": round(float(lag), LAG_DECIMALS),
+    }
+
+
+def national_index(state_rain: np.ndarray, state_lag: np.ndarray, population: np.ndarray, p: SeasonParams) -> np.ndarray:
+    """Population-weighted mean of the state rain shapes (each peak 1), rescaled to peak 1, then the floor.
 
     Shapes, not millimetres, are weighted: a person in wet Bayelsa counts as much as
     one in dry Yobe, so the national season is the one most people live with.
     """
     w = np.asarray(population, dtype=float)
-    prof = (normalised(state_lagged) * w[:, None]).sum(axis=0) / w.sum()
-    return season_from_index(seasonal_index(prof)[0], share)
+    prof = (rain_shape(state_rain, state_lag) * w[:, None]).sum(axis=0) / w.sum()
+    return floored_index(prof / prof.max(), p.floor)[0]
+
+
+def series_weights(lga_archetype: pl.DataFrame, lgas: pl.DataFrame, lga_codes: list[str],
+                   series: list[str]) -> np.ndarray:
+    """[n_series, n_lga]: population of each series' LGAs (0 elsewhere)."""
+    pos = {c: i for i, c in enumerate(lga_codes)}
+    pop = dict(zip(lgas["lga_code"], lgas["population"].cast(pl.Float64), strict=True))
+    w = np.zeros((len(series), len(lga_codes)))
+    sidx = {a: i for i, a in enumerate(series)}
+    for code, arch in lga_archetype.select("lga_code", "archetype").iter_rows():
+        if code in pos and arch in sidx:
+            w[sidx[arch], pos[code]] = pop[code]
+    return w
 
 
 def seasonality_check(
-    lga_lagged: pl.DataFrame,
-    lga_archetype: pl.DataFrame,
-    recorded: pl.DataFrame,
-    lgas: pl.DataFrame,
-    state_names: dict[str, str],
-    share: float = HIGH_SEASON_SHARE_OF_PEAK,
-) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Compare predicted and recorded seasons for each case series (archetype).
+    lga_rain: np.ndarray,
+    weights: np.ndarray,
+    recorded: np.ndarray,
+    series: list[str],
+    bands: list[str],
+    state_names: list[str],
+) -> tuple[SeasonParams, dict[str, Any], pl.DataFrame]:
+    """Fit the index to all series (published parameters) and cross-validate it.
 
-    Inputs: `lga_lagged` (lga_code, month, expected: lagged rainfall profile),
-    `lga_archetype` (lga_code, archetype), `recorded` (archetype, month, incidence),
-    `lgas` (lga_code, state_code, population), `state_names` code -> name.
-
-    Predicted profile of a series = population-weighted mean of its LGAs' peak-1
-    profiles. Both profiles then go through the same season rules (the recorded one
-    without a lag: it already is cases). Per series: Pearson correlation of the two
-    12-month profiles; months_off = mean of the circular distances between predicted
-    and recorded season start and season end; peak_off = circular distance between
-    the peak months. Returns the SPEC `check` object and the per-series table.
+    Every check figure is leave-one-archetype-out: the held-out profile is predicted
+    with parameters (floor, lag rule) fitted to the other profiles only, and the same
+    season rules (at the held-out fit's share) are applied to the prediction and to
+    the recorded profile. Returns the published parameters, the `check` object and the
+    per-series table.
     """
-    prof = lga_lagged.with_columns(
-        (pl.col("expected") / pl.col("expected").max().over("lga_code")).alias("shape")
-    )
-    members = lga_archetype.join(lgas.select("lga_code", "state_code", "population"), on="lga_code", how="inner")
-    pred = (
-        prof.join(members, on="lga_code", how="inner")
-        .group_by("archetype", "month")
-        .agg(((pl.col("shape") * pl.col("population")).sum() / pl.col("population").sum()).alias("predicted"))
-    )
-    series = sorted(set(pred["archetype"]) & set(recorded["archetype"]))
-    if not series:
-        return empty_check(), pl.DataFrame()
-    p = wide(pred.filter(pl.col("archetype").is_in(series)), "archetype", "predicted", series)
-    r = wide(recorded.filter(pl.col("archetype").is_in(series)), "archetype", "incidence", series)
-    pc, rc = p - p.mean(axis=1, keepdims=True), r - r.mean(axis=1, keepdims=True)
-    denom = np.sqrt((pc**2).sum(axis=1) * (rc**2).sum(axis=1))
-    corr = np.where(denom > 0, (pc * rc).sum(axis=1) / np.where(denom > 0, denom, 1), np.nan)
-    ps = [season_from_index(row, share) for row in seasonal_index(p)]
-    rs = [season_from_index(row, share) for row in seasonal_index(r)]
+    tables = {rule: fit_table(lga_rain, weights, recorded, rule) for rule in LAG_RULES}
+    cv_errors = rule_cv_errors(tables)
+    params, _ = choose_rule(tables).best()
+    cv = leave_one_out(tables)
+    pred, rec = cv.predicted, recorded / recorded.max(axis=1, keepdims=True)
+    err = profile_errors(pred, rec)
+    ps = [season_from_index(np.round(row, 3), f.high_share) for row, f in zip(pred, cv.params, strict=True)]
+    rs = [season_from_index(np.round(row, 3), f.high_share) for row, f in zip(rec, cv.params, strict=True)]
 
     def col(ss: list[Season], f: str) -> np.ndarray:
-        return np.array([getattr(s, f) for s in ss])
+        return np.array([getattr(x, f) for x in ss])
 
-    start_off = circular_distance(col(ps, "season_start_month"), col(rs, "season_start_month"))
-    end_off = circular_distance(col(ps, "season_end_month"), col(rs, "season_end_month"))
+    start_off = np.asarray(circular_distance(col(ps, "season_start_month"), col(rs, "season_start_month")))
+    end_off = np.asarray(circular_distance(col(ps, "season_end_month"), col(rs, "season_end_month")))
     months_off = (start_off + end_off) / 2
-    peak_off = circular_distance(col(ps, "peak_month"), col(rs, "peak_month"))
-    per_states = (
-        members.filter(pl.col("archetype").is_in(series))
-        .group_by("archetype")
-        .agg(pl.col("state_code").unique().sort(), pl.len().alias("lgas"), pl.col("population").sum())
-    )
-    table = pl.DataFrame(
-        {
-            "archetype": series,
-            "correlation": corr,
-            "predicted_peak": col(ps, "peak_month"),
-            "recorded_peak": col(rs, "peak_month"),
-            "predicted_start": col(ps, "season_start_month"),
-            "predicted_end": col(ps, "season_end_month"),
-            "recorded_start": col(rs, "season_start_month"),
-            "recorded_end": col(rs, "season_end_month"),
-            "recorded_months": col(rs, "season_months"),
-            "months_off": months_off,
-            "peak_off": peak_off,
+    peak_off = np.asarray(circular_distance(col(ps, "peak_month"), col(rs, "peak_month")))
+    tab = pl.DataFrame({
+        "archetype": series, "band": bands,
+        "correlation": err["correlation"], "centre_off": err["centre_off"],
+        "predicted_centre": season_centre(pred), "recorded_centre": season_centre(rec),
+        "predicted_best4": best_months_share(pred), "recorded_best4": best_months_share(rec),
+        "predicted_trough": trough_to_peak(pred), "recorded_trough": trough_to_peak(rec),
+        "best4_error": err["best_months_share_error"], "trough_error": err["trough_to_peak_error"],
+        "predicted_peak": col(ps, "peak_month"), "recorded_peak": col(rs, "peak_month"),
+        "months_off": months_off, "peak_off": peak_off,
+        "floor": [f.floor for f in cv.params], "lag_at_pivot": [f.lag_at_pivot for f in cv.params],
+        "lag_per_dry_month": [f.lag_per_dry_month for f in cv.params],
+        "lag_rule": [f.rule for f in cv.params],
+    })
+
+    def summary(t: pl.DataFrame) -> dict[str, Any]:
+        return {
+            "series": t.height,
+            "median_correlation": _round(float(np.nanmedian(t["correlation"].to_numpy())), CHECK_DECIMALS),
+            "mean_centre_months_off": _round(float(np.mean(t["centre_off"].to_numpy())), CHECK_DECIMALS),
+            "mean_best_4_month_share_error": _round(float(np.mean(t["best4_error"].to_numpy())), 3),
+            "mean_trough_to_peak_error": _round(float(np.mean(t["trough_error"].to_numpy())), CHECK_DECIMALS),
         }
-    ).join(per_states, on="archetype", how="left")
-    codes = sorted({c for cs in table["state_code"] for c in cs})
+
+    allsum = summary(tab)
     check = {
         "series": len(series),
-        "states": sorted(state_names[c] for c in codes),
-        "median_correlation": _round(np.nanmedian(corr), CHECK_DECIMALS),
-        "mean_months_off": _round(months_off.mean(), CHECK_DECIMALS),
-        "mean_months_peak_is_off": _round(peak_off.mean(), CHECK_DECIMALS),
+        "states": sorted(state_names),
+        "median_correlation": allsum["median_correlation"],
+        "mean_months_off": _round(float(months_off.mean()), CHECK_DECIMALS),
+        "mean_months_peak_is_off": _round(float(peak_off.mean()), CHECK_DECIMALS),
+        "cross_validation": "leave-one-archetype-out; the lag rule chosen and the floor and lag refitted "
+                            "without the held-out profile",
+        "lag_rule_cv_errors": cv_errors,
+        "lag_rules_chosen": sorted({f.rule for f in cv.params}),
+        "mean_centre_months_off": allsum["mean_centre_months_off"],
+        "mean_best_4_month_share_error": allsum["mean_best_4_month_share_error"],
+        "mean_trough_to_peak_error": allsum["mean_trough_to_peak_error"],
+        "recorded_median_trough_to_peak": _round(float(np.median(trough_to_peak(rec))), CHECK_DECIMALS),
+        "recorded_max_best_4_month_share": _round(float(best_months_share(rec).max()), CHECK_DECIMALS),
+        "by_band": {
+            band: summary(tab.filter(pl.col("band") == band))
+            for band in ("north", "middle_belt", "south") if tab.filter(pl.col("band") == band).height
+        },
     }
-    return check, table
+    return params, check, tab
 
 
 def empty_check() -> dict[str, Any]:
     """The check when its case records are absent: nothing compared, no figure invented."""
-    return {"series": 0, "states": [], "median_correlation": None, "mean_months_off": None, "mean_months_peak_is_off": None}
+    return {
+        "series": 0, "states": [], "median_correlation": None, "mean_months_off": None,
+        "mean_months_peak_is_off": None,
+        "cross_validation": "not run: the case records are absent from this data load",
+        "lag_rule_cv_errors": {}, "lag_rules_chosen": [],
+        "mean_centre_months_off": None, "mean_best_4_month_share_error": None,
+        "mean_trough_to_peak_error": None, "recorded_median_trough_to_peak": None,
+        "recorded_max_best_4_month_share": None, "by_band": {},
+    }
 
 
 def _round(v: float, d: int) -> float | None:
@@ -284,7 +349,66 @@ def _inputs_present(data_dir: Path) -> list[str]:
 
 
 def _check_inputs_present(data_dir: Path) -> bool:
-    return (data_dir / cases.ARCHETYPE_PROFILES).exists() and (data_dir / cases.LGA_ARCHETYPES).exists()
+    return (Path(data_dir) / cases.ARCHETYPE_PROFILES).exists() and (Path(data_dir) / cases.LGA_ARCHETYPES).exists()
+
+
+CLIMATOLOGY_YEARS = (1991, 2020)
+
+
+def state_climatology(data_dir: Path) -> pl.DataFrame:
+    """ocha_pcode, month, rainfall_mm: the CHIRPS 1991-2020 climatology file, or, when a data
+    load lacks it, the same mean computed from the recorded monthly CHIRPS series (all its
+    years if it does not cover 1991-2020), so the risk score keeps its season."""
+    if (Path(data_dir) / rainfall.CHIRPS_CLIMATOLOGY).exists():
+        return rainfall.read_state_chirps_climatology(data_dir)
+    rec = rainfall.read_recorded_rainfall(data_dir).state.with_columns(
+        pl.col("period").str.slice(0, 4).cast(pl.Int64).alias("year"),
+        pl.col("period").str.slice(5, 2).cast(pl.Int64).alias("month"),
+    )
+    base = rec.filter(pl.col("year").is_between(*CLIMATOLOGY_YEARS))
+    base = base if base.height else rec
+    return base.group_by("ocha_pcode", "month").agg(pl.col("rainfall_mm").mean()).sort("ocha_pcode", "month")
+
+
+_MEMO: list[tuple[tuple[Any, ...], Any, SeasonModel]] = []  # at most one (key, geography, model)
+
+
+def _memo_key(data_dir: Path) -> tuple[Any, ...]:
+    """The inputs' paths with size and modification time: a changed file is a new fit."""
+    files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES)
+    out: list[Any] = [str(Path(data_dir).resolve())]
+    for f in files:
+        path = Path(data_dir) / f
+        st = path.stat() if path.exists() else None
+        out.append((f, st.st_size, st.st_mtime_ns) if st else (f, None))
+    return tuple(out)
+
+
+def season_model(data_dir: Path, geo: Any) -> SeasonModel:
+    """Fit (or, without case records, take DEFAULT_PARAMS) and apply the seasonal index to every LGA.
+
+    The risk producer multiplies its baseline by this same index, so the fit is memoised
+    per data directory and geography for the one build that asks twice.
+    """
+    key = _memo_key(data_dir)
+    if _MEMO and _MEMO[0][0] == key and _MEMO[0][1] is geo:
+        return _MEMO[0][2]
+    lgas = geo.lgas.sort("lga_code")
+    lga_codes = lgas["lga_code"].to_list()
+    state_clim = state_climatology(data_dir)
+    lga_clim = lga_climatology(geo, state_clim, rainfall.read_lga_climatology(data_dir))
+    lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
+    params, fitted_to, check = DEFAULT_PARAMS, 0, empty_check()
+    if _check_inputs_present(data_dir):
+        params, check, _ = run_check(data_dir, geo, lga_codes, lga_rain)
+        fitted_to = check["series"] or 0
+        if not fitted_to:
+            params = DEFAULT_PARAMS
+    lag = lags_for(lga_rain, params)
+    index = floored_index(rain_shape(lga_rain, lag), params.floor)
+    model = SeasonModel(params, fitted_to, lga_codes, lga_rain, lag, index, check)
+    _MEMO[:] = [(key, geo, model)]
+    return model
 
 
 def produce(ctx: BuildContext) -> Produced:
@@ -295,26 +419,25 @@ def produce(ctx: BuildContext) -> Produced:
     geo = ctx.geography
     states = geo.states.sort("state_code")
     lgas = geo.lgas.sort("lga_code")
-    lag, share = CASES_FOLLOW_RAIN_BY_MONTHS, HIGH_SEASON_SHARE_OF_PEAK
+    sm = season_model(data_dir, geo)
+    p = sm.params
 
     state_clim = rainfall.read_state_chirps_climatology(data_dir)
     state_rain = wide(
         state_clim.join(states.select("ocha_pcode", "state_code"), on="ocha_pcode", how="inner"),
         "state_code", "rainfall_mm", states["state_code"].to_list(),
     )
-    lga_clim = lga_climatology(geo, state_clim, rainfall.read_lga_climatology(data_dir))
-    lga_codes = lgas["lga_code"].to_list()
-    lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
-
-    state_seasons = seasons_from_profiles(state_rain, lag, share)
-    national = national_season(lag_profiles(state_rain, lag), states["population"].to_numpy(), share)
-    lga_seasons = seasons_from_profiles(lga_rain, lag, share)
+    state_lag = lags_for(state_rain, p)
+    state_index = floored_index(rain_shape(state_rain, state_lag), p.floor)
+    pop = states["population"].cast(pl.Float64).to_numpy()
+    national = season_of(national_index(state_rain, state_lag, pop, p), float(np.average(state_lag, weights=pop)), p)
+    lga_codes = sm.lga_codes
 
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     survey_rows = survey.read_survey_positivity(data_dir, {v: k for k, v in state_names.items()})
     nat_trend, state_trends = survey_trends(survey_rows)
-
-    check, _ = run_check(data_dir, geo, lga_codes, lga_rain, lag, state_names, share)
+    # survey sample (pipeline/datasets/survey_sample.py): additive lower bounds, small_sample where certain
+    nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
 
     sources = {
         "rainfall": rainfall.CHIRPS_SOURCE,
@@ -322,33 +445,42 @@ def produce(ctx: BuildContext) -> Produced:
         "check_cases": cases.CASES_SOURCE,
         "surveys": sorted(set(survey_rows["source"].to_list())),
         "survey_note": SURVEY_NOTE,
+        "survey_sample": survey_sample.source_block(),
     }
     states_doc = {
         "method": {
-            "cases_follow_rain_by_months": lag,
-            "high_season_share_of_peak": share,
-            "description": DESCRIPTION,
-            "check": check,
+            "cases_follow_rain_by_months": round(float(np.average(state_lag, weights=pop)), LAG_DECIMALS),
+            "high_season_share_of_peak": p.high_share,
+            "description": description(p),
+            "check": sm.check,
+            "seasonal_floor": p.floor,
+            "lag_at_5_dry_months": p.lag_at_pivot,
+            "lag_per_dry_month": p.lag_per_dry_month,
+            "lag_rule": p.rule,
+            "dry_month_below_mm": DRY_MONTH_MM,
+            "peak_window_share_of_peak": p.peak_window_share,
+            "parameters_fitted_to_series": sm.fitted_to,
         },
-        "national": {"season": national.to_json(), "survey_trend": nat_trend},
+        "national": {"season": national, "survey_trend": nat_trend},
         "states": [
             {
                 "state_code": code,
                 "state": name,
                 "zone": zone,
-                "season": s.to_json(),
+                "season": season_of(ix, lag, p),
                 "survey_trend": state_trends.get(code, []),
             }
-            for code, name, zone, s in zip(
-                states["state_code"], states["state"], states["zone"], state_seasons, strict=True
+            for code, name, zone, ix, lag in zip(
+                states["state_code"], states["state"], states["zone"], state_index, state_lag, strict=True
             )
         ],
         "source": sources,
     }
 
     by_code = {
-        code: {"lga_code": code, **s.to_json(), "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
-        for code, s, rain in zip(lga_codes, lga_seasons, lga_rain, strict=True)
+        code: {"lga_code": code, **season_of(ix, lag, p),
+               "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
+        for code, ix, lag, rain in zip(lga_codes, sm.lga_index, sm.lga_lag, sm.lga_rain, strict=True)
     }
     names = dict(zip(lgas["lga_code"], lgas["lga"], strict=True))
     order = lgas.sort(pl.col("lga").str.to_lowercase(), "lga_code").select("lga_code", "state_code")
@@ -374,28 +506,27 @@ def _lga_record(rec: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def run_check(
-    data_dir: Path,
-    geo: Geography,
-    lga_codes: list[str],
-    lga_rain: np.ndarray,
-    lag: int,
-    state_names: dict[str, str],
-    share: float = HIGH_SEASON_SHARE_OF_PEAK,
-) -> tuple[dict[str, Any], pl.DataFrame]:
-    """Read the case records and run `seasonality_check`; nulls when they are absent."""
-    if not _check_inputs_present(data_dir):
-        return empty_check(), pl.DataFrame()
+    data_dir: Path, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
+) -> tuple[SeasonParams, dict[str, Any], pl.DataFrame]:
+    """Read the case records, fit the index to them and cross-validate it."""
     recorded = cases.read_archetype_profiles(data_dir)
     arche = cases.read_lga_archetypes(data_dir)
     arche = arche.join(hbhi_lga_codes(arche, geo, source=cases.LGA_ARCHETYPES), on="lga", how="inner")
-    lagged = lag_profiles(lga_rain, lag)
-    long = pl.DataFrame(
-        {
-            "lga_code": np.repeat(np.asarray(lga_codes, dtype=object), 12).tolist(),
-            "month": np.tile(np.arange(1, 13), len(lga_codes)),
-            "expected": lagged.reshape(-1),
-        }
-    )
-    return seasonality_check(
-        long, arche.select("lga_code", "archetype"), recorded, geo.lgas, state_names, share
-    )
+    w_all = series_weights(arche, geo.lgas, lga_codes, sorted(set(recorded["archetype"])))
+    series = [a for a, w in zip(sorted(set(recorded["archetype"])), w_all, strict=True) if w.sum() > 0]
+    if not series:
+        return DEFAULT_PARAMS, empty_check(), pl.DataFrame()
+    weights = series_weights(arche, geo.lgas, lga_codes, series)
+    rec = wide(recorded.filter(pl.col("archetype").is_in(series)), "archetype", "incidence", series)
+    zone_of = dict(zip(geo.states["state_code"], geo.states["zone"], strict=True))
+    state_of = geo.lgas.sort("lga_code")["state_code"].to_list()
+    bands, states = [], set()
+    for w in weights:
+        by_band: dict[str, float] = {}
+        for i in np.flatnonzero(w):
+            band = BANDS.get(zone_of[state_of[i]], "middle_belt")
+            by_band[band] = by_band.get(band, 0.0) + float(w[i])
+            states.add(state_of[i])
+        bands.append(max(sorted(by_band), key=lambda b: by_band[b]))
+    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
+    return seasonality_check(lga_rain, weights, rec, series, bands, [names[c] for c in states])

@@ -1,81 +1,92 @@
-"""The risk model: rainfall in the preceding months x baseline endemicity -> score 0..1.
+"""The risk model: survey baseline x seasonal index -> score 0..1, with an 80 % predictive range.
 
-Everything here is numpy over whole [LGA x month] matrices (no loops over rows), is
-deterministic, and takes and returns arrays: reading files and shaping documents
-live elsewhere (pipeline/sources, pipeline/datasets/risk.py). docs/model.md has the formulas
-with the reasons for each constant; the constants below are the single source.
+Everything here is numpy over whole [area x month] matrices, deterministic, and takes
+and returns arrays; reading files and shaping documents live elsewhere
+(pipeline/sources, pipeline/datasets/risk.py). docs/model.md has the formulas with the
+reason for every constant; the constants below are the single source.
 
-    E[l,t]   = sum_k LAG_WEIGHTS[k] * R[l, t-k]                effective rain, k = 0..2
-    S        = 1 - exp(-E / RAIN_SCALE_MM)                      rain suitability 0..1
-    I[l,t]   = min(1, B[l,t] / BASELINE_SATURATION)              endemicity index 0..1
-    score    = I * (DRY_FLOOR + (1 - DRY_FLOOR) * S)            0..1
+    score[a,t] = B[a,t] x c[a, month(t)]            clipped to [0, 1]
 
-score rises with every lagged rain term and with the baseline B (survey positivity,
-urban-adjusted) and is bounded in [0, 1]; the range comes from pushing B and E to
-their low / high ends, so score_low <= score <= score_high by monotonicity.
+* c is the area's seasonal index (pipeline.model.seasons) rescaled to mean 1 over the
+  year: rainfall shapes *when* in the year, the surveys say *how much*.
+* B is the baseline from the surveys: a local-level (random-walk) model on the logit
+  scale per state, observed by each survey round with binomial sampling error, after
+  dividing the round's value by the mean of c over its fieldwork months (a survey in
+  the high season reads higher than the year's mean). Smoothed (Kalman filter and
+  smoother) over a monthly grid; after the last round the mean holds and the variance
+  grows by Q per year.
+* score_low / score_high: the RANGE_LEVEL (80 %) predictive range of what a survey of
+  the state would measure in that month: the baseline's variance plus a new survey's
+  sampling variance, on the logit scale, times c.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from statistics import NormalDist
 
 import numpy as np
 import polars as pl
 
-MODEL_VERSION = "rain-lag-baseline/1.0.0"
-
-# Share of month t's effective rain coming from the rain of month t, t-1, t-2:
-# cases follow rain by one to two months, so t-1 weighs most.
-LAG_WEIGHTS = (0.2, 0.5, 0.3)
-# Effective rain (mm/month) at which suitability reaches 1 - 1/e = 0.63.
-RAIN_SCALE_MM = 80.0
-# Share of the rainy-season level that remains with no rain (dry-season transmission).
-DRY_FLOOR = 0.35
-# Microscopy positivity (children 6-59 months) at which the endemicity index saturates;
-# above every state value observed 2015-2021 (max 0.636, Kebbi 2015).
-BASELINE_SATURATION = 0.65
-# Upper bounds of the levels: score < 0.10 very_low, < 0.20 low, < 0.35 moderate,
-# < 0.50 high, otherwise very_high.
+MODEL_VERSION = "survey-season/2.0.0"
+RANGE_LEVEL = 0.8
+Z_RANGE = NormalDist().inv_cdf(0.5 + RANGE_LEVEL / 2)  # 1.2816
+# Levels follow the WHO malaria-elimination framework (2017) transmission strata on
+# parasite prevalence: very low < 1 %, low 1-10 %, moderate 10-35 %, high >= 35 %;
+# "high" is split at 50 %, the hyperendemic bound of the Metselaar-Van Thiel (1959)
+# endemicity classes, so the fifth level marks the most intense transmission.
 LEVEL_THRESHOLDS: tuple[tuple[float, str], ...] = (
-    (0.10, "very_low"),
-    (0.20, "low"),
+    (0.01, "very_low"),
+    (0.10, "low"),
     (0.35, "moderate"),
     (0.50, "high"),
 )
 TOP_LEVEL = "very_high"
-# Relative error assumed for a recorded monthly rainfall value (CHIRPS state mean
-# downscaled to an LGA); larger for provisional (CHIRPS-preliminary) months.
-RAIN_REL_ERR = 0.15
-PROVISIONAL_REL_ERR = 0.30
-# Effective sample size of a state survey estimate, implied by the only published
-# state 95% intervals (NDHS 2018 re-analysis: Kebbi ~150, Katsina ~160, FCT ~105).
-SURVEY_N_EFF = 150.0
-# Offset (mm) in the rainfall log-anomaly, so dry-season months do not dominate it.
-ANOMALY_OFFSET_MM = 10.0
-# Months averaged into the recent-anomaly predictor: a wet or dry year persists more
-# than a single month does (1981-2018 pooled slopes at lag 1..4: 0.10, 0.03, 0.06, 0.00
-# from one month; 0.23, 0.16, 0.16, 0.11 from a 12-month mean).
-ANOMALY_WINDOW = 12
-# Climatological quantiles bounding the rain still to come in a forecast.
-FORECAST_QUANTILES = (0.1, 0.5, 0.9)
 HORIZONS = 4
+# Months in which each round's children were tested (NMIS 2010/2015 and NDHS 2018: the
+# interview months of the urban clusters in malaria/numalaria_urban_clusters/; NMIS 2021:
+# October-December, its report). A round is placed at the middle of its fieldwork.
+FIELDWORK_MONTHS: dict[int, tuple[int, ...]] = {
+    2010: (10, 11, 12),
+    2015: (10, 11),
+    2018: (8, 9, 10, 11, 12),
+    2021: (10, 11, 12),
+}
+# Children tested per state where a round gives no count: the NMIS 2015 design (9 clusters
+# per state) at roughly 17 children per cluster. Used only when no per-state count is
+# known for any round; otherwise the median known count is used.
+ASSUMED_CHILDREN = 150
+# Fewest consecutive-round pairs of states to estimate the random-walk variance from
+# states; with fewer (a data load with one state round) zone rounds are used.
+MIN_PAIRS = 5
+# Lower bound of the random-walk variance (logit scale, per year): never a range that
+# claims the baseline cannot move.
+Q_MIN = 0.01
+# Diffuse start of the random walk (logit scale).
+PRIOR_VAR = 10.0
+# Positivity is kept inside [EPS, 1 - EPS] before taking logits.
+EPS = 0.005
 
 
-def suitability(effective_mm: np.ndarray) -> np.ndarray:
-    """Saturating response: more rain never lowers risk, and 400 mm is not 5x 80 mm."""
-    return 1.0 - np.exp(-np.maximum(effective_mm, 0.0) / RAIN_SCALE_MM)
+def logit(p: np.ndarray) -> np.ndarray:
+    p = np.clip(p, EPS, 1 - EPS)
+    return np.log(p / (1 - p))
 
 
-def score_from(baseline: np.ndarray, effective_mm: np.ndarray) -> np.ndarray:
-    """The score formula (module docstring); monotone in both arguments, in [0, 1]."""
-    index = np.clip(baseline / BASELINE_SATURATION, 0.0, 1.0)
-    return index * (DRY_FLOOR + (1.0 - DRY_FLOOR) * suitability(effective_mm))
+def expit(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
 
 
-def effective_rain(r0: np.ndarray, r1: np.ndarray, r2: np.ndarray) -> np.ndarray:
-    """Weighted rain of the month and the two before it (r0 = this month)."""
-    w0, w1, w2 = LAG_WEIGHTS
-    return w0 * r0 + w1 * r1 + w2 * r2
+def binomial_logit_var(p: np.ndarray, n: np.ndarray | float) -> np.ndarray:
+    """Sampling variance of logit(positivity) from n children (delta method)."""
+    p = np.clip(p, 0.01, 0.99)
+    return 1.0 / (np.asarray(n, dtype=float) * p * (1 - p))
+
+
+def season_factor(index: np.ndarray) -> np.ndarray:
+    """c: the seasonal index rescaled to mean 1 over the year, per row."""
+    idx = np.asarray(index, dtype=float)
+    return idx / idx.mean(axis=-1, keepdims=True)
 
 
 def levels(score: np.ndarray) -> np.ndarray:
@@ -85,10 +96,131 @@ def levels(score: np.ndarray) -> np.ndarray:
     return names[np.searchsorted(bounds, score, side="right")]
 
 
-def survey_halfwidth(p: np.ndarray) -> np.ndarray:
-    """95% half-width of a state positivity estimate with SURVEY_N_EFF children."""
-    p = np.clip(p, 0.0, 1.0)
-    return 1.96 * np.sqrt(p * (1.0 - p) / SURVEY_N_EFF)
+def round_month(year: int) -> int:
+    """Month index (year*12 + month-1) of the middle of a round's fieldwork."""
+    months = FIELDWORK_MONTHS.get(int(year), (6,))
+    return int(year) * 12 + months[(len(months) - 1) // 2] - 1
+
+
+def fieldwork_factor(c: np.ndarray, year: int) -> np.ndarray:
+    """Mean of c ([..., 12]) over a round's fieldwork months."""
+    months = np.array(FIELDWORK_MONTHS.get(int(year), tuple(range(1, 13)))) - 1
+    return np.asarray(c)[..., months].mean(axis=-1)
+
+
+@dataclass(frozen=True)
+class Observations:
+    """Survey rounds on the state x month grid (NaN where no round)."""
+
+    z: np.ndarray  # [n_states, T] logit of the de-seasonalised positivity
+    var: np.ndarray  # [n_states, T] its sampling variance
+    t0: int  # month index of column 0
+    typical_children: float  # children a new state survey would test
+
+
+def observations(rounds: pl.DataFrame, state_codes: list[str], c_state: np.ndarray, t0: int, t1: int) -> Observations:
+    """Place each round (state_code, survey_year, positivity, children) on the grid t0..t1.
+
+    The positivity is divided by the mean of the state's c over the fieldwork months,
+    so what enters the baseline is the annual-mean level the round implies.
+    """
+    n_states, width = len(state_codes), t1 - t0 + 1
+    z = np.full((n_states, width), np.nan)
+    var = np.full((n_states, width), np.nan)
+    known = rounds["children"].drop_nulls().to_numpy() if "children" in rounds.columns else np.array([])
+    typical = float(np.median(known)) if known.size else float(ASSUMED_CHILDREN)
+    pos = {c: i for i, c in enumerate(state_codes)}
+    for r in rounds.iter_rows(named=True):  # one entry per state round (about 100)
+        i = pos.get(r["state_code"])
+        col = round_month(r["survey_year"]) - t0
+        if i is None or not 0 <= col < width:
+            continue
+        p = float(r["positivity"]) / float(fieldwork_factor(c_state[i], r["survey_year"]))
+        n = r.get("children") or typical
+        z[i, col] = float(logit(np.array(p)))
+        var[i, col] = float(binomial_logit_var(np.array(p), n))
+    return Observations(z, var, t0, typical)
+
+
+def random_walk_variance(pairs_d: np.ndarray, pairs_var: np.ndarray, pairs_years: np.ndarray) -> float:
+    """Method-of-moments random-walk variance per year: E[d^2] = Q * years + v1 + v2."""
+    if pairs_d.size == 0:
+        return Q_MIN
+    q = float((pairs_d**2 - pairs_var).sum() / pairs_years.sum())
+    return max(Q_MIN, q)
+
+
+def state_pairs(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Differences, summed sampling variances and years between consecutive rounds of each state."""
+    d, v, yrs = [], [], []
+    for zrow, vrow in zip(obs.z, obs.var, strict=True):
+        cols = np.flatnonzero(np.isfinite(zrow))
+        d += list(np.diff(zrow[cols]))
+        v += list(vrow[cols][1:] + vrow[cols][:-1])
+        yrs += list(np.diff(cols) / 12.0)
+    return np.array(d), np.array(v), np.array(yrs)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    mean: np.ndarray  # [n_states, T] smoothed logit baseline
+    var: np.ndarray  # [n_states, T] its variance
+    t0: int
+    q: float  # random-walk variance per year
+    typical_children: float
+
+
+def smooth(obs: Observations, q_year: float) -> Baseline:
+    """Kalman filter and RTS smoother of a random walk, all states at once.
+
+    Loops over months (one vector operation per month for every state); months without
+    a round only add Q/12 to the variance, so after the last round the mean holds and the
+    variance grows linearly with time.
+    """
+    n, width = obs.z.shape
+    q = q_year / 12.0
+    mf = np.empty((n, width))
+    vf = np.empty((n, width))
+    m, v = np.zeros(n), np.full(n, PRIOR_VAR)
+    for t in range(width):
+        if t:
+            v = v + q
+        has = np.isfinite(obs.z[:, t])
+        if has.any():
+            k = np.where(has, v / (v + np.where(has, obs.var[:, t], 1.0)), 0.0)
+            m = np.where(has, m + k * (np.nan_to_num(obs.z[:, t]) - m), m)
+            v = np.where(has, (1 - k) * v, v)
+        mf[:, t], vf[:, t] = m, v
+    ms, vs = mf.copy(), vf.copy()
+    for t in range(width - 2, -1, -1):
+        vp = vf[:, t] + q
+        g = vf[:, t] / vp
+        ms[:, t] = mf[:, t] + g * (ms[:, t + 1] - mf[:, t])
+        vs[:, t] = vf[:, t] + g**2 * (vs[:, t + 1] - vp)
+    return Baseline(ms, vs, obs.t0, q_year, obs.typical_children)
+
+
+@dataclass(frozen=True)
+class Scores:
+    score: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+
+
+def baseline_range(b: Baseline, months: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """State baseline (median, low, high of what a survey would measure, before the season) at month indices."""
+    cols = np.asarray(months) - b.t0
+    m, v = b.mean[:, cols], b.var[:, cols]
+    centre = expit(m)
+    sd = np.sqrt(v + binomial_logit_var(centre, b.typical_children))
+    return centre, expit(m - Z_RANGE * sd), expit(m + Z_RANGE * sd)
+
+
+def scores(base: np.ndarray, low: np.ndarray, high: np.ndarray, c: np.ndarray) -> Scores:
+    """score = B x c, clipped to [0, 1]; low <= score <= high because B_low <= B <= B_high and c > 0."""
+    return Scores(
+        score=np.clip(base * c, 0.0, 1.0), low=np.clip(low * c, 0.0, 1.0), high=np.clip(high * c, 0.0, 1.0)
+    )
 
 
 def urban_split(
@@ -115,142 +247,6 @@ def urban_split(
     return np.clip(np.where(is_urban.reshape(shape), urban[state_idx], rural[state_idx]), 0.0, 1.0)
 
 
-@dataclass(frozen=True)
-class Scores:
-    score: np.ndarray
-    low: np.ndarray
-    high: np.ndarray
-
-
-def estimate(
-    rain: np.ndarray,
-    provisional: np.ndarray,
-    baseline: np.ndarray,
-    baseline_low: np.ndarray,
-    baseline_high: np.ndarray,
-    start: int,
-) -> Scores:
-    """Scores for months start..end of `rain` ([n, T] mm; `provisional` [T] bool;
-    baselines [n, T]). Needs two months of rain before `start`."""
-    if start < 2:
-        raise ValueError("need two months of rain before the first scored month")
-    err = np.where(provisional, PROVISIONAL_REL_ERR, RAIN_REL_ERR)[None, :]
-    t = slice(start, rain.shape[1])
-    lag = [rain[:, start - k : rain.shape[1] - k] for k in range(3)]
-    errs = [err[:, start - k : rain.shape[1] - k] for k in range(3)]
-    e = effective_rain(*lag)
-    e_lo = effective_rain(*(r * (1 - d) for r, d in zip(lag, errs, strict=True)))
-    e_hi = effective_rain(*(r * (1 + d) for r, d in zip(lag, errs, strict=True)))
-    return Scores(
-        score=score_from(baseline[:, t], e),
-        low=score_from(baseline_low[:, t], e_lo),
-        high=score_from(baseline_high[:, t], e_hi),
-    )
-
-
-@dataclass(frozen=True)
-class Climatology:
-    """Rain quantiles per [n, 12 calendar months] and anomaly persistence per horizon."""
-
-    q: np.ndarray  # [3, n, 12] for FORECAST_QUANTILES
-    persistence: np.ndarray  # [HORIZONS] slope of the log-anomaly k months ahead on the recent mean anomaly
-
-
-def log_anomaly(rain: np.ndarray, median: np.ndarray) -> np.ndarray:
-    return np.log((rain + ANOMALY_OFFSET_MM) / (median + ANOMALY_OFFSET_MM))
-
-
-def recent_anomaly_series(a: np.ndarray) -> np.ndarray:
-    """Rolling ANOMALY_WINDOW-month mean of the log-anomaly along axis 1 (valid part only)."""
-    c = np.cumsum(np.pad(a, ((0, 0), (1, 0))), axis=1)
-    return (c[:, ANOMALY_WINDOW:] - c[:, :-ANOMALY_WINDOW]) / ANOMALY_WINDOW
-
-
-def climatology(rain: np.ndarray, calendar_month: np.ndarray, upto: int) -> Climatology:
-    """The climatological distribution from months [0, upto) only (so a hindcast issued
-    at `upto - 1` sees no later data). calendar_month: [T] ints 1..12."""
-    n = rain.shape[0]
-    q = np.empty((len(FORECAST_QUANTILES), n, 12))
-    cm = calendar_month[:upto]
-    for m in range(1, 13):  # 12 vectorised quantile calls, not a loop over rows
-        q[:, :, m - 1] = np.quantile(rain[:, :upto][:, cm == m], FORECAST_QUANTILES, axis=1)
-    med = q[FORECAST_QUANTILES.index(0.5)][:, cm - 1]
-    a = log_anomaly(rain[:, :upto], med)
-    sm = recent_anomaly_series(a)  # sm[:, j] = mean of a over the window ending at j + ANOMALY_WINDOW - 1
-    slopes = np.empty(HORIZONS)
-    for k in range(1, HORIZONS + 1):
-        x, y = sm[:, : sm.shape[1] - k].ravel(), a[:, ANOMALY_WINDOW - 1 + k :].ravel()
-        var = float(np.dot(x, x))
-        slopes[k - 1] = np.clip(np.dot(x, y) / var, 0.0, 1.0) if var > 0 else 0.0
-    return Climatology(q=q, persistence=slopes)
-
-
-def forecast(
-    rain: np.ndarray,
-    provisional: np.ndarray,
-    calendar_month: np.ndarray,
-    issue: int,
-    baseline: np.ndarray,
-    baseline_low: np.ndarray,
-    baseline_high: np.ndarray,
-    clim: Climatology,
-) -> Scores:
-    """Scores for months issue+1 .. issue+HORIZONS, using rain up to `issue` only.
-
-    Rain still to come in month issue+k is the climatological quantile for its
-    calendar month, shifted by the mean log-anomaly of the last ANOMALY_WINDOW months
-    times its historical regression slope at lag k (damped anomaly persistence). Low/high use the 10th/90th percentiles (all unknown months
-    at the same end), so more unknown months means a wider range; the gaps between
-    score and each end are then made non-decreasing with horizon (a far forecast is
-    never shown as surer than a near one), except where an end is clipped at 0 or 1. baselines: [n, HORIZONS].
-    Returns [n, HORIZONS] arrays.
-    """
-    n = rain.shape[0]
-    known = rain[:, : issue + 1]
-    err = np.where(provisional[: issue + 1], PROVISIONAL_REL_ERR, RAIN_REL_ERR)
-    lo_t = max(0, issue + 1 - ANOMALY_WINDOW)
-    window = known[:, lo_t:]
-    med_win = clim.q[1][:, calendar_month[lo_t : issue + 1] - 1]
-    anomaly = log_anomaly(window, med_win).mean(axis=1)
-    last_m = int(calendar_month[issue])
-    out = np.empty((3, n, HORIZONS))
-    for h in range(1, HORIZONS + 1):  # 4 horizons x 3 lags of whole-vector arithmetic
-        terms = {"mid": [], "lo": [], "hi": []}
-        for k in range(3):
-            step = h - k  # months after issue of the lagged month
-            if step <= 0:
-                r = known[:, issue + step]
-                d = err[issue + step]
-                terms["mid"].append(r)
-                terms["lo"].append(r * (1 - d))
-                terms["hi"].append(r * (1 + d))
-            else:
-                m = (last_m - 1 + step) % 12
-                shift = np.exp(clim.persistence[step - 1] * anomaly)
-                for key, qi in (("lo", 0), ("mid", 1), ("hi", 2)):
-                    base = clim.q[qi][:, m] + ANOMALY_OFFSET_MM
-                    terms[key].append(np.maximum(base * shift - ANOMALY_OFFSET_MM, 0.0))
-        out[0, :, h - 1] = score_from(baseline[:, h - 1], effective_rain(*terms["mid"]))
-        out[1, :, h - 1] = score_from(baseline_low[:, h - 1], effective_rain(*terms["lo"]))
-        out[2, :, h - 1] = score_from(baseline_high[:, h - 1], effective_rain(*terms["hi"]))
-    score = out[0]
-    lo_gap = np.maximum.accumulate(np.maximum(score - out[1], 0.0), axis=1)
-    hi_gap = np.maximum.accumulate(np.maximum(out[2] - score, 0.0), axis=1)
-    return Scores(score=score, low=np.clip(score - lo_gap, 0.0, 1.0), high=np.clip(score + hi_gap, 0.0, 1.0))
-
-
-def climatology_forecast(
-    calendar_month: np.ndarray, issue: int, baseline: np.ndarray, clim: Climatology
-) -> np.ndarray:
-    """The naive benchmark: score with median climatological rain in every lag month."""
-    last_m = int(calendar_month[issue])
-    cols = []
-    for h in range(1, HORIZONS + 1):
-        r = [clim.q[1][:, (last_m - 1 + h - k) % 12] for k in range(3)]
-        cols.append(score_from(baseline[:, h - 1], effective_rain(*r)))
-    return np.stack(cols, axis=1)
-
-
 def aggregate(values: np.ndarray, group_idx: np.ndarray, weights: np.ndarray, n_groups: int) -> np.ndarray:
     """Weighted mean of rows of `values` ([n, ...]) per group: state = population-weighted LGAs."""
     onehot = np.zeros((n_groups, values.shape[0]))
@@ -263,8 +259,6 @@ def aggregate(values: np.ndarray, group_idx: np.ndarray, weights: np.ndarray, n_
 # --- baseline endemicity from survey positivity -------------------------------------------
 
 PREFERRED_TEST = "microscopy"
-# Surveys report a year only; a round is placed at mid-year for interpolation.
-ROUND_MONTH_OFFSET = 0.5
 
 
 def urban_rural_ratio(survey: pl.DataFrame) -> tuple[float, int]:
@@ -278,10 +272,10 @@ def urban_rural_ratio(survey: pl.DataFrame) -> tuple[float, int]:
         years = sorted(set(t.filter(pl.col("area") == "urban")["survey_year"]) & set(t.filter(pl.col("area") == "rural")["survey_year"]))
         if years:
             y = years[-1]
-            u = t.filter((pl.col("survey_year") == y) & (pl.col("area") == "urban"))["positivity"].mean()
-            r = t.filter((pl.col("survey_year") == y) & (pl.col("area") == "rural"))["positivity"].mean()
-            if r and r > 0:
-                return float(u) / float(r), int(y)
+            u = float(np.mean(t.filter((pl.col("survey_year") == y) & (pl.col("area") == "urban"))["positivity"].to_numpy()))
+            r = float(np.mean(t.filter((pl.col("survey_year") == y) & (pl.col("area") == "rural"))["positivity"].to_numpy()))
+            if r > 0:
+                return u / r, int(y)
     raise ValueError("no survey round with both urban and rural positivity")
 
 
@@ -318,17 +312,3 @@ def state_rounds(survey: pl.DataFrame, state_codes: list[str]) -> pl.DataFrame:
     )
 
 
-def state_baseline(rounds: pl.DataFrame, state_codes: list[str], times: np.ndarray) -> np.ndarray:
-    """[n_states, len(times)] positivity, linear between rounds, held flat beyond them.
-
-    times are decimal years (e.g. 2019.0 for January 2019). A state without any round
-    raises ValueError: the model will not make a baseline up.
-    """
-    out = np.empty((len(state_codes), len(times)))
-    by_state = {k[0]: g for k, g in rounds.partition_by("state_code", as_dict=True).items()}
-    for i, code in enumerate(state_codes):  # 37 states, each a vectorised interp over all months
-        g = by_state.get(code)
-        if g is None or g.height == 0:
-            raise ValueError(f"no survey positivity for state {code}")
-        out[i] = np.interp(times, g["survey_year"].to_numpy() + ROUND_MONTH_OFFSET, g["positivity"].to_numpy())
-    return out

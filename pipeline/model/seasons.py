@@ -151,7 +151,7 @@ def _opposite_peak(months: np.ndarray, peak: int) -> int:
     return min((int(m) for m in months), key=key)
 
 
-def season_from_index(index: Sequence[float], share: float = 0.5) -> Season:
+def season_from_index(index: Sequence[float] | np.ndarray, share: float = 0.5) -> Season:
     """Apply the SPEC 2.6 rules to one 12-value index whose maximum is 1."""
     idx = np.asarray(index, dtype=float)
     if idx.shape != (MONTHS,):
@@ -213,3 +213,272 @@ def seasons_from_profiles(
     """
     idx = seasonal_index(lag_profiles(profiles, lag_months))
     return [season_from_index(row, share) for row in idx]
+
+
+# --- Model 2: a floor on a lagged rainfall shape, lag varying with the dry season -------------
+#
+#   shape[a,m] = P[a, m - lag_a] / max(P_a)       P = rainfall climatology, fractional lag
+#   index[a,m] = floor + (1 - floor) * shape[a,m]
+#   lag_a      = lag_at_pivot + lag_per_dry_month * (dry_months_a - LAG_PIVOT_DRY_MONTHS)
+#
+# floor, lag_at_pivot and lag_per_dry_month are fitted to the routine case profiles by
+# grid search (least squares on profiles scaled to mean 1), inside leave-one-out
+# cross-validation for every published check figure. docs/seasons.md gives the reasons.
+
+DRY_MONTH_MM = 50.0  # a month with less rain than this counts as dry
+LAG_PIVOT_DRY_MONTHS = 5  # the lag rule is written around an area with 5 dry months
+LAG_BOUNDS = (-1.0, 4.0)  # months; keeps the shift inside one season
+GRID_FLOOR = np.round(np.arange(0.30, 0.9001, 0.01), 2)
+GRID_LAG_AT_PIVOT = np.round(np.arange(-1.0, 2.5001, 0.1), 2)
+GRID_LAG_PER_DRY_MONTH = np.round(np.arange(0.0, 0.6001, 0.05), 2)
+# The rain-driven part of the index must reach this share of its own peak for a month
+# to be "high" (SPEC 2.6 "half the peak", applied to the part that varies).
+HIGH_RAIN_SHARE = 0.5
+# ... and this share for a month to be in the peak window.
+PEAK_WINDOW_RAIN_SHARE = 0.8
+BEST_MONTHS = 4  # months in the "best months" share of a year's cases
+
+
+# Candidate lag rules, compared by cross-validation (the constant lag is "linear" with no slope,
+# and is scored as its own candidate). Each maps (lag_at_pivot, lag_per_dry_month, dry months) to a lag.
+LAG_RULES = ("constant", "linear", "linear_non_negative", "above_5_dry_months")
+
+
+def rule_lag(rule: str, a: float, s: float, dry: np.ndarray) -> np.ndarray:
+    """The lag of every area under one of LAG_RULES."""
+    x = dry - LAG_PIVOT_DRY_MONTHS
+    if rule == "constant":
+        return np.clip(np.full(dry.shape, a, dtype=float), *LAG_BOUNDS)
+    if rule == "linear":
+        return np.clip(a + s * x, *LAG_BOUNDS)
+    if rule == "linear_non_negative":
+        return np.clip(a + s * x, 0.0, LAG_BOUNDS[1])
+    if rule == "above_5_dry_months":
+        return np.clip(a + s * np.maximum(x, 0), 0.0, LAG_BOUNDS[1])
+    raise ValueError(f"unknown lag rule {rule!r}")
+
+
+@dataclass(frozen=True)
+class SeasonParams:
+    """The fitted constants of the seasonal index and the lag rule they belong to."""
+
+    floor: float
+    lag_at_pivot: float
+    lag_per_dry_month: float
+    rule: str = "linear"
+
+    @property
+    def high_share(self) -> float:
+        """`high_season_share_of_peak`: where the rain-driven part reaches HIGH_RAIN_SHARE."""
+        return round(self.floor + (1.0 - self.floor) * HIGH_RAIN_SHARE, INDEX_DECIMALS)
+
+    @property
+    def peak_window_share(self) -> float:
+        return round(self.floor + (1.0 - self.floor) * PEAK_WINDOW_RAIN_SHARE, INDEX_DECIMALS)
+
+    def to_json(self) -> dict[str, float | str]:
+        return {"floor": self.floor, "lag_at_pivot": self.lag_at_pivot, "lag_per_dry_month": self.lag_per_dry_month,
+                "lag_rule": self.rule}
+
+
+def dry_months(rain: np.ndarray | Sequence) -> np.ndarray:
+    """Months with less than DRY_MONTH_MM of rain in the climatology, per row."""
+    return (_as_matrix(rain) < DRY_MONTH_MM).sum(axis=1)
+
+
+def lags_for(rain: np.ndarray | Sequence, params: SeasonParams) -> np.ndarray:
+    """Per-row lag (months, fractional) from the length of the dry season."""
+    return rule_lag(params.rule, params.lag_at_pivot, params.lag_per_dry_month, dry_months(rain))
+
+
+def shift_fractional(profiles: np.ndarray | Sequence, lags: np.ndarray | float) -> np.ndarray:
+    """Rows shifted later by their own (fractional) lag, linear between whole-month shifts.
+
+    The climatology is a cycle, so the shift wraps. Negative lags shift earlier.
+    """
+    arr = _as_matrix(profiles)
+    lag = np.broadcast_to(np.asarray(lags, dtype=float), (arr.shape[0],))
+    whole = np.floor(lag).astype(int)
+    frac = lag - whole
+    src = (np.arange(MONTHS)[None, :] - whole[:, None]) % MONTHS
+    a = np.take_along_axis(arr, src, axis=1)
+    b = np.take_along_axis(arr, (src - 1) % MONTHS, axis=1)
+    return (1.0 - frac)[:, None] * a + frac[:, None] * b
+
+
+def rain_shape(rain: np.ndarray | Sequence, lags: np.ndarray | float) -> np.ndarray:
+    """Lagged rainfall scaled to peak 1 (unrounded); raises on a row without rain."""
+    lagged = shift_fractional(rain, lags)
+    peak = lagged.max(axis=1, keepdims=True)
+    if np.any(peak <= 0) or not np.all(np.isfinite(lagged)):
+        raise ValueError("a profile has no positive month")
+    return lagged / peak
+
+
+def floored_index(shape: np.ndarray, floor: float) -> np.ndarray:
+    """Published index: floor + (1 - floor) * shape, rounded; the peak month reads exactly 1."""
+    return np.round(floor + (1.0 - floor) * _as_matrix(shape), INDEX_DECIMALS)
+
+
+def season_centre(profiles: np.ndarray | Sequence) -> np.ndarray:
+    """Centre of the season: phase of the first annual harmonic, as a month in [1, 13).
+
+    7.0 is mid-July; 12.5 is the turn of December to January. A constant added to the
+    profile (the floor) does not move it, and it does not jump between two near-equal
+    peaks the way the single highest month does.
+    """
+    arr = _as_matrix(profiles)
+    z = (arr * np.exp(2j * np.pi * np.arange(MONTHS) / MONTHS)[None, :]).sum(axis=1)
+    return (np.angle(z) * MONTHS / (2 * np.pi)) % MONTHS + 1.0
+
+
+def circular_month_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Fractional months between two season centres, the short way round."""
+    d = np.abs(np.asarray(a, dtype=float) - np.asarray(b, dtype=float)) % MONTHS
+    return np.minimum(d, MONTHS - d)
+
+
+def best_months_share(profiles: np.ndarray | Sequence, k: int = BEST_MONTHS) -> np.ndarray:
+    """Share of a year's cases falling in its k highest months."""
+    arr = _as_matrix(profiles)
+    return np.sort(arr, axis=1)[:, -k:].sum(axis=1) / arr.sum(axis=1)
+
+
+def trough_to_peak(profiles: np.ndarray | Sequence) -> np.ndarray:
+    arr = _as_matrix(profiles)
+    return arr.min(axis=1) / arr.max(axis=1)
+
+
+def pearson_rows(p: np.ndarray, r: np.ndarray) -> np.ndarray:
+    pc, rc = p - p.mean(axis=1, keepdims=True), r - r.mean(axis=1, keepdims=True)
+    denom = np.sqrt((pc**2).sum(axis=1) * (rc**2).sum(axis=1))
+    return np.where(denom > 0, (pc * rc).sum(axis=1) / np.where(denom > 0, denom, 1.0), np.nan)
+
+
+@dataclass(frozen=True)
+class FitTable:
+    """Squared error of every grid point for every case series: [lag, slope, floor, series]."""
+
+    loss: np.ndarray
+    shapes: np.ndarray  # [lag, slope, series, 12] series shape (population-weighted mean of area shapes)
+    rule: str = "linear"
+
+    def best(self, keep: np.ndarray | None = None) -> tuple[SeasonParams, tuple[int, int, int]]:
+        """Grid point with the least total error over the series in `keep` (all by default).
+
+        Ties go to the first grid point in (lag, slope, floor) order, so the fit is deterministic.
+        """
+        loss = self._loss if keep is None else self._loss[..., keep]
+        total = loss.sum(axis=-1)
+        i, j, k = np.unravel_index(int(np.argmin(total)), total.shape)
+        return (
+            SeasonParams(float(GRID_FLOOR[k]), float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]), self.rule),
+            (int(i), int(j), int(k)),
+        )
+
+    @property
+    def _loss(self) -> np.ndarray:
+        """The grid this rule may use: a constant lag has no slope."""
+        return self.loss[:, :1] if self.rule == "constant" else self.loss
+
+    def loo_errors(self, exclude: int | None = None) -> np.ndarray:
+        """Leave-one-out error of each series (NaN for `exclude`), refitting for every held-out one."""
+        loss = self._loss
+        n = loss.shape[-1]
+        total = loss.sum(axis=-1)
+        if exclude is not None:
+            total = total - loss[..., exclude]
+        flat = (total[..., None] - loss).reshape(-1, n)  # grid x held-out series
+        best = np.argmin(flat, axis=0)
+        err = loss.reshape(-1, n)[best, np.arange(n)]
+        if exclude is not None:
+            err = err.astype(float)
+            err[exclude] = np.nan
+        return err
+
+
+def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray, rule: str = "linear") -> FitTable:
+    """Errors of every grid point against each recorded case profile.
+
+    area_rain: [n_areas, 12] rainfall climatology; weights: [n_series, n_areas] (each row
+    the population of the series' areas, zero elsewhere); recorded: [n_series, 12].
+    A series' predicted profile is the weighted mean of its areas' indices; both profiles
+    are scaled to mean 1 before comparing, because the index is a shape, not a rate.
+    """
+    rain = _as_matrix(area_rain)
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum(axis=1, keepdims=True)
+    rec = _as_matrix(recorded)
+    rec = rec / rec.mean(axis=1, keepdims=True)
+    d = dry_months(rain)
+    floors = GRID_FLOOR[:, None, None]
+    loss = np.empty((len(GRID_LAG_AT_PIVOT), len(GRID_LAG_PER_DRY_MONTH), len(GRID_FLOOR), rec.shape[0]))
+    shapes = np.empty((len(GRID_LAG_AT_PIVOT), len(GRID_LAG_PER_DRY_MONTH), rec.shape[0], MONTHS))
+    for i, a in enumerate(GRID_LAG_AT_PIVOT):  # 36 x 13 whole-matrix evaluations
+        for j, s in enumerate(GRID_LAG_PER_DRY_MONTH):
+            if rule == "constant" and j:
+                loss[i, j], shapes[i, j] = np.inf, np.nan  # a constant lag has no slope: never chosen
+                continue
+            lag = rule_lag(rule, a, s, d)
+            sh = w @ rain_shape(rain, lag)
+            shapes[i, j] = sh
+            pred = floors + (1.0 - floors) * sh[None]
+            pred = pred / pred.mean(axis=2, keepdims=True)
+            loss[i, j] = ((pred - rec[None]) ** 2).sum(axis=2)
+    return FitTable(loss=loss, shapes=shapes, rule=rule)
+
+
+@dataclass(frozen=True)
+class CrossValidation:
+    """Leave-one-series-out: each series predicted with parameters fitted on the others."""
+
+    predicted: np.ndarray  # [n_series, 12] unrounded index, peak 1
+    params: list[SeasonParams]  # the parameters (and rule) each held-out series was predicted with
+
+
+def choose_rule(tables: dict[str, FitTable], exclude: int | None = None) -> FitTable:
+    """The rule with the least leave-one-out error over the series (without `exclude`).
+
+    Ties go to the first rule in LAG_RULES order (the simpler one)."""
+    errors = {r: float(np.nansum(tables[r].loo_errors(exclude))) for r in LAG_RULES if r in tables}
+    return tables[min(errors, key=lambda r: (errors[r], LAG_RULES.index(r)))]
+
+
+def rule_cv_errors(tables: dict[str, FitTable]) -> dict[str, float]:
+    """Leave-one-out error of each candidate rule over all series (reported, and how the rule is chosen)."""
+    return {r: round(float(tables[r].loo_errors().sum()), 3) for r in LAG_RULES if r in tables}
+
+
+def leave_one_out(tables: FitTable | dict[str, FitTable]) -> CrossValidation:
+    """Each held-out series is predicted by a rule chosen, and parameters fitted, on the others only
+    (nested: the rule choice itself is a leave-one-out comparison inside the training series)."""
+    if isinstance(tables, FitTable):
+        tables = {tables.rule: tables}
+    n = next(iter(tables.values())).loss.shape[-1]
+    preds = np.empty((n, MONTHS))
+    params = []
+    for h in range(n):  # one refit per held-out series, each an argmin over precomputed grids
+        table = choose_rule(tables, exclude=h) if len(tables) > 1 else next(iter(tables.values()))
+        keep = np.arange(n) != h
+        p, (i, j, _) = table.best(keep)
+        sh = table.shapes[i, j, h]
+        ix = p.floor + (1.0 - p.floor) * sh
+        preds[h] = ix / ix.max()
+        params.append(p)
+    return CrossValidation(predicted=preds, params=params)
+
+
+def profile_errors(predicted: np.ndarray, recorded: np.ndarray) -> dict[str, np.ndarray]:
+    """Per series: correlation, centre distance, best-months share error, trough/peak error."""
+    p, r = _as_matrix(predicted), _as_matrix(recorded)
+    return {
+        "correlation": pearson_rows(p, r),
+        "centre_off": circular_month_distance(season_centre(p), season_centre(r)),
+        "best_months_share_error": np.abs(best_months_share(p) - best_months_share(r)),
+        "trough_to_peak_error": np.abs(trough_to_peak(p) - trough_to_peak(r)),
+    }
+
+
+def peak_window(index: Sequence[float] | np.ndarray, share: float) -> tuple[int, ...]:
+    """Months whose index is at least `share` of the peak (the peak is 1)."""
+    return tuple(int(m) + 1 for m in np.flatnonzero(np.asarray(index, dtype=float) >= share))

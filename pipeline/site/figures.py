@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+import orjson
+
 from pipeline.datasets.base import Produced
 from pipeline.errors import UnknownFigure
 
@@ -37,9 +39,61 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
         value = check.get(name, NOT_IN_RELEASE)
         figures[f"check.{name}"] = NOT_IN_RELEASE if value is None else value
     figures["check.states_count"] = len(check["states"]) if check else NOT_IN_RELEASE
-    for name in ("cases_follow_rain_by_months", "high_season_share_of_peak"):
+    for name in ("mean_centre_months_off", "mean_best_4_month_share_error", "mean_trough_to_peak_error",
+                 "recorded_median_trough_to_peak", "recorded_max_best_4_month_share"):
+        value = check.get(name, NOT_IN_RELEASE)
+        figures[f"check.{name}"] = NOT_IN_RELEASE if value is None else value
+    for band in ("north", "middle_belt", "south"):
+        by_band = (check.get("by_band") or {}).get(band, {})
+        for name in ("series", "median_correlation", "mean_centre_months_off", "mean_best_4_month_share_error",
+                     "mean_trough_to_peak_error"):
+            figures[f"check.{band}.{name}"] = by_band.get(name, NOT_IN_RELEASE)
+    for name in ("cases_follow_rain_by_months", "high_season_share_of_peak", "seasonal_floor",
+                 "lag_at_5_dry_months", "lag_per_dry_month", "dry_month_below_mm", "peak_window_share_of_peak",
+                 "parameters_fitted_to_series"):
         figures[f"method.{name}"] = method.get(name, NOT_IN_RELEASE)
+    figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
+    figures.update(validation_figures(produced_files(produced)))
     return figures
+
+
+VALIDATION_FILE = "docs/validation.json"
+
+
+def produced_files(produced: Iterable[Produced]) -> dict[str, bytes]:
+    return {k: data for p in produced for k, (_, data) in p.files.items()}
+
+
+def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
+    """`validation.*` figures from the validation report the risk producer ships."""
+    raw = files.get(VALIDATION_FILE)
+    report: dict[str, Any] = orjson.loads(raw) if raw else {}
+    out: dict[str, Any] = {}
+
+    def put(name: str, value: Any) -> None:
+        out[f"validation.{name}"] = NOT_IN_RELEASE if value is None else value
+
+    held = {h.get("predicted_round"): h for h in report.get("held_out_rounds", [])}
+    for year in (2018, 2021):
+        h = held.get(year, {})
+        ref = h.get("model_1_reference", {})
+        for name in ("states", "spearman", "rmse", "share_inside_80_range", "mean_range_width",
+                     "random_walk_variance_per_year"):
+            put(f"held_out_{year}.{name}", h.get(name))
+        for name in ("spearman", "rmse", "share_inside_95_range"):
+            put(f"held_out_{year}.model_1_{name}", ref.get(name))
+    agree = {y.get("year"): y for y in report.get("map_agreement", {}).get("years", [])}
+    for year in (2018, 2019):
+        put(f"map_{year}.spearman", agree.get(year, {}).get("spearman"))
+    lga = report.get("lga_comparison", {})
+    for name in ("lgas", "children", "deviance_national_value", "deviance_state_value", "deviance_urban_split",
+                 "deviance_urban_ratio_fitted_to_lgas", "urban_ratio_fitted_to_lgas", "urban_lgas", "urban_ratio",
+                 "urban_split_beats_state_value"):
+        put(f"lga.{name}", lga.get(name))
+    base = report.get("baseline", {})
+    for name in ("random_walk_variance_per_year", "typical_children_per_state_survey"):
+        put(f"baseline.{name}", base.get(name))
+    return out
 
 
 def substitute(text: str, figures: Mapping[str, Any], page: str) -> str:

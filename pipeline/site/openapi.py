@@ -108,6 +108,14 @@ def resource_schemas() -> dict[str, Schema]:
                         "`high_season_share_of_peak` of the peak or more."},
         "seasonal_index": {**TWELVE_NUMBERS, "description": "Expected level of reported cases per month "
                            "(January to December) as a share of the peak month (peak month = 1)."},
+        "season_centre_month": {"type": "number", "minimum": 1, "exclusiveMaximum": 13,
+                                "description": "Centre of the season (phase of the first annual harmonic of "
+                                "the index), one decimal; 7.0 is mid-July, 12.5 the turn of the year "
+                                "(additive)."},
+        "peak_window": {"type": "array", "items": MONTH_NUMBER, "minItems": 1,
+                        "description": "Months at `peak_window_share_of_peak` of the peak or more (additive)."},
+        "lag_months": {"type": "number", "description": "Months by which cases follow rain in this area "
+                       "(from the length of its dry season; additive)."},
     }
     survey = {
         "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
@@ -118,8 +126,9 @@ def resource_schemas() -> dict[str, Schema]:
                               "gives no count (documented deviation from the SPEC)."),
         "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
                                      "source gives no count (documented deviation from the SPEC)."),
-        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; null when the "
-                                  "number tested is unknown."),
+        "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; false also where "
+                                  "a lower bound of 100 or more (`children_tested_lower_bound`) makes that certain; "
+                                  "null when it is unknown."),
         "survey": _str("Survey round, e.g. `2021 NMIS` (additive)."),
         "test": {"type": "string", "enum": ["microscopy", "RDT"],
                  "description": "Test behind the figure: microscopy wherever the round has it, else RDT "
@@ -127,6 +136,15 @@ def resource_schemas() -> dict[str, Schema]:
         "test_assumed": {"type": "boolean",
                          "description": "true where the source does not name the test (additive)."},
         "source": _str("Where the figure comes from (additive)."),
+        "children_tested_lower_bound": _nullable("integer", "Additive: the number of children tested by "
+                                                 "microscopy is at least this (microscopy entries only); a bound, "
+                                                 "never the exact count (see the survey page).", minimum=0),
+        "children_tested_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "children_tested_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
+        "clusters_lower_bound": _nullable("integer", "Additive: the survey clusters in the area that round are at "
+                                          "least this many; a bound, never the exact count.", minimum=0),
+        "clusters_lower_bound_covers": _nullable("string", "Additive: what exactly the bound counted."),
+        "clusters_lower_bound_source": _nullable("string", "Additive: origin and licence of the bound."),
     }
     context_figures = {
         "population": _int("People living in the area."),
@@ -138,6 +156,16 @@ def resource_schemas() -> dict[str, Schema]:
         "travel_minutes_to_care": _nullable("number", "Average travel time to the nearest health facility, "
                                             "minutes."),
         "response_index": _share("Average of net use and effective treatment.", nullable=True),
+        "itn_use_low_90": _share("Lower end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                 "null in state records.", nullable=True),
+        "itn_use_high_90": _share("Upper end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
+                                  "null in state records.", nullable=True),
+        "itn_use_2024": _share("Net use by children under 5, NDHS 2024 small-area estimate (additive; a newer "
+                               "year than `coverage_year`).", nullable=True),
+        "itn_use_2024_low_90": _share("Lower end of the 90% interval of the LGA's 2024 estimate (additive); null "
+                                      "in state records.", nullable=True),
+        "itn_use_2024_high_90": _share("Upper end of the 90% interval of the LGA's 2024 estimate (additive); "
+                                       "null in state records.", nullable=True),
     }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
@@ -152,6 +180,8 @@ def resource_schemas() -> dict[str, Schema]:
                    "first, from 2018-01."},
         "updated_at": _str("When the data was last loaded (ISO 8601).", format="date-time"),
         "model_version": _str("Version of the model that produced the scores."),
+        "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
+                                    "inside [score_low, score_high] (additive)."),
     }, description="SPEC 2.1.")
     s["StateRisk"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
@@ -197,7 +227,21 @@ def resource_schemas() -> dict[str, Schema]:
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
         "note": _str("States that the figures are modelled context and not score inputs."),
         "fields": {"type": "object", "additionalProperties": {"type": "string"},
-                   "description": "Field name → where that field's figure comes from."},
+                   "description": "Additive: origin of each field, one line per field."},
+        "years": {"type": "object", "additionalProperties": {"type": "integer"},
+                  "description": "Additive: the year each figure describes, by field."},
+        "attribution": {"type": "array", "items": _ref("Attribution"),
+                        "description": "Additive: every source behind these figures, with licence and citation."},
+    })
+    s["Attribution"] = _obj({
+        "key": _str("Stable identifier of the source."),
+        "name": _str("Name of the data set."),
+        "provider": _str("Who made it."),
+        "used_for": _str("What the service takes from it."),
+        "licence": _str("Licence of the data, as far as it could be established."),
+        "via": _str("Where the copy used was obtained."),
+        "note": _str("Caveats; may be empty."),
+        "citation": _str("How to cite it; may be empty."),
     })
     s["TransmissionSource"] = {
         "type": "object", "required": ["rainfall", "lga_rainfall_shape"],
@@ -209,6 +253,14 @@ def resource_schemas() -> dict[str, Schema]:
             "surveys": {"type": "array", "items": {"type": "string"}},
             "survey_note": _str("How survey rounds were chosen and labelled."),
             "note": _str("How the LGA rainfall was derived."),
+            "survey_sample": {
+                "type": "object", "required": ["note", "sources"],
+                "description": "Additive: where the survey sample lower bounds come from (see /docs/survey.html).",
+                "properties": {
+                    "note": _str("How the bounds were made and why they are bounds, not counts."),
+                    "sources": {"type": "array", "items": _ref("Attribution")},
+                },
+            },
         },
     }
     s["StateContext"] = _obj({
@@ -237,15 +289,44 @@ def resource_schemas() -> dict[str, Schema]:
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
-        "median_correlation": {"type": "number"},
-        "mean_months_off": {"type": "number"},
-        "mean_months_peak_is_off": {"type": "number"},
-    }, description="Comparison against independent monthly case records.")
+        "median_correlation": {"type": ["number", "null"]},
+        "mean_months_off": {"type": ["number", "null"]},
+        "mean_months_peak_is_off": {"type": ["number", "null"]},
+        "cross_validation": _str("How the figures were made out of sample (additive)."),
+        "lag_rule_cv_errors": {"type": "object", "additionalProperties": {"type": "number"},
+                               "description": "Leave-one-out error of each candidate lag rule; the published "
+                               "rule has the least (additive)."},
+        "lag_rules_chosen": {"type": "array", "items": {"type": "string"},
+                             "description": "Rules chosen inside the cross-validation folds (additive)."},
+        "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
+                                   "and recorded season centres, months (additive)."},
+        "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
+                                          "share of a year's cases in its best 4 months (additive)."},
+        "mean_trough_to_peak_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
+                                      "lowest month as a share of the peak (additive)."},
+        "recorded_median_trough_to_peak": {"type": ["number", "null"]},
+        "recorded_max_best_4_month_share": {"type": ["number", "null"]},
+        "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
+                    "(additive)."},
+    }, description="Comparison against independent monthly case records, cross-validated.")
     s["TransmissionMethod"] = _obj({
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
         "description": _str("The method in plain sentences."),
         "check": _ref("TransmissionCheck"),
+        "seasonal_floor": _share("Floor of the seasonal index: expected cases in the driest month as a share "
+                                 "of the peak, before rounding (additive)."),
+        "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
+                                "with 5 dry months (additive)."},
+        "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},
+        "lag_rule": _str("Which lag rule the constants belong to (additive; docs: seasons).",
+                         enum=["constant", "linear", "linear_non_negative", "above_5_dry_months"]),
+        "dry_month_below_mm": {"type": "number", "description": "A dry month has less rain than this, mm "
+                               "(additive)."},
+        "peak_window_share_of_peak": _share("Threshold share of the peak defining `peak_window` (additive)."),
+        "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
+                                            "the case records were absent and the documented defaults apply "
+                                            "(additive)."),
     })
     s["TransmissionStatesResponse"] = _obj({
         "method": _ref("TransmissionMethod"),

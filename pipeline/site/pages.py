@@ -29,6 +29,7 @@ from markupsafe import Markup
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
 from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
+from pipeline.attribution import SOURCES
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import SiteError
 from pipeline.settings import REPO_ROOT
@@ -71,71 +72,6 @@ VENDOR_FILES: tuple[tuple[str, str, str], ...] = (
 # deficiencies; one colour per risk level, lowest first.
 LEVEL_COLOURS = ("#ffffb2", "#fecc5c", "#fd8d3c", "#f03b20", "#bd0026")
 
-
-
-@dataclass(frozen=True)
-class Source:
-    """One credited data source; the facts come from the SOURCES.md files next to the data."""
-
-    name: str
-    provider: str
-    used_for: str
-    licence: str
-    via: str
-    note: str = ""
-
-
-SOURCES: tuple[Source, ...] = (
-    Source("LGA and state boundaries", "eHealth Africa / GRID3 Nigeria (eHA GeoServer layers, 2018–2019)",
-           "LGA outlines, areas, representative points (/v1/boundaries/lgas, area_km2)",
-           "CC BY 4.0 upstream (usual GRID3/eHA licence; not verified for this copy)",
-           "repository Godskid89/nigeriadata, data/lga_admin_boundaries.rda and "
-           "state_admin_boundaries.rda (commit 12c4a101)",
-           "The copying repository states no licence. Credit eHealth Africa / GRID3."),
-    Source("Common Operational Dataset, administrative boundaries (COD-AB) gazetteer",
-           "OCHA, from OSGOF (Office of the Surveyor General of the Federation), edition 2019-04-17",
-           "LGA codes (OCHA p-codes) and LGA names", "CC BY-IGO (as published on HDX, cod-ab-nga)",
-           "repository haasinikellampalli-wq/DATASCI-112-Final---HC (commit 35cc5f91)"),
-    Source("Bottom-up gridded population estimates for Nigeria, version 2.0",
-           "WorldPop and the National Population Commission of Nigeria (aggregated to LGA by Geopode)",
-           "population per LGA and state; population density behind the derived is_urban flag",
-           "CC BY 4.0 (WorldPop)", "repository Oluwatobi-abu/nigeria-lga-population-density (commit a18938c7)",
-           "Modelled estimates, not census counts; the reference year is not stated in the file."),
-    Source("State names, ISO codes and geopolitical zones", "ropensci/naijR package data",
-           "state names and zones", "GPL-3 package; the values are public facts",
-           "repository ropensci/naijR, data/states_nigeria.rda (commit 7fed3840)"),
-    Source("CHIRPS v2.0 rainfall, state means (dekadal)",
-           "UCSB Climate Hazards Center, aggregated by WFP (HDX: Rainfall Indicators at Subnational Level)",
-           "recorded monthly rainfall per state and its climatology",
-           "CHIRPS: public domain; WFP/HDX indicators: CC BY-IGO. Credit WFP / CHIRPS (UCSB Climate Hazards "
-           "Center)", "repository DavidWinrich101/virawatch, backend/data/chirps_weekly_nigeria.csv",
-           "Months from about 2026-05 may be CHIRPS-preliminary."),
-    Source("LGA rainfall climatology 2001–2016 (EMOD climate inputs from GSOD stations)",
-           "Institute for Disease Modeling via the Nigeria HBHI modelling group (numalariamodeling)",
-           "within-state shape of LGA rainfall (rescaled to state CHIRPS)", "Apache-2.0",
-           "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)"),
-    Source("HBHI LGA model inputs: ITN use, case management, archetypes, routine-data seasonality",
-           "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (derived from DHS/MIS microdata and "
-           "NMEP routine data)", "coverage context per LGA; independent seasonality check",
-           "Apache-2.0", "repository numalariamodeling/hbhi-nigeria-publication-2021",
-           "Model inputs assigned to all LGAs; LGAs without survey clusters inherit state or archetype values."),
-    Source("DHS/MIS survey indicators (2010, 2015 MIS; 2018 DHS; 2021 MIS) and MAP-style incidence",
-           "The DHS Program / NMIS tabulations and Malaria Atlas Project-style admin-1 incidence, as used in "
-           "the WHO Nigeria Malaria Report 2022 (sepmein)",
-           "survey positivity trends, net use and access; incidence for the external agreement check only",
-           "Apache-2.0 (repository sepmein/nigeria_malaria_report_2022)",
-           "repository sepmein/nigeria_malaria_report_2022 (commit 0982fb23)",
-           "Incidence figures are modelled (MAP/WHO), not observations."),
-    Source("2021 NMIS tabulations and ward walking time to primary health care",
-           "Soe H Aung, MCDA Spatial DHS project (NMIS 2021 microdata; WorldPop v2.1; GRID3 facilities; MAP "
-           "walking friction surface)", "2021 state survey figures; travel time to care", "MIT",
-           "repository SoeHtutAung/MCDA-Spatial-DHS-Rshiny-Nigeria",
-           "Travel time is walking time; the state mean uses band midpoints (an approximation)."),
-    Source("Four 2018 state survey values", "AyeshaCamran/MalariaRiskXAI",
-           "fills four 2018 state gaps (Lagos, Anambra, Imo)", "MIT (stated in the README)",
-           "repository AyeshaCamran/MalariaRiskXAI, data/data_cleaned_merged.csv (commit 193cac51)",
-           "Not verified against the NDHS report."),
-)
 
 
 # --- Markdown ----------------------------------------------------------------------

@@ -73,6 +73,7 @@ STATE_NAME_VARIANTS: dict[str, str] = {
     "fctabuja": "FC",
     "abuja": "FC",
     "federalcapitalterritory": "FC",
+    "abujafederalcapitalterritory": "FC",
     "nassarawa": "NA",
     "nasarawa": "NA",
 }

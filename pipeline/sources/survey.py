@@ -70,7 +70,8 @@ def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
     if not path.exists():
         raise InputError(path, "file not found")
     raw = pl.read_csv(path, infer_schema_length=0)
-    need = {"survey", "year", "level", "area", "test", "positivity_pct", "ci_low_pct", "ci_high_pct", "n_clusters", "n_tested", "source"}
+    need = {"survey", "year", "level", "area", "test", "positivity_pct", "ci_low_pct", "ci_high_pct", "n_clusters", "n_tested",
+            "n_tested_kind", "source"}
     if not need <= set(raw.columns):
         raise InputError(path, f"missing columns {sorted(need - set(raw.columns))}")
     raw = raw.with_row_index("row", offset=2).with_columns(pl.col(c).str.strip_chars() for c in ("level", "area", "test"))
@@ -92,7 +93,12 @@ def read_survey_csv(path: Path, state_codes: dict[str, str]) -> pl.DataFrame:
         (num("ci_low_pct") / 100).alias("low"),
         (num("ci_high_pct") / 100).alias("high"),
         num("n_clusters").cast(pl.Int64).alias("clusters"),
-        num("n_tested").cast(pl.Int64).alias("children_tested"),
+        # Only a head count is a number of children tested; a survey-weighted total is
+        # not (the DHS API reader drops it for the same reason), so it stays out.
+        pl.when(pl.col("n_tested_kind").str.strip_chars().str.to_lowercase() == "unweighted")
+        .then(num("n_tested").cast(pl.Int64))
+        .otherwise(None)
+        .alias("children_tested"),
         pl.when(pl.col("level") == "state")
         .then(pl.col("area").map_elements(lambda s: lookup.get(normalise(s)), return_dtype=pl.Utf8))
         .otherwise(None)

@@ -1,18 +1,20 @@
-"""The proof reports: hindcast bookkeeping on a small fixture, Spearman and agreement on
-constructed data, and the headline claim (the model beats naive climatology) on the real data."""
+"""The validation report: Spearman and deviance on constructed data, the leave-one-LGA-out
+bookkeeping, the time-held-out split (only earlier rounds are used), and on the real data
+the report's figures against the targets the release is held to."""
 
 from __future__ import annotations
 
 import numpy as np
+import orjson
 import polars as pl
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.datasets.risk import load_model_data, month_index
-from pipeline.model import risk as model
-from pipeline.reports.agreement import agreement, spearman
-from pipeline.reports.hindcast import hindcast
+from pipeline.datasets import risk
+from pipeline.datasets.base import BuildContext
+from pipeline.reports.validation import binomial_deviance, held_out, spearman
+from pipeline.site.figures import validation_figures
 from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
 from tests.small_geography import small_geo
@@ -25,44 +27,82 @@ def test_spearman_is_one_for_monotone_and_minus_one_for_reversed(xs):
     assert spearman(x, -x) == pytest.approx(-1.0)
 
 
-def test_agreement_ranks_per_year_and_names_the_largest_differences():
-    codes = ["AA", "BB", "CC", "DD"]
-    annual = pl.DataFrame({"state_code": codes * 2, "year": [2019] * 4 + [2020] * 4,
-                           "score": [0.1, 0.2, 0.3, 0.4, 0.1, 0.2, 0.3, 0.4]})
-    incidence = pl.DataFrame({"state_code": codes * 2, "year": [2019] * 4 + [2020] * 4,
-                              "incidence": [1.0, 2.0, 3.0, 4.0, 4.0, 3.0, 2.0, 1.0]})
-    r = agreement(annual, incidence)
-    by = {y["year"]: y for y in r["years"]}
-    assert by[2019]["spearman"] == 1.0 and by[2020]["spearman"] == -1.0
-    worst = by[2020]["largest_rank_differences"][0]
-    assert worst["state_code"] in ("AA", "DD") and abs(worst["score_rank"] - worst["incidence_rank"]) == 3
+def test_binomial_deviance_is_zero_at_the_observation_and_grows_away_from_it():
+    p = np.array([0.1, 0.5, 0.0, 1.0])
+    n = np.array([10.0, 20.0, 5.0, 3.0])
+    assert binomial_deviance(p, np.clip(p, 1e-4, 1 - 1e-4), n) == pytest.approx(0.0, abs=1e-2)
+    near = binomial_deviance(p, np.clip(p + 0.05, 0, 1), n)
+    far = binomial_deviance(p, np.clip(p + 0.2, 0, 1), n)
+    assert 0 < near < far
+    # weighted by children: the same error on a bigger sample counts more
+    assert binomial_deviance(p, p * 0 + 0.3, n * np.array([10, 1, 1, 1])) != binomial_deviance(p, p * 0 + 0.3, n)
 
 
-def test_hindcast_counts_every_forecast_once(tmp_path):
-    data = write_data_dir(tmp_path / "d", first="2015-01", last="2019-06")
-    md = load_model_data(data, small_geo())
-    r = hindcast(md, first_issue="2018-06")
-    issues = month_index("2019-06") - month_index("2018-06")  # issue months 2018-06 … 2019-05
-    assert r["issues"] == issues
-    n_lgas, n_states = 5, 2
-    for level, n in (("lga", n_lgas), ("state", n_states)):
-        rows = r["levels"][level]
-        assert [row["horizon"] for row in rows] == list(range(1, model.HORIZONS + 1))
-        for row in rows:
-            h = row["horizon"]
-            assert row["n"] == (issues - (h - 1)) * n  # targets past the last month are not scored
-            assert row["mae"] >= 0 and 0 <= row["share_inside_range"] <= 1
-            assert row["share_inside_rain_only_range"] <= row["share_inside_range"] + 1e-9
-        widths = [row["mean_range_width"] for row in rows]
-        assert widths == sorted(widths)  # ranges widen with horizon
+def test_held_out_uses_only_earlier_rounds(tmp_path):
+    """Changing the 2021 values cannot change the prediction of 2018 from <= 2015."""
+    geo = small_geo()
+    a = risk.load_model_data(write_data_dir(tmp_path / "a"), geo)
+    b = risk.load_model_data(write_data_dir(tmp_path / "b", with_2021=False), geo)
+    ha, hb = held_out(a, 2015, 2018), held_out(b, 2015, 2018)
+    assert ha["spearman"] == hb["spearman"] and ha["rmse"] == hb["rmse"]
+    assert ha["share_inside_80_range"] == hb["share_inside_80_range"]
+    assert held_out(b, 2018, 2021)["states"] == 0
 
 
-@needs_data()
-def test_real_hindcast_beats_naive_climatology():
+def test_report_is_shipped_and_quoted(tmp_path):
+    p = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path), updated_at="t", geography=small_geo()))
+    figures = validation_figures({k: v for k, (_, v) in p.files.items()})
+    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    assert figures["validation.held_out_2018.spearman"] == report["held_out_rounds"][0]["spearman"]
+    assert report["score_range_level"] == 0.8
+    # no LGA observations, no incidence table in the fixture: said, not invented
+    assert report["lga_comparison"]["lgas"] == 0
+    assert figures["validation.lga.deviance_state_value"] == "(not in this release)"
+
+
+@needs_data("malaria")
+def test_real_validation_report():
     from pipeline.geography import load_geography
 
-    md = load_model_data(DATA_DIR, load_geography(DATA_DIR))
-    rows = hindcast(md)["levels"]["lga"]
-    for row in rows:
-        assert row["mae"] < row["naive_climatology_mae"], row
-    assert rows[0]["share_inside_rain_only_range"] >= 0.8
+    geo = load_geography(DATA_DIR)
+    md = risk.load_model_data(DATA_DIR, geo)
+    res = risk.run_model(md)
+    from pipeline.reports.validation import validation_report
+
+    r = validation_report(DATA_DIR, geo, md, res)
+    held = {h["predicted_round"]: h for h in r["held_out_rounds"]}
+    assert held[2021]["states"] == 37 and held[2018]["states"] >= 33
+    assert held[2021]["spearman"] >= 0.6
+    for h in held.values():  # an 80 % range, within ten points either way
+        assert 0.7 <= h["share_inside_80_range"] <= 0.95
+    years = {y["year"]: y["spearman"] for y in r["map_agreement"]["years"]}
+    assert set(years) == {2018, 2019} and min(years.values()) >= 0.8
+    lga = r["lga_comparison"]
+    assert lga["lgas"] > 600 and lga["deviance_state_value"] < lga["deviance_national_value"]
+    assert md.rounds.filter(pl.col("survey_year") == 2018)["children"].null_count() == 0
+
+
+def _lga_md(p_obs: list[float]):
+    """Two states; state 0 has one urban LGA (index 0) among three; state 1 two rural LGAs."""
+    from types import SimpleNamespace
+
+    codes = ["A1", "A2", "A3", "B1", "B2"]
+    return SimpleNamespace(
+        lga_positivity=pl.DataFrame({"lga_code": codes, "positivity": p_obs, "children": [50, 50, 50, 40, 40]}),
+        lga_codes=codes, state_codes=["AA", "BB"], state_idx=np.array([0, 0, 0, 1, 1]),
+        population=np.array([100.0, 100, 100, 100, 100]), is_urban=np.array([True, False, False, False, False]),
+        urban_ratio=0.4,
+    )
+
+
+def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
+    from pipeline.reports.validation import lga_comparison
+
+    base = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.2, 0.2]))
+    assert base["lgas"] == 5 and base["children"] == 230
+    # the urban LGA really is lower: the split predicts it better than the state value
+    assert base["urban_split_beats_state_value"] is True
+    assert base["deviance_urban_split"] < base["deviance_state_value"]
+    # an LGA's own observation never enters its prediction: only its own term changes
+    moved = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.9, 0.2]))
+    assert moved["deviance_state_value"] > base["deviance_state_value"]

@@ -24,7 +24,7 @@ LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
 
-def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06") -> Path:
+def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06", with_2021: bool = True) -> Path:
     (root / "rainfall").mkdir(parents=True)
     (root / "malaria").mkdir()
     rows = ["pcode,state_name,month,rainfall_mm,lta_mm,anomaly_pct"]
@@ -42,8 +42,20 @@ def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06") ->
         vals = [f * 100 * max(0.0, math.sin((m - 3) / 12 * 2 * math.pi)) for m in range(1, 13)]
         lines.append(f"{state},{lga},0.5,{lon},2001-2016," + ",".join(f"{v:.2f}" for v in vals) + f",{sum(vals):.1f}")
     (root / "rainfall" / "nga_lga_idm_gsod_climatology_2001_2016.csv").write_text("\n".join(lines) + "\n")
+    clim = ["pcode,state_name,mo,mean_1991_2020_mm,wfp_lta_mm"]
+    for pcode, name, scale in (("NG020", "Kano", 1.0), ("NG026", "Nasarawa", 1.6)):
+        for m in range(1, 13):
+            mm = scale * 200 * max(0.0, math.sin((m - 3) / 12 * 2 * math.pi))
+            clim.append(f"{pcode},{name},{m},{mm:.3f},{mm:.3f}")
+    (root / "rainfall" / "nga_state_chirps_climatology_monthly.csv").write_text("\n".join(clim) + "\n")
     survey = [
         "survey,year,level,area,zone,test,positivity_pct,ci_low_pct,ci_high_pct,n_clusters,n_tested,n_tested_kind,source,note",
+        "2010 NMIS,2010,residence,urban,,RDT,23,,,,,,page: news,",
+        "2010 NMIS,2010,residence,rural,,RDT,48,,,,,,page: news,",
+        "2010 NMIS,2010,zone,North West,North West,microscopy,48.2,,,,,,f.csv,",
+        "2015 NMIS,2015,zone,North West,North West,microscopy,37.1,,,,,,f.csv,",
+        "2015 NMIS,2015,state,Kano,North West,microscopy,28.0,,,,,,f.csv,",
+        "2015 NMIS,2015,state,Nasarawa,North Central,microscopy,25.0,,,,,,f.csv,",
         "2018 NDHS,2018,state,Kano,North West,microscopy,32.4,,,,,,f.csv,",
         "2018 NDHS,2018,state,Nasarawa,North Central,microscopy,20.0,,,,,,f.csv,",
         "2021 NMIS,2021,state,Kano,North West,microscopy,25.5,,,,,,f.csv,",
@@ -51,6 +63,8 @@ def write_data_dir(root: Path, first: str = "2015-01", last: str = "2019-06") ->
         "2021 NMIS,2021,residence,urban,,microscopy,10.5,,,,,,f.csv,",
         "2021 NMIS,2021,residence,rural,,microscopy,26.7,,,,,,f.csv,",
     ]
+    if not with_2021:
+        survey = [r for r in survey if not r.startswith("2021")]
     (root / "malaria" / "survey_positivity_u5.csv").write_text("\n".join(survey) + "\n")
     return root
 
@@ -67,7 +81,8 @@ def test_facts_and_periods(produced):
     assert produced.dataset == "risk" and produced.model_version == model.MODEL_VERSION
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
     p = produced.documents["/v1/periods"][()]
-    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version"]
+    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level"]
+    assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
     assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
     assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False}
     assert [m["kind"] for m in p["months"]] == ["estimated"] * len(est) + ["forecast"] * 4
@@ -144,8 +159,8 @@ def test_new_month_extends_series(tmp_path):
 
 
 def test_series_too_short_is_an_input_error(tmp_path):
-    root = write_data_dir(tmp_path, first="2018-01")
-    with pytest.raises(InputError, match="2017-11"):
+    root = write_data_dir(tmp_path, first="2018-03")
+    with pytest.raises(InputError, match="2018-01"):
         risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
 
 
@@ -155,6 +170,41 @@ def test_last_estimated_needs_every_state(tmp_path):
     f.write_text(f.read_text() + "NG020,Kano,2019-07,50.0,1,1\n")  # only one state has July
     p = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
     assert p.facts["estimated"][-1] == "2019-06"
+
+
+def test_forecast_range_widens_with_horizon(produced):
+    """The baseline's uncertainty grows after the last round: relative to the score, the range
+    widens with every month ahead (the season moves the score, not the width of its logit range)."""
+    fc = produced.documents["/v1/forecasts/lgas"][("KN", "4")]["forecasts"]
+    by = [{r["lga_code"]: r for r in f["lgas"]} for f in fc]
+    for code in by[0]:
+        ratios = [by[h][code]["score_high"] / by[h][code]["score_low"] for h in range(4)]
+        assert all(b >= a - 1e-3 for a, b in zip(ratios, ratios[1:], strict=False)), ratios
+        assert ratios[-1] > ratios[0]
+
+
+def test_score_is_baseline_times_season(produced):
+    """Within a year the state's score moves only with the season: its peak month is the index's."""
+    year = [produced.documents["/v1/risk/lgas"][("NA", f"2019-{m:02d}")] for m in range(1, 7)]
+    scores = [{r["lga_code"]: r["score"] for r in d["lgas"]} for d in year]
+    # Nasarawa's rain (and so its season) rises from March: the score rises with it
+    assert scores[5]["NG026001"] > scores[0]["NG026001"]
+
+
+def test_build_without_the_2021_round(tmp_path):
+    """The time-held-out figures are made this way: the whole build runs with the 2021 rows removed."""
+    import orjson
+
+    root = write_data_dir(tmp_path, with_2021=False)
+    p = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+    assert p.facts["estimated"][-1] == "2019-06"
+    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    assert report["baseline"]["rounds"] == [2015, 2018]
+    held = {h["predicted_round"]: h for h in report["held_out_rounds"]}
+    assert held[2021]["states"] == 0 and "absent" in held[2021]["note"]
+    assert held[2018]["states"] == 2 and 0 <= held[2018]["share_inside_80_range"] <= 1
+    full = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path / "full"), updated_at="t", geography=small_geo()))
+    assert orjson.loads(full.files[risk.VALIDATION_FILE][1])["held_out_rounds"][1]["states"] == 2
 
 
 @needs_data("rainfall")
@@ -179,3 +229,30 @@ def test_real_data_every_month_37_states_774_lgas():
     assert (joined["population"] == joined["population_lgas"]).all() and (joined["lgas"] == joined["n"]).all()
     months = p.documents["/v1/periods"][()]["months"]
     assert [m["period"] for m in months if m["provisional"]] == ["2026-05", "2026-06"]
+
+
+@needs_data("malaria")
+def test_real_data_without_the_2021_round(tmp_path):
+    """The real data load with every 2021 row removed builds, and its validation says so."""
+    import orjson
+
+    from pipeline.geography import load_geography
+
+    data = tmp_path / "data"
+    survey = Path("malaria/survey_positivity_u5.csv")
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file() and rel != survey:
+            (data / rel).parent.mkdir(parents=True, exist_ok=True)
+            (data / rel).symlink_to(path.resolve())
+    lines = (DATA_DIR / survey).read_text().splitlines()
+    kept = [lines[0]] + [ln for ln in lines[1:] if not ln.startswith("2021")]
+    assert len(kept) < len(lines)
+    (data / survey).write_text("\n".join(kept) + "\n")
+    geo = load_geography(data)
+    p = risk.produce(BuildContext(data_dir=data, updated_at="t", geography=geo))
+    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    assert report["baseline"]["rounds"] == [2015, 2018]
+    assert report["held_out_rounds"][1]["states"] == 0
+    assert report["held_out_rounds"][0]["states"] >= 33
+    assert len(p.documents["/v1/risk/states"][("2024-01",)]["states"]) == 37

@@ -15,7 +15,7 @@ import pytest
 
 from pipeline.datasets.base import BuildContext
 from pipeline.datasets.transmission import (
-    CASES_FOLLOW_RAIN_BY_MONTHS,
+    DEFAULT_PARAMS,
     one_row_per_round,
     produce,
     seasonality_check,
@@ -23,7 +23,14 @@ from pipeline.datasets.transmission import (
 )
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import Geography
-from pipeline.model.seasons import season_from_index, seasonal_index
+from pipeline.model.seasons import (
+    SeasonParams,
+    floored_index,
+    lags_for,
+    rain_shape,
+    season_centre,
+    season_from_index,
+)
 from tests.paths import DATA_DIR, REPO_ROOT, needs_data
 
 ROOT = REPO_ROOT
@@ -141,7 +148,19 @@ def produced(tmp_path: Path):
 
 
 SEASON_KEYS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months", "seasonal_index"]
+EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months"]
 TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
+CHECK_KEYS = ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
+
+
+def _params(doc: dict) -> SeasonParams:
+    m = doc["method"]
+    return SeasonParams(m["seasonal_floor"], m["lag_at_5_dry_months"], m["lag_per_dry_month"])
+
+
+def _expected_season(rain: list[float], p: SeasonParams) -> tuple[np.ndarray, float]:
+    lag = lags_for(np.array([rain]), p)
+    return floored_index(rain_shape(np.array([rain]), lag), p.floor)[0], float(lag[0])
 
 
 def test_states_document_shape_and_order(produced) -> None:
@@ -149,49 +168,66 @@ def test_states_document_shape_and_order(produced) -> None:
     doc = produced.documents["/v1/transmission/states"][()]
     assert list(doc)[:3] == ["method", "national", "states"]
     m = doc["method"]
-    assert list(m) == ["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check"]
-    assert m["cases_follow_rain_by_months"] == 1 and m["high_season_share_of_peak"] == 0.5
-    assert list(m["check"]) == ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
+    assert list(m)[:4] == ["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check"]
+    p = _params(doc)
+    # the published share is where the rain-driven part reaches half its peak
+    assert m["high_season_share_of_peak"] == round(p.floor + (1 - p.floor) / 2, 3)
+    assert m["parameters_fitted_to_series"] == 2
+    assert list(m["check"])[:5] == CHECK_KEYS
     assert list(doc["national"]) == ["season", "survey_trend"]
-    assert list(doc["national"]["season"]) == SEASON_KEYS
+    assert list(doc["national"]["season"]) == SEASON_KEYS + EXTRA_SEASON_KEYS
     assert [s["state_code"] for s in doc["states"]] == ["KN", "LA"]
     for s in doc["states"]:
         assert list(s) == ["state_code", "state", "zone", "season", "survey_trend"]
-        assert list(s["season"]) == SEASON_KEYS
+        assert list(s["season"]) == SEASON_KEYS + EXTRA_SEASON_KEYS
         assert len(s["season"]["seasonal_index"]) == 12
     assert doc["states"][0]["state"] == "Kano" and doc["states"][0]["zone"] == "North West"
     assert "CHIRPS" in doc["source"]["rainfall"]
 
 
-def test_state_seasons_follow_rain_by_the_lag(produced) -> None:
-    kano = produced.documents["/v1/transmission/states"][()]["states"][0]["season"]
-    # rain peaks in August (287 mm) and is >= half of it in July-September
-    assert CASES_FOLLOW_RAIN_BY_MONTHS == 1
-    assert kano["peak_month"] == 9
-    assert kano["high_months"] == [8, 9, 10]
-    assert (kano["season_start_month"], kano["season_end_month"], kano["season_months"]) == (8, 10, 3)
-    # September cases follow August rain; October follows September (150/287)
-    assert kano["seasonal_index"][9] == round(150 / 287, 3)
+def test_state_seasons_follow_the_published_rule(produced) -> None:
+    doc = produced.documents["/v1/transmission/states"][()]
+    p = _params(doc)
+    share = doc["method"]["high_season_share_of_peak"]
+    for s, rain in zip(doc["states"], (KANO, LAGOS), strict=True):
+        season = s["season"]
+        index, lag = _expected_season(rain, p)
+        assert season["seasonal_index"] == list(index)
+        assert season["lag_months"] == round(lag, 1)
+        # a client recomputes the high months from the index and the published share
+        assert season["high_months"] == [m + 1 for m in range(12) if index[m] >= share]
+        assert season["peak_window"] == [m + 1 for m in range(12) if index[m] >= doc["method"]["peak_window_share_of_peak"]]
+        assert season["season_centre_month"] == round(float(season_centre(index)[0]), 1)
+        assert min(season["seasonal_index"]) >= p.floor - 0.001 and max(season["seasonal_index"]) == 1.0
+    # Kano has 7 dry months (< 50 mm), Lagos 2: the Sahel lag is the longer one
+    kn, la = (s["season"]["lag_months"] for s in doc["states"])
+    assert kn == round(min(4.0, max(-1.0, p.lag_at_pivot + 2 * p.lag_per_dry_month)), 1)
+    assert la == round(min(4.0, max(-1.0, p.lag_at_pivot - 3 * p.lag_per_dry_month)), 1)
 
 
 def test_national_season_is_population_weighted(produced) -> None:
-    nat = produced.documents["/v1/transmission/states"][()]["national"]["season"]
-    k = np.roll(KANO, 1) / max(KANO)
-    la = np.roll(LAGOS, 1) / max(LAGOS)
-    expected = seasonal_index((3000 * k + 1000 * la) / 4000)[0]
-    assert nat["seasonal_index"] == list(expected)
-    unweighted = seasonal_index((k + la) / 2)[0]
-    assert nat["seasonal_index"] != list(unweighted)
+    doc = produced.documents["/v1/transmission/states"][()]
+    p = _params(doc)
+    rain = np.array([KANO, LAGOS], dtype=float)
+    shapes = rain_shape(rain, lags_for(rain, p))
+    prof = (3000 * shapes[0] + 1000 * shapes[1]) / 4000
+    nat = doc["national"]["season"]
+    assert nat["seasonal_index"] == list(floored_index(prof / prof.max(), p.floor)[0])
+    unweighted = (shapes[0] + shapes[1]) / 2
+    assert nat["seasonal_index"] != list(floored_index(unweighted / unweighted.max(), p.floor)[0])
+    assert doc["method"]["cases_follow_rain_by_months"] == round(
+        float(np.average(lags_for(rain, p), weights=[3000, 1000])), 1)
 
 
 def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
     docs = produced.documents["/v1/transmission/lgas"]
+    p = _params(produced.documents["/v1/transmission/states"][()])
     assert set(docs) == {("KN",), ("LA",)}
     kn = docs[("KN",)]
     assert (kn["state_code"], kn["state"]) == ("KN", "Kano")
     assert [r["lga"] for r in kn["lgas"]] == ["Dala", "Tarauni"]
     for r in kn["lgas"]:
-        assert list(r) == ["lga_code", "lga", *SEASON_KEYS, "typical_rainfall_mm"]
+        assert list(r) == ["lga_code", "lga", *SEASON_KEYS, *EXTRA_SEASON_KEYS, "typical_rainfall_mm"]
     by = {r["lga"]: r for r in kn["lgas"]}
     # GSOD: Tarauni = 2 x Dala everywhere; areas 10 and 30 -> area-weighted state mean
     # = 1.25 x Dala, so Tarauni gets 1.6 and Dala 0.8 of the state's CHIRPS value
@@ -199,15 +235,13 @@ def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
     assert by["Dala"]["typical_rainfall_mm"][7] == round(0.8 * 287, 1)
     la = {r["lga"]: r for r in docs[("LA",)]["lgas"]}
     assert [r["lga"] for r in docs[("LA",)]["lgas"]] == ["Agege", "Ikeja"]
-    # area-weighted (equal areas) mean of the LGAs reproduces the state climatology
     mean = (np.array(la["Agege"]["typical_rainfall_mm"]) + np.array(la["Ikeja"]["typical_rainfall_mm"])) / 2
     assert np.allclose(mean, LAGOS, atol=0.1)
-    # each LGA's season is the season of its own (lagged) rain
+    # each LGA's season is the season of its own rain, with its own lag
     for r in [*kn["lgas"], *la.values()]:
-        s = season_from_index(seasonal_index(np.roll(r["typical_rainfall_mm"], 1))[0])
-        assert r["peak_month"] == s.peak_month
-    # Agege's October-heavy shape moves its peak to November, unlike Ikeja
-    assert la["Agege"]["peak_month"] == 11 and la["Ikeja"]["peak_month"] == 7
+        index, lag = _expected_season(r["typical_rainfall_mm"], p)
+        assert np.allclose(r["seasonal_index"], index, atol=0.0011)
+        assert r["peak_month"] == season_from_index(r["seasonal_index"], p.high_share).peak_month
 
 
 def test_survey_trends(produced) -> None:
@@ -243,6 +277,9 @@ def test_check_on_fixture(produced) -> None:
     assert check["series"] == 2
     assert check["states"] == ["Kano", "Lagos"]
     assert isinstance(check["median_correlation"], float)
+    assert "leave-one-archetype-out" in check["cross_validation"]
+    assert set(check["by_band"]) == {"north", "south"}
+    assert check["by_band"]["north"]["series"] == 1
 
 
 def test_unavailable_without_inputs(tmp_path: Path) -> None:
@@ -261,55 +298,56 @@ def test_unavailable_without_inputs(tmp_path: Path) -> None:
 def test_check_without_case_records_is_null(tmp_path: Path) -> None:
     d = make_data_dir(tmp_path, cases=False)
     p = produce(BuildContext(data_dir=d, updated_at="x", geography=small_geography()))
-    check = p.documents["/v1/transmission/states"][()]["method"]["check"]
-    assert check == {"series": 0, "states": [], "median_correlation": None, "mean_months_off": None,
-                     "mean_months_peak_is_off": None}
+    m = p.documents["/v1/transmission/states"][()]["method"]
+    check = m["check"]
+    assert {k: check[k] for k in CHECK_KEYS} == {"series": 0, "states": [], "median_correlation": None,
+                                                 "mean_months_off": None, "mean_months_peak_is_off": None}
+    assert check["mean_centre_months_off"] is None and check["by_band"] == {}
+    # nothing to fit to: the documented defaults apply, and the document says so
+    assert m["parameters_fitted_to_series"] == 0
+    assert (m["seasonal_floor"], m["lag_at_5_dry_months"], m["lag_per_dry_month"]) == (
+        DEFAULT_PARAMS.floor, DEFAULT_PARAMS.lag_at_pivot, DEFAULT_PARAMS.lag_per_dry_month)
 
 
 # --- the check as a pure function ---------------------------------------------------------
 
 
-def _bump(peak: int, width: float = 1.5) -> np.ndarray:
+def _rain(peak: int, dry: int) -> np.ndarray:
+    """A one-peak rain profile with exactly `dry` months under 50 mm."""
     m = np.arange(12)
     d = np.minimum(np.abs(m - (peak - 1)), 12 - np.abs(m - (peak - 1)))
-    return 0.02 + np.exp(-0.5 * (d / width) ** 2)
+    order = np.argsort(d, kind="stable")
+    rain = np.empty(12)
+    rain[order] = np.linspace(300, 60, 12 - dry).tolist() + np.linspace(40, 5, dry).tolist()
+    return rain
 
 
-def _long(profiles: dict[str, np.ndarray], col: str, key: str) -> pl.DataFrame:
-    return pl.DataFrame(
-        {key: [k for k in profiles for _ in range(12)], "month": list(range(1, 13)) * len(profiles),
-         col: np.concatenate(list(profiles.values()))}
-    )
-
-
-def test_seasonality_check_figures() -> None:
-    s9, s6 = _bump(9), _bump(6)
-    lagged = _long({"L1": s9, "L2": 2 * s9, "L3": s6}, "expected", "lga_code")
-    lgas = pl.DataFrame({"lga_code": ["L1", "L2", "L3"], "state_code": ["KN", "KN", "LA"], "population": [1, 1, 1]})
-    arche = pl.DataFrame({"lga_code": ["L1", "L2", "L3"], "archetype": ["A", "A", "B"]})
-    rec_b = np.roll(s6, 2)  # recorded two months later than predicted
-    recorded = _long({"A": 7 * s9, "B": rec_b}, "incidence", "archetype")
-    check, table = seasonality_check(lagged, arche, recorded, lgas, {"KN": "Kano", "LA": "Lagos"})
-    r_b = np.corrcoef(s6, rec_b)[0, 1]
-    assert check["series"] == 2 and check["states"] == ["Kano", "Lagos"]
-    assert check["median_correlation"] == round((1 + r_b) / 2, 2)
-    # A agrees exactly; B is off by 2 at start, end and peak
-    assert check["mean_months_off"] == 1.0
-    assert check["mean_months_peak_is_off"] == 1.0
-    b = table.filter(pl.col("archetype") == "B").row(0, named=True)
-    assert (b["predicted_peak"], b["recorded_peak"], b["peak_off"]) == (6, 8, 2)
-
-
-def test_seasonality_check_weights_by_population() -> None:
-    s9, s3 = _bump(9), _bump(3)
-    lagged = _long({"L1": s9, "L3": s3}, "expected", "lga_code")
-    lgas = pl.DataFrame({"lga_code": ["L1", "L3"], "state_code": ["KN", "LA"], "population": [3, 1]})
-    arche = pl.DataFrame({"lga_code": ["L1", "L3"], "archetype": ["C", "C"]})
-    recorded = _long({"C": (3 * s9 / s9.max() + s3 / s3.max()) / 4}, "incidence", "archetype")
-    check, _ = seasonality_check(lagged, arche, recorded, lgas, {"KN": "Kano", "LA": "Lagos"})
+def test_seasonality_check_recovers_the_parameters_that_made_the_records() -> None:
+    truth = SeasonParams(floor=0.6, lag_at_pivot=1.0, lag_per_dry_month=0.2)
+    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2), _rain(8, 5), _rain(10, 6)])
+    weights = np.eye(6) * 100.0
+    recorded = 50 * floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
+    params, check, table = seasonality_check(
+        rain, weights, recorded, list("ABCDEF"), ["north", "south", "north", "south", "middle_belt", "north"],
+        ["Kano", "Lagos"])
+    assert params == truth
+    # every held-out series is predicted by the others' fit, which is the truth again
     assert check["median_correlation"] == 1.0
-    unweighted = (s9 / s9.max() + s3 / s3.max()) / 2
-    assert round(float(np.corrcoef(unweighted, recorded["incidence"])[0, 1]), 2) < 1.0
+    assert check["mean_centre_months_off"] == 0.0 and check["mean_best_4_month_share_error"] == 0.0
+    assert check["mean_months_peak_is_off"] == 0.0
+    assert set(table["floor"]) == {0.6}
+
+
+def test_seasonality_check_is_out_of_sample() -> None:
+    """One series unlike the others is predicted from the others' parameters, so it scores badly."""
+    truth = SeasonParams(floor=0.6, lag_at_pivot=1.0, lag_per_dry_month=0.0)
+    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2)])
+    recorded = floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
+    recorded[3] = np.roll(recorded[3], 6)  # the last series peaks six months away
+    _, check, table = seasonality_check(rain, np.eye(4), recorded, list("ABCD"), ["north"] * 4, ["Kano"])
+    d = table.filter(pl.col("archetype") == "D").row(0, named=True)
+    assert d["centre_off"] > 4 and d["correlation"] < 0
+    assert check["by_band"]["north"]["series"] == 4
 
 
 def test_one_row_per_round_prefers_complete_rows() -> None:
@@ -340,11 +378,15 @@ def test_real_data_seasons_are_plausible() -> None:
     doc = p.documents["/v1/transmission/states"][()]
     assert len(doc["states"]) == 37
     by = {s["state_code"]: s for s in doc["states"]}
-    # Kano rain peaks in August (rainfall SOURCES.md) -> cases in September
-    assert by["KN"]["season"]["peak_month"] == 9
-    # Lagos: June rain peak, August dip, September second peak -> season carried over September
-    la = by["LA"]["season"]
-    assert 9 not in la["high_months"] and la["season_start_month"] <= 9 <= la["season_end_month"]
+    # Kano (7 dry months) cases peak after the August rain; Lagos (2) is flat, never near 0
+    assert by["KN"]["season"]["peak_month"] in (9, 10)
+    assert by["KN"]["season"]["lag_months"] > by["LA"]["season"]["lag_months"]
+    assert min(by["LA"]["season"]["seasonal_index"]) > 0.5
+    check = doc["method"]["check"]
+    # the cross-validated figures the release is held to
+    assert check["mean_best_4_month_share_error"] <= 0.03
+    assert check["mean_centre_months_off"] <= 1.1
+    assert check["median_correlation"] >= 0.65
     assert doc["method"]["check"]["series"] == 22
     assert len(doc["method"]["check"]["states"]) == 37
     lga_total = sum(len(d["lgas"]) for d in p.documents["/v1/transmission/lgas"].values())
@@ -352,3 +394,17 @@ def test_real_data_seasons_are_plausible() -> None:
     # no state has a 2010 entry; Borno 2015 is missing in the source
     assert all(e["survey_year"] != 2010 for s in doc["states"] for e in s["survey_trend"])
     assert 2015 not in [e["survey_year"] for e in by["BO"]["survey_trend"]]
+
+
+def test_the_lag_rule_is_chosen_by_cross_validation() -> None:
+    """Records made with one lag everywhere: the simplest rule that fits them exactly wins,
+    in the published fit and inside every fold."""
+    truth = SeasonParams(floor=0.5, lag_at_pivot=1.5, lag_per_dry_month=0.0, rule="constant")
+    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2), _rain(8, 5)])
+    recorded = floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
+    params, check, _ = seasonality_check(rain, np.eye(5), recorded, list("ABCDE"), ["north"] * 5, ["Kano"])
+    assert params == truth
+    errors = check["lag_rule_cv_errors"]
+    assert set(errors) == {"constant", "linear", "linear_non_negative", "above_5_dry_months"}
+    assert errors["constant"] == min(errors.values())
+    assert check["lag_rules_chosen"] == ["constant"]

@@ -263,3 +263,80 @@ def test_bimodal_season_covers_peak_run(p: list[float]) -> None:
     for m in s.months:
         if idx[m - 1] < 0.5:
             assert idx[m % 12] >= 0.5 and idx[(m - 2) % 12] >= 0.5
+
+
+# --- Model 2: the floored index with a lag from the dry season ------------------------------
+
+from pipeline.model.seasons import (  # noqa: E402
+    LAG_BOUNDS,
+    SeasonParams,
+    best_months_share,
+    dry_months,
+    floored_index,
+    lags_for,
+    peak_window,
+    rain_shape,
+    season_centre,
+    shift_fractional,
+)
+
+rain_profile = st.lists(st.floats(0, 600, allow_nan=False), min_size=12, max_size=12).filter(lambda r: max(r) > 1)
+params = st.builds(
+    SeasonParams,
+    floor=st.floats(0.3, 0.9).map(lambda v: round(v, 2)),
+    lag_at_pivot=st.floats(-1, 2.5).map(lambda v: round(v, 1)),
+    lag_per_dry_month=st.floats(0, 0.6).map(lambda v: round(v, 2)),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rain=rain_profile, p=params)
+def test_floored_index_rules(rain, p):
+    lag = lags_for([rain], p)
+    index = floored_index(rain_shape([rain], lag), p.floor)[0]
+    assert index.max() == 1.0 and index.min() >= round(p.floor, 3) - 1e-9
+    s = season_from_index(index, p.high_share)
+    # high months are exactly the months at the published share, recomputable by a client
+    assert list(s.high_months) == [m + 1 for m in range(12) if index[m] >= p.high_share]
+    assert s.peak_month in s.high_months
+    # the peak window is inside the high months and holds the peak
+    window = peak_window(index, p.peak_window_share)
+    assert set(window) <= set(s.high_months) and s.peak_month in window
+    assert LAG_BOUNDS[0] <= lag[0] <= LAG_BOUNDS[1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(rain=rain_profile, k=st.integers(1, 11), lag=st.floats(-1, 4))
+def test_rotating_the_calendar_rotates_the_index_and_its_centre(rain, k, lag):
+    a = shift_fractional([rain], lag)[0]
+    b = shift_fractional([np.roll(rain, k)], lag)[0]
+    assert np.allclose(np.roll(a, k), b)
+    ca, cb = season_centre([a])[0], season_centre([b])[0]
+    d = (cb - ca - k) % 12
+    assume(np.abs(np.fft.fft(a)[1]) > 1e-6 * np.abs(a).sum())  # a centre exists
+    assert min(d, 12 - d) == pytest.approx(0, abs=1e-6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rain=rain_profile, b=st.floats(0.3, 0.9))
+def test_the_floor_does_not_move_the_centre_and_flattens_the_year(rain, b):
+    shape = rain_shape([rain], 0.0)
+    low, high = shape, b + (1 - b) * shape
+    assume(np.abs(np.fft.fft(shape[0])[1]) > 1e-6 * shape.sum())
+    d = abs(season_centre(low)[0] - season_centre(high)[0]) % 12
+    assert min(d, 12 - d) == pytest.approx(0, abs=1e-6)
+    # a floor can only bring the best four months closer to a third of the year
+    assert best_months_share(high)[0] <= best_months_share(low)[0] + 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=params, dry_a=st.integers(0, 12), dry_b=st.integers(0, 12))
+def test_longer_dry_season_never_shortens_the_lag(p, dry_a, dry_b):
+    def rain(dry: int) -> list[float]:
+        return [10.0] * dry + [200.0] * (12 - dry)
+
+    assume(dry_a < 12 and dry_b < 12)
+    la, lb = lags_for([rain(dry_a)], p)[0], lags_for([rain(dry_b)], p)[0]
+    assert dry_months([rain(dry_a)])[0] == dry_a
+    if dry_a <= dry_b:
+        assert la <= lb

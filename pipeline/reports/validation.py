@@ -1,0 +1,269 @@
+"""The validation report: how the published seasons, scores and ranges fare against data
+they were not fitted to. `make build` ships it in every release (docs/validation.json,
+quoted by the docs pages); this module's command writes the same report to reports/.
+
+(a) seasons: leave-one-archetype-out over the 22 routine case profiles (from the
+    transmission model's check);
+(b) time-held-out survey rounds: the baseline refitted on rounds <= 2015 predicts the
+    2018 round, on rounds <= 2018 the 2021 round (Spearman, RMSE, share inside the 80 %
+    range), beside the Model 1 reference (last round held flat with its "95 %" band);
+(c) agreement with the MAP-style incidence table, 2018-2019 only (a check, never an input);
+(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
+
+    python -m pipeline.reports.validation --data-dir DIR --out reports/
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import orjson
+import polars as pl
+
+from pipeline.errors import InputError
+from pipeline.model import risk as model
+from pipeline.reports import report_command
+from pipeline.sources.names import state_code_for
+
+INCIDENCE = "malaria/sepmein_nga_report_2022/2023-04-05-incidence_rate_all_age_table_Nigeria_admin1_2000-2023.csv"
+HELD_OUT = ((2015, 2018), (2018, 2021))  # (train on rounds up to, predict)
+AGREEMENT_YEARS = (2018, 2019)
+# Model 1's range for the reference row: the last round held flat, B +- 1.96 sqrt(B(1-B)/150).
+MODEL1_N = 150.0
+NOT_VALIDATED = [
+    "Month-to-month rain anomalies: no term for them, because the data here give no evidence of skill "
+    "(rainfall does not explain changes in prevalence between survey rounds); the score's monthly pattern "
+    "is the climatological season only.",
+    "LGA differences beyond the urban split: the only LGA observations (NDHS 2018, 1-108 children each) are "
+    "used to test the split, not published as estimates.",
+    "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
+    "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
+]
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho with average ranks for ties."""
+    rx = pl.Series(np.asarray(x, dtype=float)).rank("average").to_numpy()
+    ry = pl.Series(np.asarray(y, dtype=float)).rank("average").to_numpy()
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def read_incidence(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
+    """state_code, year, incidence (cases per person-year, `rmean`); None when absent."""
+    path = Path(data_dir) / INCIDENCE
+    if not path.exists():
+        return None
+    df = pl.read_csv(path)
+    codes = {n: state_code_for(n, states) for n in df["Name"].unique()}
+    if None in codes.values():
+        raise InputError(path, f"unknown state name(s) {[k for k, v in codes.items() if v is None]}")
+    return df.select(
+        pl.col("Name").replace_strict(codes).alias("state_code"),
+        pl.col("Year").cast(pl.Int64).alias("year"),
+        pl.col("incidence_rate_all_age_rmean").cast(pl.Float64).alias("incidence"),
+    )
+
+
+def _r(v: float | None, d: int = 3) -> float | None:
+    return None if v is None or not np.isfinite(v) else round(float(v), d)
+
+
+def held_out(md: Any, train_upto: int, target: int) -> dict[str, Any]:
+    """Predict the `target` round of every state from rounds <= `train_upto` only."""
+    from pipeline.datasets.risk import fit_baseline
+
+    out: dict[str, Any] = {"trained_on_rounds_up_to": train_upto, "predicted_round": target}
+    train = md.rounds.filter(pl.col("survey_year") <= train_upto)
+    obs = md.rounds.filter(pl.col("survey_year") == target)
+    have = set(train["state_code"]) & set(obs["state_code"])
+    if train.height == 0 or not have:
+        return {**out, "states": 0, "note": "round absent from this data load"}
+    mid = model.round_month(target)
+    base = fit_baseline(md, train, mid + 2)
+    centre, low, high = model.baseline_range(base, np.array([mid]))
+    cf = model.fieldwork_factor(md.state_c, target)
+    rows = [i for i, c in enumerate(md.state_codes) if c in have]
+    y_of = dict(zip(obs["state_code"], obs["positivity"], strict=False))
+    y = np.array([y_of[md.state_codes[i]] for i in rows])
+    pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
+    last = train.sort("survey_year").group_by("state_code").agg(pl.col("positivity").last())
+    held = dict(zip(last["state_code"], last["positivity"], strict=True))
+    flat = np.array([held[md.state_codes[i]] for i in rows])
+    hw = 1.96 * np.sqrt(flat * (1 - flat) / MODEL1_N)
+    return {
+        **out,
+        "states": len(rows),
+        "random_walk_variance_per_year": _r(base.q, 4),
+        "spearman": _r(spearman(pred, y)),
+        "rmse": _r(float(np.sqrt(np.mean((pred - y) ** 2)))),
+        "share_inside_80_range": _r(float(np.mean((lo <= y) & (y <= hi)))),
+        "mean_range_width": _r(float(np.mean(hi - lo))),
+        "model_1_reference": {
+            "method": "last round held flat, range B +- 1.96 sqrt(B(1-B)/150) (stated as 95 %)",
+            "spearman": _r(spearman(flat, y)),
+            "rmse": _r(float(np.sqrt(np.mean((flat - y) ** 2)))),
+            "share_inside_95_range": _r(float(np.mean((flat - hw <= y) & (y <= flat + hw)))),
+        },
+    }
+
+
+def map_agreement(md: Any, res: Any, incidence: pl.DataFrame | None) -> dict[str, Any]:
+    """Spearman of each state's annual mean score with the MAP-style incidence, 2018-2019."""
+    note = ("After 2020 the incidence table follows the 2018 survey, not the 2021 one, so later years "
+            "are not a check of this model and are not reported.")
+    if incidence is None:
+        return {"years": [], "note": "incidence table absent from this data load"}
+    years = np.array([int(p[:4]) for p in res.estimated])
+    out = []
+    for y in AGREEMENT_YEARS:
+        cols = years == y
+        if cols.sum() < 12:
+            continue
+        annual = res.state.score[:, cols].mean(axis=1)
+        inc = dict(incidence.filter(pl.col("year") == y).select("state_code", "incidence").iter_rows())
+        idx = [i for i, c in enumerate(md.state_codes) if c in inc]
+        if len(idx) < 3:
+            continue
+        out.append({"year": y, "states": len(idx),
+                    "spearman": _r(spearman(annual[idx], np.array([inc[md.state_codes[i]] for i in idx])))})
+    return {"years": out, "note": note}
+
+
+def binomial_deviance(p: np.ndarray, q: np.ndarray, n: np.ndarray) -> float:
+    """n-weighted binomial deviance of observed shares p against predictions q, per child."""
+    q = np.clip(q, 1e-4, 1 - 1e-4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(p > 0, p * np.log(p / q), 0.0)
+        b = np.where(p < 1, (1 - p) * np.log((1 - p) / (1 - q)), 0.0)
+    return float(2 * (n * (a + b)).sum() / n.sum())
+
+
+def lga_comparison(md: Any) -> dict[str, Any]:
+    """Leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
+
+    For each LGA, its state's level is the children-weighted mean of the state's *other*
+    LGAs; "state value" gives every LGA that level, "urban split" applies the published
+    urban/rural contrast within the state (population-preserving, as the score does).
+    """
+    lp = md.lga_positivity
+    if lp is None or lp.height == 0:
+        return {"lgas": 0, "note": "LGA observations absent from this data load"}
+    # the split is linear below its cap at 1, so a small level gives each LGA's factor
+    unit = 0.01
+    factor = model.urban_split(np.full(len(md.state_codes), unit), md.population, md.is_urban, md.state_idx,
+                               md.urban_ratio) / unit
+    row = {c: i for i, c in enumerate(md.lga_codes)}
+    gi = np.array([row[c] for c in lp["lga_code"].to_list()])
+    st = md.state_idx[gi]
+    p = lp["positivity"].to_numpy()
+    n = lp["children"].to_numpy().astype(float)
+    tot_np = np.bincount(st, weights=n * p, minlength=len(md.state_codes))
+    tot_n = np.bincount(st, weights=n, minlength=len(md.state_codes))
+    others = tot_n[st] - n
+    keep = others > 0
+    state_val = np.where(keep, (tot_np[st] - n * p) / np.where(keep, others, 1), np.nan)
+    split_val = state_val * factor[gi]
+    national = float((n * p).sum() / n.sum())
+    # a small-area alternative: the urban/rural ratio fitted on the other LGAs' observations
+    urb = md.is_urban[gi].astype(float)
+    u_np, u_n = (urb * n * p).sum() - urb * n * p, (urb * n).sum() - urb * n
+    r_np, r_n = ((1 - urb) * n * p).sum() - (1 - urb) * n * p, ((1 - urb) * n).sum() - (1 - urb) * n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where((u_n > 0) & (r_np > 0), (u_np / u_n) / (r_np / r_n), 1.0)
+    w_urban = np.bincount(md.state_idx, weights=md.population * md.is_urban, minlength=len(md.state_codes))
+    w_all = np.bincount(md.state_idx, weights=md.population, minlength=len(md.state_codes))
+    rural_f = w_all[st] / (w_all[st] - w_urban[st] + rho * w_urban[st])
+    fitted_val = np.clip(state_val * np.where(urb > 0, rho * rural_f, rural_f), 0, 1)
+    k = keep
+    dev_state = binomial_deviance(p[k], state_val[k], n[k])
+    dev_split = binomial_deviance(p[k], split_val[k], n[k])
+    dev_fitted = binomial_deviance(p[k], fitted_val[k], n[k])
+    res: dict[str, Any] = {
+        "lgas": int(k.sum()),
+        "children": int(n[k].sum()),
+        "deviance_national_value": _r(binomial_deviance(p[k], np.full(k.sum(), national), n[k]), 4),
+        "deviance_state_value": _r(dev_state, 4),
+        "deviance_urban_split": _r(dev_split, 4),
+        "deviance_urban_ratio_fitted_to_lgas": _r(dev_fitted, 4),
+        "urban_ratio_fitted_to_lgas": _r(float(np.median(rho[k]))),
+        "urban_lgas": int(md.is_urban[gi][k].sum()),
+        "urban_ratio": _r(md.urban_ratio),
+    }
+    res["urban_split_beats_state_value"] = bool(dev_split < dev_state)
+    return res
+
+
+def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, Any]:
+    """The whole report as a JSON-able dict (see the module docstring)."""
+    sm = md.season
+    return {
+        "model_version": model.MODEL_VERSION,
+        "score_range_level": model.RANGE_LEVEL,
+        "seasons": {
+            "parameters": sm.params.to_json(),
+            "parameters_fitted_to_series": sm.fitted_to,
+            "check": sm.check,
+        },
+        "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
+        "map_agreement": map_agreement(md, res, read_incidence(data_dir, geo.states)),
+        "lga_comparison": lga_comparison(md),
+        "baseline": {
+            "random_walk_variance_per_year": _r(res.baseline.q, 4),
+            "typical_children_per_state_survey": _r(res.baseline.typical_children, 1),
+            "rounds": sorted(int(y) for y in md.rounds["survey_year"].unique()),
+        },
+        "not_validated": NOT_VALIDATED,
+    }
+
+
+def markdown(r: dict[str, Any], command: str) -> str:
+    c = r["seasons"]["check"]
+    lines = [
+        "# Validation report", "", f"Generated by `{command}` (model `{r['model_version']}`).", "",
+        "## (a) Seasons, leave-one-archetype-out", "",
+        "| series | median r | centre off (months) | best-4-month share error | trough/peak error |",
+        "|---|---|---|---|---|",
+        f"| {c['series']} | {c['median_correlation']} | {c['mean_centre_months_off']} | "
+        f"{c['mean_best_4_month_share_error']} | {c['mean_trough_to_peak_error']} |", "",
+        "## (b) Time-held-out survey rounds", "",
+        "| trained on | predicts | states | Spearman | RMSE | inside 80 % range | Model 1 Spearman | Model 1 inside its 95 % |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for h in r["held_out_rounds"]:
+        ref = h.get("model_1_reference", {})
+        lines.append(f"| <= {h['trained_on_rounds_up_to']} | {h['predicted_round']} | {h['states']} | {h.get('spearman')} | "
+                     f"{h.get('rmse')} | {h.get('share_inside_80_range')} | {ref.get('spearman')} | {ref.get('share_inside_95_range')} |")
+    lines += ["", "## (c) Agreement with the MAP-style incidence (a check, not an input)", "",
+              "| year | states | Spearman |", "|---|---|---|"]
+    lines += [f"| {y['year']} | {y['states']} | {y['spearman']} |" for y in r["map_agreement"]["years"]]
+    lines += ["", r["map_agreement"]["note"], "", "## (d) LGAs: leave-one-LGA-out, NDHS 2018", ""]
+    lc = r["lga_comparison"]
+    lines += [f"`{k}`: {v}" + "  " for k, v in lc.items()]
+    lines += ["", "## Not validated", ""] + [f"- {x}" for x in r["not_validated"]] + [""]
+    return "\n".join(lines)
+
+
+@report_command
+def main(data_dir: Path, out: Path) -> None:
+    """Write reports/validation.md and reports/validation.json."""
+    from pipeline.datasets.risk import load_model_data, run_model
+    from pipeline.geography import load_geography
+
+    geo = load_geography(data_dir)
+    md = load_model_data(data_dir, geo)
+    r = validation_report(data_dir, geo, md, run_model(md))
+    command = "python -m pipeline.reports.validation --data-dir DATA_DIR --out " + str(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "validation.json").write_bytes(orjson.dumps(r, option=orjson.OPT_INDENT_2) + b"\n")
+    (out / "validation.md").write_text(markdown(r, command) + "\n")
+    for h in r["held_out_rounds"]:
+        click.echo(f"{h['predicted_round']} from <= {h['trained_on_rounds_up_to']}: Spearman {h.get('spearman')}, "
+                   f"inside 80% {h.get('share_inside_80_range')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
