@@ -6,31 +6,51 @@ DATA_DIR ?= ../shared/data
 HOST ?= 127.0.0.1
 PORT ?= 8080
 KEYS ?= var/keys.sqlite
+KEY_FILE ?= var/local-test-key
+SITE := pipeline/site
 export DATA_DIR
 
-.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-edge-attacks bench-publish clean
+.PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
+	bench-edge bench-edge-attacks bench-publish clean
 
-$(VENV)/.installed: pyproject.toml
+# What running needs (the package and its runtime dependencies) ...
+$(VENV)/.runtime: pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+# ... and what testing adds (pytest, Playwright, generators, servers for S3 and DynamoDB).
+$(VENV)/.installed: $(VENV)/.runtime pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $@
 
-install: $(VENV)/.installed
+# The site's front-end libraries (map, charts), exactly as pinned in the lock file.
+$(SITE)/node_modules/.installed: $(SITE)/package.json $(SITE)/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is needed for the map's pinned libraries (Debian: apt install npm)" >&2; exit 1; }
+	cd $(SITE) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
-build: install
+site-libs: $(SITE)/node_modules/.installed
+install-run: $(VENV)/.runtime site-libs
+install: $(VENV)/.installed site-libs
+
+build: install-run
 	$(BIN)/malaria-risk build --data-dir "$(DATA_DIR)" --out build
 
-key: install
-	@key=$$($(BIN)/malaria-risk keys create --keys $(KEYS) --name "local test key" --kind test \
-	    --scope risk_scores --scope forecasts --scope lga_boundaries 2>/dev/null | tail -n 1); \
-	echo; echo "Local test key (all scopes): $$key"; echo "Try:"; \
-	echo "  curl -H \"Authorization: Bearer $$key\" \"http://$(HOST):$(PORT)/v1/boundaries/lgas?state=KN\""; echo
+key: install-run
+	@key=$$($(BIN)/malaria-risk keys local-test --keys $(KEYS) --key-file $(KEY_FILE)); \
+	echo; echo "Local test key (all scopes, kept in $(KEY_FILE)): $$key"; echo "Try:"; \
+	echo "  curl -H \"Authorization: Bearer $$key\" \"http://$(HOST):$(PORT)/v1/boundaries/lgas?state=KN\""; \
+	echo "Docs and the risk map: http://$(HOST):$(PORT)/docs/  (paste the key on the map page)"; echo
 
-run: build key
+# The port is checked first: a busy port is reported before a build of a minute or more, with the fix.
+run: install-run
+	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(PORT)
+	@$(MAKE) --no-print-directory build key
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
-serve: install
+serve: install-run
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
@@ -39,6 +59,12 @@ lint: install
 
 test: install lint
 	$(BIN)/pytest -q
+
+# PNGs of the risk map (national and one state), an LGA's charts and the landing page, from the
+# current build, served on a free loopback port with a throwaway key.
+screenshots: install
+	@test -e build/current || $(MAKE) --no-print-directory build
+	$(BIN)/python -m tests.pipeline.site.screenshots --root build --out build/screenshots
 
 reports: install
 	$(BIN)/malaria-risk report validation --data-dir "$(DATA_DIR)" --out reports

@@ -267,7 +267,7 @@ def handle(
                      req.path, [("Allow", ALLOWED_METHODS)])
 
     route = BY_PATH.get(req.path)
-    if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path == "/docs"):
+    if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path in ("/", "/docs")):
         return _public(req, release)
     download = route is None and req.path.startswith(DOWNLOAD_FILE.prefix)
     if route is None and not download:
@@ -298,21 +298,32 @@ def handle(
 
 
 def _public(req: Request, release: ReleaseIndex) -> Response:
-    """The docs site: keyless, exact manifest lookup, `/docs/` and `/docs/x/` mean their index.html."""
+    """The docs site: keyless, exact manifest lookup, `/docs/` and `/docs/x/` mean their index.html.
+
+    `/` and `/docs` redirect to `/docs/`, where a newcomer finds what the service is and how to get a key.
+    """
+    if req.path in ("/", "/docs"):
+        return Response(301, [("Location", "/" + PUBLIC_PREFIX), ("Cache-Control", "public, max-age=300"),
+                              ("Content-Type", "text/plain; charset=utf-8"), *cors_headers()],
+                        b"See /" + PUBLIC_PREFIX.encode() + b"\n")
     key = req.path.lstrip("/")
     if key == "docs" or key.endswith("/"):
         key = key.rstrip("/") + "/index.html"
     entry = release.entry(key)
     if entry is None:
         return error("NOT_FOUND", "No such documentation page.", req.path)
+    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
     headers: Headers = [
-        ("ETag", entry.etag), ("Cache-Control", "public, max-age=300"), ("X-Release-Id", release.release_id),
-        *cors_headers(),
+        ("ETag", (entry.gzip_etag if use_gzip else None) or entry.etag), ("Cache-Control", "public, max-age=300"),
+        ("Vary", "Accept-Encoding"), ("X-Release-Id", release.release_id), *cors_headers(),
     ]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):
         return Response(304, headers)
     headers.append(("Content-Type", entry.content_type))
+    if use_gzip:
+        headers.append(("Content-Encoding", "gzip"))
+        return Response(200, headers, file_key=entry.gzip_key)
     return Response(200, headers, file_key=key)
 
 

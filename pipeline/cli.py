@@ -9,6 +9,7 @@ AdminError) are caught once, in `Main.invoke`, and print as one line.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import os
 import sys
@@ -144,7 +145,7 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
 @main.command(epilog=example("malaria-risk serve --root build --port 8080 --keys var/keys.sqlite --workers 2"))
 @click.option("--root", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=int)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--workers", default=1, show_default=True, type=click.IntRange(1, 64),
               help="Worker processes; limits stay exact across them (a shared counters file).")
 @click.option("--http", "http_front", type=click.Choice(["direct", "uvicorn"]), default="direct", show_default=True,
@@ -162,6 +163,7 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     from edge.local.settings import ServerSettings
     from edge.release import LocalReleases, ReleaseUnavailable
 
+    _require_free_port(host, port)
     releases = LocalReleases(root)
     try:
         served = releases.current()
@@ -179,6 +181,45 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
     create_app(settings)  # fail here, once, with a readable error rather than in every worker
     serve_workers(host, port, workers, http=http_front)
+
+
+def port_problem(host: str, port: int) -> str | None:
+    """Why `host:port` cannot be listened on, or None when it can: checked before a long build, not after."""
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror as e:
+        return f"cannot resolve host {host!r}: {e.strerror}"
+    family, _, _, _, addr = infos[0]
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the server binds: TIME_WAIT is no conflict
+        try:
+            sock.bind(addr)
+        except OSError as e:
+            if e.errno == errno.EADDRINUSE:
+                return (f"port {port} on {host} is already in use (another `make run` or server?). "
+                        f"Stop that server, or choose another port: `make run PORT={_other_port(port)}`.")
+            return f"cannot listen on {host}:{port}: {e.strerror}"
+    return None
+
+
+def _other_port(port: int) -> int:
+    return port + 1 if port < 65535 else 8081
+
+
+def _require_free_port(host: str, port: int) -> None:
+    problem = port_problem(host, port)
+    if problem is not None:
+        raise click.ClickException(problem)
+
+
+@main.command("check-port", epilog=example("malaria-risk check-port --host 127.0.0.1 --port 8080"))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+def check_port(host: str, port: int) -> None:
+    """Fail with the fix when the port is taken; `make run` asks this before it builds."""
+    _require_free_port(host, port)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------
@@ -210,6 +251,42 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
     store = open_key_store(keys_path, store_spec)
     kid, key = store.create(name, list(scopes), kind, expires, owner, org, per_minute, monthly)
     click.echo(f"created {kid} ({kind}, scopes: {' '.join(sorted(set(scopes)))}). Store this key now; it is not shown again:", err=True)
+    click.echo(key)
+
+
+LOCAL_TEST_SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
+
+
+@keys.command("local-test", epilog=example("malaria-risk keys local-test --keys var/keys.sqlite"))
+@click.option("--key-file", default="var/local-test-key", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="Where the key is kept between runs, readable by its owner only.")
+@keys_option
+def keys_local_test(key_file: Path, keys_path: str) -> None:
+    """Print the local test key (all scopes), creating it only when the kept one no longer works.
+
+    Repeated `make run` reuses one key instead of adding a key to the store each time.
+    """
+    from edge.keys import hash_key, looks_like_key
+    from edge.stores.sqlite import SQLiteKeyStore
+
+    store = SQLiteKeyStore(keys_path)
+    kept = key_file.read_text(encoding="ascii").strip() if key_file.is_file() else ""
+    if looks_like_key(kept):
+        record = store.lookup(hash_key(kept))
+        if record is not None and record.status(datetime.now(UTC)) == "active" \
+                and set(LOCAL_TEST_SCOPES) <= set(record.scopes):
+            key_file.chmod(0o600)
+            click.echo(kept)
+            return
+    _, key = store.create("local test key", list(LOCAL_TEST_SCOPES), "test")
+    key_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = key_file.with_name(key_file.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(key + "\n")
+    os.chmod(tmp, 0o600)  # O_CREAT's mode does not apply to a file left over from an interrupted run
+    os.replace(tmp, key_file)
+    click.echo(f"created a local test key, kept in {key_file} (owner-only)", err=True)
     click.echo(key)
 
 

@@ -12,7 +12,8 @@ escapes is a bug and keeps its traceback.
     ├── DatasetUnavailable    a producer's inputs are absent; the build skips it and its
     │                         routes answer their `unavailable` error (caught in pipeline.build)
     ├── RenderError           the producers' documents do not cover the route table exactly
-    │   └── UnknownFigure     a documentation page quotes a figure no producer provides
+    │   ├── UnknownFigure     a documentation page quotes a figure no producer provides
+    │   └── SiteError         the site's front-end libraries (npm ci) are not installed
     ├── LocalReleaseError     a local build root cannot be verified or pruned as asked
     └── PublishError          publishing to S3 failed or was refused (wrong key, missing
         │                     bucket, unsound release tree, failed verification)
@@ -58,6 +59,10 @@ class RenderError(OperatorError):
 
 class UnknownFigure(RenderError):
     """A page names a figure that no producer provides."""
+
+
+class SiteError(RenderError):
+    """The documentation site cannot be rendered: its pinned front-end libraries are missing."""
 
 
 class LocalReleaseError(OperatorError):

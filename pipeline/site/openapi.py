@@ -29,6 +29,7 @@ from edge.routes import (
     Param,
     Route,
 )
+from edge.routes import STATE as STATE_PARAM
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1"
@@ -359,9 +360,18 @@ def resource_schemas() -> dict[str, Schema]:
         }),
         "geometry": _obj({
             "type": _str("Geometry type.", enum=["Polygon", "MultiPolygon"]),
-            "coordinates": {"type": "array", "description": "GeoJSON coordinates, longitude/latitude (WGS 84)."},
+            "coordinates": {"anyOf": [_ref("PolygonCoordinates"), _ref("MultiPolygonCoordinates")],
+                            "description": "GeoJSON coordinates, longitude/latitude (WGS 84): rings of positions "
+                            "for a Polygon, polygons of rings for a MultiPolygon."},
         }),
     }, description="SPEC 2.9.")
+    s["Position"] = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
+                     "description": "Longitude, latitude (WGS 84, degrees)."}
+    s["LinearRing"] = {"type": "array", "items": _ref("Position"), "minItems": 4,
+                       "description": "A closed ring: the first and last positions are equal."}
+    s["PolygonCoordinates"] = {"type": "array", "items": _ref("LinearRing"), "minItems": 1,
+                               "description": "Outer ring, then any holes."}
+    s["MultiPolygonCoordinates"] = {"type": "array", "items": _ref("PolygonCoordinates"), "minItems": 1}
     s["BoundaryCollection"] = _obj({
         "type": _str("Always `FeatureCollection`.", const="FeatureCollection"),
         "source": _str("Origin and licence of the shapes."),
@@ -461,9 +471,15 @@ def routes_for_code(code: str) -> list[str]:
     return paths
 
 
-def param_schema(p: Param) -> Schema:
-    """The parameter's wire format, taken from the validator's own pattern or value domain."""
+def param_schema(p: Param, states: tuple[str, ...] = ()) -> Schema:
+    """The parameter's wire format, taken from the validator's own pattern or value domain.
+
+    `states`, when given, are the codes the release holds (its facts): the `state`
+    parameter is then an enum of exactly the values the gate accepts.
+    """
     if p.kind == "state":
+        if states:
+            return {"type": "string", "enum": sorted(states), "pattern": STATE_RE.pattern}
         return {"type": "string", "pattern": STATE_RE.pattern}
     if p.kind == "period":
         return {"type": "string", "pattern": PERIOD_RE.pattern}
@@ -478,12 +494,14 @@ def param_schema(p: Param) -> Schema:
     raise ValueError(f"no schema for parameter kind {p.kind!r}")
 
 
-def _parameter(p: Param) -> Schema:
+def _parameter(p: Param, states: tuple[str, ...] = ()) -> Schema:
     desc = p.description
     if p.kind == "state":
         desc += " Lower-case codes are rejected (404 UNKNOWN_STATE, with a hint naming the upper-case code)."
+    # one shared StateCode schema rather than an enum per operation: generators make one type of it
+    schema = _ref("StateCode") if p.kind == "state" and states else param_schema(p, states)
     return {"name": p.name, "in": "query", "required": p.required, "description": desc,
-            "schema": param_schema(p), "allowEmptyValue": False}
+            "schema": schema, "allowEmptyValue": False}
 
 
 def _operation_id(path: str) -> str:
@@ -492,14 +510,26 @@ def _operation_id(path: str) -> str:
 
 
 def _problem_response(status: int, problems: list[Problem]) -> Schema:
+    """One error status of an operation: the shared Problem schema, the codes it can carry listed.
+
+    The schema is a plain reference (no `allOf` narrowing `code` and `status`): code
+    generators keep a referenced model but drop an intersection they cannot merge, which
+    left generated clients without any error model. The codes per status are in the
+    description, in `x-problem-codes` and as one example each.
+    """
     codes = [p.code for p in problems]
     desc = "; ".join(f"`{p.code}`: {p.when}" for p in problems)
+    headers: Schema = {"Cache-Control": {"$ref": "#/components/headers/NoStore"}}
+    if status == 429:
+        headers |= {"Retry-After": {"$ref": "#/components/headers/RetryAfter"},
+                    "RateLimit": {"$ref": "#/components/headers/RateLimit"},
+                    "RateLimit-Policy": {"$ref": "#/components/headers/RateLimitPolicy"}}
     return {
         "description": desc,
-        "headers": {"Cache-Control": {"$ref": "#/components/headers/NoStore"}},
+        "headers": headers,
         "content": {PROBLEM_JSON: {
-            "schema": {"allOf": [_ref("Problem"), {"properties": {
-                "code": {"enum": codes}, "status": {"const": status}}}]},
+            "schema": _ref("Problem"),
+            "x-problem-codes": codes,
             "examples": {p.code: {"summary": p.title, "value": {
                 "type": TYPE_BASE + p.code, "title": p.title, "status": p.status, "code": p.code,
                 "detail": p.when,
@@ -508,7 +538,7 @@ def _problem_response(status: int, problems: list[Problem]) -> Schema:
     }
 
 
-def _operation(route: Route) -> Schema:
+def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
     responses: dict[str, Schema] = {
         "200": {
             "description": "The response body, precomputed for this release.",
@@ -516,6 +546,8 @@ def _operation(route: Route) -> Schema:
                 "ETag": {"$ref": "#/components/headers/ETag"},
                 "Cache-Control": {"$ref": "#/components/headers/CacheControl"},
                 "X-Release-Id": {"$ref": "#/components/headers/ReleaseId"},
+                "RateLimit": {"$ref": "#/components/headers/RateLimit"},
+                "RateLimit-Policy": {"$ref": "#/components/headers/RateLimitPolicy"},
             },
             "content": _content(route),
         },
@@ -534,7 +566,7 @@ def _operation(route: Route) -> Schema:
                         else "Needs any valid key.")
         + f" Served from the release file `{route.file_key}`.",
         "tags": [route.dataset],
-        "parameters": [_parameter(p) for p in route.params],
+        "parameters": [_parameter(p, states) for p in route.params],
         "security": [{BEARER: scopes}, {HEADER: scopes}],
         "responses": responses,
         "x-required-scope": route.scope,
@@ -586,8 +618,15 @@ def _download_file_operation() -> Schema:
     }
 
 
-def openapi_document(release: str | None = None) -> dict[str, Any]:
-    """OpenAPI 3.1 for every route; `release`, when given, is stamped into `info` for traceability."""
+LOCAL_SERVER = "http://127.0.0.1:8080"
+
+
+def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -> dict[str, Any]:
+    """OpenAPI 3.1 for every route; `release`, when given, is stamped into `info` for traceability.
+
+    `states` are the state codes the release holds; the build passes them so the
+    `state` parameter is an enum generators turn into a type.
+    """
     info: Schema = {
         "title": "Malaria risk data service for Nigeria",
         "version": API_VERSION + (f" (release {release})" if release else ""),
@@ -601,10 +640,19 @@ def openapi_document(release: str | None = None) -> dict[str, Any]:
     return {
         "openapi": OPENAPI_VERSION,
         "info": info,
-        "servers": [{"url": "/", "description": "The host serving this document."}],
+        # absolute, as generators want; the host is a variable because each deployment has its own
+        "servers": [{
+            "url": "{scheme}://{host}",
+            "description": "The deployment serving this document; `make run` serves at " + LOCAL_SERVER + ".",
+            "variables": {
+                "scheme": {"default": "http", "enum": ["http", "https"]},
+                "host": {"default": LOCAL_SERVER.split("//", 1)[1],
+                         "description": "Host name and port of the deployment, e.g. the CloudFront domain."},
+            },
+        }],
         "security": [{BEARER: []}, {HEADER: []}],
         "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
-        "paths": {**{r.path: {"get": _operation(r)} for r in ROUTES},
+        "paths": {**{r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
                   DOWNLOAD_FILE.path: {"get": _download_file_operation()}},
         "components": {
             "securitySchemes": {
@@ -621,7 +669,18 @@ def openapi_document(release: str | None = None) -> dict[str, Any]:
                                  "schema": {"type": "string"}},
                 "NoStore": {"description": "`no-store`: errors are never cached.", "schema": {"type": "string"}},
                 "ReleaseId": {"description": "The release that answered.", "schema": {"type": "string"}},
+                "RateLimit": {"description": "Remaining quota of the per-minute window and seconds until it "
+                              "resets, e.g. `\"minute\";r=59;t=42` (IETF RateLimit header fields). Absent "
+                              "when the server runs without limits.", "schema": {"type": "string"}},
+                "RateLimitPolicy": {"description": "The key's quotas, e.g. `\"minute\";q=60;w=60, "
+                                    "\"month\";q=100000;w=2592000` (the monthly policy for live keys only).",
+                                    "schema": {"type": "string"}},
+                "RetryAfter": {"description": "Seconds to wait before the next request is allowed.",
+                               "schema": {"type": "integer", "minimum": 0}},
             },
-            "schemas": resource_schemas(),
+            "schemas": resource_schemas() | ({"StateCode": {
+                **param_schema(STATE_PARAM, tuple(states)),
+                "description": "The state codes of this release: ISO 3166-2:NG suffixes, FC for the Federal "
+                               "Capital Territory (table: /docs/state-codes.html)."}} if states else {}),
         },
     }

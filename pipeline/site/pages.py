@@ -16,7 +16,7 @@ the gate serves the site there and problem `type` URIs already assume it.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +28,10 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
-from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Route
+from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
 from pipeline.attribution import SOURCES
 from pipeline.datasets.base import BuildContext, Produced
+from pipeline.errors import SiteError
 from pipeline.settings import REPO_ROOT
 from pipeline.site.figures import release_figures, substitute
 from pipeline.site.openapi import (
@@ -49,9 +50,28 @@ BASE = "/" + PUBLIC_PREFIX  # "/docs/"
 
 # Pages the site generates itself. A docs/<slug>.md with one of these names is not
 # a page of its own: its text becomes the introduction of the generated page.
-GENERATED = ("index", "api", "errors", "attribution")
-# Reading order for the hand-written pages in docs/; anything else follows alphabetically.
-DOC_ORDER = ("geography", "context", "model", "seasons", "limits", "deploy", "operations", "architecture")
+GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "operating")
+# Reading order of the Markdown pages; anything else follows alphabetically.
+DOC_ORDER = ("quickstart", "geography", "context", "model", "seasons", "rate-limits", "downloads")
+# Pages for the people who run the service; they have their own section and navigation.
+OPERATOR_PAGES = ("architecture", "operations", "deploy", "limits")
+JS = "text/javascript; charset=utf-8"
+PNG = "image/png"
+# Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):
+# (package, file inside the package) -> release key under docs/vendor/.
+VENDOR_FILES: tuple[tuple[str, str, str], ...] = (
+    ("leaflet", "dist/leaflet.js", "leaflet/leaflet.js"),
+    ("leaflet", "dist/leaflet.css", "leaflet/leaflet.css"),
+    ("leaflet", "dist/images/layers.png", "leaflet/images/layers.png"),
+    ("leaflet", "dist/images/layers-2x.png", "leaflet/images/layers-2x.png"),
+    ("leaflet", "LICENSE", "leaflet/LICENSE.txt"),
+    ("chart.js", "dist/chart.umd.js", "chart.js/chart.umd.js"),
+    ("chart.js", "LICENSE.md", "chart.js/LICENSE.txt"),
+)
+# ColorBrewer YlOrRd, 5 classes: sequential, and distinguishable with the common colour-vision
+# deficiencies; one colour per risk level, lowest first.
+LEVEL_COLOURS = ("#ffffb2", "#fecc5c", "#fd8d3c", "#f03b20", "#bd0026")
+
 
 
 # --- Markdown ----------------------------------------------------------------------
@@ -162,14 +182,27 @@ def _rewrite_inline(children: list[Token], known: set[str]) -> None:
 # --- the reference, generated -----------------------------------------------------
 
 
+FORMAT_IN_WORDS = {
+    "state": f"two capital letters, one of the state codes listed in [State codes]({BASE}state-codes.html) "
+             "(e.g. `KN` for Kano, `FC` for the Federal Capital Territory)",
+    "period": "a month written year-month with four and two digits, e.g. `2024-07`; an estimated month "
+              "(forecast months are read from the forecast endpoints)",
+}
+
+
 def _format(route: Route) -> list[dict[str, Any]]:
+    """Parameter formats in words; the exact patterns are in the OpenAPI document."""
     rows = []
     for p in route.params:
         schema = param_schema(p)
-        if "enum" in schema:
-            fmt = ", ".join(str(v) for v in schema["enum"])
+        if p.kind in FORMAT_IN_WORDS:
+            fmt = FORMAT_IN_WORDS[p.kind]
+        elif "enum" in schema and schema.get("type") == "integer":
+            fmt = "a whole number: " + ", ".join(str(v) for v in schema["enum"])
+        elif "enum" in schema:
+            fmt = "one of " + ", ".join(f"`{v}`" for v in schema["enum"])
         else:
-            fmt = f"pattern {schema['pattern']}"
+            fmt = f"matching `{schema['pattern']}`"
         default = {"last_estimated": "latest estimated month", None: ""}.get(p.default, p.default)
         rows.append({"name": p.name, "required": p.required, "format": fmt, "default": default,
                      "description": p.description})
@@ -194,13 +227,66 @@ def _file_layout(route: Route) -> str:
     return "one file per " + " × ".join(per[p.kind] for p in route.params)
 
 
-def endpoints() -> list[dict[str, Any]]:
+EXAMPLE_ITEMS = 2  # list items kept in an example response
+
+
+def cut(value: Any, items: int = EXAMPLE_ITEMS) -> tuple[Any, bool]:
+    """A response shortened for reading: every list keeps its first `items` entries.
+
+    Returns the shortened value and whether anything was cut, so the page can say so.
+    """
+    if isinstance(value, list):
+        kept = [cut(v, items) for v in value[:items]]
+        return [v for v, _ in kept], len(value) > items or any(c for _, c in kept)
+    if isinstance(value, dict):
+        pairs = {k: cut(v, items) for k, v in value.items()}
+        return {k: v for k, (v, _) in pairs.items()}, any(c for _, c in pairs.values())
+    return value, False
+
+
+def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, bool]]:
+    """Per route path: (query, response text, was cut) taken from the documents this release ships.
+
+    The example is the Kano document where a state is asked (the first state otherwise)
+    and the latest estimated month where a period is, so the page shows what a reader's
+    first request returns.
+    """
+    docs: dict[str, dict[tuple[str, ...], Any]] = {}
+    for p in produced:
+        for path, by_key in p.documents.items():
+            docs.setdefault(path, {}).update(by_key)
+    out: dict[str, tuple[str, str, bool]] = {}
+    for route in ROUTES:
+        documents = docs.get(route.path)
+        if not documents:
+            continue
+        keys = sorted(documents)
+        # documents are keyed by the route's parameters other than `format` (JSON is the example)
+        params = [p for p in route.params if p.kind != "format"]
+
+        def score(k: tuple[str, ...], params: list[Param] = params) -> tuple[int, ...]:
+            values = dict(zip([p.name for p in params], k, strict=False))
+            return (values.get("state") != "KN", -int(values.get("months", "0") == "1"))
+
+        key = sorted(keys, key=score)[0]
+        if params and params[-1].kind == "period":
+            key = max(k for k in keys if k[:-1] == key[:-1])  # the latest month
+        query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False))
+        shown, was_cut = cut(documents[key])
+        out[route.path] = (query, orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode(), was_cut)
+    return out
+
+
+def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None) -> list[dict[str, Any]]:
     # codes that depend on the route (its parameters, dataset, scope) are listed first;
     # the ones every route shares (key, limits, query shape, release) are listed once more briefly
     specific = {c for r in ROUTES for c in r.errors} | {"SCOPE_REQUIRED"}
     out = []
     for r in ROUTES:
         q = _example_query(r)
+        example = (examples or {}).get(r.path)
+        if example is not None and example[0]:
+            q = example[0]
         out.append({
             "path": r.path, "id": endpoint_id(r.path), "summary": r.summary,
             "scope": r.scope, "params": _format(r), "file_key": r.file_key, "content_type": r.content_type,
@@ -208,6 +294,8 @@ def endpoints() -> list[dict[str, Any]]:
             "errors": [p for p in codes_for_route(r) if p.code in specific],
             "common_errors": [p for p in codes_for_route(r) if p.code not in specific],
             "example": r.path + (f"?{q}" if q else ""),
+            "response": example[1] if example else None,
+            "response_cut": example[2] if example else False,
             "unavailable": r.unavailable,
         })
     return out
@@ -290,35 +378,82 @@ def _ordered(slugs: list[str]) -> list[str]:
     return known + sorted(s for s in slugs if s not in DOC_ORDER)
 
 
+@dataclass(frozen=True)
+class StateRow:
+    """One row of the state-codes table, from the geography of the release."""
+
+    code: str
+    name: str
+    admin1_pcode: str
+    zone: str
+    lgas: int
+
+
+def level_bands() -> list[dict[str, Any]]:
+    """The risk levels with their score ranges and colours, from the model's own thresholds."""
+    from pipeline.model.risk import LEVEL_THRESHOLDS, TOP_LEVEL
+
+    bands = []
+    lower = 0.0
+    for (upper, level), colour in zip(LEVEL_THRESHOLDS, LEVEL_COLOURS, strict=False):
+        bands.append({"level": level, "label": level.replace("_", " "), "colour": colour, "lower": lower,
+                      "upper": upper, "range": f"{lower:.2f} to under {upper:.2f}"})
+        lower = upper
+    bands.append({"level": TOP_LEVEL, "label": TOP_LEVEL.replace("_", " "), "colour": LEVEL_COLOURS[-1],
+                  "lower": lower, "upper": 1.0, "range": f"{lower:.2f} to 1"})
+    return bands
+
+
 def render_site(
     markdown: Mapping[str, str],
     templates: Path,
     stylesheet: bytes,
     updated_at: str,
+    *,
+    assets: Mapping[str, tuple[str, bytes]] | None = None,
+    examples: Mapping[str, tuple[str, str, bool]] | None = None,
+    states: Sequence[StateRow] = (),
 ) -> dict[str, tuple[str, bytes]]:
-    """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug."""
-    doc_slugs = _ordered([s for s in markdown if s not in GENERATED])
-    known = set(doc_slugs) | set(GENERATED)
+    """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug.
+
+    `assets` are further files served as they are (the map's script, the vendored
+    libraries), keyed relative to `docs/`; `examples` are example responses per route
+    path; `states` fill the state-codes table and the `state` enum of the OpenAPI document.
+    """
+    slugs = [s for s in markdown if s not in GENERATED]
+    operator_slugs = [s for s in OPERATOR_PAGES if s in slugs]
+    doc_slugs = _ordered([s for s in slugs if s not in OPERATOR_PAGES])
+    known = set(slugs) | set(GENERATED)
     pages = {slug: markdown_page(slug, text, known) for slug, text in markdown.items()}
     env = _environment(templates)
-    doc = openapi_document()
-    nav = [{"href": f"{BASE}api.html", "title": "API reference", "slug": "api",
-            "full": "API reference: authentication, endpoints, resources, errors"},
-           {"href": f"{BASE}errors.html", "title": "Errors", "slug": "errors", "full": "Error catalogue"}]
-    nav += [{"href": f"{BASE}{s}.html", "title": nav_title(s), "slug": s, "full": pages[s].title}
-            for s in doc_slugs]
-    nav += [{"href": f"{BASE}attribution.html", "title": "Data sources and licences", "slug": "attribution",
-             "full": "Data sources and licences"}]
-    common = {"nav": nav, "updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON}
-    shared = {"endpoints": endpoints(), "catalogue": catalogue(), "sources": SOURCES}
+    doc = openapi_document(states=tuple(r.code for r in states))
+
+    def item(slug: str, title: str, full: str | None = None) -> dict[str, str]:
+        return {"href": f"{BASE}{slug}.html", "title": title, "slug": slug, "full": full or title}
+
+    def md_item(slug: str) -> dict[str, str]:
+        return item(slug, nav_title(slug), pages[slug].title)
+
+    head = [md_item(s) for s in doc_slugs if s == "quickstart"]
+    nav = [*head, item("map", "Risk map", "Risk map: LGA risk by month, seasonality and survey charts"),
+           item("api", "API reference", "API reference: authentication, endpoints, example responses, errors"),
+           item("errors", "Errors", "Error catalogue"), item("state-codes", "State codes", "State codes")]
+    nav += [md_item(s) for s in doc_slugs if s != "quickstart"]
+    nav += [item("attribution", "Data sources and licences")]
+    operator_nav = [item("operating", "Operating the service")] + [md_item(s) for s in operator_slugs]
+    common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
+              "analyst_nav": nav, "operator_nav": operator_nav}
+    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES}
 
     def intro(slug: str) -> Markup | None:
         return pages[slug].body if slug in pages else None
 
     files: dict[str, tuple[str, bytes]] = {}
 
-    def put(name: str, template: str, **extra: Any) -> None:
-        html = env.get_template(template).render(**common, **shared, current=name, **extra)
+    def put(name: str, template: str, section: str = "analyst", **extra: Any) -> None:
+        html = env.get_template(template).render(
+            **common, **shared, current=name, section=section,
+            nav=operator_nav if section == "operator" else nav, **extra)
         files[f"{PUBLIC_PREFIX}{name}.html"] = (HTML, html.encode())
 
     put("index", "index.html", title="Malaria risk data service for Nigeria", intro=intro("index"))
@@ -326,12 +461,51 @@ def render_site(
         toc=pages["api"].headings if "api" in pages else (), schemas=schema_tables(doc))
     put("errors", "errors.html", title="Errors", intro=intro("errors"))
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
+    levels = level_bands()
+    put("map", "map.html", title="Risk map", levels=levels,
+        map_config=Markup(orjson.dumps({"levels": levels}).decode().replace("<", "\\u003c")))
+    put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
+    put("operating", "operating.html", "operator", title="Operating the service", intro=intro("operating"))
     for slug in doc_slugs:
-        page = pages[slug]
-        put(slug, "page.html", title=page.title, page=page)
+        put(slug, "page.html", title=pages[slug].title, page=pages[slug])
+    for slug in operator_slugs:
+        put(slug, "page.html", "operator", title=pages[slug].title, page=pages[slug])
     files[f"{PUBLIC_PREFIX}openapi.json"] = ("application/json", orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     files[f"{PUBLIC_PREFIX}style.css"] = (CSS, stylesheet)
+    for name, (ctype, data) in (assets or {}).items():
+        files[f"{PUBLIC_PREFIX}{name}"] = (ctype, data)
     return files
+
+
+def _content_type(name: str) -> str:
+    return {".js": JS, ".css": CSS, ".png": PNG}.get(Path(name).suffix, "text/plain; charset=utf-8")
+
+
+def site_assets(site_dir: Path = SITE_DIR) -> dict[str, tuple[str, bytes]]:
+    """The map's script and the pinned front-end libraries, keyed under `docs/`.
+
+    The libraries come from `node_modules` as `npm ci` installed them from the lock
+    file; the release carries its own copy, so the site works offline and links to no
+    other host.
+    """
+    modules = site_dir / "node_modules"
+    out: dict[str, tuple[str, bytes]] = {"map.js": (JS, (site_dir / "static" / "map.js").read_bytes())}
+    for package, inner, key in VENDOR_FILES:
+        path = modules / package / inner
+        if not path.is_file():
+            raise SiteError(f"{path} is missing: the site's front-end libraries are not installed. "
+                            f"Run `make site-libs` (npm ci in {site_dir}).")
+        out[f"vendor/{key}"] = (_content_type(key), path.read_bytes())
+    return out
+
+
+def state_rows(geography: Any) -> list[StateRow]:
+    """The state-codes table from the build's geography; empty when the build has none."""
+    if geography is None:
+        return []
+    states = geography.states.sort("state_code")
+    return [StateRow(r["state_code"], r["state"], r["ocha_pcode"], r["zone"], int(r["lgas"]))
+            for r in states.iter_rows(named=True)]
 
 
 def read_markdown(docs_dir: Path) -> dict[str, str]:
@@ -347,5 +521,8 @@ def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Pa
         site_dir / "templates",
         (site_dir / "static" / "style.css").read_bytes(),
         ctx.updated_at,
+        assets=site_assets(site_dir),
+        examples=examples_from(ctx.produced),
+        states=state_rows(ctx.geography),
     )
     return Produced(dataset="site", documents={}, files=files)

@@ -108,3 +108,43 @@ def test_every_command_help_has_an_example() -> None:
     for path in _leaf_commands():
         out = runner.invoke(main, [*path.split(), "--help"])
         assert out.exit_code == 0 and "Example:" in out.output and f"malaria-risk {path}" in out.output, path
+
+
+def test_serve_rejects_out_of_range_ports(tmp_path: Path):
+    for port in ("0", "65536", "-1", "http"):
+        bad = cli("serve", "--root", str(tmp_path), "--port", port, ok=False)
+        assert bad.returncode == 2 and "--port" in bad.stderr and "Traceback" not in bad.stderr, port
+        bad = cli("check-port", "--port", port, ok=False)
+        assert bad.returncode == 2 and "--port" in bad.stderr, port
+
+
+def test_a_busy_port_is_reported_with_the_fix(tmp_path: Path):
+    import socket
+
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        bad = cli("check-port", "--host", "127.0.0.1", "--port", str(port), ok=False)
+        assert bad.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in bad.stderr
+        assert f"make run PORT={port + 1}" in bad.stderr and "Traceback" not in bad.stderr
+    cli("check-port", "--host", "127.0.0.1", "--port", str(port))  # released: free again
+
+
+def test_local_test_key_is_reused_and_kept_owner_only(tmp_path: Path):
+    db, key_file = tmp_path / "var" / "keys.sqlite", tmp_path / "var" / "local-test-key"
+    first = cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip()
+    assert looks_like_key(first) and first.startswith("svc_test_")
+    assert key_file.read_text().strip() == first and key_file.stat().st_mode & 0o777 == 0o600
+    record = SQLiteKeyStore(db).lookup(hash_key(first))
+    assert record is not None and set(record.scopes) == {"risk_scores", "forecasts", "lga_boundaries"}
+    key_file.chmod(0o644)  # loosened by hand: put back to owner-only on the next run
+    again = cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip()
+    assert again == first and key_file.stat().st_mode & 0o777 == 0o600
+    assert len(SQLiteKeyStore(db).list()) == 1  # repeated runs do not pile up keys
+    # a kept key that no longer works (revoked) is replaced, once
+    SQLiteKeyStore(db).revoke(record.id)
+    fresh = cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip()
+    assert fresh != first and key_file.read_text().strip() == fresh
+    assert cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip() == fresh
+    assert len(SQLiteKeyStore(db).list()) == 2

@@ -223,3 +223,55 @@ def test_period_pattern_matches_validator_format(raw: str) -> None:
         code = e.code
     # INVALID_PERIOD exactly when the documented pattern does not match
     assert (code == "INVALID_PERIOD") == (pattern.search(raw) is None)
+
+
+# --- what code generators need ----------------------------------------------------------
+
+
+def test_generator_friendly_shapes() -> None:
+    states = ("KN", "LA", "FC")
+    doc = openapi_document(states=states)
+    pytest.importorskip("openapi_spec_validator").validate(doc)
+    schemas = doc["components"]["schemas"]
+    # the state parameter is one shared enum of exactly the release's codes
+    assert schemas["StateCode"]["enum"] == sorted(states)
+    for r in ROUTES:
+        for p in doc["paths"][r.path]["get"]["parameters"]:
+            if p["name"] == "state":
+                assert p["schema"] == {"$ref": "#/components/schemas/StateCode"}
+    assert "StateCode" not in openapi_document()["components"]["schemas"]  # no facts, no enum
+    # an absolute server URL (variables with defaults), not a relative "/"
+    server = doc["servers"][0]
+    url = server["url"].format(**{k: v["default"] for k, v in server["variables"].items()})
+    assert re.fullmatch(r"https?://[^/]+", url)
+    # error bodies are the Problem model itself, which generators keep
+    for item in doc["paths"].values():
+        for status, resp in item["get"]["responses"].items():
+            if status.startswith(("4", "5")):
+                body = resp["content"][PROBLEM_JSON]
+                assert body["schema"] == {"$ref": "#/components/schemas/Problem"}
+                assert body["x-problem-codes"] == list(body["examples"])
+    # rate-limit headers on answers, Retry-After on 429
+    op = doc["paths"]["/v1/risk/lgas"]["get"]
+    assert {"RateLimit", "RateLimit-Policy"} <= set(op["responses"]["200"]["headers"])
+    assert {"Retry-After", "RateLimit", "RateLimit-Policy"} <= set(op["responses"]["429"]["headers"])
+    # GeoJSON coordinates have items all the way down to a position of two numbers
+    coords = schemas["BoundaryFeature"]["properties"]["geometry"]["properties"]["coordinates"]
+    assert {r["$ref"].rsplit("/", 1)[1] for r in coords["anyOf"]} == {"PolygonCoordinates", "MultiPolygonCoordinates"}
+    assert schemas["Position"]["items"] == {"type": "number"} and schemas["Position"]["maxItems"] == 2
+    # months say whether their rainfall is provisional
+    assert schemas["Month"]["properties"]["provisional"]["type"] == "boolean"
+
+
+def test_generated_coordinates_schema_accepts_real_shapes() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    doc = openapi_document(states=("KN",))
+    schema = {**doc["components"]["schemas"]["BoundaryFeature"], "$defs": doc["components"]["schemas"]}
+    text = orjson.dumps(schema).decode().replace("#/components/schemas/", "#/$defs/")
+    validator = jsonschema.Draft202012Validator(orjson.loads(text))
+    ring = [[8.5, 12.0], [8.6, 12.0], [8.6, 12.1], [8.5, 12.0]]
+    feature = {"type": "Feature", "properties": {"lgaCode": "NG020001", "lga": "Ajingi", "state": "KN"},
+               "geometry": {"type": "Polygon", "coordinates": [ring]}}
+    validator.validate(feature)
+    validator.validate({**feature, "geometry": {"type": "MultiPolygon", "coordinates": [[ring], [ring]]}})
+    assert not validator.is_valid({**feature, "geometry": {"type": "Polygon", "coordinates": [[[8.5]]]}})

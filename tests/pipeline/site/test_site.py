@@ -90,9 +90,16 @@ def test_every_markdown_file_becomes_a_page_and_api_md_feeds_the_api_page() -> N
     api = files["docs/api.html"][1].decode()
     assert "Authentication" in api  # the hand-written part is on the generated page
     assert files["docs/api.html"][0].startswith("text/html")
-    # the nav lists the Markdown pages, known order first then alphabetical
+    # the analysts' nav lists the Markdown pages, known order first then alphabetical; operator
+    # pages (limits) are listed in their own section, not among the analysts' pages
+    files = render_site({**FIXTURE_DOCS, "geography": "# Geography\n"}, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
     index = files["docs/index.html"][1].decode()
-    assert index.index("/docs/limits.html") < index.index("/docs/zeta.html")
+    assert index.index("/docs/geography.html") < index.index("/docs/zeta.html")
+    assert "/docs/limits.html" not in index
+    operating = files["docs/operating.html"][1].decode()
+    assert "/docs/limits.html" in operating and "/docs/zeta.html" not in operating
+    limits = files["docs/limits.html"][1].decode()
+    assert "Back to the analysts" in limits and "/docs/zeta.html" not in limits
 
 
 def test_markdown_links_headings_and_escaping() -> None:
@@ -259,3 +266,68 @@ def test_browser_screenshot(site_server: tuple[LiveServer, str], tmp_path: Path)
     _chromium(f"--screenshot={shot}", "--window-size=1280,1600", "--hide-scrollbars", server.url + "/docs/api.html")
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000  # a blank page compresses far smaller
+
+
+def test_root_redirects_to_the_docs_and_docs_are_served_gzip(site_server: tuple[LiveServer, str]) -> None:
+    server, _ = site_server
+    with httpx.Client(base_url=server.url, timeout=10) as c:
+        for path in ("/", "/docs"):
+            r = c.get(path)
+            assert r.status_code == 301 and r.headers["location"] == "/docs/", path
+        landing = c.get("/", follow_redirects=True)
+        assert landing.status_code == 200 and str(landing.url) == server.url + "/docs/"
+        assert "Getting a key" in landing.text
+        plain = c.get("/docs/api.html", headers={"Accept-Encoding": "identity"})
+        assert "content-encoding" not in plain.headers
+        zipped = c.get("/docs/api.html", headers={"Accept-Encoding": "gzip"})
+        assert zipped.headers["content-encoding"] == "gzip" and zipped.headers["vary"] == "Accept-Encoding"
+        assert zipped.text == plain.text  # httpx decodes: the same page
+        assert int(zipped.headers["content-length"]) < len(plain.content) / 3
+        assert zipped.headers["etag"] != plain.headers["etag"]  # two representations, two validators
+        for etag in (plain.headers["etag"], zipped.headers["etag"]):
+            again = c.get("/docs/api.html", headers={"Accept-Encoding": "gzip", "If-None-Match": etag})
+            assert again.status_code == 304
+        # the vendored libraries are part of the release, served like any page
+        js = c.get("/docs/vendor/leaflet/leaflet.js", headers={"Accept-Encoding": "gzip"})
+        assert js.status_code == 200 and js.headers["content-type"].startswith("text/javascript")
+        assert js.headers["content-encoding"] == "gzip"
+
+
+def test_api_page_gives_parameters_in_words_example_responses_and_error_causes() -> None:
+    geo = small_geo()
+    ctx = BuildContext(data_dir=Path("no-data"), updated_at="2026-11-22T10:00:00Z", geography=geo,
+                       produced=synthetic_produced(with_transmission=False))
+    files = produce(ctx).files
+    api = Page(files["docs/api.html"][1].decode())
+    assert "^[A-Z]{2}$" not in api.text and "two capital letters" in api.text  # words, not a pattern
+    # an example response cut from the documents the release ships (the synthetic Kano risk report)
+    assert '"state_code": "KN"' in api.text
+    for p in CATALOGUE:  # every code is explained with its cause
+        assert p.when.split("`")[0][:30] in api.text, p.code
+    # the state-codes table is the build's geography: every state with its name and OCHA p-code
+    codes = Page(files["docs/state-codes.html"][1].decode())
+    for row in geo.states.iter_rows(named=True):
+        assert f"{row['state_code']} {row['state']} {row['ocha_pcode']}" in codes.text
+        assert f"state-{row['state_code']}" in codes.ids
+    openapi = orjson.loads(files["docs/openapi.json"][1])
+    assert openapi["components"]["schemas"]["StateCode"]["enum"] == sorted(geo.states["state_code"])
+    assert "built without its geography" in Page(render_site(FIXTURE_DOCS, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
+                                                 ["docs/state-codes.html"][1].decode()).text
+
+
+def test_cut_keeps_the_first_items_of_every_list() -> None:
+    from pipeline.site.pages import cut
+
+    value = {"a": [1, 2, 3], "b": {"c": [[1, 2, 3], [4]]}, "d": "x"}
+    assert cut(value) == ({"a": [1, 2], "b": {"c": [[1, 2], [4]]}, "d": "x"}, True)
+    assert cut({"a": [1]}) == ({"a": [1]}, False)
+
+
+def test_redirect_and_gzip_docs_on_the_direct_front(site_server: tuple[LiveServer, str]) -> None:
+    server, _ = site_server
+    with LiveServer(server.app, "direct") as direct, httpx.Client(base_url=direct.url, timeout=10) as c:
+        r = c.get("/")
+        assert r.status_code == 301 and r.headers["location"] == "/docs/"
+        zipped = c.get("/docs/", headers={"Accept-Encoding": "gzip"})
+        assert zipped.status_code == 200 and zipped.headers["content-encoding"] == "gzip"
+        assert "Getting a key" in zipped.text

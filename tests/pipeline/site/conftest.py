@@ -1,0 +1,35 @@
+"""A release built from the real data, served on loopback with a real key: what the browser
+tests, the docs examples and the generated client run against."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from edge.local.app import App
+from edge.stores.sqlite import SQLiteKeyStore
+from pipeline.build import build
+from tests.conftest import LiveServer
+from tests.paths import DATA_DIR
+
+
+@dataclass(frozen=True)
+class RealSite:
+    url: str
+    key: str  # all scopes
+    narrow_key: str  # risk_scores only
+    root: Path
+
+
+@pytest.fixture(scope="package")
+def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSite]:
+    tmp = tmp_path_factory.mktemp("real-site")
+    build(DATA_DIR, tmp / "build")
+    store = SQLiteKeyStore(tmp / "var" / "keys.sqlite")
+    _, key = store.create("site tests", ["risk_scores", "forecasts", "lga_boundaries"], "test")
+    _, narrow = store.create("site tests, one scope", ["risk_scores"], "test")
+    with LiveServer(App(tmp / "build", store)) as server:
+        yield RealSite(server.url, key, narrow, tmp / "build")
