@@ -21,6 +21,7 @@ from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import build
 from tests.conftest import DATA_DIR, LiveServer
+from tests.paths import REPO_ROOT
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
@@ -385,3 +386,98 @@ def test_every_csv_route_answers_csv_and_refuses_other_formats(api: httpx.Client
         assert len(rows) == len(records) > 0, path
         bad = api.get(path, params={**params, "format": "xml"})
         assert bad.status_code == 400 and bad.json()["code"] == "INVALID_FORMAT" and bad.json()["parameter"] == "format"
+
+
+def test_documented_python_snippet_reads_the_api(api: httpx.Client, downloads: dict):
+    """docs/downloads.md's pandas/polars snippet, run as written against the local server."""
+    import subprocess
+    import sys
+
+    text = (REPO_ROOT / "docs" / "downloads.md").read_text()
+    section = text.split("## Read it from Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env = {"BASE_URL": str(api.base_url).rstrip("/"),
+           "API_KEY": api.headers["authorization"].split(" ", 1)[1], "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"release {downloads['release_id']} model {downloads['model_version']}" in run.stdout
+    top = api.get("/v1/risk/lgas", params={"state": "KN"}).json()["lgas"][0]
+    assert top["lga"] in run.stdout and "NG001001" in run.stdout  # the CSV route's head, the gazetteer's
+
+
+@pytest.fixture(scope="module")
+def unzipped(api: httpx.Client, downloads: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import zipfile
+
+    out = tmp_path_factory.mktemp("bundle")
+    with zipfile.ZipFile(io.BytesIO(_file(api, downloads, "malaria_risk_nigeria.zip"))) as z:
+        z.extractall(out)
+    return out
+
+
+def test_zip_matches_sha256sums_and_the_index(unzipped: Path, downloads: dict):
+    sums = dict(reversed(line.split("  ", 1)) for line in (unzipped / "SHA256SUMS").read_text().splitlines())
+    on_disk = {p.name for p in unzipped.iterdir()}
+    assert set(sums) == on_disk - {"SHA256SUMS"}
+    index = {f["name"]: f for f in downloads["files"]}
+    assert set(index) == on_disk | {"malaria_risk_nigeria.zip"}
+    for name in on_disk:
+        digest = hashlib.sha256((unzipped / name).read_bytes()).hexdigest()
+        assert digest == index[name]["sha256"] and sums.get(name, digest) == digest
+    readme = (unzipped / "README.md").read_text()
+    assert downloads["release_id"] in readme and downloads["model_version"] in readme and "Licence" in readme
+
+
+def test_datapackage_is_valid_and_describes_every_column(unzipped: Path, downloads: dict):
+    import frictionless
+
+    report = frictionless.validate(str(unzipped / "datapackage.json"))
+    assert report.valid, report.flatten(["resourcePath", "type", "note"])[:5]
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    assert package["id"] == downloads["release_id"] and package["licenses"] and package["sources"]
+    paths = {r["path"] for r in package["resources"]}
+    assert paths == {p.name for p in unzipped.iterdir()} - {"datapackage.json", "README.md", "SHA256SUMS"}
+    for res in package["resources"]:
+        assert res["sources"], res["name"]
+        if res["path"].endswith(".csv"):
+            header = (unzipped / res["path"]).read_text().split("\r\n", 1)[0].split("\n", 1)[0].split(",")
+            assert [f["name"] for f in res["schema"]["fields"]] == header
+            for f in res["schema"]["fields"]:
+                assert f["description"], (res["name"], f["name"])
+
+
+def test_parquet_reads_back_with_the_documented_schema(unzipped: Path):
+    import polars as pl
+    import shapely
+
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    kinds = {"integer": "is_integer", "number": "is_float"}
+    for res in package["resources"]:
+        if not res["path"].endswith(".csv"):
+            continue
+        frame = pl.read_parquet(unzipped / res["path"].replace(".csv", ".parquet"))
+        fields = res["schema"]["fields"]
+        assert frame.columns == [f["name"] for f in fields]
+        for f in fields:
+            dtype = frame.schema[f["name"]]
+            if f["type"] in kinds:
+                assert getattr(dtype, kinds[f["type"]])(), (res["name"], f["name"], dtype)
+            elif f["type"] == "boolean":
+                assert dtype == pl.Boolean
+            else:
+                assert dtype == pl.String, (res["name"], f["name"], dtype)
+        from_csv = pl.read_csv(unzipped / res["path"], schema=frame.schema, null_values=[""],
+                               truncate_ragged_lines=False)
+        assert from_csv.equals(frame), res["name"]
+    for stem, n in (("lga_outlines", 774), ("state_outlines", 37)):
+        meta = pl.read_parquet_metadata(unzipped / f"{stem}.parquet")
+        geo = orjson.loads(meta["geo"])
+        assert geo["version"].startswith("1.") and geo["primary_column"] == "geometry"
+        assert geo["columns"]["geometry"]["encoding"] == "WKB"
+        frame = pl.read_parquet(unzipped / f"{stem}.parquet")
+        feats = orjson.loads((unzipped / f"{stem}.geojson").read_bytes())["features"]
+        assert frame.height == len(feats) == n
+        wkb = shapely.from_wkb(frame["geometry"].to_list())
+        for i in (0, n // 2, n - 1):
+            assert shapely.equals_exact(wkb[i], shapely.from_geojson(orjson.dumps(feats[i]["geometry"])))
+            assert frame.row(i, named=True)["state_code"] == feats[i]["properties"]["state_code"]

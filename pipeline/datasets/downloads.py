@@ -311,7 +311,33 @@ def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
         lga, state, survey = transmission_tables(docs)
         out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
     out["gazetteer"] = gazetteer(geography)
+    return {name: _typed_nulls(df) for name, df in out.items()}
+
+
+def _schema_types() -> dict[str, pl.DataType]:
+    """Field name → polars type from the API's schemas, for columns that hold only nulls here."""
+    from pipeline.site.openapi import resource_schemas
+
+    to_polars = {"number": pl.Float64(), "integer": pl.Int64(), "boolean": pl.Boolean(), "string": pl.String()}
+    out: dict[str, pl.DataType] = {}
+    for schema in resource_schemas().values():
+        for name, prop in (schema.get("properties") or {}).items():
+            kinds = prop.get("type") if isinstance(prop, dict) else None
+            kinds = [kinds] if isinstance(kinds, str) else (kinds or [])
+            for k in kinds:
+                if k in to_polars:
+                    out.setdefault(name, to_polars[k])
+                    break
     return out
+
+
+def _typed_nulls(df: pl.DataFrame) -> pl.DataFrame:
+    """A column null in every row (e.g. a figure no source has) gets the type the API documents."""
+    empty = [c for c, t in df.schema.items() if t == pl.Null]
+    if not empty:
+        return df
+    types = _schema_types()
+    return df.with_columns(pl.col(c).cast(types.get(c, pl.String())) for c in empty)
 
 
 def table_files(frames: Mapping[str, pl.DataFrame]) -> list[BundleFile]:
@@ -420,15 +446,17 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 res["encoding"] = "utf-8"
                 res["dialect"] = {"delimiter": ",", "header": True}
             else:
-                res["profile"] = "data-resource"
-                res.pop("schema")
+                # Typed already: described by the same schema, checked as a file (size, hash) since
+                # Table Schema validators read Parquet through pandas, which turns nullable integers
+                # into floats.
+                res["type"] = "file"
                 res["description"] = f"The same rows and columns as {name}.csv, typed (Parquet, zstd)."
             resources.append(res)
     for stem in ("lga_outlines", "state_outlines"):
         for ext, fmt in (("geojson", "geojson"), ("parquet", "geoparquet")):
             f = by_name[f"{stem}.{ext}"]
             resources.append({
-                "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "profile": "data-resource",
+                "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "type": "file" if ext == "parquet" else "json",
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data), "hash": "sha256:" + _sha256(f.data),
                 "description": f.description, "sources": _sources(TABLE_SOURCES[stem]),
             })
