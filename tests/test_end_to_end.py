@@ -481,3 +481,17 @@ def test_parquet_reads_back_with_the_documented_schema(unzipped: Path):
         for i in (0, n // 2, n - 1):
             assert shapely.equals_exact(wkb[i], shapely.from_geojson(orjson.dumps(feats[i]["geometry"])))
             assert frame.row(i, named=True)["state_code"] == feats[i]["properties"]["state_code"]
+
+
+def test_download_index_matches_its_openapi_schema(downloads: dict):
+    import jsonschema
+
+    from pipeline.site.openapi import openapi_document
+
+    doc = openapi_document()
+    schema = {**doc["paths"]["/v1/downloads"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
+              "components": doc["components"]}
+    jsonschema.validate(downloads, schema, cls=jsonschema.Draft202012Validator)
+    bad = {**downloads, "files": [{**downloads["files"][0], "sha256": "xyz"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)

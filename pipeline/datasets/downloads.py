@@ -233,9 +233,13 @@ def lga_outlines(boundary_docs: Mapping[tuple[str, ...], dict], state_names: Map
     return {"type": "FeatureCollection", "source": OUTLINE_SOURCE, "features": features}
 
 
-def state_outlines(lgas: dict[str, Any], states: pl.DataFrame) -> dict[str, Any]:
+def _shapes(collection: dict[str, Any]) -> np.ndarray:
+    return shapely.from_geojson([orjson.dumps(f["geometry"]) for f in collection["features"]])
+
+
+def state_outlines(lgas: dict[str, Any], states: pl.DataFrame, geoms: np.ndarray | None = None) -> dict[str, Any]:
     """States dissolved from the served LGA outlines, so state and LGA edges coincide exactly."""
-    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in lgas["features"]])
+    geoms = _shapes(lgas) if geoms is None else geoms
     codes = np.array([f["properties"]["state_code"] for f in lgas["features"]])
     features = []
     for code, name in states.select("state_code", "state").sort("state_code").iter_rows():
@@ -254,10 +258,10 @@ def state_outlines(lgas: dict[str, Any], states: pl.DataFrame) -> dict[str, Any]
     }
 
 
-def geoparquet(collection: dict[str, Any]) -> bytes:
+def geoparquet(collection: dict[str, Any], geoms: np.ndarray | None = None) -> bytes:
     """The collection as GeoParquet 1.1 (WKB geometry column, `geo` metadata), written by polars."""
     feats = collection["features"]
-    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in feats])
+    geoms = _shapes(collection) if geoms is None else geoms
     props = pl.from_dicts([f["properties"] for f in feats], infer_schema_length=None)
     df = props.with_columns(pl.Series("geometry", shapely.to_wkb(geoms).tolist(), dtype=pl.Binary))
     xmin, ymin, xmax, ymax = shapely.total_bounds(geoms).tolist()
@@ -351,14 +355,17 @@ def table_files(frames: Mapping[str, pl.DataFrame]) -> list[BundleFile]:
 def outline_files(boundary_docs: Mapping[tuple[str, ...], dict], geography: Any) -> list[BundleFile]:
     names = dict(geography.states.select("state_code", "state").iter_rows())
     lgas = lga_outlines(boundary_docs, names)
-    states = state_outlines(lgas, geography.states)
+    lga_shapes = _shapes(lgas)
+    states = state_outlines(lgas, geography.states, lga_shapes)
     out = []
-    for stem, coll, what in (("lga_outlines", lgas, "All 774 LGA outlines (simplified, as served by "
-                              "/v1/boundaries/lgas), properties lga_code, lga, state_code, state."),
-                             ("state_outlines", states, "All 37 state outlines (the union of their LGAs), "
-                              "properties state_code, state.")):
+    for stem, coll, shapes, what in (
+        ("lga_outlines", lgas, lga_shapes, "All 774 LGA outlines (simplified, as served by /v1/boundaries/lgas), "
+         "properties lga_code, lga, state_code, state."),
+        ("state_outlines", states, None, "All 37 state outlines (the union of their LGAs), properties "
+         "state_code, state."),
+    ):
         out.append(BundleFile(f"{stem}.geojson", GEOJSON, orjson.dumps(coll), what + " GeoJSON."))
-        out.append(BundleFile(f"{stem}.parquet", PARQUET, geoparquet(coll), what + " GeoParquet 1.1."))
+        out.append(BundleFile(f"{stem}.parquet", PARQUET, geoparquet(coll, shapes), what + " GeoParquet 1.1."))
     return out
 
 
