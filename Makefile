@@ -8,7 +8,7 @@ PORT ?= 8080
 KEYS ?= var/keys.sqlite
 export DATA_DIR
 
-.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-publish clean
+.PHONY: install build run serve key test lint reports site bench bench-build bench-bundles bench-edge bench-publish clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -46,13 +46,16 @@ reports: install
 bench-build: install
 	$(BIN)/python bench/build.py
 
+bench-bundles: install
+	$(BIN)/python bench/bundles.py
+
 bench-publish: install
 	$(BIN)/python bench/publish.py
 
 bench-edge: install
 	$(BIN)/python bench/edge_throughput.py
 
-bench: bench-build bench-publish bench-edge
+bench: bench-build bench-bundles bench-publish bench-edge
 
 clean:
 	rm -rf build .pytest_cache

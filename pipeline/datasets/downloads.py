@@ -159,7 +159,7 @@ def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: di
     last = periods["last_estimated"]
     last_n = int(last[:4]) * 12 + int(last[5:7])
     df = df.with_columns(
-        pl.col("kind").replace_strict({"estimated": "estimate", "forecast": "forecast"}, return_dtype=pl.String),
+        pl.col("kind").replace({"estimated": "estimate"}),  # the spelling the bundle promises
         pl.when(pl.col("kind") == "forecast").then(_month_number("period") - last_n)
         .otherwise(None).cast(pl.Int32).alias("horizon"),
     )
