@@ -50,7 +50,7 @@ BASE = "/" + PUBLIC_PREFIX  # "/docs/"
 # a page of its own: its text becomes the introduction of the generated page.
 GENERATED = ("index", "api", "errors", "attribution")
 # Reading order for the pages other helpers write; anything else follows alphabetically.
-DOC_ORDER = ("geography", "context", "model", "seasons", "limits", "deploy", "operations")
+DOC_ORDER = ("geography", "context", "model", "seasons", "downloads", "limits", "deploy", "operations")
 
 
 @dataclass(frozen=True)
