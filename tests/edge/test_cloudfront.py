@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from edge.cloudfront import (
     MAX_GENERATED_BODY,
+    PINNED_TTL,
     EdgeGate,
     PointerReleases,
     TTLKeyCache,
@@ -348,3 +349,12 @@ def test_pinned_download_is_rewritten_to_its_own_release(gate, bucket, store, re
     assert miss["status"] == "404" and code(miss) == "UNKNOWN_RELEASE"
     assert code(gate(event_for(f"/v1/downloads/{first}/manifest.json", **auth))) == "UNKNOWN_FILE"
     assert code(gate(event_for(f"/v1/downloads/{first}/../manifest.json", **auth))) == "UNKNOWN_FILE"
+    # once pruned from the bucket, the earlier release stops being rewritten after PINNED_TTL
+    clock = [0.0]
+    releases = PointerReleases(bucket.fetch, "api", ttl=0, clock=lambda: clock[0])
+    pruned_gate = EdgeGate(store, releases, None, clock=lambda: NOW)
+    assert "uri" in pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
+    del bucket.objects[f"api/releases/{first}/manifest.json"]
+    assert "uri" in pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))  # still trusted
+    clock[0] = PINNED_TTL + 1
+    assert code(pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))) == "UNKNOWN_RELEASE"
