@@ -247,6 +247,11 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
         assert c.get("/v1/transmission/lgas?state=XX").json()["code"] == "UNKNOWN_STATE"
         assert c.get("/v1/risk/states").status_code == 200
         assert len(c.get("/v1/context/states").json()["states"]) == 37
+        # the bundle is still made, without the tables that need the seasons
+        names = {f["name"] for f in c.get("/v1/downloads").json()["files"]}
+        assert "risk_lga_month.csv" in names and "gazetteer.csv" in names and "lga_outlines.geojson" in names
+        assert not {n for n in names if n.startswith(("transmission_", "survey_trend"))}
+        assert c.get("/v1/transmission/lgas?state=KN&format=csv").status_code == 503
 
 
 # --- bulk downloads and CSV responses ----------------------------------------------------------
