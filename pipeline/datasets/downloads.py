@@ -423,8 +423,17 @@ def _licences() -> list[dict[str, str]]:
     seen: dict[str, None] = {}
     for s in SOURCES:
         seen.setdefault(s.licence)
-    return [{"name": "other-at", "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"}
-            for lic in seen]
+    return [{"name": _licence_id(lic),
+             "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"} for lic in seen]
+
+
+# Licence statements that name one licence outright; anything qualified (unverified, mixed,
+# "public facts") is listed as "other-at" with the statement itself as the title.
+SPDX_PREFIXES = (("Apache-2.0", "Apache-2.0"), ("MIT", "MIT"), ("CC BY 4.0 (WorldPop)", "CC-BY-4.0"))
+
+
+def _licence_id(statement: str) -> str:
+    return next((spdx for prefix, spdx in SPDX_PREFIXES if statement.startswith(prefix)), "other-at")
 
 
 def datapackage(release_id: str, model_version: str | None, updated_at: str, frames: Mapping[str, pl.DataFrame],
