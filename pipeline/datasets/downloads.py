@@ -468,13 +468,21 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 res["type"] = "file"
                 res["description"] = f"The same rows and columns as {name}.csv, typed (Parquet, zstd)."
             resources.append(res)
-    for stem in ("lga_outlines", "state_outlines"):
+    for stem, props in (("lga_outlines", ("lga_code", "lga", "state_code", "state")),
+                        ("state_outlines", ("state_code", "state"))):
         for ext, fmt in (("geojson", "geojson"), ("parquet", "geoparquet")):
             f = by_name[f"{stem}.{ext}"]
+            geometry = ("GeoJSON Polygon or MultiPolygon, longitude/latitude (WGS 84)" if ext == "geojson"
+                        else "WKB Polygon or MultiPolygon, longitude/latitude (OGC:CRS84)")
+            fields = [{"name": c, "type": "string", "description": notes.get(c, "")} for c in props]
+            fields.append({"name": "geometry", "type": "geojson" if ext == "geojson" else "any",
+                           "description": "The outline: " + geometry + "."})
             resources.append({
                 "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "type": "file" if ext == "parquet" else "json",
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data), "hash": "sha256:" + _sha256(f.data),
-                "description": f.description, "sources": _sources(TABLE_SOURCES[stem]),
+                "description": f.description + (" Feature properties and geometry:" if ext == "geojson" else
+                                                " Columns:") + " see `schema`.",
+                "schema": {"fields": fields}, "sources": _sources(TABLE_SOURCES[stem]),
             })
     return {
         "profile": "data-package",
