@@ -389,6 +389,19 @@ def test_every_csv_route_answers_csv_and_refuses_other_formats(api: httpx.Client
         records = [r for f in doc.get("forecasts", [doc]) for k in ("states", "lgas") for r in f.get(k, [])
                    if isinstance(f.get(k), list)]
         assert len(rows) == len(records) > 0, path
+        for rec, row in zip(records, rows, strict=True):  # every field of every record, as CSV spells it
+            for k, v in rec.items():
+                cell = row[k]
+                if v is None:
+                    assert cell == "", (path, k)
+                elif isinstance(v, bool):
+                    assert cell == str(v).lower(), (path, k)
+                elif isinstance(v, int | float):
+                    assert float(cell) == v, (path, k)
+                elif isinstance(v, list):
+                    assert [float(x) for x in cell.split(";")] == v if v else cell == "", (path, k)
+                else:
+                    assert cell == v, (path, k)
         bad = api.get(path, params={**params, "format": "xml"})
         assert bad.status_code == 400 and bad.json()["code"] == "INVALID_FORMAT" and bad.json()["parameter"] == "format"
 
