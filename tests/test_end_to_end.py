@@ -421,6 +421,26 @@ def test_documented_python_snippet_reads_the_api(api: httpx.Client, downloads: d
     assert f"release {downloads['release_id']} model {downloads['model_version']}" in run.stdout
     top = api.get("/v1/risk/lgas", params={"state": "KN"}).json()["lgas"][0]
     assert top["lga"] in run.stdout and "NG001001" in run.stdout  # the CSV route's head, the gazetteer's
+    assert "states 37" in run.stdout  # Nasarawa's code "NA" is not read as missing
+
+
+def test_documented_r_snippet_reads_the_api(api: httpx.Client, downloads: dict):
+    """docs/downloads.md's R snippet, run as written with Rscript (skipped where R or httr2 is absent)."""
+    import shutil
+    import subprocess
+
+    rscript = shutil.which("Rscript")
+    if rscript is None or subprocess.run([rscript, "-e", "library(httr2)"], capture_output=True).returncode:
+        pytest.skip("Rscript with httr2 is not installed")
+    text = (REPO_ROOT / "docs" / "downloads.md").read_text()
+    code = text.split("## Read it from R", 1)[1].split("```r\n", 1)[1].split("```", 1)[0]
+    env = {"BASE_URL": str(api.base_url).rstrip("/"),
+           "API_KEY": api.headers["authorization"].split(" ", 1)[1], "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    run = subprocess.run([rscript, "-e", code], env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert f"release {downloads['release_id']} model {downloads['model_version']}" in run.stdout
+    top = api.get("/v1/risk/lgas", params={"state": "KN"}).json()["lgas"][0]
+    assert top["lga"] in run.stdout and "states 37" in run.stdout
 
 
 @pytest.fixture(scope="module")
