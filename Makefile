@@ -11,7 +11,7 @@ SITE := pipeline/site
 export DATA_DIR
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
-	bench-edge bench-edge-attacks bench-publish clean
+	bench-bundles bench-edge bench-edge-attacks bench-publish clean
 
 # What running needs (the package and its runtime dependencies) ...
 $(VENV)/.runtime: pyproject.toml
@@ -72,6 +72,9 @@ reports: install
 bench-build: install
 	$(BIN)/python bench/build.py
 
+bench-bundles: install
+	$(BIN)/python bench/bundles.py
+
 bench-publish: install
 	$(BIN)/python bench/publish.py
 
@@ -81,7 +84,7 @@ bench-edge: install
 bench-edge-attacks: install
 	$(BIN)/python bench/edge_attacks.py
 
-bench: bench-build bench-publish bench-edge
+bench: bench-build bench-bundles bench-publish bench-edge
 
 clean:
 	rm -rf build .pytest_cache

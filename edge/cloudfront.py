@@ -59,6 +59,7 @@ STATUS_TEXT = {200: "OK", 204: "No Content", 304: "Not Modified", 400: "Bad Requ
                500: "Internal Server Error", 503: "Service Unavailable"}
 
 Fetch = Callable[[str], bytes]  # S3 key → object bytes (raises on absence)
+PINNED_TTL = 300.0  # seconds an earlier release's bundle list is trusted before the bucket is asked again
 
 
 def utc_now() -> datetime:
@@ -118,14 +119,15 @@ class PointerReleases:
     def pinned(self, release_id: str) -> ManifestRelease | None:
         """An earlier release still in the bucket, for its bundle files (`/v1/downloads/<id>/…`).
 
-        Its manifest's bundle entries are kept (a few releases at most); an id the bucket
-        lacks is remembered as absent for `ttl` seconds, so made-up ids cost one read each.
+        Its manifest's bundle entries are kept for `PINNED_TTL` seconds (so a pruned release
+        stops being served within that time); an id the bucket lacks is remembered as absent
+        for `ttl` seconds, so made-up ids cost one read each.
         """
         if not RELEASE_ID_RE.fullmatch(release_id):
             return None
         now = self.clock()
         hit = self._pinned.get(release_id)
-        if hit is not None and (hit[1] is not None or now - hit[0] < self.ttl):
+        if hit is not None and now - hit[0] < (PINNED_TTL if hit[1] is not None else self.ttl):
             return hit[1]
         try:
             doc = json.loads(self.fetch(self.key(f"releases/{release_id}/manifest.json")))

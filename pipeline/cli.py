@@ -128,11 +128,11 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
         f"({s.written} written, {s.linked} copied from the previous release) in {result.seconds:.1f} s"
     )
     if s.bundle_files:
-        made = result.timings.get("downloads", 0.0) + s.stamp_seconds
+        tables = result.timings.get("downloads", 0.0)
         click.echo(
-            f"bundles: {s.bundle_files} files, {s.bundle_bytes / 1e6:.1f} MB (zip {s.zip_bytes / 1e6:.1f} MB); "
-            f"made in {made:.2f} s (tables and outlines {result.timings.get('downloads', 0.0):.2f} s, "
-            f"README/checksums/zip {s.stamp_seconds:.2f} s) plus their share of writing"
+            f"bundles: {s.bundle_files} files, {s.bundle_bytes / 1e6:.1f} MB, zip {s.zip_bytes / 1e6:.1f} MB; "
+            f"they add {tables + s.stamp_seconds + s.bundle_write_seconds:.2f} s (tables and outlines "
+            f"{tables:.2f} s, README/checksums/zip {s.stamp_seconds:.2f} s, writing {s.bundle_write_seconds:.2f} s)"
         )
     if s.cleaned:
         click.echo(f"note: removed {s.cleaned} temporary director{'y' if s.cleaned == 1 else 'ies'} "

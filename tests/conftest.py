@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 import uvicorn
+from hypothesis import settings
 
 from edge.local.app import App
 from edge.local.asgi import HARDENED
@@ -27,6 +28,11 @@ from pipeline.datasets.base import Produced
 from pipeline.datasets.downloads import BundleFile, bundle
 from pipeline.release.render import render_release
 from tests.paths import DATA_DIR, REPO_ROOT
+
+# Property tests check rules, not speed: on a shared 2-core machine a per-example deadline only
+# makes them flaky (speed is measured by the benchmarks under bench/).
+settings.register_profile("project", deadline=None)
+settings.load_profile("project")
 
 __all__ = ["DATA_DIR", "ROOT"]  # test modules import these from here or from tests.paths
 

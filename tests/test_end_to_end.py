@@ -21,7 +21,7 @@ from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import build
 from tests.conftest import LiveServer
-from tests.paths import DATA_DIR, data_marks
+from tests.paths import DATA_DIR, REPO_ROOT, data_marks
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
@@ -240,6 +240,11 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
         assert c.get("/v1/transmission/lgas?state=XX").json()["code"] == "UNKNOWN_STATE"
         assert c.get("/v1/risk/states").status_code == 200
         assert len(c.get("/v1/context/states").json()["states"]) == 37
+        # the bundle is still made, without the tables that need the seasons
+        names = {f["name"] for f in c.get("/v1/downloads").json()["files"]}
+        assert "risk_lga_month.csv" in names and "gazetteer.csv" in names and "lga_outlines.geojson" in names
+        assert not {n for n in names if n.startswith(("transmission_", "survey_trend"))}
+        assert c.get("/v1/transmission/lgas?state=KN&format=csv").status_code == 503
 
 
 # --- bulk downloads and CSV responses ----------------------------------------------------------
@@ -304,9 +309,9 @@ def test_agreed_csv_columns_and_rows(api: httpx.Client, downloads: dict):
     est = [m["period"] for m in periods["months"] if m["kind"] == "estimated"]
     fc = [m["period"] for m in periods["months"] if m["kind"] == "forecast"]
     assert len(risk) == 774 * (len(est) + len(fc))
-    assert {r["kind"] for r in risk} == {"estimate", "forecast"}
+    assert {r["kind"] for r in risk} == {"estimated", "forecast"}
     for r in risk[:: 997]:
-        assert (r["horizon"] == "") == (r["kind"] == "estimate")
+        assert (r["horizon"] == "") == (r["kind"] == "estimated")
         if r["kind"] == "forecast":
             assert fc[int(r["horizon"]) - 1] == r["period"]
         assert r["level"] in LEVELS and float(r["score_low"]) <= float(r["score"]) <= float(r["score_high"])
@@ -377,5 +382,147 @@ def test_every_csv_route_answers_csv_and_refuses_other_formats(api: httpx.Client
         records = [r for f in doc.get("forecasts", [doc]) for k in ("states", "lgas") for r in f.get(k, [])
                    if isinstance(f.get(k), list)]
         assert len(rows) == len(records) > 0, path
+        for rec, row in zip(records, rows, strict=True):  # every field of every record, as CSV spells it
+            for k, v in rec.items():
+                cell = row[k]
+                if v is None:
+                    assert cell == "", (path, k)
+                elif isinstance(v, bool):
+                    assert cell == str(v).lower(), (path, k)
+                elif isinstance(v, int | float):
+                    assert float(cell) == v, (path, k)
+                elif isinstance(v, list):
+                    assert [float(x) for x in cell.split(";")] == v if v else cell == "", (path, k)
+                else:
+                    assert cell == v, (path, k)
         bad = api.get(path, params={**params, "format": "xml"})
         assert bad.status_code == 400 and bad.json()["code"] == "INVALID_FORMAT" and bad.json()["parameter"] == "format"
+
+
+def test_documented_python_snippet_reads_the_api(api: httpx.Client, downloads: dict):
+    """docs/downloads.md's pandas/polars snippet, run as written against the local server."""
+    import subprocess
+    import sys
+
+    text = (REPO_ROOT / "docs" / "downloads.md").read_text()
+    section = text.split("## Read it from Python", 1)[1]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    env = {"BASE_URL": str(api.base_url).rstrip("/"),
+           "API_KEY": api.headers["authorization"].split(" ", 1)[1], "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert f"release {downloads['release_id']} model {downloads['model_version']}" in run.stdout
+    top = api.get("/v1/risk/lgas", params={"state": "KN"}).json()["lgas"][0]
+    assert top["lga"] in run.stdout and "NG001001" in run.stdout  # the CSV route's head, the gazetteer's
+    assert "states 37" in run.stdout  # Nasarawa's code "NA" is not read as missing
+
+
+def test_documented_r_snippet_reads_the_api(api: httpx.Client, downloads: dict):
+    """docs/downloads.md's R snippet, run as written with Rscript (skipped where R or httr2 is absent)."""
+    import shutil
+    import subprocess
+
+    rscript = shutil.which("Rscript")
+    if rscript is None or subprocess.run([rscript, "-e", "library(httr2)"], capture_output=True).returncode:
+        pytest.skip("Rscript with httr2 is not installed")
+    text = (REPO_ROOT / "docs" / "downloads.md").read_text()
+    code = text.split("## Read it from R", 1)[1].split("```r\n", 1)[1].split("```", 1)[0]
+    env = {"BASE_URL": str(api.base_url).rstrip("/"),
+           "API_KEY": api.headers["authorization"].split(" ", 1)[1], "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    run = subprocess.run([rscript, "-e", code], env=env, capture_output=True, text=True, timeout=180)
+    assert run.returncode == 0, run.stderr
+    assert f"release {downloads['release_id']} model {downloads['model_version']}" in run.stdout
+    top = api.get("/v1/risk/lgas", params={"state": "KN"}).json()["lgas"][0]
+    assert top["lga"] in run.stdout and "states 37" in run.stdout
+
+
+@pytest.fixture(scope="module")
+def unzipped(api: httpx.Client, downloads: dict, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import zipfile
+
+    out = tmp_path_factory.mktemp("bundle")
+    with zipfile.ZipFile(io.BytesIO(_file(api, downloads, "malaria_risk_nigeria.zip"))) as z:
+        z.extractall(out)
+    return out
+
+
+def test_zip_matches_sha256sums_and_the_index(unzipped: Path, downloads: dict):
+    sums = dict(reversed(line.split("  ", 1)) for line in (unzipped / "SHA256SUMS").read_text().splitlines())
+    on_disk = {p.name for p in unzipped.iterdir()}
+    assert set(sums) == on_disk - {"SHA256SUMS"}
+    index = {f["name"]: f for f in downloads["files"]}
+    assert set(index) == on_disk | {"malaria_risk_nigeria.zip"}
+    for name in on_disk:
+        digest = hashlib.sha256((unzipped / name).read_bytes()).hexdigest()
+        assert digest == index[name]["sha256"] and sums.get(name, digest) == digest
+    readme = (unzipped / "README.md").read_text()
+    assert downloads["release_id"] in readme and downloads["model_version"] in readme and "Licence" in readme
+
+
+def test_datapackage_is_valid_and_describes_every_column(unzipped: Path, downloads: dict):
+    import frictionless
+
+    report = frictionless.validate(str(unzipped / "datapackage.json"))
+    assert report.valid, report.flatten(["resourcePath", "type", "note"])[:5]
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    assert package["id"] == downloads["release_id"] and package["licenses"] and package["sources"]
+    paths = {r["path"] for r in package["resources"]}
+    assert paths == {p.name for p in unzipped.iterdir()} - {"datapackage.json", "README.md", "SHA256SUMS"}
+    for res in package["resources"]:
+        assert res["sources"], res["name"]
+        if res["path"].endswith(".csv"):
+            header = (unzipped / res["path"]).read_text().split("\r\n", 1)[0].split("\n", 1)[0].split(",")
+            assert [f["name"] for f in res["schema"]["fields"]] == header
+            for f in res["schema"]["fields"]:
+                assert f["description"], (res["name"], f["name"])
+
+
+def test_parquet_reads_back_with_the_documented_schema(unzipped: Path):
+    import polars as pl
+    import shapely
+
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    kinds = {"integer": "is_integer", "number": "is_float"}
+    for res in package["resources"]:
+        if not res["path"].endswith(".csv"):
+            continue
+        frame = pl.read_parquet(unzipped / res["path"].replace(".csv", ".parquet"))
+        fields = res["schema"]["fields"]
+        assert frame.columns == [f["name"] for f in fields]
+        for f in fields:
+            dtype = frame.schema[f["name"]]
+            if f["type"] in kinds:
+                assert getattr(dtype, kinds[f["type"]])(), (res["name"], f["name"], dtype)
+            elif f["type"] == "boolean":
+                assert dtype == pl.Boolean
+            else:
+                assert dtype == pl.String, (res["name"], f["name"], dtype)
+        from_csv = pl.read_csv(unzipped / res["path"], schema=frame.schema, null_values=[""],
+                               truncate_ragged_lines=False)
+        assert from_csv.equals(frame), res["name"]
+    for stem, n in (("lga_outlines", 774), ("state_outlines", 37)):
+        meta = pl.read_parquet_metadata(unzipped / f"{stem}.parquet")
+        geo = orjson.loads(meta["geo"])
+        assert geo["version"].startswith("1.") and geo["primary_column"] == "geometry"
+        assert geo["columns"]["geometry"]["encoding"] == "WKB"
+        frame = pl.read_parquet(unzipped / f"{stem}.parquet")
+        feats = orjson.loads((unzipped / f"{stem}.geojson").read_bytes())["features"]
+        assert frame.height == len(feats) == n
+        wkb = shapely.from_wkb(frame["geometry"].to_list())
+        served = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in feats])
+        assert shapely.equals_exact(wkb, served).all()
+        assert frame["state_code"].to_list() == [f["properties"]["state_code"] for f in feats]
+
+
+def test_download_index_matches_its_openapi_schema(downloads: dict):
+    import jsonschema
+
+    from pipeline.site.openapi import openapi_document
+
+    doc = openapi_document()
+    schema = {**doc["paths"]["/v1/downloads"]["get"]["responses"]["200"]["content"]["application/json"]["schema"],
+              "components": doc["components"]}
+    jsonschema.validate(downloads, schema, cls=jsonschema.Draft202012Validator)
+    bad = {**downloads, "files": [{**downloads["files"][0], "sha256": "xyz"}]}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema, cls=jsonschema.Draft202012Validator)

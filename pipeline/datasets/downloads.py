@@ -69,7 +69,7 @@ TABLE_TITLES: dict[str, str] = {
 # Descriptions of the columns the bundle adds or renames; every other column takes the
 # description the API reference (the OpenAPI schemas) or the producer's source block gives it.
 OWN_FIELDS: dict[str, str] = {
-    "kind": "`estimate` (a month with recorded rainfall) or `forecast` (a month after the last estimated one). "
+    "kind": "`estimated` (a month with recorded rainfall) or `forecast` (a month after the last estimated one). "
             "The JSON API spells the first `estimated`.",
     "horizon": "Months ahead of the last estimated month, 1 to 4; empty for estimates.",
     "provisional": "true when the month's rainfall is preliminary and may be revised.",
@@ -159,7 +159,6 @@ def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: di
     last = periods["last_estimated"]
     last_n = int(last[:4]) * 12 + int(last[5:7])
     df = df.with_columns(
-        pl.col("kind").replace_strict({"estimated": "estimate", "forecast": "forecast"}, return_dtype=pl.String),
         pl.when(pl.col("kind") == "forecast").then(_month_number("period") - last_n)
         .otherwise(None).cast(pl.Int32).alias("horizon"),
     )
@@ -233,9 +232,13 @@ def lga_outlines(boundary_docs: Mapping[tuple[str, ...], dict], state_names: Map
     return {"type": "FeatureCollection", "source": OUTLINE_SOURCE, "features": features}
 
 
-def state_outlines(lgas: dict[str, Any], states: pl.DataFrame) -> dict[str, Any]:
+def _shapes(collection: dict[str, Any]) -> np.ndarray:
+    return shapely.from_geojson([orjson.dumps(f["geometry"]) for f in collection["features"]])
+
+
+def state_outlines(lgas: dict[str, Any], states: pl.DataFrame, geoms: np.ndarray | None = None) -> dict[str, Any]:
     """States dissolved from the served LGA outlines, so state and LGA edges coincide exactly."""
-    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in lgas["features"]])
+    geoms = _shapes(lgas) if geoms is None else geoms
     codes = np.array([f["properties"]["state_code"] for f in lgas["features"]])
     features = []
     for code, name in states.select("state_code", "state").sort("state_code").iter_rows():
@@ -254,10 +257,10 @@ def state_outlines(lgas: dict[str, Any], states: pl.DataFrame) -> dict[str, Any]
     }
 
 
-def geoparquet(collection: dict[str, Any]) -> bytes:
+def geoparquet(collection: dict[str, Any], geoms: np.ndarray | None = None) -> bytes:
     """The collection as GeoParquet 1.1 (WKB geometry column, `geo` metadata), written by polars."""
     feats = collection["features"]
-    geoms = shapely.from_geojson([orjson.dumps(f["geometry"]) for f in feats])
+    geoms = _shapes(collection) if geoms is None else geoms
     props = pl.from_dicts([f["properties"] for f in feats], infer_schema_length=None)
     df = props.with_columns(pl.Series("geometry", shapely.to_wkb(geoms).tolist(), dtype=pl.Binary))
     xmin, ymin, xmax, ymax = shapely.total_bounds(geoms).tolist()
@@ -278,17 +281,23 @@ def geoparquet(collection: dict[str, Any]) -> bytes:
 # --- encoding ------------------------------------------------------------------------------
 
 
-def csv_bytes(df: pl.DataFrame) -> bytes:
-    """UTF-8 CSV, one header row; lists (from fields other producers may add) are `;`-joined as in CSV responses."""
+def _joined_lists(df: pl.DataFrame) -> pl.DataFrame:
+    """Lists (from fields other producers may add, e.g. `peak_window`) `;`-joined as in CSV responses,
+    so the CSV and the Parquet file hold the same values under the one documented schema."""
     lists = [c for c, t in df.schema.items() if isinstance(t, pl.List)]
-    if lists:
-        df = df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(tabular.LIST_SEPARATOR) for c in lists)
-    return df.write_csv(null_value="").encode("utf-8")
+    if not lists:
+        return df
+    return df.with_columns(pl.col(c).cast(pl.List(pl.String)).list.join(tabular.LIST_SEPARATOR) for c in lists)
+
+
+def csv_bytes(df: pl.DataFrame) -> bytes:
+    """UTF-8 CSV, one header row."""
+    return _joined_lists(df).write_csv(null_value="").encode("utf-8")
 
 
 def parquet_bytes(df: pl.DataFrame) -> bytes:
     buf = io.BytesIO()
-    df.write_parquet(buf, compression="zstd", statistics=True)
+    _joined_lists(df).write_parquet(buf, compression="zstd", statistics=True)
     return buf.getvalue()
 
 
@@ -311,7 +320,33 @@ def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
         lga, state, survey = transmission_tables(docs)
         out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
     out["gazetteer"] = gazetteer(geography)
+    return {name: _typed_nulls(df) for name, df in out.items()}
+
+
+def _schema_types() -> dict[str, pl.DataType]:
+    """Field name → polars type from the API's schemas, for columns that hold only nulls here."""
+    from pipeline.site.openapi import resource_schemas
+
+    to_polars = {"number": pl.Float64(), "integer": pl.Int64(), "boolean": pl.Boolean(), "string": pl.String()}
+    out: dict[str, pl.DataType] = {}
+    for schema in resource_schemas().values():
+        for name, prop in (schema.get("properties") or {}).items():
+            kinds = prop.get("type") if isinstance(prop, dict) else None
+            kinds = [kinds] if isinstance(kinds, str) else (kinds or [])
+            for k in kinds:
+                if k in to_polars:
+                    out.setdefault(name, to_polars[k])
+                    break
     return out
+
+
+def _typed_nulls(df: pl.DataFrame) -> pl.DataFrame:
+    """A column null in every row (e.g. a figure no source has) gets the type the API documents."""
+    empty = [c for c, t in df.schema.items() if t == pl.Null]
+    if not empty:
+        return df
+    types = _schema_types()
+    return df.with_columns(pl.col(c).cast(types.get(c, pl.String())) for c in empty)
 
 
 def table_files(frames: Mapping[str, pl.DataFrame]) -> list[BundleFile]:
@@ -325,14 +360,17 @@ def table_files(frames: Mapping[str, pl.DataFrame]) -> list[BundleFile]:
 def outline_files(boundary_docs: Mapping[tuple[str, ...], dict], geography: Any) -> list[BundleFile]:
     names = dict(geography.states.select("state_code", "state").iter_rows())
     lgas = lga_outlines(boundary_docs, names)
-    states = state_outlines(lgas, geography.states)
+    lga_shapes = _shapes(lgas)
+    states = state_outlines(lgas, geography.states, lga_shapes)
     out = []
-    for stem, coll, what in (("lga_outlines", lgas, "All 774 LGA outlines (simplified, as served by "
-                              "/v1/boundaries/lgas), properties lga_code, lga, state_code, state."),
-                             ("state_outlines", states, "All 37 state outlines (the union of their LGAs), "
-                              "properties state_code, state.")):
+    for stem, coll, shapes, what in (
+        ("lga_outlines", lgas, lga_shapes, "All 774 LGA outlines (simplified, as served by /v1/boundaries/lgas), "
+         "properties lga_code, lga, state_code, state."),
+        ("state_outlines", states, None, "All 37 state outlines (the union of their LGAs), properties "
+         "state_code, state."),
+    ):
         out.append(BundleFile(f"{stem}.geojson", GEOJSON, orjson.dumps(coll), what + " GeoJSON."))
-        out.append(BundleFile(f"{stem}.parquet", PARQUET, geoparquet(coll), what + " GeoParquet 1.1."))
+        out.append(BundleFile(f"{stem}.parquet", PARQUET, geoparquet(coll, shapes), what + " GeoParquet 1.1."))
     return out
 
 
@@ -390,8 +428,17 @@ def _licences() -> list[dict[str, str]]:
     seen: dict[str, None] = {}
     for s in SOURCES:
         seen.setdefault(s.licence)
-    return [{"name": "other-at", "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"}
-            for lic in seen]
+    return [{"name": _licence_id(lic),
+             "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"} for lic in seen]
+
+
+# Licence statements that name one licence outright; anything qualified (unverified, mixed,
+# "public facts") is listed as "other-at" with the statement itself as the title.
+SPDX_PREFIXES = (("Apache-2.0", "Apache-2.0"), ("MIT", "MIT"), ("CC BY 4.0 (WorldPop)", "CC-BY-4.0"))
+
+
+def _licence_id(statement: str) -> str:
+    return next((spdx for prefix, spdx in SPDX_PREFIXES if statement.startswith(prefix)), "other-at")
 
 
 def datapackage(release_id: str, model_version: str | None, updated_at: str, frames: Mapping[str, pl.DataFrame],
@@ -420,17 +467,27 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 res["encoding"] = "utf-8"
                 res["dialect"] = {"delimiter": ",", "header": True}
             else:
-                res["profile"] = "data-resource"
-                res.pop("schema")
+                # Typed already: described by the same schema, checked as a file (size, hash) since
+                # Table Schema validators read Parquet through pandas, which turns nullable integers
+                # into floats.
+                res["type"] = "file"
                 res["description"] = f"The same rows and columns as {name}.csv, typed (Parquet, zstd)."
             resources.append(res)
-    for stem in ("lga_outlines", "state_outlines"):
+    for stem, props in (("lga_outlines", ("lga_code", "lga", "state_code", "state")),
+                        ("state_outlines", ("state_code", "state"))):
         for ext, fmt in (("geojson", "geojson"), ("parquet", "geoparquet")):
             f = by_name[f"{stem}.{ext}"]
+            geometry = ("GeoJSON Polygon or MultiPolygon, longitude/latitude (WGS 84)" if ext == "geojson"
+                        else "WKB Polygon or MultiPolygon, longitude/latitude (OGC:CRS84)")
+            fields = [{"name": c, "type": "string", "description": notes.get(c, "")} for c in props]
+            fields.append({"name": "geometry", "type": "geojson" if ext == "geojson" else "any",
+                           "description": "The outline: " + geometry + "."})
             resources.append({
-                "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "profile": "data-resource",
+                "name": f"{stem}-{ext}", "path": f.name, "format": fmt, "type": "file" if ext == "parquet" else "json",
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data), "hash": "sha256:" + _sha256(f.data),
-                "description": f.description, "sources": _sources(TABLE_SOURCES[stem]),
+                "description": f.description + (" Feature properties and geometry:" if ext == "geojson" else
+                                                " Columns:") + " see `schema`.",
+                "schema": {"fields": fields}, "sources": _sources(TABLE_SOURCES[stem]),
             })
     return {
         "profile": "data-package",

@@ -255,6 +255,9 @@ def prune_cmd(client: Any, target: s3.Target, workers: int, keep: int, dry_run: 
     doomed = s3.prune(client, target, keep, dry_run=dry_run, log=_err)
     verb = "would delete" if dry_run else "deleted"
     click.echo(f"{verb} {len(doomed)} release(s){': ' + ', '.join(doomed) if doomed else ''}")
+    for rid in doomed:  # each release's bundle goes with it: cited download paths stop answering
+        click.echo(f"  {rid}: bundle {'would no longer' if dry_run else 'no longer'} downloadable at "
+                   f"/v1/downloads/{rid}/")
 
 
 def _hidden(cmd: click.Command, name: str | None = None) -> click.Command:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from edge.cloudfront import (
     MAX_GENERATED_BODY,
+    PINNED_TTL,
     EdgeGate,
     PointerReleases,
     TTLKeyCache,
@@ -323,3 +324,38 @@ def test_bundle_is_small_self_contained_and_importable(tmp_path: Path):
     assert res.stdout.split() == ["edge_config.json", "True", "True"]
     with pytest.raises(ValueError):
         build_bundle(tmp_path / "x.zip", {"bucket": "b"})
+
+
+def test_pinned_download_is_rewritten_to_its_own_release(gate, bucket, store, release_root):
+    _, key = store.create("cf", ["forecasts"], "test", now=NOW)  # any scope will do
+    first = release_id(bucket)
+    produced = synthetic_produced()
+    produced[2].documents["/v1/periods"][()] = {"changed": True}
+    second = render_release(release_root, produced, "2026-11-22T11:00:00Z").release_id
+    bucket.publish(release_root / "releases" / second)
+    gate.releases.ttl = 0  # see the new pointer at once
+    auth = {"authorization": f"Bearer {key}", "accept_encoding": "gzip"}
+    out = gate(event_for(f"/v1/downloads/{first}/gazetteer.csv", **auth))
+    assert out["uri"] == f"/api/releases/{first}/downloads/gazetteer.csv.gz"
+    assert out["headers"]["x-mr-release-id"][0]["value"] == first
+    assert (release_root / "releases" / first / "downloads/gazetteer.csv.gz").is_file()
+    out = gate(event_for(f"/v1/downloads/{second}/malaria_risk_nigeria.zip", **auth))
+    assert out["uri"] == f"/api/releases/{second}/downloads/malaria_risk_nigeria.zip"  # no gzip sibling
+    calls = len(bucket.calls)
+    gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
+    assert not [c for c in bucket.calls[calls:] if first in c]  # the pinned manifest is fetched once
+    # an id the bucket lacks, a name the release lacks: generated 404 problems
+    unknown = "20200101T000000Z-00000000"
+    miss = gate(event_for(f"/v1/downloads/{unknown}/gazetteer.csv", **auth))
+    assert miss["status"] == "404" and code(miss) == "UNKNOWN_RELEASE"
+    assert code(gate(event_for(f"/v1/downloads/{first}/manifest.json", **auth))) == "UNKNOWN_FILE"
+    assert code(gate(event_for(f"/v1/downloads/{first}/../manifest.json", **auth))) == "UNKNOWN_FILE"
+    # once pruned from the bucket, the earlier release stops being rewritten after PINNED_TTL
+    clock = [0.0]
+    releases = PointerReleases(bucket.fetch, "api", ttl=0, clock=lambda: clock[0])
+    pruned_gate = EdgeGate(store, releases, None, clock=lambda: NOW)
+    assert "uri" in pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
+    del bucket.objects[f"api/releases/{first}/manifest.json"]
+    assert "uri" in pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))  # still trusted
+    clock[0] = PINNED_TTL + 1
+    assert code(pruned_gate(event_for(f"/v1/downloads/{first}/README.md", **auth))) == "UNKNOWN_RELEASE"

@@ -285,3 +285,66 @@ def test_trailing_newline_is_not_a_valid_value(release, store, all_scopes_key):
         with pytest.raises(ParamError):
             param.validate(value, facts)
     assert not looks_like_key(all_scopes_key + "\n")
+
+
+# -- format=csv and bundle downloads ------------------------------------------------------------
+
+
+def test_format_selects_the_csv_file_and_refuses_anything_else(release, store, all_scopes_key):
+    for route in ROUTES:
+        base = "state=KN" if route.param("state") else ""
+        q = (base + "&" if base else "") + "format=csv"
+        resp = get(release, store, route.path, q, all_scopes_key)
+        if route.param("format") is None:
+            assert resp.status == 400 and code_of(resp) == "UNKNOWN_PARAMETER", route.path
+            continue
+        assert resp.status == 200 and resp.file_key.endswith(".csv"), route.path
+        assert dict(resp.headers)["Content-Type"] == "text/csv; charset=utf-8"
+        as_json = get(release, store, route.path, q.replace("csv", "json"), all_scopes_key)
+        assert as_json.file_key == get(release, store, route.path, base, all_scopes_key).file_key
+        for bad in ("CSV", "xml", "", "csv%00", "json,csv"):
+            r = get(release, store, route.path, q.replace("format=csv", f"format={bad}"), all_scopes_key)
+            assert r.status == 400 and code_of(r) in ("INVALID_FORMAT", "INVALID_QUERY"), (route.path, bad)
+    r = get(release, store, "/v1/risk/lgas", "state=KN&format=csv&format=json", all_scopes_key)
+    assert code_of(r) == "REPEATED_PARAMETER"
+
+
+def test_bundle_paths_map_only_to_listed_files_of_kept_releases(release, store, all_scopes_key, release_root):
+    rid = release.release_id
+    ok = get(release, store, f"/v1/downloads/{rid}/gazetteer.csv", "", all_scopes_key)
+    assert ok.status == 200 and ok.file_key == "downloads/gazetteer.csv" and ok.release_id is None
+    assert dict(ok.headers)["X-Release-Id"] == rid
+    # raw paths exactly as a client could send them (nothing is decoded or normalised)
+    tricks = {
+        f"/v1/downloads/{rid}/../manifest.json": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/..": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/%2e%2e%2fmanifest.json": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/gazetteer.csv/": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/gazetteer.csv%00": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/.gazetteer.csv": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/manifest.json": "UNKNOWN_FILE",
+        f"/v1/downloads/{rid}/gazetteer.csv.gz": "UNKNOWN_FILE",
+        f"/v1/downloads/../releases/{rid}/manifest.json": "UNKNOWN_RELEASE",
+        f"/v1/downloads/{rid}%2f..%2fmanifest.json": "UNKNOWN_RELEASE",
+        f"/v1/downloads/{rid.upper()}/gazetteer.csv": "UNKNOWN_RELEASE",
+        "/v1/downloads/current/gazetteer.csv": "UNKNOWN_RELEASE",
+        "/v1/downloads//gazetteer.csv": "UNKNOWN_RELEASE",
+    }
+    for path, code in tricks.items():
+        r = get(release, store, path, "", all_scopes_key)
+        assert r.status == 404 and code_of(r) == code and r.file_key is None, path
+    # without a pinned lookup an earlier release is unknown; with one it is served from there
+    render_release(release_root, synthetic_produced()[:-1], "2026-11-22T12:00:00Z")
+    newer = LocalReleases(release_root, check_every=0).current()
+    assert newer.release_id != rid
+    req = Request("GET", f"/v1/downloads/{rid}/gazetteer.csv", "", {"authorization": f"Bearer {all_scopes_key}"})
+    assert code_of(handle(req, NOW, store, newer)) == "UNKNOWN_RELEASE"
+    pinned = handle(req, NOW, store, newer, None, LocalReleases(release_root))
+    assert pinned.status == 200 and pinned.release_id == rid and dict(pinned.headers)["X-Release-Id"] == rid
+    assert pinned.file_key == "downloads/gazetteer.csv"
+    # a pinned release offers its bundle only, never its other files
+    req2 = Request("GET", f"/v1/downloads/{rid}/periods.json", "", {"authorization": f"Bearer {all_scopes_key}"})
+    assert code_of(handle(req2, NOW, store, newer, None, LocalReleases(release_root))) == "UNKNOWN_FILE"
+    assert LocalReleases(release_root).pinned(rid).entry("v1/periods.json") is None  # type: ignore[union-attr]
+    # keys first: no key means 401 whatever the path
+    assert code_of(get(release, store, f"/v1/downloads/{rid}/../manifest.json")) == "API_KEY_MISSING"

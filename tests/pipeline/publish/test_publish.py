@@ -559,6 +559,9 @@ def test_prune_keeps_newest_current_and_previous(
     out = _cli(s3_server, "release", "prune", "--keep", "0", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
     assert out.exit_code == 0, out.output
+    assert "r3: bundle no longer downloadable at /v1/downloads/r3/" in out.output
+    assert "r1: bundle no longer downloadable at /v1/downloads/r1/" in out.output
+    assert "/v1/downloads/r2/" not in out.output and "/v1/downloads/r4/" not in out.output
     assert {r.release_id for r in s3.list_releases(client, target)} == {"r2", "r4"}
     assert not keys_under(s3_server, target, target.release_prefix("r1"))
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []

@@ -1,0 +1,67 @@
+"""The one flattening behind CSV responses and bundle tables: rows, column order, spelling of values."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+import polars as pl
+
+from pipeline.release.tabular import frame, to_csv
+
+LGA_REPORT = {
+    "period": "2024-01", "kind": "estimated", "state_code": "KN", "state": "Kano",
+    "source": {"name": "not a column"},
+    "lgas": [
+        {"lga_code": "NG020002", "lga": "Nasarawa, Kano", "score": 0.25, "level": "moderate", "is_urban": True,
+         "population": 300, "irs": None, "high_months": [8, 9]},
+        {"lga_code": "NG020001", "lga": 'Fagge "old"', "score": 1e-05, "level": "very_low", "is_urban": False,
+         "population": 200, "irs": None, "high_months": []},
+    ],
+}
+FORECASTS = {"forecasts": [
+    {"period": "2024-02", "kind": "forecast", "states": [{"state_code": "KN", "score": 0.5, "lgas": 44}]},
+    {"period": "2024-03", "kind": "forecast", "states": [{"state_code": "KN", "score": 0.6, "lgas": 44},
+                                                          {"state_code": "LA", "score": 0.1, "lgas": 20}]},
+]}
+
+
+def _rows(data: bytes) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+
+
+def test_one_row_per_record_report_fields_first_values_spelled_for_csv():
+    data = to_csv(LGA_REPORT)
+    header = data.decode().split("\r\n", 1)[0]
+    assert header == "period,kind,state_code,state,lga_code,lga,score,level,is_urban,population,irs,high_months"
+    rows = _rows(data)
+    assert [r["lga_code"] for r in rows] == ["NG020002", "NG020001"]  # the JSON's order
+    assert rows[0]["lga"] == "Nasarawa, Kano" and rows[1]["lga"] == 'Fagge "old"'  # RFC 4180 quoting
+    assert rows[0]["is_urban"] == "true" and rows[1]["is_urban"] == "false"
+    assert rows[0]["irs"] == "" and rows[0]["high_months"] == "8;9" and rows[1]["high_months"] == ""
+    assert float(rows[1]["score"]) == 1e-05 and rows[0]["period"] == "2024-01"
+
+
+def test_forecasts_give_each_row_its_period_and_int_fields_named_like_containers_stay_values():
+    rows = _rows(to_csv(FORECASTS))
+    assert [(r["period"], r["state_code"], r["lgas"]) for r in rows] == [
+        ("2024-02", "KN", "44"), ("2024-03", "KN", "44"), ("2024-03", "LA", "20")]
+    assert list(rows[0]) == ["period", "kind", "state_code", "score", "lgas"]
+
+
+def test_frame_equals_the_csv_rows_and_types_columns_over_all_rows():
+    df = frame([LGA_REPORT, {**LGA_REPORT, "period": "2024-02", "lgas": LGA_REPORT["lgas"][:1]}])
+    assert df.height == 3 and df["period"].to_list() == ["2024-01", "2024-01", "2024-02"]
+    assert df.columns[:4] == ["period", "kind", "state_code", "state"] and "source" not in df.columns
+    assert df.schema["score"] == pl.Float64 and df.schema["is_urban"] == pl.Boolean
+    assert df.schema["population"].is_integer()
+    rows = _rows(to_csv(LGA_REPORT))
+    for rec, row in zip(df.head(2).iter_rows(named=True), rows, strict=True):
+        assert rec["score"] == float(row["score"]) and rec["lga"] == row["lga"]
+    f = frame([FORECASTS])
+    assert f.select("period", "state_code").rows() == [("2024-02", "KN"), ("2024-03", "KN"), ("2024-03", "LA")]
+
+
+def test_empty_record_lists_give_a_header_only():
+    assert to_csv({"state_code": "KN", "lgas": []}).decode() == "state_code\r\n"
+    assert frame([{"state_code": "KN", "lgas": []}]).height == 0
