@@ -43,6 +43,7 @@ from botocore.exceptions import (
     ReadTimeoutError,
 )
 
+from edge.routes import PUBLIC_PREFIX
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex, verify_release_dir
 
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
@@ -479,7 +480,8 @@ def pointer_document(
     """What the edge reads to know which release is live, and what it may answer.
 
     Carries the manifest's facts so the edge validates periods and states without
-    fetching the (large) manifest; `manifest_sha256` chains trust to the manifest.
+    fetching the (large) manifest, and the docs pages (`public`) so the edge answers 404
+    for a page the release lacks; `manifest_sha256` chains trust to the manifest.
     """
     return {
         "format": POINTER_FORMAT,
@@ -490,6 +492,8 @@ def pointer_document(
         "model_version": manifest.model_version,
         "facts": manifest.facts,
         "files": len(manifest.files),
+        "public": sorted(k for k, e in manifest.files.items()
+                         if k.startswith(PUBLIC_PREFIX) and not e.get("content_encoding")),
         "previous": previous,
         "published_at": published_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
