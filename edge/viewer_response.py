@@ -20,6 +20,7 @@ FORWARDED = {"ratelimit": "x-mr-ratelimit", "ratelimit-policy": "x-mr-ratelimit-
 PUBLIC_NAMES = {"ratelimit": "RateLimit", "ratelimit-policy": "RateLimit-Policy", "x-release-id": "X-Release-Id",
                 "cache-control": "Cache-Control"}
 ORIGIN_ERROR_CACHE = "no-store"
+DEFAULT_CACHE = "private, max-age=300, must-revalidate"  # the gate's choice for API answers, if none was carried
 
 
 def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
@@ -34,6 +35,8 @@ def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
         values = request_headers.get(fwd)
         if values:
             headers[public] = [{"key": PUBLIC_NAMES[public], "value": values[0]["value"]}]
+    if "x-mr-cache-control" not in request_headers:
+        headers["cache-control"] = [{"key": "Cache-Control", "value": DEFAULT_CACHE}]
     if str(response.get("status")) not in ("200", "206", "304"):
         headers["cache-control"] = [{"key": "Cache-Control", "value": ORIGIN_ERROR_CACHE}]
     return response

@@ -307,6 +307,13 @@ class Windows:
         month = f"{now.year:04d}-{now.month:02d}"
         return cls(f"{MINUTE_ATTR}{index}", f"{MONTH_ATTR}{month}", index, month, now.date().isoformat())
 
+    @property
+    def expired(self) -> tuple[str, str]:
+        """The window before the previous one, of each kind: never counted again, always safe to drop."""
+        year, month = int(self.month_key[:4]), int(self.month_key[5:])
+        back = year * 12 + month - 1 - 2
+        return f"{MINUTE_ATTR}{self.minute_index - 2}", f"{MONTH_ATTR}{back // 12:04d}-{back % 12 + 1:02d}"
+
     def stale(self, name: str) -> bool:
         if name.startswith(MINUTE_ATTR):
             try:
@@ -419,8 +426,8 @@ class EdgeAccounts:
         if hit is not None and t - hit[0] < self.refusal_ttl:
             return Outcome(hit[1], 0, 0, "key", ())
         windows = Windows.at(now)
-        request = authorise_request(self.table, key_hash, windows, self.per_minute, self.monthly,
-                                    self._stale.pop(key_hash, ()))
+        remove = tuple(dict.fromkeys((*windows.expired, *self._stale.pop(key_hash, ()))))
+        request = authorise_request(self.table, key_hash, windows, self.per_minute, self.monthly, remove)
         from ..aws import AWSError  # the edge's client; imported here so admin use never needs it
 
         try:
