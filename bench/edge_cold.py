@@ -131,12 +131,12 @@ def main(runs: int, warm: int, delay_ms: float) -> None:
 
 
 def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: float) -> None:  # type: ignore[no-untyped-def]
+    import orjson
+
     from edge.stores.dynamodb import DynamoDBKeyStore
     from pipeline.release.render import render_release
     from tests.conftest import synthetic_produced
     from tests.edge.test_cloudfront import event_for, pointer_for
-
-    import orjson
 
     render_release(tmp / "build", synthetic_produced(), "2026-11-22T10:00:00Z")
     pointer, _ = pointer_for((tmp / "build" / "current").resolve())
@@ -179,7 +179,7 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
         rows.append((label, cpu, wall, bcpu, bwall, colds[0]["cold_calls"]))
     print("\ncold start (import + first authorised request, median of", runs, "fresh processes)")
     print(f"{'':28} {'edge CPU':>10} {'edge wall':>10} | {'boto3+2 clients CPU':>20} {'wall':>8} | ratio CPU")
-    for label, cpu, wall, bcpu, bwall, calls in rows:
+    for label, cpu, wall, bcpu, bwall, _ in rows:
         print(f"{label:28} {cpu:8.1f}ms {wall:8.1f}ms | {bcpu:18.1f}ms {bwall:6.0f}ms | {bcpu / cpu:5.1f}x less")
     print(f"calls on the cold request: S3 {rows[0][5][0]}, DynamoDB {rows[0][5][1]}")
 

@@ -225,7 +225,7 @@ def _subset(wanted: Any, got: Any) -> bool:
     if isinstance(wanted, dict):
         return isinstance(got, dict) and all(_subset(v, got.get(k)) for k, v in wanted.items())
     if isinstance(wanted, list):
-        return isinstance(got, list) and len(wanted) == len(got) and all(_subset(a, b) for a, b in zip(wanted, got))
+        return isinstance(got, list) and len(wanted) == len(got) and all(_subset(a, b) for a, b in zip(wanted, got, strict=True))
     return bool(wanted == got)
 
 
