@@ -58,13 +58,49 @@ def compiled(src: Path) -> bytes:
     return importlib.util.MAGIC_NUMBER + flags.to_bytes(4, "little") + source_hash + marshal.dumps(code)
 
 
+# The roots of Amazon Trust Services, which issue the certificates of the S3 and DynamoDB
+# endpoints (S3 finished moving to them in June 2022; DynamoDB before). Shipping only these
+# makes the function's TLS set-up ~3 ms of CPU instead of ~40 ms for the whole system store.
+ATS_ROOTS = ("Amazon Root CA 1", "Amazon Root CA 2", "Amazon Root CA 3", "Amazon Root CA 4",
+             "Starfield Services Root Certificate Authority - G2")
+CA_FILE = "aws-roots.pem"
+SYSTEM_CERTS = Path("/etc/ssl/certs")
+
+
+def ats_roots(certs_dir: Path = SYSTEM_CERTS) -> bytes:
+    """The five roots from this machine's CA store (Debian's ca-certificates names them by subject)."""
+    import ssl
+
+    pems = []
+    for name in ATS_ROOTS:
+        path = certs_dir / (name.replace(" ", "_") + ".pem")
+        if not path.is_file():
+            raise ValueError(f"{path} not found: install ca-certificates, or build with --ca-bundle system")
+        pems.append(path.read_bytes())
+    data = b"".join(pems)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.load_verify_locations(cadata=data.decode("ascii"))
+    if ctx.cert_store_stats()["x509_ca"] != len(ATS_ROOTS):
+        raise ValueError("the Amazon Trust Services roots did not load as CA certificates")
+    return data
+
+
 def python_runtime() -> str:
     """The Lambda runtime name matching the interpreter that compiled the bundle."""
     return f"python{sys.version_info.major}.{sys.version_info.minor}"
 
 
-def build_bundle(out: Path, config: dict[str, Any]) -> int:
-    """Write the zip and return its size; refuses (ValueError) a bad config or anything over 1 MB."""
+def build_bundle(out: Path, config: dict[str, Any], ca_bundle: str = "amazon") -> int:
+    """Write the zip and return its size; refuses (ValueError) a bad config or anything over 1 MB.
+
+    `ca_bundle`: "amazon" ships the Amazon Trust Services roots as the function's trust
+    store for https; "system" leaves the runtime's own store in use.
+    """
+    if ca_bundle not in ("amazon", "system"):
+        raise ValueError(f"ca_bundle must be amazon or system, not {ca_bundle!r}")
+    roots = ats_roots() if ca_bundle == "amazon" else None
+    if roots is not None:
+        config = {**config, "ca_file": CA_FILE}
     try:
         settings = EdgeSettings.from_mapping(config)
     except SettingsError as e:
@@ -76,6 +112,8 @@ def build_bundle(out: Path, config: dict[str, Any]) -> int:
             rel = src.relative_to(ROOT)
             _entry(rel.as_posix(), src.read_bytes(), z)
             _entry((rel.parent / "__pycache__" / f"{src.stem}.{tag}.pyc").as_posix(), compiled(src), z)
+        if roots is not None:
+            _entry(CA_FILE, roots, z)
         doc = {k: v for k, v in vars(settings).items() if v is not None}
         doc["runtime"] = python_runtime()
         _entry("edge_config.json", json.dumps(doc, indent=2, sort_keys=True).encode(), z)
@@ -100,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--pointer-ttl", type=float, help="seconds between reads of current.json (5)")
     p.add_argument("--per-minute", type=int)
     p.add_argument("--monthly", type=int)
+    p.add_argument("--ca-bundle", choices=["amazon", "system"], default="amazon",
+                   help="trust store for https: the Amazon Trust Services roots (fast) or the runtime's")
     p.add_argument("--out", type=Path, default=ROOT / "build-edge" / "edge.zip")
     a = p.parse_args(argv)
     config = {"bucket": a.bucket, "prefix": a.prefix, "bucket_region": a.bucket_region,
@@ -107,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
               "dynamodb_endpoint_url": a.dynamodb_endpoint_url, "key_ttl": a.key_ttl, "pointer_ttl": a.pointer_ttl,
               "per_minute": a.per_minute, "monthly": a.monthly}
     try:
-        size = build_bundle(a.out, {k: v for k, v in config.items() if v is not None})
+        size = build_bundle(a.out, {k: v for k, v in config.items() if v is not None}, a.ca_bundle)
     except ValueError as e:
         p.error(str(e))
     print(f"{a.out}: {size} bytes (limit {MAX_BYTES}), runtime {python_runtime()}")

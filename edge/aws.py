@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import http.client
 import json
 import os
 import socket
-import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit
+
+if TYPE_CHECKING:
+    import ssl
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 ALGORITHM = "AWS4-HMAC-SHA256"
@@ -156,6 +157,7 @@ class Budget:
     connect: float = 0.3
     read: float = 1.0
     attempts: int = 2  # one retry
+    ca_file: str | None = None  # trust store for https; None: the system's
 
 
 @dataclass
@@ -165,18 +167,130 @@ class Reply:
     body: bytes
 
 
-_ssl_context: ssl.SSLContext | None = None
+_ssl_contexts: dict[str | None, ssl.SSLContext] = {}  # noqa: F821 (ssl is imported when https is used)
 _ssl_lock = threading.Lock()
 
 
-def ssl_context() -> ssl.SSLContext:
-    """One verifying TLS context per process (loading the CA store is the costly part)."""
-    global _ssl_context
-    if _ssl_context is None:
+def ssl_context(ca_file: str | None = None) -> ssl.SSLContext:
+    """One verifying TLS context per trust store and process.
+
+    With `ca_file` (the bundle's Amazon Trust Services roots, which sign the S3 and
+    DynamoDB endpoints' certificates) loading it costs ~3 ms of CPU; the system store
+    (`None`) holds ~140 roots and costs ~40 ms, a tenth of a second at 128 MB.
+    """
+    import ssl  # only https endpoints need it; the import is part of what it costs
+
+    ctx = _ssl_contexts.get(ca_file)
+    if ctx is None:
         with _ssl_lock:
-            if _ssl_context is None:
-                _ssl_context = ssl.create_default_context()
-    return _ssl_context
+            ctx = _ssl_contexts.get(ca_file)
+            if ctx is None:
+                if ca_file is None:
+                    ctx = ssl.create_default_context()
+                else:
+                    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # verifies the chain and the host name
+                    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+                    ctx.load_verify_locations(ca_file)
+                _ssl_contexts[ca_file] = ctx
+    return ctx
+
+
+MAX_HEAD = 64 * 1024
+MAX_BODY = 4 * 1024 * 1024  # the pointer and DynamoDB answers are a few KB
+
+
+class Connection:
+    """HTTP/1.1 over one socket, every read bounded by an absolute time.
+
+    Deliberately small: the edge sends two kinds of request to two AWS services and
+    reads Content-Length or chunked answers. (The standard library's http.client would
+    do, but importing it pulls in the email package: ~20 ms of a cold start's CPU.)
+    """
+
+    def __init__(self, sock: socket.socket):
+        self.sock = sock
+        self.buf = bytearray()
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def send(self, data: bytes, until: float) -> None:
+        self.sock.settimeout(max(0.001, until - time.monotonic()))
+        self.sock.sendall(data)
+
+    def _fill(self, until: float) -> None:
+        left = until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("read timed out")
+        self.sock.settimeout(left)
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionResetError("the server closed the connection")
+        self.buf += data
+
+    def _line(self, until: float) -> bytes:
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                line = bytes(self.buf[:i])
+                del self.buf[: i + 2]
+                return line
+            if len(self.buf) > MAX_HEAD:
+                raise ValueError("response head too long")
+            self._fill(until)
+
+    def _exactly(self, n: int, until: float) -> bytes:
+        if n > MAX_BODY:
+            raise ValueError(f"response body of {n} bytes is more than the edge reads")
+        while len(self.buf) < n:
+            self._fill(until)
+        data = bytes(self.buf[:n])
+        del self.buf[:n]
+        return data
+
+    def reply(self, method: str, until: float) -> tuple[Reply, bool]:
+        """(the answer, whether the connection may be reused)."""
+        status_line = self._line(until)
+        while status_line == b"":  # tolerate a stray CRLF between answers
+            status_line = self._line(until)
+        version, _, rest = status_line.partition(b" ")
+        if not version.startswith(b"HTTP/1."):
+            raise ValueError(f"not an HTTP/1.x answer: {status_line[:40]!r}")
+        status = int(rest[:3])
+        headers: dict[str, str] = {}
+        while True:
+            line = self._line(until)
+            if not line:
+                break
+            name, sep, value = line.partition(b":")
+            if not sep:
+                raise ValueError("malformed header line")
+            headers[name.strip().lower().decode("latin-1")] = value.strip().decode("latin-1")
+        keep = headers.get("connection", "").lower() != "close" and version != b"HTTP/1.0"
+        if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
+            body = b""
+        elif "chunked" in headers.get("transfer-encoding", "").lower():
+            parts = []
+            while True:
+                size = int(self._line(until).split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self._line(until):  # trailers
+                        pass
+                    break
+                parts.append(self._exactly(size, until))
+                self._exactly(2, until)
+            body = b"".join(parts)
+        elif "content-length" in headers:
+            body = self._exactly(int(headers["content-length"]), until)
+        else:  # delimited by the end of the connection
+            while True:
+                try:
+                    self._fill(until)
+                except ConnectionResetError:
+                    break
+            body, keep = bytes(self.buf), False
+            self.buf.clear()
+        return Reply(status, headers, body), keep
 
 
 class Endpoint:
@@ -201,46 +315,47 @@ class Endpoint:
     def url(self, path: str) -> str:
         return f"{self.scheme}://{self.netloc}{path}"
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        conn: http.client.HTTPConnection | None = getattr(self._local, "conn", None)
+    def _connection(self, deadline: float) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            sock = socket.create_connection((self.host, self.port),
+                                            timeout=max(0.001, min(self.budget.connect, deadline - time.monotonic())))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             if self.scheme == "https":
-                conn = http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=ssl_context())
-            else:
-                conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
-            self._local.conn = conn
-        if conn.sock is None:
-            conn.timeout = timeout
-            conn.connect()
+                sock.settimeout(max(0.001, deadline - time.monotonic()))  # the handshake counts as reading
+                sock = ssl_context(self.budget.ca_file).wrap_socket(sock, server_hostname=self.host)
+            conn = self._local.conn = Connection(sock)
         return conn
 
     def _drop(self) -> None:
-        conn = getattr(self._local, "conn", None)
+        conn: Connection | None = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
 
     def once(self, method: str, path: str, headers: dict[str, str], body: bytes, deadline: float) -> Reply:
-        """One attempt: connect (if needed) within the connect timeout, then the exchange within the read timeout."""
-        left = deadline - time.monotonic()
-        if left <= 0:
+        """One attempt: connect (if needed) within the connect timeout, then the whole exchange within
+        the read timeout — a server that trickles bytes is cut off too, not only a silent one."""
+        if deadline - time.monotonic() <= 0:
             raise Unavailable(f"{self.netloc}: request deadline passed")
         self.calls += 1
         try:
-            conn = self._connection(min(self.budget.connect, left))
-            sock = conn.sock
-            assert sock is not None
-            sock.settimeout(max(0.001, min(self.budget.read, deadline - time.monotonic())))
-            conn.request(method, path, body=body or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            reply = Reply(resp.status, {k.lower(): v for k, v in resp.getheaders()}, data)
-            if resp.will_close:
+            reused = getattr(self._local, "conn", None) is not None
+            conn = self._connection(deadline)
+            until = min(deadline, time.monotonic() + self.budget.read)
+            head = [f"{method} {path} HTTP/1.1"]
+            head += [f"{k}: {v}" for k, v in headers.items()]
+            head.append(f"Content-Length: {len(body)}")
+            conn.send(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + body, until)
+            reply, keep = conn.reply(method, until)
+            if not keep:
                 self._drop()
             return reply
-        except (OSError, http.client.HTTPException) as e:
+        except (OSError, ValueError) as e:
             self._drop()
             kind = "timed out" if isinstance(e, socket.timeout | TimeoutError) else type(e).__name__
+            if reused and isinstance(e, ConnectionError):
+                kind += " (kept-alive connection)"
             raise Unavailable(f"{self.netloc}: {kind}") from e
 
     def call(self, method: str, path: str, make_headers: Callable[[], dict[str, str]], body: bytes,

@@ -307,7 +307,10 @@ def build_gate(settings: EdgeSettings, env: Mapping[str, str] = os.environ) -> E
     from .stores.dynamodb import EdgeAccounts
 
     creds = Credentials.from_env(env)
-    budget = Budget(settings.connect_timeout, settings.read_timeout)
+    ca_file = settings.ca_file
+    if ca_file is not None and not os.path.isabs(ca_file):
+        ca_file = os.path.join(os.path.dirname(CONFIG_FILE), ca_file)
+    budget = Budget(settings.connect_timeout, settings.read_timeout, ca_file=ca_file)
     s3 = S3(settings.bucket, settings.bucket_region, lambda: creds, settings.s3_endpoint_url, budget)
     ddb = DynamoDB(settings.region, lambda: creds, settings.dynamodb_endpoint_url, budget)
     accounts = EdgeAccounts(ddb, settings.table_prefix, settings.per_minute, settings.monthly, settings.key_ttl)

@@ -44,6 +44,7 @@ class EdgeSettings:
     read_timeout: float = 1.0
     deadline: float = 3.0  # all dependency calls of one request, retries included; CloudFront allows 5 s
     retry_after: int = 5  # seconds, on the 503 a silent dependency causes
+    ca_file: str | None = None  # trust store for https, relative to the bundle root; None: the system's
     runtime: str | None = None  # the Lambda runtime the bundle's .pyc files were compiled for
 
     @classmethod

@@ -11,6 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from botocore.auth import S3SigV4Auth, SigV4Auth
@@ -185,3 +186,80 @@ def test_credentials_come_from_the_runtime_environment():
     assert c == Credentials("A", "S", "T")
     with pytest.raises(Unavailable, match="AWS_SECRET_ACCESS_KEY"):
         Credentials.from_env({"AWS_ACCESS_KEY_ID": "A"})
+
+
+# --- https with the bundle's own trust store --------------------------------------------------
+
+
+def _ca_and_server_cert(tmp: Path, host: str) -> tuple[Path, Path, Path]:
+    """A throwaway CA and a server certificate for `host`, written as PEM files."""
+    import datetime as dt
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    def name(cn: str) -> x509.Name:
+        return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca = (x509.CertificateBuilder().subject_name(name("test root")).issuer_name(name("test root"))
+          .public_key(ca_key.public_key()).serial_number(1).not_valid_before(now - dt.timedelta(days=1))
+          .not_valid_after(now + dt.timedelta(days=1))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (x509.CertificateBuilder().subject_name(name(host)).issuer_name(ca.subject)
+            .public_key(key.public_key()).serial_number(2).not_valid_before(now - dt.timedelta(days=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(host))]), critical=False)
+            .sign(ca_key, hashes.SHA256()))
+    ca_pem, cert_pem, key_pem = tmp / "ca.pem", tmp / "cert.pem", tmp / "key.pem"
+    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    cert_pem.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_pem.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                          serialization.NoEncryption()))
+    return ca_pem, cert_pem, key_pem
+
+
+def test_https_verifies_against_the_bundled_trust_store(tmp_path: Path):
+    import ssl
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    ca, cert, key = _ca_and_server_cert(tmp_path, "127.0.0.1")
+
+    class H(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), H)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    server.socket = ctx.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"https://127.0.0.1:{server.server_address[1]}"
+    try:
+        trusted = Endpoint(url, Budget(ca_file=str(ca)))
+        reply = trusted.call("GET", "/", dict, b"", time.monotonic() + 3, lambda r: False)
+        assert reply.status == 200 and reply.body == b"ok"
+        from deploy.build_bundle import ats_roots
+
+        roots = tmp_path / "aws-roots.pem"
+        roots.write_bytes(ats_roots())  # the bundle's store: it must not trust this test CA
+        with pytest.raises(Unavailable, match="SSL"):
+            Endpoint(url, Budget(ca_file=str(roots))).call("GET", "/", dict, b"", time.monotonic() + 3,
+                                                           lambda r: False)
+    finally:
+        server.shutdown()
+        server.server_close()
