@@ -177,13 +177,13 @@ class Accounts(Protocol):
     def for_request(self, now: datetime, deadline: float) -> tuple[KeyStore, Limiter | None]: ...
 
 
-@dataclass
 class SeparateAccounts:
     """A key store and a limiter that are separate objects (SQLite and a counter): the same
     gate decisions without DynamoDB, for running the adapter on a developer machine."""
 
-    keys: KeyStore
-    limiter: Limiter | None
+    def __init__(self, keys: KeyStore, limiter: Limiter | None):
+        self.keys = keys
+        self.limiter = limiter
 
     def for_request(self, now: datetime, deadline: float) -> tuple[KeyStore, Limiter | None]:
         return self.keys, self.limiter
@@ -259,15 +259,16 @@ def log(*parts: object) -> None:
     print("malaria-risk-edge:", *parts, file=sys.stderr)
 
 
-@dataclass
 class EdgeGate:
     """Everything a viewer-request decision needs; built once per function instance."""
 
-    accounts: Accounts
-    releases: PointerReleases
-    clock: Callable[[], datetime] = utc_now
-    deadline: float = 3.0  # seconds for all dependency calls of one request
-    retry_after: int = 5
+    def __init__(self, accounts: Accounts, releases: PointerReleases, clock: Callable[[], datetime] = utc_now,
+                 deadline: float = 3.0, retry_after: int = 5):
+        self.accounts = accounts
+        self.releases = releases
+        self.clock = clock
+        self.deadline = deadline  # seconds for all dependency calls of one request
+        self.retry_after = retry_after
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         cf_request = event["Records"][0]["cf"]["request"]

@@ -32,9 +32,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
 from ..routes import SCOPES
@@ -286,7 +285,6 @@ _NAMES = {"#pk": "pk", "#rv": "revoked_at", "#or": "owner_removed_at", "#os": "o
 MAX_REMOVALS = 16  # stale window attributes dropped per update; keeps the expression small
 
 
-@dataclass(frozen=True)
 class Windows:
     """The counter attribute names of `now`, and the newest names that are safe to delete.
 
@@ -294,11 +292,14 @@ class Windows:
     behind may still be counting it. Anything older is never counted again.
     """
 
-    minute: str
-    month: str
-    minute_index: int
-    month_key: str
-    today: str
+    __slots__ = ("minute", "month", "minute_index", "month_key", "today")
+
+    def __init__(self, minute: str, month: str, minute_index: int, month_key: str, today: str):
+        self.minute = minute
+        self.month = month
+        self.minute_index = minute_index
+        self.month_key = month_key
+        self.today = today
 
     @classmethod
     def at(cls, now: datetime) -> Windows:
@@ -353,8 +354,7 @@ def authorise_request(table: str, key_hash: str, windows: Windows, per_minute: i
     }
 
 
-@dataclass(frozen=True)
-class Outcome:
+class Outcome(NamedTuple):
     """What one UpdateItem said about a key and its windows.
 
     `refused` is None (counted: `minute`/`month` are the new totals), "key" (no such key
