@@ -22,9 +22,8 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 from urllib.parse import quote, urlsplit
 
 if TYPE_CHECKING:
@@ -54,8 +53,7 @@ class AWSError(Exception):
         self.body = body or {}
 
 
-@dataclass(frozen=True)
-class Credentials:
+class Credentials(NamedTuple):
     access_key: str
     secret_key: str
     token: str | None = None

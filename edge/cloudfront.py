@@ -44,7 +44,6 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -74,7 +73,6 @@ def utc_now() -> datetime:
 # --- the release, from the pointer alone ----------------------------------------------------
 
 
-@dataclass
 class PointerRelease:
     """A release as `current.json` describes it: id, facts and the docs pages it holds.
 
@@ -84,9 +82,16 @@ class PointerRelease:
     left empty: viewers see S3's, compared by CloudFront.
     """
 
-    release_id: str
-    facts: Facts
-    public: frozenset[str] | None  # docs keys; None when the pointer predates the list
+    def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None):
+        self.release_id = release_id
+        self.facts = facts
+        self.public = public  # docs keys; None when the pointer predates the list
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PointerRelease) and (self.release_id, self.facts, self.public) == (
+            other.release_id, other.facts, other.public)
+
+    __hash__ = None  # type: ignore[assignment]
 
     def entry(self, key: str) -> FileEntry | None:
         if key.startswith(PUBLIC_PREFIX):
