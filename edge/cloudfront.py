@@ -294,7 +294,7 @@ class EdgeGate:
         keys, limiter = self.accounts.for_request(now, deadline)
         try:
             resp = handle(req, now, keys, release, limiter)
-        except (Unavailable, AWSError) as e:
+        except (Unavailable, AWSError, ValueError) as e:  # ValueError: an answer the store cannot explain
             log("key store unavailable:", repr(e))
             return unavailable(req.path, req.method, "The key store", self.retry_after)
         if resp.file_key is not None and resp.status == 200:
