@@ -389,7 +389,9 @@ class Endpoint:
 
 
 class S3:
-    """GetObject (path-style URL: works on AWS and on any S3-compatible server)."""
+    """GetObject. On AWS the bucket is in the host name (virtual-hosted style, as AWS
+    recommends); with an endpoint override, or a bucket name with dots (which the
+    wildcard certificate does not cover), it is the first path segment (path style)."""
 
     def __init__(self, bucket: str, region: str, creds: Callable[[], Credentials], endpoint_url: str | None = None,
                  budget: Budget = DEFAULT_BUDGET, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
@@ -397,11 +399,17 @@ class S3:
         self.region = region
         self.creds = creds
         self.clock = clock
+        self.virtual_host = endpoint_url is None and "." not in bucket
+        if self.virtual_host:
+            endpoint_url = f"https://{bucket}.s3.{region}.amazonaws.com"
         self.endpoint = Endpoint(endpoint_url or f"https://s3.{region}.amazonaws.com", budget)
+
+    def path(self, key: str) -> str:
+        return "/" + quote(key if self.virtual_host else f"{self.bucket}/{key}", safe="/~")
 
     def get(self, key: str, deadline: float, if_none_match: str | None = None, attempts: int | None = None) -> Reply:
         """The object, or a 304 reply when `if_none_match` still matches. Other 4xx raise AWSError."""
-        path = "/" + quote(f"{self.bucket}/{key}", safe="/~")
+        path = self.path(key)
 
         def headers() -> dict[str, str]:
             h = {"If-None-Match": if_none_match} if if_none_match else {}

@@ -6,6 +6,7 @@ answers, one answers 500 every time, one is not listening at all.
 
 from __future__ import annotations
 
+import re
 import socket
 import threading
 import time
@@ -34,6 +35,7 @@ CASES = [
     ("dynamodb", "POST", "http://127.0.0.1:8123/",
      {"Content-Type": "application/x-amz-json-1.0", "X-Amz-Target": "DynamoDB_20120810.GetItem"}, b"{}"),
     ("s3", "GET", "https://s3.eu-west-1.amazonaws.com/my-bucket/api/current.json", {}, b""),
+    ("s3", "GET", "https://my-bucket.s3.eu-central-1.amazonaws.com/api/current.json", {"If-None-Match": '"e"'}, b""),
     ("s3", "GET", "http://127.0.0.1:9000/b/api/releases/2026%20x/docs/caf%C3%A9~1%2B2.json",
      {"If-None-Match": '"abc"'}, b""),
     ("s3", "GET", "https://s3.us-east-1.amazonaws.com:443/b/k?versionId=a%2Fb&acl=", {}, b""),
@@ -43,10 +45,11 @@ CASES = [
 
 
 @pytest.mark.parametrize("token", [None, "FwoGZXIvYXdzEJr//////////wEaDH1SESSION+TOKEN/="])
-@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{c[2].split('/')[2]}" for c in CASES])
+@pytest.mark.parametrize("case", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_signature_is_byte_equal_to_botocore(case, token):
     service, method, url, headers, body = case
-    region = url.split(".")[1] if "amazonaws" in url else "us-east-1"
+    host = url.split("/")[2].split(":")[0]
+    region = next((p for p in host.split(".") if re.fullmatch(r"[a-z]{2}-[a-z]+-\d", p)), "us-east-1")
     ref = AWSRequest(method=method, url=url, headers=dict(headers), data=body)
     signer = S3SigV4Auth if service == "s3" else SigV4Auth
     signer(BotoCredentials("AKIDEXAMPLE", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY", token), service,
@@ -263,3 +266,13 @@ def test_https_verifies_against_the_bundled_trust_store(tmp_path: Path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_s3_addressing_on_aws_and_elsewhere():
+    on_aws = S3("mr-releases", "eu-west-1", lambda: CREDS)
+    assert on_aws.endpoint.url(on_aws.path("api/current.json")) == \
+        "https://mr-releases.s3.eu-west-1.amazonaws.com/api/current.json"
+    dotted = S3("mr.releases", "eu-west-1", lambda: CREDS)  # the wildcard certificate covers one label only
+    assert dotted.endpoint.url(dotted.path("a b")) == "https://s3.eu-west-1.amazonaws.com/mr.releases/a%20b"
+    local = S3("mr-releases", "us-east-1", lambda: CREDS, "http://127.0.0.1:9000")
+    assert local.endpoint.url(local.path("k")) == "http://127.0.0.1:9000/mr-releases/k"
