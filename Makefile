@@ -8,7 +8,7 @@ PORT ?= 8080
 KEYS ?= var/keys.sqlite
 export DATA_DIR
 
-.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-publish clean
+.PHONY: install build run serve key test lint reports site bench bench-build bench-edge bench-edge-cold bench-publish clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -52,7 +52,10 @@ bench-publish: install
 bench-edge: install
 	$(BIN)/python bench/edge_throughput.py
 
-bench: bench-build bench-publish bench-edge
+bench-edge-cold: install
+	$(BIN)/python bench/edge_cold.py
+
+bench: bench-build bench-publish bench-edge bench-edge-cold
 
 clean:
 	rm -rf build .pytest_cache
