@@ -6,8 +6,8 @@ Why not boto3: importing it and building two clients costs ~300 ms of CPU, which
 UpdateItem — so it signs them itself, following AWS's published SigV4 algorithm
 (tests/edge/test_aws.py checks the signatures byte for byte against botocore's).
 
-Every call is bounded: a connect timeout, a read timeout, at most one retry, and a
-deadline shared by all the calls of one viewer request. A dependency that is down or
+Every call is bounded: a connect timeout, a timeout on the whole answer, at most one
+retry, and a deadline shared by all the calls of one viewer request. A dependency that is down or
 silent raises `Unavailable` within that deadline, never a hang. Connections are kept
 alive across invocations of one function instance.
 """
@@ -118,8 +118,9 @@ def sign(method: str, url: str, headers: dict[str, str], body: bytes, creds: Cre
          service: str, now: datetime) -> dict[str, str]:
     """Return `headers` plus X-Amz-Date, the payload hash (S3), the session token and Authorization.
 
-    `url` is percent-encoded as it will be sent. All headers passed in are signed (names lower-cased, values trimmed and their inner
-    runs of spaces collapsed), as botocore does for the headers it sends.
+    `url` is percent-encoded as it will be sent. All headers passed in are signed (names
+    lower-cased, values trimmed and their inner runs of spaces collapsed), as botocore
+    does for the headers it sends.
     """
     parts = urlsplit(url)
     stamp = now.astimezone(UTC).strftime("%Y%m%dT%H%M%SZ")
