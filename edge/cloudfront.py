@@ -179,19 +179,10 @@ class PointerReleases:
 
 
 class Accounts(Protocol):
+    """Per request, the gate's key store and limiter (edge.stores.dynamodb.EdgeAccounts: one object
+    for both, so the limiter reads the counts the key lookup's single call returned)."""
+
     def for_request(self, now: datetime, deadline: float) -> tuple[KeyStore, Limiter | None]: ...
-
-
-class SeparateAccounts:
-    """A key store and a limiter that are separate objects (SQLite and a counter): the same
-    gate decisions without DynamoDB, for running the adapter on a developer machine."""
-
-    def __init__(self, keys: KeyStore, limiter: Limiter | None):
-        self.keys = keys
-        self.limiter = limiter
-
-    def for_request(self, now: datetime, deadline: float) -> tuple[KeyStore, Limiter | None]:
-        return self.keys, self.limiter
 
 
 # --- event ⇄ gate ---------------------------------------------------------------------------
