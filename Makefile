@@ -11,7 +11,7 @@ SITE := pipeline/site
 export DATA_DIR
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
-	bench-bundles bench-edge bench-edge-attacks bench-publish clean
+	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish clean
 
 # What running needs (the package and its runtime dependencies) ...
 $(VENV)/.runtime: pyproject.toml
@@ -84,7 +84,10 @@ bench-edge: install
 bench-edge-attacks: install
 	$(BIN)/python bench/edge_attacks.py
 
-bench: bench-build bench-bundles bench-publish bench-edge
+bench-edge-cold: install
+	$(BIN)/python bench/edge_cold.py
+
+bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold
 
 clean:
 	rm -rf build .pytest_cache

@@ -1,24 +1,31 @@
-"""Scripted boto3 procedure for the CDN edge: tables, function versions, CloudFront behaviour.
+"""Scripted boto3 procedure for the CDN edge: role, tables, function versions, distribution.
 
-Each step is idempotent and can be run alone; `all` runs them in order. Nothing here runs
-in the test suite against AWS (see docs/deploy.md for what was tested against what).
+Every step describes what exists first and changes only what differs, so running a step
+(or `all`) twice is harmless and a second run changes nothing. Steps take boto3 clients
+as arguments so tests drive them against moto's server (see docs/deploy.md for what
+that emulator can and cannot show); `main` makes the real clients.
 
-    python deploy/aws.py tables   --table-prefix mr- [--region us-east-1]
+    python deploy/aws.py role    --name malaria-risk-edge --bucket B --prefix api --table-prefix mr- --region eu-west-1
+    python deploy/aws.py tables  --table-prefix mr- --region eu-west-1
     python deploy/aws.py function --name malaria-risk-edge --role-arn ARN --bundle build-edge/edge.zip
-    python deploy/aws.py behaviour --distribution-id EDFDVBD6EXAMPLE --name malaria-risk-edge
-    python deploy/aws.py all ... (every option above)
+    python deploy/aws.py distribution --name malaria-risk-edge --bucket B --bucket-region eu-west-1 \
+        --request-arn ARN:N --response-arn ARN:N
+    python deploy/aws.py all ... (every option above; role and function ARNs are passed along)
 
 Lambda@Edge functions must live in us-east-1 and be referenced by a *numbered version*;
-CloudFront replicates them to its edge locations. The role needs the trust policy for
-both lambda.amazonaws.com and edgelambda.amazonaws.com, s3:GetObject on the pointer and
-manifests, and dynamodb:GetItem/BatchGetItem/UpdateItem on the two tables.
+CloudFront replicates them to its edge locations. The operator's own permissions are
+listed in docs/deploy.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
+import json
 import sys
 import time
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -26,59 +33,164 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LAMBDA_REGION = "us-east-1"  # a Lambda@Edge requirement, not a choice
-RUNTIME = "python3.12"
 HANDLERS = {"viewer-request": "edge.cloudfront.handler",
-            "viewer-response": "edge.cloudfront.viewer_response_handler"}
-# Managed cache policy "CachingOptimized": URI-only cache key (the function's rewrite puts the
-# release id and encoding in the URI), no cookies/headers/query strings.
+            "viewer-response": "edge.viewer_response.handler"}
+MEMORY_MB = 128
+TIMEOUT_S = 5  # the viewer-request maximum
+# Managed cache policy "CachingOptimized": no cookies, headers or query strings in the key
+# (the function's rewrite puts the release id and the encoding in the URI).
 CACHING_OPTIMIZED = "658327ea-f89d-4fab-a63d-7e88639e58f6"
 RESPONSE_POLICY_NAME = "malaria-risk-api"
 EXPOSE = ["ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "X-Release-Id"]
+TRUST = {"Version": "2012-10-17", "Statement": [{
+    "Effect": "Allow", "Action": "sts:AssumeRole",
+    "Principal": {"Service": ["lambda.amazonaws.com", "edgelambda.amazonaws.com"]}}]}
+BUCKET_POLICY_SID = "MalariaRiskCloudFrontReadsReleases"
 
 
-def step_tables(table_prefix: str, region: str) -> None:
-    import boto3
+def log(msg: str) -> None:
+    print(msg, flush=True)
 
+
+# --- the function's role --------------------------------------------------------------------
+
+
+def role_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
+    """What the function may do: read the pointer and the kept releases' bundle file lists
+    (pinned downloads), update key items, write its logs (in every region)."""
+    base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    return {"Version": "2012-10-17", "Statement": [
+        {"Sid": "ReadPointer", "Effect": "Allow", "Action": "s3:GetObject",
+         "Resource": [f"arn:aws:s3:::{bucket}/{base}current.json",
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/downloads/SHA256SUMS"]},
+        {"Sid": "AuthoriseAndCount", "Effect": "Allow", "Action": "dynamodb:UpdateItem",
+         "Resource": f"arn:aws:dynamodb:{region}:*:table/{table_prefix}keys"},
+        {"Sid": "Logs", "Effect": "Allow",
+         "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+         "Resource": f"arn:aws:logs:*:*:log-group:/aws/lambda/us-east-1.{name}-*"},
+    ]}
+
+
+def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
+    role = f"{name}-role"
+    try:
+        arn = str(iam.get_role(RoleName=role)["Role"]["Arn"])
+        current = iam.get_role(RoleName=role)["Role"].get("AssumeRolePolicyDocument")
+        if isinstance(current, str):
+            current = json.loads(current)
+        if current != TRUST:
+            iam.update_assume_role_policy(RoleName=role, PolicyDocument=json.dumps(TRUST))
+            log(f"role {role}: trust policy updated")
+    except iam.exceptions.NoSuchEntityException:
+        arn = str(iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST),
+                                  Description="malaria-risk Lambda@Edge gate")["Role"]["Arn"])
+        log(f"role {role}: created")
+    try:
+        got = iam.get_role_policy(RoleName=role, PolicyName="edge")["PolicyDocument"]
+        same = (json.loads(got) if isinstance(got, str) else got) == policy
+    except iam.exceptions.NoSuchEntityException:
+        same = False
+    if not same:
+        iam.put_role_policy(RoleName=role, PolicyName="edge", PolicyDocument=json.dumps(policy))
+        log(f"role {role}: permissions set")
+    return arn
+
+
+# --- tables -----------------------------------------------------------------------------------
+
+
+def step_tables(ddb: Any, table_prefix: str) -> None:
     from edge.stores.dynamodb import DynamoDBKeyStore
 
-    store = DynamoDBKeyStore(boto3.client("dynamodb", region_name=region), table_prefix)
+    store = DynamoDBKeyStore(ddb, table_prefix)
     store.create_tables()
-    print(f"tables ready: {store.keys_table}, {store.counters_table_name} (TTL on expires_at)")
+    log(f"tables ready: {store.keys_table}, {store.counters_table_name} (TTL on expires_at)")
 
 
-def step_function(name: str, role_arn: str, bundle: Path) -> dict[str, str]:
-    """Create or update both functions from one zip and publish numbered versions."""
-    import boto3
+# --- the two functions --------------------------------------------------------------------------
 
-    lam = boto3.client("lambda", region_name=LAMBDA_REGION)
+
+def bundle_runtime(bundle: Path) -> str:
+    """The runtime the bundle's .pyc files were compiled for (deploy/build_bundle.py records it)."""
+    with zipfile.ZipFile(bundle) as z:
+        runtime = json.loads(z.read("edge_config.json")).get("runtime")
+    if not runtime:
+        raise SystemExit(f"{bundle} records no runtime: rebuild it with deploy/build_bundle.py")
+    return str(runtime)
+
+
+def step_function(lam: Any, name: str, role_arn: str, bundle: Path) -> dict[str, str]:
+    """Create or update both functions from one zip; publish a numbered version only when something changed."""
     code = bundle.read_bytes()
+    sha = base64.b64encode(hashlib.sha256(code).digest()).decode()
+    runtime = bundle_runtime(bundle)
     arns: dict[str, str] = {}
     for event, handler in HANDLERS.items():
         fname = f"{name}-{event}"
+        wanted = {"Handler": handler, "Runtime": runtime, "MemorySize": MEMORY_MB, "Timeout": TIMEOUT_S,
+                  "Role": role_arn}
         try:
-            lam.get_function(FunctionName=fname)
-            lam.update_function_code(FunctionName=fname, ZipFile=code)
-            lam.get_waiter("function_updated_v2").wait(FunctionName=fname)
-            lam.update_function_configuration(FunctionName=fname, Handler=handler, Runtime=RUNTIME,
-                                              MemorySize=128, Timeout=5, Role=role_arn)
-            lam.get_waiter("function_updated_v2").wait(FunctionName=fname)
+            config = lam.get_function(FunctionName=fname)["Configuration"]
         except lam.exceptions.ResourceNotFoundException:
-            lam.create_function(FunctionName=fname, Runtime=RUNTIME, Role=role_arn, Handler=handler,
-                                Code={"ZipFile": code}, MemorySize=128, Timeout=5, Publish=False,
-                                Description=f"malaria-risk edge gate ({event})")
-            lam.get_waiter("function_active_v2").wait(FunctionName=fname)
-        version = lam.publish_version(FunctionName=fname)
-        arns[event] = version["FunctionArn"]  # ends in :<version>, as CloudFront requires
-        print(f"{event}: {arns[event]}")
+            lam.create_function(FunctionName=fname, Code={"ZipFile": code}, Publish=False,
+                                Description=f"malaria-risk edge gate ({event})", **wanted)
+            _wait(lam, "function_active_v2", fname)
+            log(f"{fname}: created")
+        else:
+            if config.get("CodeSha256") != sha:
+                lam.update_function_code(FunctionName=fname, ZipFile=code)
+                _wait(lam, "function_updated_v2", fname)
+                log(f"{fname}: code updated")
+            if any(config.get(k) != v for k, v in wanted.items()):
+                lam.update_function_configuration(FunctionName=fname, **wanted)
+                _wait(lam, "function_updated_v2", fname)
+                log(f"{fname}: configuration updated")
+        versions = [v for v in _versions(lam, fname) if v["Version"] != "$LATEST"]
+        latest = max(versions, key=lambda v: int(v["Version"]), default=None)
+        if latest is not None and latest.get("CodeSha256") == sha and all(
+                latest.get(k) == v for k, v in wanted.items()):
+            arns[event] = str(latest["FunctionArn"])
+        else:
+            arns[event] = str(lam.publish_version(FunctionName=fname, CodeSha256=sha)["FunctionArn"])
+            log(f"{fname}: published {arns[event]}")
     return arns
 
 
-def _response_headers_policy(cf: Any) -> str:
-    """Cache-Control and CORS for rewritten (authorised) answers, which come from S3 with a
-    year-long immutable Cache-Control that must not reach viewers as is."""
-    config = {
+def _versions(lam: Any, fname: str) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"FunctionName": fname}
+    while True:
+        page = lam.list_versions_by_function(**kwargs)
+        out.extend(page.get("Versions", []))
+        if not page.get("NextMarker"):
+            return out
+        kwargs["Marker"] = page["NextMarker"]
+
+
+def _wait(lam: Any, waiter: str, fname: str) -> None:
+    lam.get_waiter(waiter).wait(FunctionName=fname, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
+
+
+# --- CloudFront: origin access control, response headers, distribution, bucket policy -----------
+
+
+def step_oac(cf: Any, name: str) -> str:
+    for item in cf.list_origin_access_controls().get("OriginAccessControlList", {}).get("Items", []) or []:
+        if item["Name"] == name:
+            return str(item["Id"])
+    created = cf.create_origin_access_control(OriginAccessControlConfig={
+        "Name": name, "Description": "malaria-risk: CloudFront signs its requests to the release bucket",
+        "SigningProtocol": "sigv4", "SigningBehavior": "always", "OriginAccessControlOriginType": "s3"})
+    log(f"origin access control {name}: created")
+    return str(created["OriginAccessControl"]["Id"])
+
+
+def response_headers_policy_config() -> dict[str, Any]:
+    """CORS for every answer. No Cache-Control here: the functions set it (a policy override
+    would also reach 401/429/503 answers and make them cacheable)."""
+    return {
         "Name": RESPONSE_POLICY_NAME,
-        "Comment": "malaria-risk API: private caching and CORS on release objects",
+        "Comment": "malaria-risk API: CORS and exposed headers",
         "CorsConfig": {
             "AccessControlAllowOrigins": {"Quantity": 1, "Items": ["*"]},
             "AccessControlAllowHeaders": {"Quantity": 4, "Items": ["Authorization", "x-api-key", "If-None-Match",
@@ -89,77 +201,174 @@ def _response_headers_policy(cf: Any) -> str:
             "AccessControlMaxAgeSec": 86400,
             "OriginOverride": True,
         },
-        "CustomHeadersConfig": {"Quantity": 1, "Items": [
-            {"Header": "Cache-Control", "Value": "private, max-age=300, must-revalidate", "Override": True}]},
     }
-    for item in cf.list_response_headers_policies(Type="custom").get("ResponseHeadersPolicyList", {}) \
-            .get("Items", []):
+
+
+def step_response_headers_policy(cf: Any) -> str:
+    config = response_headers_policy_config()
+    items = cf.list_response_headers_policies(Type="custom").get("ResponseHeadersPolicyList", {}).get("Items", [])
+    for item in items or []:
         policy = item["ResponseHeadersPolicy"]
         if policy["ResponseHeadersPolicyConfig"]["Name"] == RESPONSE_POLICY_NAME:
-            got = cf.get_response_headers_policy(Id=policy["Id"])
+            got = cf.get_response_headers_policy_config(Id=policy["Id"])
+            if _subset(config, got["ResponseHeadersPolicyConfig"]):
+                return str(policy["Id"])
             cf.update_response_headers_policy(Id=policy["Id"], IfMatch=got["ETag"],
                                               ResponseHeadersPolicyConfig=config)
-            return policy["Id"]
-    return cf.create_response_headers_policy(ResponseHeadersPolicyConfig=config)["ResponseHeadersPolicy"]["Id"]
+            log("response headers policy: updated")
+            return str(policy["Id"])
+    created = cf.create_response_headers_policy(ResponseHeadersPolicyConfig=config)
+    log("response headers policy: created")
+    return str(created["ResponseHeadersPolicy"]["Id"])
 
 
-def step_behaviour(distribution_id: str, arns: dict[str, str]) -> None:
-    """Attach both function versions to the default behaviour; GET/HEAD/OPTIONS only, no compression."""
-    import boto3
+def _subset(wanted: Any, got: Any) -> bool:
+    """Whether every value we set is already so (AWS adds defaults we did not ask for)."""
+    if isinstance(wanted, dict):
+        return isinstance(got, dict) and all(_subset(v, got.get(k)) for k, v in wanted.items())
+    if isinstance(wanted, list):
+        return isinstance(got, list) and len(wanted) == len(got) and all(_subset(a, b) for a, b in zip(wanted, got, strict=True))
+    return bool(wanted == got)
 
-    cf = boto3.client("cloudfront")
-    policy_id = _response_headers_policy(cf)
-    got = cf.get_distribution_config(Id=distribution_id)
+
+def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> dict[str, Any]:
+    b: dict[str, Any] = {
+        "TargetOriginId": origin_id,
+        "ViewerProtocolPolicy": "https-only",
+        "AllowedMethods": {"Quantity": 3, "Items": ["GET", "HEAD", "OPTIONS"],
+                           "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}},
+        "CachePolicyId": CACHING_OPTIMIZED,
+        "Compress": False,  # the function picks the precompressed .gz object itself
+        "LambdaFunctionAssociations": {"Quantity": 2, "Items": [
+            {"LambdaFunctionARN": arns["viewer-request"], "EventType": "viewer-request", "IncludeBody": False},
+            {"LambdaFunctionARN": arns["viewer-response"], "EventType": "viewer-response", "IncludeBody": False},
+        ]},
+    }
+    if policy_id:
+        b["ResponseHeadersPolicyId"] = policy_id
+    return b
+
+
+def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns: dict[str, str], oac_id: str,
+                      policy_id: str | None) -> tuple[str, str, str]:
+    """The distribution (found by its Comment), created or brought to the wanted shape: (id, ARN, domain)."""
+    comment = f"{name}: malaria-risk API"
+    origin_id = f"{name}-releases"
+    origin = {"Id": origin_id, "DomainName": f"{bucket}.s3.{bucket_region}.amazonaws.com", "OriginPath": "",
+              "S3OriginConfig": {"OriginAccessIdentity": ""}, "OriginAccessControlId": oac_id,
+              "CustomHeaders": {"Quantity": 0}}
+    wanted_behaviour = behaviour(origin_id, arns, policy_id)
+    found = None
+    for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
+        if item.get("Comment") == comment:
+            found = item
+    if found is None:
+        created = cf.create_distribution(DistributionConfig={
+            "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
+            "Origins": {"Quantity": 1, "Items": [origin]}, "DefaultCacheBehavior": wanted_behaviour,
+            "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
+        })["Distribution"]
+        log(f"distribution {created['Id']}: created ({created['DomainName']})")
+        return str(created["Id"]), str(created["ARN"]), str(created["DomainName"])
+    got = cf.get_distribution_config(Id=found["Id"])
     config, etag = got["DistributionConfig"], got["ETag"]
-    b = config["DefaultCacheBehavior"]
-    b["LambdaFunctionAssociations"] = {"Quantity": 2, "Items": [
-        {"LambdaFunctionARN": arns["viewer-request"], "EventType": "viewer-request", "IncludeBody": False},
-        {"LambdaFunctionARN": arns["viewer-response"], "EventType": "viewer-response"},
-    ]}
-    b["CachePolicyId"] = CACHING_OPTIMIZED
-    b["ResponseHeadersPolicyId"] = policy_id
-    b["Compress"] = False  # the function picks the precompressed .gz object itself
-    b["ViewerProtocolPolicy"] = "https-only"
-    b["AllowedMethods"] = {"Quantity": 3, "Items": ["GET", "HEAD", "OPTIONS"],
-                           "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}}
-    for legacy in ("ForwardedValues", "MinTTL", "DefaultTTL", "MaxTTL"):
-        b.pop(legacy, None)  # incompatible with a cache policy
-    cf.update_distribution(Id=distribution_id, IfMatch=etag, DistributionConfig=config)
-    print(f"distribution {distribution_id}: behaviour updated; waiting for deployment…")
-    deadline = time.monotonic() + 1800
+    current_origins = {o["Id"]: o for o in config["Origins"].get("Items", [])}
+    changed = not _subset(wanted_behaviour, config["DefaultCacheBehavior"]) or not _subset(
+        {k: v for k, v in origin.items() if k != "CustomHeaders"}, current_origins.get(origin_id))
+    if changed:
+        current_origins[origin_id] = {**current_origins.get(origin_id, {}), **origin}
+        config["Origins"] = {"Quantity": len(current_origins), "Items": list(current_origins.values())}
+        b = config["DefaultCacheBehavior"]
+        for legacy in ("ForwardedValues", "MinTTL", "DefaultTTL", "MaxTTL"):
+            b.pop(legacy, None)  # incompatible with a cache policy
+        b.update(wanted_behaviour)
+        cf.update_distribution(Id=found["Id"], IfMatch=etag, DistributionConfig=config)
+        log(f"distribution {found['Id']}: updated")
+    return str(found["Id"]), str(found["ARN"]), str(found["DomainName"])
+
+
+def bucket_policy_statement(bucket: str, prefix: str, distribution_arn: str) -> dict[str, Any]:
+    """CloudFront (through the origin access control) may read release objects, for this distribution only."""
+    base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
+    return {"Sid": BUCKET_POLICY_SID, "Effect": "Allow", "Principal": {"Service": "cloudfront.amazonaws.com"},
+            "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{base}releases/*",
+            "Condition": {"StringEquals": {"AWS:SourceArn": distribution_arn}}}
+
+
+def step_bucket_policy(s3: Any, bucket: str, prefix: str, distribution_arn: str) -> None:
+    """Our statement (by Sid) added or replaced; statements of others are kept."""
+    statement = bucket_policy_statement(bucket, prefix, distribution_arn)
+    try:
+        policy = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])
+    except s3.exceptions.ClientError as e:
+        if e.response.get("Error", {}).get("Code") != "NoSuchBucketPolicy":
+            raise
+        policy = {"Version": "2012-10-17", "Statement": []}
+    others = [s for s in policy.get("Statement", []) if s.get("Sid") != BUCKET_POLICY_SID]
+    if [s for s in policy.get("Statement", []) if s.get("Sid") == BUCKET_POLICY_SID] == [statement]:
+        return
+    policy["Statement"] = [*others, statement]
+    s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy))
+    log(f"bucket {bucket}: policy lets the distribution read {statement['Resource']}")
+
+
+def wait_deployed(cf: Any, distribution_id: str, timeout: float = 1800) -> None:
+    deadline = time.monotonic() + timeout
     while cf.get_distribution(Id=distribution_id)["Distribution"]["Status"] != "Deployed":
         if time.monotonic() > deadline:
-            print("still deploying after 30 min; check the console", file=sys.stderr)
+            log("still deploying after 30 min; check the console")
             return
         time.sleep(20)
-    print("deployed")
+    log("deployed")
+
+
+# --- command line -------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("step", choices=["tables", "function", "behaviour", "all"])
-    p.add_argument("--table-prefix")
-    p.add_argument("--region", default="us-east-1")
+    import boto3  # type: ignore[import-untyped]
+
+    p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    p.add_argument("step", choices=["role", "tables", "function", "distribution", "all"])
     p.add_argument("--name", default="malaria-risk-edge")
+    p.add_argument("--table-prefix")
+    p.add_argument("--region", default="us-east-1", help="home region of the table (docs/deploy.md)")
+    p.add_argument("--bucket")
+    p.add_argument("--bucket-region", default="us-east-1")
+    p.add_argument("--prefix", default="")
     p.add_argument("--role-arn")
     p.add_argument("--bundle", type=Path, default=ROOT / "build-edge" / "edge.zip")
-    p.add_argument("--distribution-id")
-    p.add_argument("--request-arn", help="for `behaviour` alone: the viewer-request version ARN")
-    p.add_argument("--response-arn", help="for `behaviour` alone: the viewer-response version ARN")
+    p.add_argument("--request-arn", help="for `distribution` alone: the viewer-request version ARN")
+    p.add_argument("--response-arn", help="for `distribution` alone: the viewer-response version ARN")
+    p.add_argument("--no-wait", action="store_true", help="do not wait for CloudFront to deploy")
     a = p.parse_args(argv)
+    role_arn = a.role_arn
+    if a.step in ("role", "all"):
+        if not (a.bucket and a.table_prefix):
+            p.error("--bucket and --table-prefix are required")
+        role_arn = step_role(boto3.client("iam"), a.name,
+                             role_policy(a.name, a.bucket, a.prefix, a.table_prefix, a.region))
+        log(f"role: {role_arn}")
     if a.step in ("tables", "all"):
         if not a.table_prefix:
             p.error("--table-prefix is required")
-        step_tables(a.table_prefix, a.region)
+        step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
     arns = {"viewer-request": a.request_arn, "viewer-response": a.response_arn}
     if a.step in ("function", "all"):
-        if not a.role_arn:
+        if not role_arn:
             p.error("--role-arn is required")
-        arns = step_function(a.name, a.role_arn, a.bundle)
-    if a.step in ("behaviour", "all"):
-        if not a.distribution_id or not all(arns.values()):
-            p.error("--distribution-id and both function version ARNs are required")
-        step_behaviour(a.distribution_id, arns)
+        arns = step_function(boto3.client("lambda", region_name=LAMBDA_REGION), a.name, role_arn, a.bundle)
+    if a.step in ("distribution", "all"):
+        if not a.bucket or not all(arns.values()):
+            p.error("--bucket and both function version ARNs are required")
+        cf = boto3.client("cloudfront")
+        oac = step_oac(cf, a.name)
+        policy = step_response_headers_policy(cf)
+        dist_id, dist_arn, domain = step_distribution(cf, a.name, a.bucket, a.bucket_region, arns, oac, policy)
+        step_bucket_policy(boto3.client("s3", region_name=a.bucket_region), a.bucket, a.prefix, dist_arn)
+        log(f"distribution {dist_id}: https://{domain}/")
+        if not a.no_wait:
+            wait_deployed(cf, dist_id)
     return 0
 
 

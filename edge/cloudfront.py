@@ -7,173 +7,239 @@ local server uses, and then either
 - **rewrites** `request["uri"]` to `/<prefix>/releases/<release_id>/<file key>` (the
   gate authorised it): CloudFront then serves that immutable object from its cache or
   the S3 origin, so bytes never pass through the function; or
-- **returns a generated response** (401, 403, 4xx, 429, 503, preflight, a 304 the gate
-  can decide itself), at most 40 KB as CloudFront requires for viewer-request answers.
+- **returns a generated response** (401, 403, 4xx, 429, 503, preflight), at most 40 KB
+  as CloudFront requires for viewer-request answers, with its own Cache-Control.
 
-Conditional requests: the gate answers 304 itself when If-None-Match carries the
-manifest ETag of the file (the tag the local server hands out). Any other tag is left
-to CloudFront: after the rewrite it compares If-None-Match with the cached object's
-own ETag (S3's) and answers 304 without the origin. Either way the request counted
-against the key's limits first, as on the local server.
+What one request costs (docs/deploy.md has the measurements):
+
+- the release: `current.json` from the bucket, re-read at most every `pointer_ttl`
+  seconds with If-None-Match; it carries the release facts, and the file key comes
+  from the route table, so there is no manifest at the edge. A refresh that fails
+  keeps the release already known;
+- the key: one conditional DynamoDB UpdateItem that checks the key and counts both
+  windows (edge/stores/dynamodb.py);
+- every call bounded (edge/aws.py): when a dependency is down or silent the answer is a
+  503 TEMPORARILY_UNAVAILABLE with Retry-After within the request's deadline.
+
+Conditional requests: the edge has no content hashes, so CloudFront compares
+If-None-Match with its cached object's ETag (S3's) after the rewrite and answers 304
+without the origin; the request counted against the key's limits first.
 
 Headers the gate sets on an authorised answer (RateLimit, RateLimit-Policy,
-X-Release-Id) cannot be attached to a response from a viewer-request function; they
-ride on the rewritten request as `x-mr-*` headers and `viewer_response_handler` copies
-them onto the response. Cache-Control and CORS for those answers come from the
-behaviour's response headers policy (see deploy/).
+X-Release-Id, Cache-Control) cannot be attached to a response from a viewer-request
+function; they ride on the rewritten request as `x-mr-*` headers and the
+viewer-response function (edge/viewer_response.py) copies them onto the response.
 
-Release facts come from the published pointer `current.json` (written by
-`malaria-risk publish`, see pipeline/publish/s3.py), re-read at most every
-`pointer_ttl` seconds; the manifest of a release is immutable, so it is fetched once
-per release id. Keys are cached per function instance for at most `key_ttl` seconds
-(default 2): a revocation reaches every edge location within 2 s of its write to
-DynamoDB (reads are strongly consistent).
-
-Lambda@Edge has no environment variables: the deploy script writes `edge_config.json`
-into the bundle next to this package. Standard library only, plus boto3 (provided by
-the Lambda runtime) inside `handler` when it runs for real.
+Set-up (settings, credentials, clients) happens at module load, in Lambda's init
+phase; standard library only.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import os
+import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
+from .aws import AWSError, Credentials, Unavailable
 from .gate import Headers, Limiter, Request, Response, error, handle
-from .keys import KeyRecord, KeyStore
-from .release import ManifestRelease
-from .routes import DOWNLOAD_FILE, RELEASE_ID_RE
+from .keys import KeyStore
+from .release import FileEntry
+from .routes import (
+    BUNDLE_ZIP,
+    DOWNLOAD_FILE,
+    GEOJSON,
+    JSON,
+    PRECOMPRESSED_SUFFIXES,
+    PUBLIC_PREFIX,
+    Facts,
+)
+from .settings import EdgeSettings
+from .viewer_response import FORWARDED
 
 MAX_GENERATED_BODY = 40 * 1024  # CloudFront's limit for a viewer-request generated response
-FORWARDED = {"ratelimit": "x-mr-ratelimit", "ratelimit-policy": "x-mr-ratelimit-policy",
-             "x-release-id": "x-mr-release-id"}
 STATUS_TEXT = {200: "OK", 204: "No Content", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
                403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
                500: "Internal Server Error", 503: "Service Unavailable"}
-
-Fetch = Callable[[str], bytes]  # S3 key → object bytes (raises on absence)
+RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # one key segment, as the publisher checks
+DOCS_KEY_RE = re.compile(r"^docs/[a-z0-9][a-z0-9._-]{0,100}$")  # the flat docs site, for pointers without a list
+CONTENT_TYPES = {".json": JSON, ".geojson": GEOJSON, ".html": "text/html; charset=utf-8",
+                 ".css": "text/css; charset=utf-8"}
 PINNED_TTL = 300.0  # seconds an earlier release's bundle list is trusted before the bucket is asked again
+REFRESH_BUDGET = 0.6  # seconds a pointer *refresh* may take: a known release is kept rather than waited for
 
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-# --- release facts from the published pointer ---------------------------------------------
+# --- the release, from the pointer alone ----------------------------------------------------
+
+
+class PointerRelease:
+    """A release as `current.json` describes it: id, facts and the docs pages it holds.
+
+    Every route file exists with its `.gz` sibling (the renderer writes both for every
+    combination the facts call for, and the publisher switches the pointer only after
+    verifying every object), so `entry` needs no file list for route keys. ETags are
+    left empty: viewers see S3's, compared by CloudFront.
+    """
+
+    def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None,
+                 downloads: frozenset[str] | None = None):
+        self.release_id = release_id
+        self.facts = facts
+        self.public = public  # docs keys; None when the pointer predates the list
+        self.downloads = downloads  # bundle file names; None when the pointer predates the list
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PointerRelease) and (
+            self.release_id, self.facts, self.public, self.downloads) == (
+            other.release_id, other.facts, other.public, other.downloads)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def entry(self, key: str) -> FileEntry | None:
+        if key.startswith(DOWNLOAD_FILE.key_prefix):
+            # a bundle file: only the names the release lists (an unknown name is a 404 problem,
+            # never a request for an object that is not there); Parquet and zip have no .gz copy
+            name = key[len(DOWNLOAD_FILE.key_prefix):]
+            if self.downloads is None or name not in self.downloads:
+                return None
+            gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) else key + ".gz"
+            return FileEntry(key, "", "application/octet-stream", gz, None)
+        if key.startswith(PUBLIC_PREFIX):
+            known = key in self.public if self.public is not None else DOCS_KEY_RE.fullmatch(key) is not None
+            if not known:
+                return None
+        dot = key.rfind(".")
+        ctype = CONTENT_TYPES.get(key[dot:] if dot >= 0 else "", "application/octet-stream")
+        return FileEntry(key, "", ctype, key + ".gz", None)
+
+    @classmethod
+    def from_pointer(cls, doc: Mapping[str, Any]) -> PointerRelease:
+        release_id = doc.get("release_id")
+        if not isinstance(release_id, str) or not RELEASE_ID_RE.fullmatch(release_id):
+            raise ValueError(f"current.json names no valid release id: {release_id!r}")
+        facts = doc.get("facts")
+        if not isinstance(facts, Mapping):
+            raise ValueError(f"current.json of {release_id} carries no facts")
+        public = doc.get("public")
+        downloads = doc.get("downloads")
+        return cls(release_id, Facts.from_json(facts),
+                   frozenset(str(k) for k in public) if isinstance(public, list) else None,
+                   frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None)
+
+
+class PointerSource(Protocol):
+    def get(self, key: str, deadline: float, if_none_match: str | None = None, attempts: int | None = None) -> Any:
+        """An object with `.status`, `.headers` (lower-case) and `.body`; 304 when the tag still matches."""
 
 
 class PointerReleases:
     """The live release as `current.json` names it, re-read at most every `ttl` seconds.
 
-    A failed refresh keeps serving the release already known (a publish or an S3 blip
-    must not take the API down); with none known yet, the error propagates.
+    A re-read sends If-None-Match, so an unchanged pointer costs a 304. A failed refresh
+    keeps serving the release already known (a publish or an S3 blip must not take the
+    API down) and is not retried for another `ttl`; with none known yet, it raises.
     """
 
-    def __init__(self, fetch: Fetch, prefix: str = "", ttl: float = 5.0,
+    def __init__(self, source: PointerSource, prefix: str = "", ttl: float = 5.0,
                  clock: Callable[[], float] = time.monotonic):
-        self.fetch = fetch
+        self.source = source
         self.prefix = prefix.strip("/")
         self.ttl = ttl
         self.clock = clock
         self._lock = threading.Lock()
-        self._current: ManifestRelease | None = None
+        self._current: PointerRelease | None = None
+        self._etag: str | None = None
         self._checked = float("-inf")
-        self._manifests: dict[str, ManifestRelease] = {}
-        self._pinned: dict[str, tuple[float, ManifestRelease | None]] = {}
+        self.failures = 0  # refreshes that kept the old release, for logs and tests
+        self._pinned: dict[str, tuple[float, PointerRelease | None]] = {}
 
-    def key(self, rel: str) -> str:
-        return f"{self.prefix}/{rel}" if self.prefix else rel
+    @property
+    def pointer_key(self) -> str:
+        return f"{self.prefix}/current.json" if self.prefix else "current.json"
 
-    def current(self) -> ManifestRelease:
+    def current(self, deadline: float) -> PointerRelease:
         now = self.clock()
         if self._current is not None and now - self._checked < self.ttl:
             return self._current
         with self._lock:
             if self._current is not None and now - self._checked < self.ttl:
                 return self._current
-            try:
-                pointer = json.loads(self.fetch(self.key("current.json")))
-                release_id = pointer["release_id"]
-                release = self._manifests.get(release_id)
-                if release is None:
-                    manifest = json.loads(self.fetch(self.key(pointer.get("manifest")
-                                                              or f"releases/{release_id}/manifest.json")))
-                    if manifest.get("release_id") != release_id:
-                        raise ValueError(f"manifest of {release_id} names {manifest.get('release_id')}")
-                    release = ManifestRelease.from_manifest(manifest)
-                    self._manifests = {release_id: release}  # one release at a time; memory is 128 MB
-                self._current = release
-            except Exception:
-                if self._current is None:
-                    raise
+            if self._current is None:
+                release = self._read(deadline, None)
+            else:
+                try:  # a refresh: one short attempt; the known release is good enough meanwhile
+                    release = self._read(min(deadline, time.monotonic() + REFRESH_BUDGET), 1)
+                except (Unavailable, AWSError, ValueError) as e:
+                    self.failures += 1
+                    log("pointer refresh failed, keeping", self._current.release_id, repr(e))
+                    release = self._current
+            self._current = release
             self._checked = now
-            return self._current
+            return release
 
-    def pinned(self, release_id: str) -> ManifestRelease | None:
+    def _read(self, deadline: float, attempts: int | None) -> PointerRelease:
+        reply = self.source.get(self.pointer_key, deadline, self._etag if self._current else None, attempts)
+        if reply.status == 304 and self._current is not None:
+            return self._current
+        release = PointerRelease.from_pointer(json.loads(reply.body))
+        self._etag = reply.headers.get("etag")
+        if self._current is not None and release == self._current:
+            return self._current  # same object: the gate's per-release memo stays warm
+        return release
+
+    def pinned(self, release_id: str) -> PointerRelease | None:
         """An earlier release still in the bucket, for its bundle files (`/v1/downloads/<id>/…`).
 
-        Its manifest's bundle entries are kept for `PINNED_TTL` seconds (so a pruned release
-        stops being served within that time); an id the bucket lacks is remembered as absent
-        for `ttl` seconds, so made-up ids cost one read each.
+        Its file list comes from the release's own `downloads/SHA256SUMS` (a few hundred bytes,
+        not the manifest): kept for `PINNED_TTL` seconds, so a pruned release stops being served
+        within that time; an id the bucket lacks is remembered as absent for `ttl` seconds, so
+        made-up ids cost one read each. S3 being down raises (the caller answers 503), so an
+        outage is never reported as an unknown release.
         """
-        if not RELEASE_ID_RE.fullmatch(release_id):
-            return None
         now = self.clock()
         hit = self._pinned.get(release_id)
         if hit is not None and now - hit[0] < (PINNED_TTL if hit[1] is not None else self.ttl):
             return hit[1]
+        base = f"{self.prefix}/" if self.prefix else ""
+        key = f"{base}releases/{release_id}/{DOWNLOAD_FILE.key_prefix}SHA256SUMS"
+        found: PointerRelease | None = None
         try:
-            doc = json.loads(self.fetch(self.key(f"releases/{release_id}/manifest.json")))
-            found: ManifestRelease | None = None
-            if doc.get("release_id") == release_id:
-                found = ManifestRelease.from_manifest(doc, only_prefix=DOWNLOAD_FILE.key_prefix)
-        except Exception:  # absent (pruned or never published) or unreadable: not served
-            found = None
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
+        except AWSError as e:
+            if e.status not in (403, 404):  # absent objects answer 403 without ListBucket
+                raise
+        else:
+            if reply.status == 200:
+                names = {line.split(maxsplit=1)[1].strip().lstrip("*")
+                         for line in reply.body.decode("utf-8").splitlines() if len(line.split(maxsplit=1)) == 2}
+                found = PointerRelease(release_id, Facts(), frozenset(), frozenset(names | {"SHA256SUMS", BUNDLE_ZIP}))
         if len(self._pinned) >= 32:
             self._pinned.clear()
         self._pinned[release_id] = (now, found)
         return found
 
 
-# --- a short-lived key cache --------------------------------------------------------------
+# --- keys and limits per request ------------------------------------------------------------
 
 
-class TTLKeyCache:
-    """Key records kept for at most `ttl` seconds per function instance.
+class Accounts(Protocol):
+    """Per request, the gate's key store and limiter (edge.stores.dynamodb.EdgeAccounts: one object
+    for both, so the limiter reads the counts the key lookup's single call returned)."""
 
-    The bound is the revocation delay at the edge: a key revoked (or an org suspended)
-    at time T is refused by every instance from T + ttl on. Unknown keys are cached for
-    the same time so a flood of made-up keys cannot hammer DynamoDB.
-    """
-
-    def __init__(self, inner: KeyStore, ttl: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                 max_items: int = 5000):
-        self.inner = inner
-        self.ttl = ttl
-        self.clock = clock
-        self.max_items = max_items
-        self._items: dict[str, tuple[float, KeyRecord | None]] = {}
-
-    def lookup(self, key_hash: str) -> KeyRecord | None:
-        now = self.clock()
-        hit = self._items.get(key_hash)
-        if hit is not None and now - hit[0] < self.ttl:
-            return hit[1]
-        record = self.inner.lookup(key_hash)
-        if len(self._items) >= self.max_items:
-            self._items.clear()
-        self._items[key_hash] = (now, record)
-        return record
+    def for_request(self, now: datetime, deadline: float) -> tuple[KeyStore, Limiter | None]: ...
 
 
-# --- event ⇄ gate -------------------------------------------------------------------------
+# --- event ⇄ gate ---------------------------------------------------------------------------
 
 
 def request_from_event(cf_request: Mapping[str, Any]) -> Request:
@@ -189,6 +255,8 @@ def request_from_event(cf_request: Mapping[str, Any]) -> Request:
 def _cf_headers(headers: Headers) -> dict[str, list[dict[str, str]]]:
     out: dict[str, list[dict[str, str]]] = {}
     for k, v in headers:
+        if v == "":  # e.g. the edge's empty ETag: say nothing rather than something false
+            continue
         out.setdefault(k.lower(), []).append({"key": k, "value": v})
     return out
 
@@ -230,87 +298,92 @@ def rewrite(cf_request: dict[str, Any], resp: Response, release_id: str, prefix:
     return cf_request
 
 
-@dataclass
+def unavailable(path: str, method: str, what: str, retry_after: int) -> dict[str, Any]:
+    resp = error("TEMPORARILY_UNAVAILABLE", f"{what} did not answer in time; retry in {retry_after} s.", path,
+                 [("Retry-After", str(retry_after))])
+    return generated_response(resp, method)
+
+
+def log(*parts: object) -> None:
+    """One line to the function's log (CloudWatch, in the region that ran it)."""
+    print("malaria-risk-edge:", *parts, file=sys.stderr)
+
+
 class EdgeGate:
     """Everything a viewer-request decision needs; built once per function instance."""
 
-    keys: KeyStore
-    releases: PointerReleases
-    limiter: Limiter | None
-    clock: Callable[[], datetime] = utc_now
+    def __init__(self, accounts: Accounts, releases: PointerReleases, clock: Callable[[], datetime] = utc_now,
+                 deadline: float = 3.0, retry_after: int = 5):
+        self.accounts = accounts
+        self.releases = releases
+        self.clock = clock
+        self.deadline = deadline  # seconds for all dependency calls of one request
+        self.retry_after = retry_after
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
         cf_request = event["Records"][0]["cf"]["request"]
         req = request_from_event(cf_request)
+        deadline = time.monotonic() + self.deadline
         try:
-            release = self.releases.current()
-        except Exception as e:  # no pointer yet, or S3 unreachable on a cold start
-            return generated_response(
-                error("RELEASE_INCOMPLETE", f"No published release is reachable: {type(e).__name__}.", req.path),
-                req.method)
-        resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+            release = self.releases.current(deadline)
+        except AWSError as e:
+            if e.status != 404:
+                log("pointer unreadable:", repr(e))
+                return unavailable(req.path, req.method, "The release pointer", self.retry_after)
+            return generated_response(error("RELEASE_INCOMPLETE", "No release is published yet.", req.path),
+                                      req.method)
+        except (Unavailable, ValueError) as e:
+            log("pointer unavailable:", repr(e))
+            return unavailable(req.path, req.method, "The release pointer", self.retry_after)
+        now = self.clock()
+        keys, limiter = self.accounts.for_request(now, deadline)
+        try:
+            resp = handle(req, now, keys, release, limiter, self.releases)
+        except (Unavailable, AWSError, ValueError) as e:  # ValueError: an answer the store cannot explain
+            log("key store unavailable:", repr(e))
+            return unavailable(req.path, req.method, "The key store", self.retry_after)
         if resp.file_key is not None and resp.status == 200:  # a pinned download names its own release
             return rewrite(cf_request, resp, resp.release_id or release.release_id, self.releases.prefix)
         return generated_response(resp, req.method)
 
 
-def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
-    """Copy the gate's per-request headers (carried as x-mr-*) onto the response."""
-    cf = event["Records"][0]["cf"]
-    request_headers = cf.get("request", {}).get("headers", {})
-    response = cf["response"]
-    headers = response.setdefault("headers", {})
-    for public, fwd in FORWARDED.items():
-        values = request_headers.get(fwd)
-        if values:
-            name = {"ratelimit": "RateLimit", "ratelimit-policy": "RateLimit-Policy",
-                    "x-release-id": "X-Release-Id"}[public]
-            headers[public] = [{"key": name, "value": values[0]["value"]}]
-    return response
+# --- the Lambda entry point ---------------------------------------------------------------
+
+CONFIG_FILE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "edge_config.json")
 
 
-# --- the Lambda entry points --------------------------------------------------------------
+def build_gate(settings: EdgeSettings, env: Mapping[str, str] = os.environ) -> EdgeGate:
+    """Clients for the pointer (S3) and the key store (DynamoDB), from the bundled settings."""
+    from .aws import S3, Budget, DynamoDB
+    from .stores.dynamodb import EdgeAccounts
 
-CONFIG_FILE = Path(__file__).resolve().parent.parent / "edge_config.json"
-_gate: EdgeGate | None = None
-_gate_lock = threading.Lock()
+    creds = Credentials.from_env(env)
+    ca_file = settings.ca_file
+    if ca_file is not None and not os.path.isabs(ca_file):
+        ca_file = os.path.join(os.path.dirname(CONFIG_FILE), ca_file)
+    budget = Budget(settings.connect_timeout, settings.read_timeout, ca_file=ca_file)
+    s3 = S3(settings.bucket, settings.bucket_region, lambda: creds, settings.s3_endpoint_url, budget)
+    ddb = DynamoDB(settings.region, lambda: creds, settings.dynamodb_endpoint_url, budget)
+    accounts = EdgeAccounts(ddb, settings.table_prefix, settings.per_minute, settings.monthly, settings.key_ttl)
+    return EdgeGate(accounts, PointerReleases(s3, settings.clean_prefix, settings.pointer_ttl),
+                    deadline=settings.deadline, retry_after=settings.retry_after)
 
 
-def build_gate(config: Mapping[str, Any]) -> EdgeGate:
-    """Wire boto3 clients from the bundled config: S3 for the pointer, DynamoDB for keys and counters."""
-    import boto3  # provided by the Lambda runtime; the local server never imports this
+def load_gate(path: str = CONFIG_FILE) -> EdgeGate | None:
+    """The bundle's gate, or None outside a bundle (no edge_config.json: tests, the local server)."""
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        return None
+    return build_gate(EdgeSettings.from_json(raw))
 
-    from .limits import DEFAULT_MONTHLY, DEFAULT_PER_MINUTE
-    from .limits import Limiter as FixedWindowLimiter
-    from .stores.dynamodb import DynamoDBCounter, DynamoDBKeyStore
 
-    region = config.get("region", "us-east-1")
-    s3 = boto3.client("s3", region_name=config.get("bucket_region", region))
-    bucket = config["bucket"]
-
-    def fetch(key: str) -> bytes:
-        return s3.get_object(Bucket=bucket, Key=key)["Body"].read()
-
-    ddb = boto3.client("dynamodb", region_name=region)
-    store = DynamoDBKeyStore(ddb, config["table_prefix"])
-    limiter = FixedWindowLimiter(DynamoDBCounter(store.counters_table),
-                                 int(config.get("per_minute", DEFAULT_PER_MINUTE)),
-                                 int(config.get("monthly", DEFAULT_MONTHLY)))
-    return EdgeGate(TTLKeyCache(store, float(config.get("key_ttl", 2.0))),
-                    PointerReleases(fetch, config.get("prefix", ""), float(config.get("pointer_ttl", 5.0))),
-                    limiter)
+_gate = load_gate()  # at module load: Lambda runs this in the init phase, once per instance
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """Lambda@Edge viewer-request entry point."""
-    global _gate
     if _gate is None:
-        with _gate_lock:
-            if _gate is None:
-                _gate = build_gate(json.loads(CONFIG_FILE.read_text()))
+        raise RuntimeError(f"{CONFIG_FILE} is missing: build the bundle with deploy/build_bundle.py")
     return _gate(event, context)
-
-
-def viewer_response_handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
-    """Lambda@Edge viewer-response entry point (attached to the same behaviour)."""
-    return viewer_response(event)

@@ -195,33 +195,70 @@ class Limiter:
         else:
             used = self.counter.incr(minute_name, minute_expires)
             used_month = None
-        minute_reset = tick.minute_reset
         if used > per_minute:
-            return LimitDecision(
-                False, [policy_header, ("RateLimit", f'"minute";r=0;t={minute_reset}')], "RATE_LIMITED",
-                f"This key's limit of {per_minute} requests per minute is reached; "
-                f"retry in {minute_reset} s (the window is the UTC calendar minute).",
-                minute_reset,
-            )
+            return _minute_refused(policy_header, per_minute, tick)
         if monthly is None:
-            return LimitDecision(True, [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}')])
-
+            return _allowed(policy_header, per_minute, used, None, 0, tick)
         if used_month is None:
             used_month = self.counter.incr(f"M:{record.id}:{tick.month_bucket}", tick.month_ends + MONTH_GRACE)
-        month_reset = tick.month_reset
         if used_month > monthly:
-            return LimitDecision(
-                False,
-                [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}, '
-                                              f'"month";r=0;t={month_reset}')],
-                "MONTHLY_ALLOWANCE_EXHAUSTED",
-                f"This live key's monthly allowance of {monthly} requests is used up until "
-                f"{datetime.fromtimestamp(tick.month_ends, UTC):%Y-%m-%d} 00:00 UTC. "
-                "Test keys do not count toward the allowance.",
-                month_reset,
-            )
-        return LimitDecision(True, [policy_header, ("RateLimit", f'"minute";r={per_minute - used};t={minute_reset}, '
-                                                                 f'"month";r={monthly - used_month};t={month_reset}')])
+            return _month_refused(policy_header, per_minute, used, monthly, tick)
+        return _allowed(policy_header, per_minute, used, monthly, used_month, tick)
+
+
+def _minute_refused(policy_header: tuple[str, str], per_minute: int, tick: _Tick) -> LimitDecision:
+    return LimitDecision(
+        False, [policy_header, ("RateLimit", f'"minute";r=0;t={tick.minute_reset}')], "RATE_LIMITED",
+        f"This key's limit of {per_minute} requests per minute is reached; "
+        f"retry in {tick.minute_reset} s (the window is the UTC calendar minute).",
+        tick.minute_reset,
+    )
+
+
+def _month_refused(policy_header: tuple[str, str], per_minute: int, used: int, monthly: int,
+                   tick: _Tick) -> LimitDecision:
+    return LimitDecision(
+        False,
+        [policy_header, ("RateLimit", f'"minute";r={max(0, per_minute - used)};t={tick.minute_reset}, '
+                                      f'"month";r=0;t={tick.month_reset}')],
+        "MONTHLY_ALLOWANCE_EXHAUSTED",
+        f"This live key's monthly allowance of {monthly} requests is used up until "
+        f"{datetime.fromtimestamp(tick.month_ends, UTC):%Y-%m-%d} 00:00 UTC. "
+        "Test keys do not count toward the allowance.",
+        tick.month_reset,
+    )
+
+
+def _allowed(policy_header: tuple[str, str], per_minute: int, used: int, monthly: int | None, used_month: int,
+             tick: _Tick) -> LimitDecision:
+    minute = f'"minute";r={max(0, per_minute - used)};t={tick.minute_reset}'
+    if monthly is None:
+        return LimitDecision(True, [policy_header, ("RateLimit", minute)])
+    return LimitDecision(True, [policy_header, ("RateLimit", f'{minute}, "month";r={max(0, monthly - used_month)};'
+                                                             f't={tick.month_reset}')])
+
+
+def decision_from_counts(record: KeyRecord, now: datetime, default_per_minute: int, default_monthly: int,
+                         used: int, used_month: int, refused: str | None) -> LimitDecision:
+    """The decision when the store itself counted only within the limits (the edge's conditional update).
+
+    `refused` is "minute" or "month" when the store refused to count, and `used` /
+    `used_month` are then the totals as they stood; otherwise the new totals. Same
+    policies, headers and problem texts as `Limiter.hit`.
+    """
+    tick = _tick(math.floor(now.timestamp()))
+    per_minute = record.per_minute if record.per_minute is not None else default_per_minute
+    monthly = None
+    if record.kind == "live":
+        monthly = record.monthly if record.monthly is not None else default_monthly
+    policy_header = ("RateLimit-Policy", _policy_field(per_minute, monthly, tick.month_length))
+    if refused == "minute":
+        return _minute_refused(policy_header, per_minute, tick)
+    if monthly is None:
+        return _allowed(policy_header, per_minute, used, None, 0, tick)
+    if refused == "month":
+        return _month_refused(policy_header, per_minute, used, monthly, tick)
+    return _allowed(policy_header, per_minute, used, monthly, used_month, tick)
 
 
 class MemoryCounter:

@@ -327,6 +327,11 @@ class FileRoute:
         return self.key_prefix + name
 
 
+# Bundle files stored already compressed: the renderer writes no .gz copy of them.
+PRECOMPRESSED_SUFFIXES = (".parquet", ".zip")
+# The bundle's one zip: not in its SHA256SUMS (the zip holds that file), so named here for the edge.
+BUNDLE_ZIP = "malaria_risk_nigeria.zip"
+
 DOWNLOAD_FILE = FileRoute(
     "/v1/downloads/{release_id}/{name}", "/v1/downloads/", "downloads/",
     "One bundle file of a release this service keeps (the current one or an earlier one), byte for byte.",

@@ -2,47 +2,69 @@
 
 Same interfaces as the SQLite pair — `lookup` for the gate, the admin methods for
 `malaria-risk keys/orgs/accounts --store dynamodb:PREFIX`, and `incr` for limits — so
-the gate cannot tell them apart.
+the gate cannot tell them apart. The admin side takes a boto3 client (the CLI has it);
+the edge side (`EdgeAccounts`) speaks the JSON protocol through `edge.aws`, standard
+library only.
 
-Two tables (created by deploy/aws.py):
+Tables (created by deploy/aws.py):
 
-- `<prefix>keys`, partition key `pk` (S). One table, three item kinds:
-  `key#<sha256>` (a key: id, name, kind, scopes, expiry, revocation, owner, org,
-  limits, hint), `org#<org>` (suspended_at) and `account#<account>` (removed_at).
-  A sparse global secondary index `by_id` on `key_id` finds a key by id for
-  `keys revoke`. A lookup is one strongly consistent GetItem, plus one BatchGetItem
-  for the owner and org when the key has them.
-- `<prefix>counters`, partition key `name` (S), `n` (N), and a TTL attribute
-  `expires_at` (epoch seconds). An increment is one UpdateItem `ADD n :one` with
-  ReturnValues=UPDATED_NEW: DynamoDB applies concurrent ADDs one after another and
-  returns each caller its own new value, which is what makes limits exact across every
-  edge location at once. TTL deletion is lazy (it may lag by hours), which is harmless
-  because a window's name contains its minute or month and is never reused.
+- `<prefix>keys`, partition key `pk` (S). Three item kinds: `key#<sha256>` (a key: id,
+  name, kind, scopes, expiry, revocation, owner, org, limits, hint, and the flags
+  `owner_removed_at` / `org_suspended_at` copied from its owner and org), `org#<org>`
+  (suspended_at) and `account#<account>` (removed_at). A sparse global secondary index
+  `by_id` on `key_id` finds a key by id for `keys revoke`.
+- `<prefix>counters`, partition key `name` (S), `n` (N), TTL attribute `expires_at`:
+  the counters of the local server when it runs on DynamoDB (`DynamoDBCounter`).
 
-Only boto3 (present in the Lambda runtime); the client is passed in so tests can aim it
-at a loopback endpoint.
+At the edge an authorised request costs **one** call: a conditional `UpdateItem` on the
+key's own item that adds one to its minute and month counters (attributes
+`cm_<minute index>` and `cM_<YYYY-MM>`) only if the key is active and both counters are
+under their limits, returning the whole item (`ALL_NEW`) — or, when the condition fails,
+the item as it was (`ReturnValuesOnConditionCheckFailure=ALL_OLD`), which says why:
+no such key, revoked, expired, owner removed, org suspended, minute or month used up.
+DynamoDB applies conditional updates of one item one after another, so exactly `limit`
+requests of a window are accepted across every edge location. Old windows are removed
+by later updates of the same item (see `EdgeAccounts`). Design notes: docs/deploy.md.
 """
 
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
 from ..routes import SCOPES
 
+if TYPE_CHECKING:
+    from ..gate import LimitDecision
+
 ID_INDEX = "by_id"
 
 
-def _s(item: dict[str, Any], name: str) -> str | None:
+def _s(item: Mapping[str, Any], name: str) -> str | None:
     v = item.get(name)
     return None if v is None or "NULL" in v else v.get("S")
 
 
-def _n(item: dict[str, Any], name: str) -> int | None:
+def _n(item: Mapping[str, Any], name: str) -> int | None:
     v = item.get(name)
     return None if v is None or "NULL" in v else int(v["N"])
+
+
+def record_from_item(item: Mapping[str, Any]) -> KeyRecord:
+    """A key item (with its copied owner/org flags) as the gate's KeyRecord."""
+    scopes = _s(item, "scopes") or ""
+    return KeyRecord(
+        id=_s(item, "key_id") or "", name=_s(item, "name") or "", kind=_s(item, "kind") or "test",
+        scopes=tuple(scopes.split()), revoked=_s(item, "revoked_at") is not None,
+        expires_on=_s(item, "expires_on"), owner=_s(item, "owner"), org=_s(item, "org"),
+        owner_removed=_s(item, "owner_removed_at") is not None,
+        org_suspended=_s(item, "org_suspended_at") is not None,
+        per_minute=_n(item, "per_minute"), monthly=_n(item, "monthly"),
+    )
 
 
 class DynamoDBKeyStore:
@@ -93,41 +115,24 @@ class DynamoDBKeyStore:
             )
         for table in (self.keys_table, self.counters_table_name):
             self.client.get_waiter("table_exists").wait(TableName=table)
-        self.client.update_time_to_live(
-            TableName=self.counters_table_name,
-            TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
-        )
+        # describe before update: DynamoDB rejects enabling TTL that is already enabled
+        ttl = self.client.describe_time_to_live(TableName=self.counters_table_name).get("TimeToLiveDescription", {})
+        if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+            self.client.update_time_to_live(
+                TableName=self.counters_table_name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": "expires_at"},
+            )
+        elif ttl.get("AttributeName") != "expires_at":
+            raise AdminError(f"{self.counters_table_name} has TTL on {ttl.get('AttributeName')!r}, "
+                             "not expires_at; fix it by hand")
 
     # -- read side (the gate) -------------------------------------------------------------
     def lookup(self, key_hash: str) -> KeyRecord | None:
+        """One strongly consistent GetItem: owner and org flags are copied onto the key item."""
         got = self.client.get_item(TableName=self.keys_table, Key={"pk": {"S": f"key#{key_hash}"}},
                                    ConsistentRead=True)
         item = got.get("Item")
-        if item is None:
-            return None
-        owner, org = _s(item, "owner"), _s(item, "org")
-        wanted = []
-        if owner:
-            wanted.append({"pk": {"S": f"account#{owner}"}})
-        if org:
-            wanted.append({"pk": {"S": f"org#{org}"}})
-        removed = suspended = False
-        if wanted:
-            res = self.client.batch_get_item(RequestItems={self.keys_table: {"Keys": wanted, "ConsistentRead": True}})
-            for p in res.get("Responses", {}).get(self.keys_table, []):
-                pk = p["pk"]["S"]
-                if pk.startswith("account#") and _s(p, "removed_at"):
-                    removed = True
-                if pk.startswith("org#") and _s(p, "suspended_at"):
-                    suspended = True
-        scopes = _s(item, "scopes") or ""
-        return KeyRecord(
-            id=_s(item, "key_id") or "", name=_s(item, "name") or "", kind=_s(item, "kind") or "test",
-            scopes=tuple(scopes.split()), revoked=_s(item, "revoked_at") is not None,
-            expires_on=_s(item, "expires_on"), owner=owner, org=org,
-            owner_removed=removed, org_suspended=suspended,
-            per_minute=_n(item, "per_minute"), monthly=_n(item, "monthly"),
-        )
+        return None if item is None else record_from_item(item)
 
     # -- admin side -------------------------------------------------------------------------
     def create(self, name: str, scopes: list[str], kind: str = "test", expires_on: str | None = None,
@@ -152,12 +157,33 @@ class DynamoDBKeyStore:
         for attr, num in (("per_minute", per_minute), ("monthly", monthly)):
             if num is not None:
                 item[attr] = {"N": str(num)}
+        if org is not None:
+            suspended = self._attr(f"org#{org}", "suspended_at")
+            if suspended is not None:
+                item["org_suspended_at"] = {"S": suspended}
         self.client.put_item(TableName=self.keys_table, Item=item, ConditionExpression="attribute_not_exists(pk)")
         return kid, key
 
     def _flag(self, pk: str, attr: str) -> bool:
+        return self._attr(pk, attr) is not None
+
+    def _attr(self, pk: str, attr: str) -> str | None:
         item = self.client.get_item(TableName=self.keys_table, Key={"pk": {"S": pk}}, ConsistentRead=True).get("Item")
-        return item is not None and _s(item, attr) is not None
+        return None if item is None else _s(item, attr)
+
+    def _copy_flag(self, attr: str, value: str, flag: str, stamp: str | None) -> None:
+        """Set (or clear) `flag` on every key whose `attr` is `value`: the edge reads only the key item."""
+        for item in self._key_items():
+            if _s(item, attr) != value:
+                continue
+            if stamp is None:
+                self.client.update_item(TableName=self.keys_table, Key={"pk": item["pk"]},
+                                        UpdateExpression="REMOVE #f", ExpressionAttributeNames={"#f": flag})
+            else:
+                self.client.update_item(TableName=self.keys_table, Key={"pk": item["pk"]},
+                                        UpdateExpression="SET #f = if_not_exists(#f, :t)",
+                                        ExpressionAttributeNames={"#f": flag},
+                                        ExpressionAttributeValues={":t": {"S": stamp}})
 
     def _key_items(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -169,7 +195,7 @@ class DynamoDBKeyStore:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def list(self, now: datetime | None = None) -> list[dict]:
+    def list(self, now: datetime | None = None) -> list[dict[str, Any]]:
         now = now or datetime.now(UTC)
         rows = []
         for item in sorted(self._key_items(), key=lambda i: (_s(i, "created_at") or "", _s(i, "key_id") or "")):
@@ -205,18 +231,22 @@ class DynamoDBKeyStore:
             TableName=self.keys_table, Key={"pk": {"S": f"org#{org}"}}).get("Item") is not None
         if not known:
             raise AdminError(f"no organisation {org!r} owns any key")
+        stamp = now.isoformat(timespec="seconds")
         if suspended:
             self.client.put_item(TableName=self.keys_table, Item={
-                "pk": {"S": f"org#{org}"}, "suspended_at": {"S": now.isoformat(timespec="seconds")}})
+                "pk": {"S": f"org#{org}"}, "suspended_at": {"S": stamp}})
         else:
             self.client.put_item(TableName=self.keys_table, Item={"pk": {"S": f"org#{org}"}})
+        self._copy_flag("org", org, "org_suspended_at", stamp if suspended else None)
 
     def remove_account(self, account: str, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
         if not self._owns_keys("owner", account):
             raise AdminError(f"no account {account!r} owns any key")
+        stamp = now.isoformat(timespec="seconds")
         self.client.put_item(TableName=self.keys_table, Item={
-            "pk": {"S": f"account#{account}"}, "removed_at": {"S": now.isoformat(timespec="seconds")}})
+            "pk": {"S": f"account#{account}"}, "removed_at": {"S": stamp}})
+        self._copy_flag("owner", account, "owner_removed_at", stamp)
 
 
 class DynamoDBCounter:
@@ -236,3 +266,205 @@ class DynamoDBCounter:
 
     def sweep(self, before: int) -> None:
         """DynamoDB's TTL deletes expired windows itself."""
+
+
+# --- the edge: key status, revocation and both counters in one conditional UpdateItem -------
+
+MINUTE_ATTR = "cm_"  # + minute index since the epoch
+MONTH_ATTR = "cM_"  # + YYYY-MM
+_ACTIVE_AND_UNDER = (
+    "attribute_exists(#pk) AND attribute_not_exists(#rv) AND attribute_not_exists(#or)"
+    " AND attribute_not_exists(#os) AND (attribute_not_exists(#ex) OR #ex > :today)"
+    " AND (attribute_not_exists(#m) OR (attribute_exists(#pm) AND #m < #pm)"
+    " OR (attribute_not_exists(#pm) AND #m < :dpm))"
+    " AND (#kind <> :live OR attribute_not_exists(#M) OR (attribute_exists(#mo) AND #M < #mo)"
+    " OR (attribute_not_exists(#mo) AND #M < :dmo))"
+)
+_NAMES = {"#pk": "pk", "#rv": "revoked_at", "#or": "owner_removed_at", "#os": "org_suspended_at",
+          "#ex": "expires_on", "#pm": "per_minute", "#kind": "kind", "#mo": "monthly"}
+MAX_REMOVALS = 16  # stale window attributes dropped per update; keeps the expression small
+
+
+class Windows:
+    """The counter attribute names of `now`, and the newest names that are safe to delete.
+
+    The window before the current one is kept: an instance whose clock is a little
+    behind may still be counting it. Anything older is never counted again.
+    """
+
+    __slots__ = ("minute", "month", "minute_index", "month_key", "today")
+
+    def __init__(self, minute: str, month: str, minute_index: int, month_key: str, today: str):
+        self.minute = minute
+        self.month = month
+        self.minute_index = minute_index
+        self.month_key = month_key
+        self.today = today
+
+    @classmethod
+    def at(cls, now: datetime) -> Windows:
+        now = now.astimezone(UTC)
+        index = int(now.timestamp() // 60)
+        month = f"{now.year:04d}-{now.month:02d}"
+        return cls(f"{MINUTE_ATTR}{index}", f"{MONTH_ATTR}{month}", index, month, now.date().isoformat())
+
+    @property
+    def expired(self) -> tuple[str, str]:
+        """The window before the previous one, of each kind: never counted again, always safe to drop."""
+        year, month = int(self.month_key[:4]), int(self.month_key[5:])
+        back = year * 12 + month - 1 - 2
+        return f"{MINUTE_ATTR}{self.minute_index - 2}", f"{MONTH_ATTR}{back // 12:04d}-{back % 12 + 1:02d}"
+
+    def stale(self, name: str) -> bool:
+        if name.startswith(MINUTE_ATTR):
+            try:
+                return int(name[len(MINUTE_ATTR):]) < self.minute_index - 1
+            except ValueError:
+                return False
+        if name.startswith(MONTH_ATTR):
+            year, month = int(self.month_key[:4]), int(self.month_key[5:])
+            previous = f"{year - (month == 1):04d}-{(month - 2) % 12 + 1:02d}"
+            return name[len(MONTH_ATTR):] < previous
+        return False
+
+
+def authorise_request(table: str, key_hash: str, windows: Windows, per_minute: int, monthly: int,
+                      remove: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The UpdateItem that counts one request iff the key is active and under both limits."""
+    names = dict(_NAMES, **{"#m": windows.minute, "#M": windows.month})
+    update = "ADD #m :one, #M :one"
+    if remove:
+        placeholders = []
+        for i, name in enumerate(remove[:MAX_REMOVALS]):
+            names[f"#x{i}"] = name
+            placeholders.append(f"#x{i}")
+        update += " REMOVE " + ", ".join(placeholders)
+    return {
+        "TableName": table,
+        "Key": {"pk": {"S": f"key#{key_hash}"}},
+        "UpdateExpression": update,
+        "ConditionExpression": _ACTIVE_AND_UNDER,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {
+            ":one": {"N": "1"}, ":today": {"S": windows.today}, ":live": {"S": "live"},
+            ":dpm": {"N": str(per_minute)}, ":dmo": {"N": str(monthly)},
+        },
+        "ReturnValues": "ALL_NEW",
+        "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
+    }
+
+
+class Outcome(NamedTuple):
+    """What one UpdateItem said about a key and its windows.
+
+    `refused` is None (counted: `minute`/`month` are the new totals), "key" (no such key
+    or not active: nothing counted), "minute" or "month" (a limit is used up: nothing
+    counted, `minute`/`month` are the totals as they stand).
+    """
+
+    record: KeyRecord | None
+    minute: int
+    month: int
+    refused: str | None
+    stale: tuple[str, ...]
+
+
+def read_outcome(item: Mapping[str, Any] | None, windows: Windows, counted: bool, now: datetime,
+                 per_minute: int, monthly: int) -> Outcome:
+    """Interpret the item DynamoDB returned: ALL_NEW when `counted`, else ALL_OLD (None: no item)."""
+    if item is None:
+        return Outcome(None, 0, 0, "key", ())
+    record = record_from_item(item)
+    minute = _n(item, windows.minute) or 0
+    month = _n(item, windows.month) or 0
+    stale = tuple(name for name in item if windows.stale(name))
+    if counted:
+        return Outcome(record, minute, month, None, stale)
+    if record.status(now) != "active":
+        return Outcome(record, minute, month, "key", stale)
+    if minute >= (record.per_minute if record.per_minute is not None else per_minute):
+        return Outcome(record, minute, month, "minute", stale)
+    if record.kind == "live" and month >= (record.monthly if record.monthly is not None else monthly):
+        return Outcome(record, minute, month, "month", stale)
+    raise ValueError(f"the condition on key {record.id} failed for no reason its item shows")
+
+
+Call = Callable[[str, Mapping[str, Any], float], dict[str, Any]]  # (operation, request, deadline) → response
+
+
+class EdgeAccounts:
+    """Keys and limits for the edge: one conditional UpdateItem per authorised request.
+
+    `for_request(now, deadline)` gives the gate a per-request object that is both its
+    key store (`lookup`) and its limiter (`hit`): `lookup` makes the call, `hit` reads
+    the counts it returned. Refusals of the key itself (unknown, revoked, expired, owner
+    removed, org suspended) are remembered per instance for `refusal_ttl` seconds, so a
+    flood of made-up keys costs DynamoDB one call per key per 2 s; an active key is
+    never cached, so revocation takes effect on the very next request.
+    """
+
+    def __init__(self, call: Call, table_prefix: str, per_minute: int, monthly: int,
+                 refusal_ttl: float = 2.0, clock: Callable[[], float] = time.monotonic, max_items: int = 5000):
+        self.call = call
+        self.table = f"{table_prefix}keys"
+        self.per_minute = per_minute
+        self.monthly = monthly
+        self.refusal_ttl = refusal_ttl
+        self.clock = clock
+        self.max_items = max_items
+        self._refused: dict[str, tuple[float, KeyRecord | None]] = {}
+        self._stale: dict[str, tuple[str, ...]] = {}
+
+    def for_request(self, now: datetime, deadline: float) -> tuple[RequestAccount, RequestAccount]:
+        """(key store, limiter) for the gate: one object, so `hit` sees what `lookup` was told."""
+        account = RequestAccount(self, now, deadline)
+        return account, account
+
+    def authorise(self, key_hash: str, now: datetime, deadline: float) -> Outcome:
+        t = self.clock()
+        hit = self._refused.get(key_hash)
+        if hit is not None and t - hit[0] < self.refusal_ttl:
+            return Outcome(hit[1], 0, 0, "key", ())
+        windows = Windows.at(now)
+        remove = tuple(dict.fromkeys((*windows.expired, *self._stale.pop(key_hash, ()))))
+        request = authorise_request(self.table, key_hash, windows, self.per_minute, self.monthly, remove)
+        from ..aws import AWSError  # the edge's client; imported here so admin use never needs it
+
+        try:
+            got = self.call("UpdateItem", request, deadline)
+            outcome = read_outcome(got.get("Attributes"), windows, True, now, self.per_minute, self.monthly)
+        except AWSError as e:
+            if e.code != "ConditionalCheckFailedException":
+                raise
+            outcome = read_outcome(e.body.get("Item"), windows, False, now, self.per_minute, self.monthly)
+        if len(self._stale) >= self.max_items:
+            self._stale.clear()
+        if outcome.stale:
+            self._stale[key_hash] = outcome.stale
+        if outcome.refused == "key":
+            if len(self._refused) >= self.max_items:
+                self._refused.clear()
+            self._refused[key_hash] = (t, outcome.record)
+        return outcome
+
+
+class RequestAccount:
+    """One request's view: the gate's KeyStore and Limiter, backed by one UpdateItem."""
+
+    def __init__(self, accounts: EdgeAccounts, now: datetime, deadline: float):
+        self.accounts = accounts
+        self.now = now
+        self.deadline = deadline
+        self.outcome: Outcome | None = None
+
+    def lookup(self, key_hash: str) -> KeyRecord | None:
+        self.outcome = self.accounts.authorise(key_hash, self.now, self.deadline)
+        return self.outcome.record
+
+    def hit(self, record: KeyRecord, now: datetime) -> LimitDecision:
+        from ..limits import decision_from_counts
+
+        outcome = self.outcome
+        assert outcome is not None and outcome.record is not None, "hit() before a successful lookup()"
+        return decision_from_counts(record, now, self.accounts.per_minute, self.accounts.monthly,
+                                    outcome.minute, outcome.month, outcome.refused)

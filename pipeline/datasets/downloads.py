@@ -21,7 +21,7 @@ import orjson
 import polars as pl
 import shapely
 
-from edge.routes import CSV, DOWNLOAD_FILE, GEOJSON, JSON
+from edge.routes import BUNDLE_ZIP, CSV, DOWNLOAD_FILE, GEOJSON, JSON
 from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
 from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
 from pipeline.datasets.boundaries import geometry_json
@@ -33,7 +33,7 @@ PARQUET = "application/vnd.apache.parquet"
 ZIP = "application/zip"
 MARKDOWN = "text/markdown; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
-ZIP_NAME = "malaria_risk_nigeria.zip"
+ZIP_NAME = BUNDLE_ZIP
 PACKAGE_NAME = "malaria-risk-nigeria"
 # GeoParquet 1.1: WKB geometry plus a `geo` key in the file metadata; no CRS member means
 # OGC:CRS84 (longitude/latitude on WGS 84), which is what the outlines are in.

@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from botocore.exceptions import ClientError
 
+from edge.routes import DOWNLOAD_FILE, PUBLIC_PREFIX
 from pipeline.errors import PointerConflict, PublishError
 from pipeline.publish.s3.client import S3Client, is_missing, retrying, s3_errors
 from pipeline.publish.s3.layout import CACHE_POINTER, JSON, POINTER_FORMAT, SHA_META, Target
@@ -58,7 +59,8 @@ def pointer_document(
     """What the edge reads to know which release is live, and what it may answer.
 
     Carries the manifest's facts so the edge validates periods and states without
-    fetching the (large) manifest; `manifest_sha256` chains trust to the manifest.
+    fetching the (large) manifest, and the docs pages (`public`) and bundle files
+    (`downloads`) so the edge answers 404 for a page or file the release lacks; `manifest_sha256` chains trust to the manifest.
     """
     return {
         "format": POINTER_FORMAT,
@@ -69,6 +71,11 @@ def pointer_document(
         "model_version": manifest.model_version,
         "facts": manifest.facts,
         "files": len(manifest.files),
+        "public": sorted(k for k, e in manifest.files.items()
+                         if k.startswith(PUBLIC_PREFIX) and not e.get("content_encoding")),
+        # the bundle's file names, so the edge answers UNKNOWN_FILE itself (not a missing object)
+        "downloads": sorted(k[len(DOWNLOAD_FILE.key_prefix):] for k, e in manifest.files.items()
+                            if k.startswith(DOWNLOAD_FILE.key_prefix) and not e.get("content_encoding")),
         "previous": previous,
         "published_at": published_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
