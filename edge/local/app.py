@@ -151,12 +151,12 @@ def create_app(settings: ServerSettings | None = None) -> App:
     """The app factory each worker process calls; settings come from the environment by default."""
     from ..limits import Limiter as FixedWindowLimiter
     from ..stores import open_store
-    from ..stores.sqlite import ChangeAwareKeyCache
+    from ..stores.sqlite import ChangeAwareKeyCache, SQLiteKeyStore
 
     s = settings or ServerSettings.from_env()
     store, counter = open_store(s.store, counters=s.counters)
     keys: Any = store
-    if s.store.startswith("sqlite:") or ":" not in s.store:
+    if isinstance(store, SQLiteKeyStore):  # a local file: revocations seen through PRAGMA data_version
         keys = ChangeAwareKeyCache(store, store.path)
     limiter = FixedWindowLimiter(counter, s.per_minute, s.monthly) if s.limits else None
     clock: Clock = utc_now

@@ -273,7 +273,7 @@ def survey_entries(rows: pl.DataFrame, with_residence: pl.DataFrame | None = Non
     are null. small_sample is null when children_tested is unknown.
     """
     out: list[dict[str, Any]] = []
-    res: dict[tuple[int, str], float] = {}
+    res: dict[tuple[int, str, str], float] = {}
     if with_residence is not None:
         res = {(y, a, t): v for y, a, t, v in
                with_residence.select("survey_year", "area", "test", "positivity").iter_rows()}
