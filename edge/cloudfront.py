@@ -64,7 +64,7 @@ from .settings import EdgeSettings
 from .viewer_response import FORWARDED
 
 MAX_GENERATED_BODY = 40 * 1024  # CloudFront's limit for a viewer-request generated response
-STATUS_TEXT = {200: "OK", 204: "No Content", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
+STATUS_TEXT = {200: "OK", 204: "No Content", 301: "Moved Permanently", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
                403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
                500: "Internal Server Error", 503: "Service Unavailable"}
 RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # one key segment, as the publisher checks
