@@ -163,6 +163,7 @@ DEFAULT_SLOTS = 1 << 16
 # an entry is never placed further than this from its home slot, so a lookup never scans
 # more; with linear probing a run this long only happens in a table close to full
 _MAX_PROBES = 1024
+_WHERE_MAX = 4096  # remembered slots per process; a window's names change each minute
 
 
 class _FileLock:
@@ -333,6 +334,11 @@ class MappedCounter:
         self._states = _HEADER_SIZE
         self._base = _HEADER_SIZE + slots
         self._mm = mm
+        # the mapping as int64 cells: a slot's count (its first 8 bytes) read and written in one step
+        self._cells = memoryview(mm).cast("q")
+        # name -> (length-prefixed name, slot) where this process last found it: tried first,
+        # and trusted only if that slot is still in use under that very name
+        self._where: dict[str, tuple[bytes, int]] = {}
         self._lock: _SharedMutex | _FileLock
         if shared:
             self._lock = _SharedMutex(mm, _MUTEX_OFFSET)
@@ -365,6 +371,7 @@ class MappedCounter:
     def close(self) -> None:
         """Unmap and close the file (which also gives up this process's share of it)."""
         self._lock = _FileLock(-1)  # drops the mutex's hold on the mapping, which may then close
+        self._cells.release()
         self._mm.close()
         os.close(self._fd)
 
@@ -399,37 +406,51 @@ class MappedCounter:
             return free, False
         raise CounterTableFull(f"no free counter slot near {b!r} in {self.path} ({self.slots} slots)")
 
-    def _incr_locked(self, b: bytes, expires_at: int) -> int:
+    def _bump(self, name: str, expires_at: int) -> int:
+        """`name` += 1 (inside the lock): the slot this process found last time is tried first,
+        which spares the name's encoding, its hash and the probe on all but a window's first use."""
         mm = self._mm
+        hit = self._where.get(name)
+        if hit is not None:
+            lp, i = hit
+            off = self._base + i * _SLOT
+            if mm[self._states + i] == _USED and mm[off + 16 : off + 16 + len(lp)] == lp:
+                cells = self._cells
+                n: int = cells[off >> 3] + 1
+                cells[off >> 3] = n
+                return n
+        b = self._encode(name)
         i, found = self._find(b)
         off = self._base + i * _SLOT
         if found:
-            n: int = _COUNT.unpack_from(mm, off)[0] + 1
+            n = _COUNT.unpack_from(mm, off)[0] + 1
             _COUNT.pack_into(mm, off, n)
-            return n
-        _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))
-        mm[off + 17 : off + 17 + len(b)] = b
-        mm[self._states + i] = _USED  # last: a half-written slot is never seen as used
-        return 1
+        else:
+            n = 1
+            _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))
+            mm[off + 17 : off + 17 + len(b)] = b
+            mm[self._states + i] = _USED  # last: a half-written slot is never seen as used
+        if len(self._where) >= _WHERE_MAX:
+            self._where.clear()
+        self._where[name] = (bytes((len(b),)) + b, i)
+        return n
 
     def incr(self, name: str, expires_at: int) -> int:
-        b = self._encode(name)
         lock = self._lock
         lock.acquire()
         try:
-            return self._incr_locked(b, expires_at)
+            return self._bump(name, expires_at)
         finally:
             lock.release()
 
     def incr_pair(self, first: str, first_expires: int, first_limit: int, second: str,
                   second_expires: int) -> tuple[int, int | None]:
         """`first` += 1, then `second` += 1 only if `first` stayed within `first_limit`, in one lock."""
-        a, b = self._encode(first), self._encode(second)
         lock = self._lock
         lock.acquire()
         try:
-            n = self._incr_locked(a, first_expires)
-            return n, (self._incr_locked(b, second_expires) if n <= first_limit else None)
+            n = self._bump(first, first_expires)
+            return n, (self._bump(second, second_expires) if n <= first_limit else None)
         finally:
             lock.release()
 
