@@ -280,13 +280,20 @@ class MappedCounter:
     Why not SQLite on the hot path: a SQLite increment is a transaction — lock, read the
     page, write the WAL, commit — about 45–90 µs, twice per live-key request, which made
     the counter the slowest thing between a request and its file. Here an increment is a
-    hash probe into a table every process has mapped, under an exclusive `flock` of the
-    file: about 3 µs. Exactness has the same argument as SQLite's: the read-modify-write
+    hash probe into a table every process has mapped, inside one lock: on Linux a robust
+    process-shared pthread mutex kept in the file's header (`_SharedMutex`: no syscall
+    when uncontended), elsewhere an exclusive `flock` plus a thread lock (`_FileLock`).
+    Both of a request's increments cost about 2–3 µs with the mutex, against 4–6 µs with
+    two flock calls. Exactness has the same argument as SQLite's: the read-modify-write
     happens entirely inside the lock, so every increment of a window returns a distinct
-    consecutive value across threads (a `threading.Lock`, since flock locks belong to the
-    open file and threads share it) and processes (the flock).
+    consecutive value across threads and processes. Each process remembers the slot where
+    it last found a window and checks, inside the lock, that the slot still holds it.
 
-    Layout: a 64-byte header, then one state byte per slot (empty / used / gone, so a
+    Every process using the file holds a shared `flock` of it for life; one that opens it
+    and can lock it exclusively is alone, and only then is the mutex (re)initialised — so
+    a mutex left locked on disk by a machine crash never blocks the next start.
+
+    Layout: a 64-byte header (magic, slots, slot size, the mutex), then one state byte per slot (empty / used / gone, so a
     sweep can find used slots with `mmap.find` instead of a Python loop over all slots),
     then 64-byte slots holding count, expiry and name. Open addressing with linear probing
     on a CRC-32 of the name (stable across processes, unlike `hash`).
@@ -296,7 +303,8 @@ class MappedCounter:
     minute at the sweep. A power cut or kernel crash can lose up to a minute of counts:
     a client gets back up to a minute of requests, never an inflated count. A process
     killed mid-increment loses at most that one increment (the slot's state byte is
-    written last), and its flock is released by the kernel.
+    written last); its lock is released by the kernel (flock) or handed on marked
+    owner-dead (the robust mutex), and the next holder carries on.
 
     Capacity is fixed when the file is created (`slots`, default 65,536, 4.3 MB): a window
     lives for its length plus a grace (minutes: 3 min; months: the month + 1 day), so that
