@@ -283,7 +283,7 @@ class MappedCounter:
     hash probe into a table every process has mapped, inside one lock: on Linux a robust
     process-shared pthread mutex kept in the file's header (`_SharedMutex`: no syscall
     when uncontended), elsewhere an exclusive `flock` plus a thread lock (`_FileLock`).
-    Both of a request's increments cost about 2–3 µs with the mutex, against 4–6 µs with
+    Both of a request's increments cost about 2 µs with the mutex, against 4–6 µs with
     two flock calls. Exactness has the same argument as SQLite's: the read-modify-write
     happens entirely inside the lock, so every increment of a window returns a distinct
     consecutive value across threads and processes. Each process remembers the slot where
