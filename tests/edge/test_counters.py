@@ -38,8 +38,19 @@ def test_the_lock_in_use_is_the_shared_mutex_on_linux(tmp_path: Path):
     assert c._lock.shared == (counters._PTHREAD is not None)
 
 
-def test_exact_across_threads(tmp_path: Path):
+@pytest.fixture(params=["shared mutex", "flock"])
+def lock_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both locks on this machine: the portable one is what runs where the mutex is missing."""
+    if request.param == "flock":
+        monkeypatch.setattr(counters, "_PTHREAD", None)
+    elif counters._PTHREAD is None:
+        pytest.skip("no robust process-shared mutex here")
+    return str(request.param)
+
+
+def test_exact_across_threads(tmp_path: Path, lock_kind: str):
     c = MappedCounter(tmp_path / "c.map", slots=64)
+    assert c._lock.shared == (lock_kind == "shared mutex")
     with ThreadPoolExecutor(8) as pool:
         got = list(pool.map(lambda _: c.incr_pair("m", FAR, 10**9, "M", FAR), range(800)))
     assert sorted(n for n, _ in got) == list(range(1, 801))
@@ -51,7 +62,7 @@ def _hammer(path: str, n: int, out: multiprocessing.Queue) -> None:
     out.put([c.incr_pair("m", FAR, 1000, "M", FAR) for _ in range(n)])
 
 
-def test_exact_across_processes_and_the_pair_stops_at_the_first_limit(tmp_path: Path):
+def test_exact_across_processes_and_the_pair_stops_at_the_first_limit(tmp_path: Path, lock_kind: str):
     path = str(tmp_path / "c.map")
     MappedCounter(path).close()
     ctx = multiprocessing.get_context("fork")
