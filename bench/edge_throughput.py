@@ -193,14 +193,16 @@ def main() -> None:
                                                   per_minute=10**9, monthly=10**9)
 
         fronts: dict[str, str] = {}
-        for front in FRONTS:
+        for i, front in enumerate(FRONTS):
             port = free_port()
             checkout, _, name = front.rpartition(":")  # "before:uvicorn" runs BENCH_BEFORE's code
             code = Path(os.environ["BENCH_BEFORE"]).resolve() if checkout == "before" else ROOT
             procs.append(subprocess.Popen(
                 [sys.executable, "-m", "pipeline.cli", "serve", "--root", str(root), "--port", str(port),
                  "--keys", str(keys_path), "--workers", str(WORKERS), "--http", name],
-                cwd=code, env={**os.environ, "PYTHONPATH": str(code)},
+                # a counters file of its own: code of another version may not share one
+                cwd=code, env={**os.environ, "PYTHONPATH": str(code),
+                               "MALARIA_RISK_COUNTERS": str(tmp / "var" / f"counters-{i}.map")},
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fronts[front] = f"http://127.0.0.1:{port}"
             wait_up(fronts[front] + "/v1/periods", procs[-1], f"malaria-risk serve --http {front}")

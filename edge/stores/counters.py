@@ -30,12 +30,15 @@ per API request would cost more than the request.
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import fcntl
 import hashlib
 import mmap
 import os
 import sqlite3
 import struct
+import sys
 import threading
 import zlib
 from collections.abc import Iterator
@@ -146,7 +149,8 @@ class CounterTableFull(RuntimeError):
     when the file is created; a fresh file gets DEFAULT_SLOTS."""
 
 
-_MAGIC = b"MRCOUNT1"
+_MAGIC = b"MRCOUNT2"  # version 2: the shared mutex in the header
+_MAGIC_V1 = b"MRCOUNT1"
 _HEADER = struct.Struct("<8sII")  # magic, slots, slot size
 _HEADER_SIZE = 64
 _SLOT = 64
@@ -159,6 +163,115 @@ DEFAULT_SLOTS = 1 << 16
 # an entry is never placed further than this from its home slot, so a lookup never scans
 # more; with linear probing a run this long only happens in a table close to full
 _MAX_PROBES = 1024
+_WHERE_MAX = 4096  # remembered slots per process; a window's names change each minute
+
+
+class _FileLock:
+    """The portable lock: an exclusive `flock` of the counters file, plus a `threading.Lock`
+    (flock locks belong to the open file, which a process's threads share). Two syscalls
+    per critical section; used where `_SharedMutex` is not available."""
+
+    shared = False
+
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._tlock = threading.Lock()
+
+    def acquire(self) -> None:
+        self._tlock.acquire()
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        except BaseException:
+            self._tlock.release()
+            raise
+
+    def release(self) -> None:
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+        finally:
+            self._tlock.release()
+
+
+class _SharedMutex:
+    """A robust, process-shared pthread mutex stored inside the mapped file (via ctypes).
+
+    Uncontended, locking and unlocking are each one atomic instruction in user space (a
+    futex): no syscall, unlike `flock`. It excludes threads as well as processes. Robust:
+    when its holder dies, the kernel marks it and the next locker gets EOWNERDEAD, marks
+    it consistent and carries on — the same recovery as the kernel releasing a dead
+    process's flock (the data it guards is written so a torn increment is never visible).
+
+    It is (re)initialised only by a process that holds the file alone (see
+    `MappedCounter.__init__`), so a mutex left locked in the file by a machine crash
+    never blocks the next start.
+    """
+
+    shared = True
+
+    def __init__(self, mm: mmap.mmap, offset: int):
+        self._cell = ctypes.c_char.from_buffer(mm, offset)  # keeps the mapping's memory pinned
+        self._addr = ctypes.addressof(self._cell)
+        assert _PTHREAD is not None
+        self._lock = _PTHREAD.pthread_mutex_lock
+        self._unlock = _PTHREAD.pthread_mutex_unlock
+        self._consistent = _PTHREAD.pthread_mutex_consistent
+
+    def initialise(self) -> None:
+        assert _PTHREAD is not None
+        buf = ctypes.create_string_buffer(64)  # pthread_mutexattr_t is 4 bytes on Linux; room to spare
+        attr = ctypes.addressof(buf)
+        for rc in (_PTHREAD.pthread_mutexattr_init(attr),
+                   _PTHREAD.pthread_mutexattr_setpshared(attr, _PTHREAD_PROCESS_SHARED),
+                   _PTHREAD.pthread_mutexattr_setrobust(attr, _PTHREAD_MUTEX_ROBUST),
+                   _PTHREAD.pthread_mutex_init(self._addr, attr),
+                   _PTHREAD.pthread_mutexattr_destroy(attr)):
+            if rc:
+                raise OSError(rc, f"cannot set up the counters' shared lock: {os.strerror(rc)}")
+
+    def acquire(self) -> None:
+        rc = self._lock(self._addr)
+        if rc == 0:
+            return
+        if rc == errno.EOWNERDEAD:  # its holder died inside the lock; what it guarded stays usable
+            rc = self._consistent(self._addr)
+            if rc == 0:
+                return
+            self._unlock(self._addr)
+        raise OSError(rc, f"the counters' shared lock failed: {os.strerror(rc)}")
+
+    def release(self) -> None:
+        self._unlock(self._addr)
+
+
+def _load_pthread() -> ctypes.CDLL | None:
+    """The C library's pthread functions where a robust process-shared mutex fits the header.
+
+    Linux on 64-bit: `pthread_mutex_t` is 40 bytes (x86-64, glibc and musl) or 48 (arm64),
+    within the 48 bytes reserved for it. Elsewhere `_FileLock` is used.
+    """
+    if not sys.platform.startswith("linux") or ctypes.sizeof(ctypes.c_void_p) != 8:
+        return None
+    try:
+        lib = ctypes.CDLL(None, use_errno=True)  # the running interpreter's C library
+        for name in ("pthread_mutex_lock", "pthread_mutex_unlock", "pthread_mutex_consistent",
+                     "pthread_mutex_init", "pthread_mutexattr_init", "pthread_mutexattr_setpshared",
+                     "pthread_mutexattr_setrobust", "pthread_mutexattr_destroy"):
+            fn = getattr(lib, name)
+            fn.restype = ctypes.c_int
+            fn.argtypes = [ctypes.c_void_p]
+    except (OSError, AttributeError):
+        return None
+    lib.pthread_mutexattr_setpshared.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.pthread_mutexattr_setrobust.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.pthread_mutex_init.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+    return lib
+
+
+_PTHREAD_PROCESS_SHARED = 1  # the same value in glibc and musl
+_PTHREAD_MUTEX_ROBUST = 1
+_PTHREAD = _load_pthread()
+_MUTEX_OFFSET = 16  # in the header, after magic, slots and slot size
+_MUTEX_SIZE = 48
 
 
 class MappedCounter:
@@ -167,13 +280,20 @@ class MappedCounter:
     Why not SQLite on the hot path: a SQLite increment is a transaction — lock, read the
     page, write the WAL, commit — about 45–90 µs, twice per live-key request, which made
     the counter the slowest thing between a request and its file. Here an increment is a
-    hash probe into a table every process has mapped, under an exclusive `flock` of the
-    file: about 3 µs. Exactness has the same argument as SQLite's: the read-modify-write
+    hash probe into a table every process has mapped, inside one lock: on Linux a robust
+    process-shared pthread mutex kept in the file's header (`_SharedMutex`: no syscall
+    when uncontended), elsewhere an exclusive `flock` plus a thread lock (`_FileLock`).
+    Both of a request's increments cost about 2 µs with the mutex, against 4–6 µs with
+    two flock calls. Exactness has the same argument as SQLite's: the read-modify-write
     happens entirely inside the lock, so every increment of a window returns a distinct
-    consecutive value across threads (a `threading.Lock`, since flock locks belong to the
-    open file and threads share it) and processes (the flock).
+    consecutive value across threads and processes. Each process remembers the slot where
+    it last found a window and checks, inside the lock, that the slot still holds it.
 
-    Layout: a 64-byte header, then one state byte per slot (empty / used / gone, so a
+    Every process using the file holds a shared `flock` of it for life; one that opens it
+    and can lock it exclusively is alone, and only then is the mutex (re)initialised — so
+    a mutex left locked on disk by a machine crash never blocks the next start.
+
+    Layout: a 64-byte header (magic, slots, slot size, the mutex), then one state byte per slot (empty / used / gone, so a
     sweep can find used slots with `mmap.find` instead of a Python loop over all slots),
     then 64-byte slots holding count, expiry and name. Open addressing with linear probing
     on a CRC-32 of the name (stable across processes, unlike `hash`).
@@ -183,7 +303,8 @@ class MappedCounter:
     minute at the sweep. A power cut or kernel crash can lose up to a minute of counts:
     a client gets back up to a minute of requests, never an inflated count. A process
     killed mid-increment loses at most that one increment (the slot's state byte is
-    written last), and its flock is released by the kernel.
+    written last); its lock is released by the kernel (flock) or handed on marked
+    owner-dead (the robust mutex), and the next holder carries on.
 
     Capacity is fixed when the file is created (`slots`, default 65,536, 4.3 MB): a window
     lives for its length plus a grace (minutes: 3 min; months: the month + 1 day), so that
@@ -196,25 +317,71 @@ class MappedCounter:
             raise ValueError("slots must be a power of two ≥ 8")
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)
+        fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        shared = _PTHREAD is not None
+        # With the shared mutex, every process that uses the file holds a shared flock of it
+        # for as long as it lives, so one that gets it exclusively knows it is alone and may
+        # create, upgrade and (re)initialise the mutex: one left locked by a crash is reset.
+        alone = True
+        if shared:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                fcntl.flock(fd, fcntl.LOCK_SH)
+                alone = False
+        else:
+            fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            size = os.fstat(self._fd).st_size
-            if size == 0:
-                os.ftruncate(self._fd, _HEADER_SIZE + slots + slots * _SLOT)
-                os.pwrite(self._fd, _HEADER.pack(_MAGIC, slots, _SLOT), 0)
-            magic, slots, slot_size = _HEADER.unpack(os.pread(self._fd, _HEADER.size, 0))
-            if magic != _MAGIC or slot_size != _SLOT or os.fstat(self._fd).st_size != \
-                    _HEADER_SIZE + slots + slots * _SLOT:
-                raise ValueError(f"{self.path} is not a counters file of this version")
-        finally:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
+            slots = self._check_header(slots, alone)
+            mm = mmap.mmap(fd, 0)
+        except BaseException:
+            os.close(fd)  # drops the flock too
+            raise
         self.slots = slots
         self._mask = slots - 1
         self._states = _HEADER_SIZE
         self._base = _HEADER_SIZE + slots
-        self._mm = mmap.mmap(self._fd, 0)
-        self._tlock = threading.Lock()
+        self._mm = mm
+        # the mapping as int64 cells: a slot's count (its first 8 bytes) read and written in one step
+        self._cells = memoryview(mm).cast("q")
+        # name -> (length-prefixed name, slot) where this process last found it: tried first,
+        # and trusted only if that slot is still in use under that very name
+        self._where: dict[str, tuple[bytes, int]] = {}
+        self._lock: _SharedMutex | _FileLock
+        if shared:
+            self._lock = _SharedMutex(mm, _MUTEX_OFFSET)
+            if alone:
+                self._lock.initialise()
+                fcntl.flock(fd, fcntl.LOCK_SH)  # others may join now; held until the process ends
+        else:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            self._lock = _FileLock(fd)
+
+    def _check_header(self, slots: int, alone: bool) -> int:
+        """Create the table in an empty file, upgrade the previous version's header, check it; → slots."""
+        fd = self._fd
+        if os.fstat(fd).st_size == 0:
+            if not alone:
+                raise ValueError(f"{self.path} is empty but in use by another process; retry when it has set it up")
+            os.ftruncate(fd, _HEADER_SIZE + slots + slots * _SLOT)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, slots, _SLOT), 0)
+        magic, slots, slot_size = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
+        if magic == _MAGIC_V1 and slot_size == _SLOT:
+            # the same table; the header's spare bytes (zero in version 1) now hold the mutex
+            if not alone:
+                raise ValueError(f"{self.path} is in use by a process of an earlier version; stop it first")
+            os.pwrite(fd, _MAGIC, 0)
+            magic = _MAGIC
+        if magic != _MAGIC or slot_size != _SLOT or os.fstat(fd).st_size != _HEADER_SIZE + slots + slots * _SLOT:
+            raise ValueError(f"{self.path} is not a counters file of this version")
+        return int(slots)
+
+    def close(self) -> None:
+        """Unmap and close the file (which also gives up this process's share of it)."""
+        self._lock = _FileLock(-1)  # drops the mutex's hold on the mapping, which may then close
+        self._cells.release()
+        self._mm.close()
+        os.close(self._fd)
 
     @staticmethod
     def _encode(name: str) -> bytes:
@@ -247,39 +414,53 @@ class MappedCounter:
             return free, False
         raise CounterTableFull(f"no free counter slot near {b!r} in {self.path} ({self.slots} slots)")
 
-    def _incr_locked(self, b: bytes, expires_at: int) -> int:
+    def _bump(self, name: str, expires_at: int) -> int:
+        """`name` += 1 (inside the lock): the slot this process found last time is tried first,
+        which spares the name's encoding, its hash and the probe on all but a window's first use."""
         mm = self._mm
+        hit = self._where.get(name)
+        if hit is not None:
+            lp, i = hit
+            off = self._base + i * _SLOT
+            if mm[self._states + i] == _USED and mm[off + 16 : off + 16 + len(lp)] == lp:
+                cells = self._cells
+                n: int = cells[off >> 3] + 1
+                cells[off >> 3] = n
+                return n
+        b = self._encode(name)
         i, found = self._find(b)
         off = self._base + i * _SLOT
         if found:
-            n: int = _COUNT.unpack_from(mm, off)[0] + 1
+            n = _COUNT.unpack_from(mm, off)[0] + 1
             _COUNT.pack_into(mm, off, n)
-            return n
-        _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))
-        mm[off + 17 : off + 17 + len(b)] = b
-        mm[self._states + i] = _USED  # last: a half-written slot is never seen as used
-        return 1
+        else:
+            n = 1
+            _SLOT_HEAD.pack_into(mm, off, 1, expires_at, len(b))
+            mm[off + 17 : off + 17 + len(b)] = b
+            mm[self._states + i] = _USED  # last: a half-written slot is never seen as used
+        if len(self._where) >= _WHERE_MAX:
+            self._where.clear()
+        self._where[name] = (bytes((len(b),)) + b, i)
+        return n
 
     def incr(self, name: str, expires_at: int) -> int:
-        b = self._encode(name)
-        with self._tlock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                return self._incr_locked(b, expires_at)
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        lock = self._lock
+        lock.acquire()
+        try:
+            return self._bump(name, expires_at)
+        finally:
+            lock.release()
 
     def incr_pair(self, first: str, first_expires: int, first_limit: int, second: str,
                   second_expires: int) -> tuple[int, int | None]:
         """`first` += 1, then `second` += 1 only if `first` stayed within `first_limit`, in one lock."""
-        a, b = self._encode(first), self._encode(second)
-        with self._tlock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                n = self._incr_locked(a, first_expires)
-                return n, (self._incr_locked(b, second_expires) if n <= first_limit else None)
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        lock = self._lock
+        lock.acquire()
+        try:
+            n = self._bump(first, first_expires)
+            return n, (self._bump(second, second_expires) if n <= first_limit else None)
+        finally:
+            lock.release()
 
     def sweep(self, before: int) -> None:
         """Mark windows that expired before `before` as gone, and flush the file to disk.
@@ -289,20 +470,19 @@ class MappedCounter:
         """
         mm = self._mm
         start, end = self._states, self._states + self.slots
-        with self._tlock:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                i = mm.find(b"\x01", start, end)
-                while i != -1:
-                    off = self._base + (i - start) * _SLOT
-                    if _SLOT_HEAD.unpack_from(mm, off)[1] < before:
-                        mm[i] = _GONE
-                    i = mm.find(b"\x01", i + 1, end)
-                if mm[start:end].count(b"\x02") * 2 > self.slots:
-                    self._rehash()
-                mm.flush()
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._lock.acquire()
+        try:
+            i = mm.find(b"\x01", start, end)
+            while i != -1:
+                off = self._base + (i - start) * _SLOT
+                if _SLOT_HEAD.unpack_from(mm, off)[1] < before:
+                    mm[i] = _GONE
+                i = mm.find(b"\x01", i + 1, end)
+            if mm[start:end].count(b"\x02") * 2 > self.slots:
+                self._rehash()
+        finally:
+            self._lock.release()
+        mm.flush()  # outside the lock: writing the pages to disk may take a while
 
     def _rehash(self) -> None:
         mm = self._mm
@@ -324,12 +504,11 @@ class MappedCounter:
     def value(self, name: str) -> int:
         """The current count (0 if none); for tests and operators, not the hot path."""
         b = self._encode(name)
-        with self._tlock:
-            fcntl.flock(self._fd, fcntl.LOCK_SH)
-            try:
-                i, found = self._find(b)
-                return _COUNT.unpack_from(self._mm, self._base + i * _SLOT)[0] if found else 0
-            except CounterTableFull:
-                return 0
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._lock.acquire()
+        try:
+            i, found = self._find(b)
+            return int(_COUNT.unpack_from(self._mm, self._base + i * _SLOT)[0]) if found else 0
+        except CounterTableFull:
+            return 0
+        finally:
+            self._lock.release()

@@ -8,6 +8,7 @@ suspension or a removed account takes effect on the very next request.
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import sqlite3
 import threading
@@ -199,10 +200,18 @@ class ChangeAwareKeyCache:
     `PRAGMA data_version` changes whenever another connection (any thread or process)
     commits to the file, so a revocation, suspension or removal made by `malaria-risk
     keys …` empties the cache before the next request is decided: revocation stays
-    immediate (bound: zero requests), while an unchanged file costs one cheap pragma
-    instead of a three-table join. Expiry needs no invalidation: the gate evaluates
+    immediate (bound: zero requests), while an unchanged file costs a cheap check instead
+    of a three-table join. Expiry needs no invalidation: the gate evaluates
     `record.status(now)` on every request. Counters must live in another file, or their
     commits would empty the cache on every request (see edge/stores/counters.py).
+
+    The check itself: the pragma costs about 3 µs (a statement run through SQLite). In WAL
+    mode every commit rewrites the WAL-index header at the start of the `-shm` file, the
+    very bytes SQLite's own readers compare to learn that the database changed. So the
+    header's first copy (48 bytes) is read from a read-only mapping of that file, and the
+    pragma is run only when it differs from the last one seen (read before the pragma, so
+    a commit landing between the two is caught by the next request). Without WAL or a
+    `-shm` file, the pragma runs on every lookup, as before.
     """
 
     def __init__(self, inner: KeyStore, path: Path | str, max_items: int = 10_000):
@@ -211,20 +220,26 @@ class ChangeAwareKeyCache:
         self.max_items = max_items
         self._local = threading.local()
 
-    def _state(self) -> tuple[sqlite3.Connection, dict[str, KeyRecord | None], list[int]]:
-        st = getattr(self._local, "st", None)
+    def _state(self) -> _CacheState:
+        st: _CacheState | None = getattr(self._local, "st", None)
         if st is None:
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            st = (conn, {}, [-1])
+            st = _CacheState(conn, {}, -1, _map_wal_index(conn, self.path), b"")
             self._local.st = st
         return st
 
     def lookup(self, key_hash: str) -> KeyRecord | None:
-        conn, cache, version = self._state()
-        v = conn.execute("PRAGMA data_version").fetchone()[0]
-        if v != version[0]:
-            cache.clear()
-            version[0] = v
+        st = self._state()
+        cache = st.cache
+        shm = st.shm
+        header = shm[:_WAL_HEADER] if shm is not None else None
+        if header is None or header != st.header:
+            if header is not None:
+                st.header = header
+            v = st.conn.execute("PRAGMA data_version").fetchone()[0]
+            if v != st.version:
+                cache.clear()
+                st.version = v
         try:
             return cache[key_hash]
         except KeyError:
@@ -239,3 +254,48 @@ class ChangeAwareKeyCache:
 
     def __getattr__(self, name: str) -> Any:  # admin methods pass straight through
         return getattr(self.inner, name)
+
+
+_WAL_HEADER = 48  # the first copy of the WAL-index header (sqlite.org/walformat.html)
+
+
+class _CacheState:
+    """One thread's connection, cache, last data_version and last WAL-index header."""
+
+    __slots__ = ("cache", "conn", "header", "shm", "version")
+
+    def __init__(self, conn: sqlite3.Connection, cache: dict[str, KeyRecord | None], version: int,
+                 shm: mmap.mmap | None, header: bytes):
+        self.conn = conn
+        self.cache = cache
+        self.version = version
+        self.shm = shm
+        self.header = header
+
+
+def _map_wal_index(conn: sqlite3.Connection, path: Path) -> mmap.mmap | None:
+    """A read-only mapping of the `-shm` file this connection uses, or None (not WAL, or no such file).
+
+    The connection reads once first, so the file exists and is the one SQLite keeps open and
+    mapped for as long as the connection lives. The descriptor opened here is never closed:
+    closing any descriptor of a file drops every POSIX lock the process holds on it, and
+    SQLite's connections hold such locks on the `-shm` file (by which another process knows
+    the WAL index is in use and must not reset it).
+    """
+    try:
+        if str(conn.execute("PRAGMA journal_mode").fetchone()[0]).lower() != "wal":
+            return None
+        conn.execute("PRAGMA data_version").fetchone()
+        fd = os.open(str(path) + "-shm", os.O_RDONLY)
+    except (OSError, sqlite3.Error):
+        return None
+    _KEPT_OPEN.append(fd)
+    try:
+        if os.fstat(fd).st_size < _WAL_HEADER:
+            return None
+        return mmap.mmap(fd, _WAL_HEADER, mmap.MAP_SHARED, mmap.PROT_READ)
+    except OSError:
+        return None
+
+
+_KEPT_OPEN: list[int] = []  # see _map_wal_index: one descriptor per thread that looks keys up

@@ -69,6 +69,8 @@ def test_revocation_in_another_process_is_seen_by_the_very_next_lookup(tmp_path:
     cache = ChangeAwareKeyCache(store, store.path)
     other = SQLiteKeyStore(tmp_path / "keys.sqlite")
     keys = [store.create(f"k{i}", ["risk_scores"], "live") for i in range(43)]
+    cache.lookup(hash_key(keys[0][1]))
+    assert cache._state().shm is not None  # the pre-check is in use, not only the pragma
     for kid, key in keys[3:]:
         assert not cache.lookup(hash_key(key)).revoked
         other.revoke(kid)
