@@ -9,14 +9,13 @@ documented from this table.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from typing import NamedTuple
 
 PROBLEM_JSON = "application/problem+json"
 TYPE_BASE = "/docs/errors.html#"  # relative reference (RFC 9457 §3.1.1) to the docs page, one anchor per code
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     code: str
     status: int
     title: str

@@ -16,7 +16,7 @@ import sys
 import time
 import zipfile
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -213,7 +213,7 @@ def test_pinned_downloads_name_their_own_release(edge: Edge):
 
 def test_a_pointer_without_the_docs_list_still_serves_the_flat_site(edge: Edge):
     edge.publish((edge.release_root / "current").resolve(), public=None)
-    gate = build_gate(replace(settings_of(edge)), env=CREDS)
+    gate = build_gate(settings_of(edge), env=CREDS)
     assert gate(event_for("/docs/api.html"))["uri"].endswith("/docs/api.html")
     assert gate(event_for("/docs/a/b.html"))["status"] == "404"
 
