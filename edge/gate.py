@@ -29,7 +29,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
-from urllib.parse import unquote_to_bytes
 
 from .files import FileEntry, PinnedReleases, ReleaseIndex
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
@@ -228,6 +227,10 @@ def _decode(s: str) -> str:
         if len(h) != 2 or any(c not in "0123456789abcdefABCDEF" for c in h):
             raise ValueError("The query string has a '%' that is not followed by two hex digits.")
         i = s.find("%", i + 1)
+    from urllib.parse import (
+        unquote_to_bytes,  # here: the CDN function's cold start need not import it
+    )
+
     try:
         text = unquote_to_bytes(s.replace("+", " ")).decode("utf-8")
     except UnicodeDecodeError as e:
