@@ -6,7 +6,8 @@ codes of sections 5 and 7; the 401, 429 and request-shape codes are ours and are
 documented from this table.
 """
 
-from __future__ import annotations
+# Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
+# class is created, ~15 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 import json
 from typing import NamedTuple
