@@ -227,6 +227,25 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
             for a, b in zip(rows[0::len(codes) + 1], rows[1::len(codes) + 1], strict=True)))
     print(f"calls on the cold request: S3 {rows[0][4][0]}, DynamoDB {rows[0][4][1]}")  # type: ignore[index]
 
+    if compare:  # warm CPU of the compared bundle, in alternating rounds with this one's
+        procs = {name: spawn(c, env, None) for name, c in codes.items()}
+        cpus: dict[str, list[float]] = {name: [] for name in codes}
+        for p in procs.values():
+            assert p.stdout
+            p.stdout.readline()
+        for _ in range(5):
+            for name, p in procs.items():
+                assert p.stdin and p.stdout
+                p.stdin.write(json.dumps({"n": warm}) + "\n")
+                p.stdin.flush()
+                cpus[name].append(float(json.loads(p.stdout.readline())["cpu"]) * 1e3)
+        for p in procs.values():
+            assert p.stdin
+            p.stdin.close()
+            p.wait(timeout=30)
+        print("\nwarm CPU per authorised request, median of 5 rounds of", warm, "alternated: " + ", ".join(
+            f"{name} {statistics.median(v):.3f} ms" for name, v in cpus.items()))
+
     proc = spawn(code, env, None)
     assert proc.stdin and proc.stdout
     proc.stdout.readline()
