@@ -6,7 +6,7 @@ pathlib and file hashing, none of which the edge uses.
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
-# class is created, ~15 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
+# class is created, ~30 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 from typing import NamedTuple, Protocol
 

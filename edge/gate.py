@@ -25,7 +25,7 @@ Order of checks (documented in docs/api.md and pinned by tests):
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
-# class is created, ~15 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
+# class is created, ~30 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 from collections.abc import Mapping
 from datetime import datetime
@@ -53,9 +53,9 @@ STATUS_FOR_KEY = {
 
 
 # The gate's value types are NamedTuples and a plain class rather than dataclasses: creating a
-# dataclass runs the compiler for each of its methods (~0.3–0.9 ms of CPU apiece, and the
-# dataclasses module itself ~8 ms to import), which a 128 MB Lambda instance stretches
-# about fourteenfold on every cold start (docs/deploy.md#measurements).
+# dataclass compiles each of its methods (~0.3–0.9 ms of CPU per class, and the dataclasses
+# module itself ~8 ms to import), which a 128 MB Lambda instance stretches about fourteenfold
+# on every cold start (docs/deploy.md#measurements).
 
 
 class Request(NamedTuple):
@@ -82,7 +82,7 @@ class Response:
         self.extra: dict[str, Any] = {} if extra is None else extra
 
     def _fields(self) -> tuple[object, ...]:
-        return (self.status, self.headers, self.body, self.file_key, self.key_id, self.release_id, self.extra)
+        return tuple(getattr(self, n) for n in self.__slots__)
 
     def __eq__(self, other: object) -> bool:
         return type(other) is Response and self._fields() == other._fields()
@@ -90,8 +90,7 @@ class Response:
     __hash__ = None  # type: ignore[assignment]  # mutable, like the dataclass it replaced
 
     def __repr__(self) -> str:
-        names = ("status", "headers", "body", "file_key", "key_id", "release_id", "extra")
-        return "Response(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields(), strict=True)) + ")"
+        return "Response(" + ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__) + ")"
 
 
 class LimitDecision(NamedTuple):
@@ -228,9 +227,8 @@ def _decode(s: str) -> str:
         if len(h) != 2 or any(c not in "0123456789abcdefABCDEF" for c in h):
             raise ValueError("The query string has a '%' that is not followed by two hex digits.")
         i = s.find("%", i + 1)
-    from urllib.parse import (
-        unquote_to_bytes,  # here: the CDN function's cold start need not import it
-    )
+    # imported here: the CDN function's cold start need not import urllib.parse
+    from urllib.parse import unquote_to_bytes
 
     try:
         text = unquote_to_bytes(s.replace("+", " ")).decode("utf-8")

@@ -7,11 +7,11 @@ hold), the OpenAPI document and the docs site. Adding an endpoint means adding a
 
 This module is part of the edge bundle, so it imports only the standard library, and its
 types are NamedTuples rather than dataclasses: a dataclass costs the CDN function's cold
-start about a millisecond of CPU each to create (docs/deploy.md#measurements).
+start up to a millisecond of CPU each to create (docs/deploy.md#measurements).
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
-# class is created, ~15 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
+# class is created, ~30 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 import re
 from collections.abc import Mapping

@@ -7,7 +7,7 @@ Credentials are not settings: they come from the runtime's AWS_* variables (edge
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
-# class is created, ~15 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
+# class is created, ~30 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 import json
 import re
