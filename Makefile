@@ -84,8 +84,10 @@ bench-edge: install
 bench-edge-attacks: install
 	$(BIN)/python bench/edge_attacks.py
 
+# e.g. `make bench-edge-cold EDGE_COLD_ARGS="--compare main"`: that commit's bundle side by side
+EDGE_COLD_ARGS ?=
 bench-edge-cold: install
-	$(BIN)/python bench/edge_cold.py
+	$(BIN)/python bench/edge_cold.py $(EDGE_COLD_ARGS)
 
 bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold
 

@@ -13,7 +13,12 @@ processes on a recorded CloudFront event with a live key. Prints, in one run:
 - latency added per request with an injected delay on every dependency call (p50, p99);
 - the answer time when DynamoDB stops answering (a 503 within the deadline).
 
-    .venv/bin/python bench/edge_cold.py [--runs 5] [--warm 200] [--delay-ms 80]
+    .venv/bin/python bench/edge_cold.py [--runs 5] [--warm 200] [--delay-ms 80] [--compare main]
+        [--period-us 20000 --period-us 100000] [--no-boto3]
+
+With `--compare REF` the bundle as built at that commit is measured too, each cold process
+alternating with one of this bundle's, so both see the same machine load (the figures
+move ±20 % between runs on a shared machine; their ratio much less).
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from tests.edge.proxy import proxy  # noqa: E402
 
 LAMBDA_SHARE = 128 / 1769  # Lambda gives one vCPU at 1,769 MB, in proportion below that
 CGROUP_ROOT = Path("/sys/fs/cgroup/cpu")
-PERIOD_US = 20_000  # CFS period of the quota; Lambda's own is not documented (--period-us)
+PERIOD_US = (20_000, 100_000)  # CFS periods of the quota; Lambda's own is not documented (--period-us)
 
 # Runs in the fresh process: first line to first answer is what a cold start costs the function.
 PROBE = r"""
@@ -79,7 +84,7 @@ print(time.process_time() - t0, time.perf_counter() - w0)
 
 
 @contextlib.contextmanager
-def cpu_quota(share: float, period_us: int = PERIOD_US) -> Iterator[Path | None]:
+def cpu_quota(share: float, period_us: int = PERIOD_US[0]) -> Iterator[Path | None]:
     """A cgroup (v1 cpu controller) limited to `share` of one core, or None where not allowed."""
     group = CGROUP_ROOT / f"edge-cold-{os.getpid()}"
     try:
@@ -122,21 +127,39 @@ def pct(values: list[float], q: float) -> float:
 @click.option("--runs", default=5, help="fresh processes per cold measurement")
 @click.option("--warm", default=200, help="warm requests per phase")
 @click.option("--delay-ms", default=80.0, help="injected delay per dependency call")
-@click.option("--period-us", default=PERIOD_US, help="CFS period of the CPU quota")
-def main(runs: int, warm: int, delay_ms: float, period_us: int) -> None:
+@click.option("--period-us", default=PERIOD_US, multiple=True, show_default=True,
+              help="CFS period of the CPU quota; repeat for several quota shapes")
+@click.option("--compare", default="", metavar="GIT_REF",
+              help="also measure the bundle as built at this commit (e.g. main), alternating with this one")
+@click.option("--boto3/--no-boto3", "with_boto3", default=True, help="also measure importing boto3 + 2 clients")
+def main(runs: int, warm: int, delay_ms: float, period_us: tuple[int, ...], compare: str, with_boto3: bool) -> None:
     moto, endpoint = start_moto()
     try:
         with tempfile.TemporaryDirectory(prefix="edge-cold-") as tmp_s, proxy(endpoint) as s3p, \
                 proxy(endpoint) as ddbp:
             tmp = Path(tmp_s)
-            run(tmp, endpoint, s3p, ddbp, runs, warm, delay_ms, period_us)
+            run(tmp, endpoint, s3p, ddbp, runs, warm, delay_ms, period_us, compare, with_boto3)
     finally:
         moto.terminate()
         moto.wait(timeout=10)
 
 
+def ref_bundle(tmp: Path, ref: str, s3_url: str, ddb_url: str) -> Path:
+    """The bundle as built at git commit `ref` (its own edge/ and build script), unpacked; returns its folder."""
+    src = tmp / "ref-src"
+    src.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", ref, "edge", "deploy"], capture_output=True,
+                             check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
+    subprocess.run([sys.executable, str(src / "deploy" / "build_bundle.py"), "--bucket", "edge-bench", "--prefix",
+                    "api", "--table-prefix", "bench-", "--s3-endpoint-url", s3_url, "--dynamodb-endpoint-url", ddb_url,
+                    "--out", str(tmp / "ref.zip")], check=True, capture_output=True)
+    zipfile.ZipFile(tmp / "ref.zip").extractall(tmp / "ref-task")
+    return tmp / "ref-task"
+
+
 def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: float,  # type: ignore[no-untyped-def]
-        period_us: int) -> None:
+        period_us: tuple[int, ...], compare: str, with_boto3: bool) -> None:
     import orjson
 
     from edge.stores.dynamodb import DynamoDBKeyStore
@@ -170,25 +193,58 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
         cpu, wall = (float(x) for x in proc.stdout.split())
         return cpu, wall
 
+    codes = {"now": code}
+    if compare:
+        codes[compare] = f"TASK = {str(ref_bundle(tmp, compare, s3p.url, ddbp.url)) !r}\nEVENT = {event!r}\n" + PROBE
+
     rows = []
-    for label, share in (("no quota", None),
-                         (f"quota {LAMBDA_SHARE:.1%}, period {period_us // 1000} ms", LAMBDA_SHARE)):
-        with cpu_quota(share, period_us) if share else contextlib.nullcontext(None) as group:
+    shapes: list[tuple[str, float | None, int]] = [("no quota", None, 0)]
+    shapes += [(f"quota {LAMBDA_SHARE:.1%}, period {p // 1000} ms", LAMBDA_SHARE, p) for p in period_us]
+    for label, share, period in shapes:
+        with cpu_quota(share, period) if share else contextlib.nullcontext(None) as group:
             if share and group is None:
                 print(f"{label}: not measured (no cgroup here)")
                 continue
-            colds = [cold(code, env, group) for _ in range(runs)]
-            boto = [boto3_cost(group) for _ in range(max(1, runs // 2))]
-        cpu = statistics.median(float(c["cold_cpu"]) for c in colds) * 1e3  # type: ignore[arg-type]
-        wall = statistics.median(float(c["cold_wall"]) for c in colds) * 1e3  # type: ignore[arg-type]
-        bcpu = statistics.median(b[0] for b in boto) * 1e3
-        bwall = statistics.median(b[1] for b in boto) * 1e3
-        rows.append((label, cpu, wall, bcpu, bwall, colds[0]["cold_calls"]))
-    print("\ncold start (import + first authorised request, median of", runs, "fresh processes)")
-    print(f"{'':28} {'edge CPU':>10} {'edge wall':>10} | {'boto3+2 clients CPU':>20} {'wall':>8} | ratio CPU")
-    for label, cpu, wall, bcpu, bwall, _ in rows:
-        print(f"{label:28} {cpu:8.1f}ms {wall:8.1f}ms | {bcpu:18.1f}ms {bwall:6.0f}ms | {bcpu / cpu:5.1f}x less")
-    print(f"calls on the cold request: S3 {rows[0][5][0]}, DynamoDB {rows[0][5][1]}")
+            # alternated, so both bundles see the same machine load
+            colds: dict[str, list[dict[str, object]]] = {name: [] for name in codes}
+            for _ in range(runs):
+                for name, c in codes.items():
+                    colds[name].append(cold(c, env, group))
+            boto = [boto3_cost(group) for _ in range(max(1, runs // 2))] if with_boto3 else [(float("nan"),) * 2]
+        for name, got in colds.items():
+            cpu = statistics.median(float(c["cold_cpu"]) for c in got) * 1e3  # type: ignore[arg-type]
+            wall = statistics.median(float(c["cold_wall"]) for c in got) * 1e3  # type: ignore[arg-type]
+            rows.append((label, name, cpu, wall, got[0]["cold_calls"]))
+        rows.append((label, "boto3 + 2 clients", statistics.median(b[0] for b in boto) * 1e3,
+                     statistics.median(b[1] for b in boto) * 1e3, None))
+    print("\ncold start (import + first authorised request, median of", runs, "fresh processes each)")
+    print(f"{'':28} {'bundle':>20} {'CPU':>9} {'wall':>9}")
+    for label, name, cpu, wall, _ in rows:
+        print(f"{label:28} {name:>20} {cpu:7.1f}ms {wall:7.1f}ms")
+    if compare:
+        print("ratios, now vs " + compare + ": " + "; ".join(
+            f"{a[0]}: CPU {b[2] / a[2]:.2f}x, wall {b[3] / a[3]:.2f}x less"
+            for a, b in zip(rows[0::len(codes) + 1], rows[1::len(codes) + 1], strict=True)))
+    print(f"calls on the cold request: S3 {rows[0][4][0]}, DynamoDB {rows[0][4][1]}")  # type: ignore[index]
+
+    if compare:  # warm CPU of the compared bundle, in alternating rounds with this one's
+        procs = {name: spawn(c, env, None) for name, c in codes.items()}
+        cpus: dict[str, list[float]] = {name: [] for name in codes}
+        for p in procs.values():
+            assert p.stdout
+            p.stdout.readline()
+        for _ in range(5):
+            for name, p in procs.items():
+                assert p.stdin and p.stdout
+                p.stdin.write(json.dumps({"n": warm}) + "\n")
+                p.stdin.flush()
+                cpus[name].append(float(json.loads(p.stdout.readline())["cpu"]) * 1e3)
+        for p in procs.values():
+            assert p.stdin
+            p.stdin.close()
+            p.wait(timeout=30)
+        print("\nwarm CPU per authorised request, median of 5 rounds of", warm, "alternated: " + ", ".join(
+            f"{name} {statistics.median(v):.3f} ms" for name, v in cpus.items()))
 
     proc = spawn(code, env, None)
     assert proc.stdin and proc.stdout

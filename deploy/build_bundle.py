@@ -114,7 +114,7 @@ def build_bundle(out: Path, config: dict[str, Any], ca_bundle: str = "amazon") -
             _entry((rel.parent / "__pycache__" / f"{src.stem}.{tag}.pyc").as_posix(), compiled(src), z)
         if roots is not None:
             _entry(CA_FILE, roots, z)
-        doc = {k: v for k, v in vars(settings).items() if v is not None}
+        doc = {k: v for k, v in settings._asdict().items() if v is not None}
         doc["runtime"] = python_runtime()
         _entry("edge_config.json", json.dumps(doc, indent=2, sort_keys=True).encode(), z)
     size = out.stat().st_size

@@ -48,9 +48,9 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .aws import AWSError, Credentials, Unavailable
+from .files import FileEntry
 from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
-from .release import FileEntry
 from .routes import (
     BUNDLE_ZIP,
     DOWNLOAD_FILE,

@@ -25,10 +25,8 @@ This module is part of the edge bundle: standard library only.
 
 from __future__ import annotations
 
-import calendar
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import lru_cache
 from typing import NamedTuple, Protocol
@@ -62,8 +60,7 @@ class Counter(Protocol):
         """Forget windows that expired before `before` (epoch s); a no-op where the store expires rows itself."""
 
 
-@dataclass(frozen=True)
-class Window:
+class Window(NamedTuple):
     """One fixed window: which bucket `now` falls in, how long it is, when it ends."""
 
     policy: str
@@ -90,6 +87,8 @@ def month_window(now: datetime) -> Window:
 @lru_cache(maxsize=64)
 def _month_bounds(year: int, month: int) -> tuple[int, int]:
     """(epoch end, length in s) of a calendar month; cached because it sits on the hot path."""
+    import calendar  # here, not at the top: it imports `locale`, a cost the edge's cold start need not pay
+
     start = datetime(year, month, 1, tzinfo=UTC)
     end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
     days = calendar.monthrange(year, month)[1]

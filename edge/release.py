@@ -3,6 +3,8 @@
 The local server reads `build/current/manifest.json`; the CDN adapter reads the
 published pointer. Both give the gate the same two things: `facts` (to validate
 values) and `entry(key)` (to set ETag and content type, or learn a file is absent).
+Those two types are in edge/files.py; this module is the local server's half (manifest,
+release follower, file checks) and is never imported by the CDN function.
 """
 
 from __future__ import annotations
@@ -15,34 +17,16 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
+# the gate's view of a release lives in edge/files.py (the edge imports only that); re-exported here
+from .files import FileEntry as FileEntry
+from .files import PinnedReleases as PinnedReleases
+from .files import ReleaseIndex as ReleaseIndex
 from .routes import DOWNLOAD_FILE, RELEASE_ID_RE, Facts
 
 MANIFEST_NAME = "manifest.json"
 log = logging.getLogger("malaria_risk.release")
-
-
-@dataclass(frozen=True)
-class FileEntry:
-    key: str
-    etag: str  # quoted strong validator
-    content_type: str
-    gzip_key: str | None  # the precompressed sibling, if the release has one
-    gzip_etag: str | None
-
-
-class ReleaseIndex(Protocol):
-    release_id: str
-    facts: Facts
-
-    def entry(self, key: str) -> FileEntry | None: ...
-
-
-class PinnedReleases(Protocol):
-    """Earlier releases still kept, looked up by id, so a cited release's bundle stays downloadable."""
-
-    def pinned(self, release_id: str) -> ReleaseIndex | None: ...
 
 
 def etag_of(sha256_hex: str) -> str:

@@ -5,15 +5,17 @@ request and map it to a file), the renderer (to know which files a release must
 hold), the OpenAPI document and the docs site. Adding an endpoint means adding a
 `Route` here and a producer in the pipeline; nothing else lists paths.
 
-This module is part of the edge bundle, so it imports only the standard library.
+This module is part of the edge bundle, so it imports only the standard library, and its
+types are NamedTuples rather than dataclasses: a dataclass costs the CDN function's cold
+start up to a millisecond of CPU each to create (docs/deploy.md#measurements).
 """
 
-from __future__ import annotations
+# Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
+# class is created, ~30 µs a field of the CDN function's cold start (docs/deploy.md#measurements).
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 JSON = "application/json"
 GEOJSON = "application/geo+json"
@@ -45,8 +47,7 @@ class ParamError(Exception):
         self.param = param
 
 
-@dataclass(frozen=True)
-class Facts:
+class Facts(NamedTuple):
     """What a release holds, needed to validate values that depend on the data.
 
     Written by the renderer into the manifest (and the published pointer) so the
@@ -59,7 +60,7 @@ class Facts:
     available: tuple[str, ...] = ()  # datasets present in the release
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Facts:
+    def from_json(cls, raw: Mapping[str, Any]) -> "Facts":
         return cls(
             states=tuple(raw.get("states", ())),
             estimated=tuple(raw.get("estimated", ())),
@@ -83,8 +84,7 @@ class Facts:
 # --- parameter kinds -------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Param:
+class Param(NamedTuple):
     """A query parameter: how to validate it and which values a release must render.
 
     `kind` selects the validator and the value domain; validators return the
@@ -191,8 +191,7 @@ FORMAT = Param(
 # --- routes ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Route:
+class Route(NamedTuple):
     """One endpoint. `file_key` is a template over the parameter names."""
 
     path: str
@@ -203,7 +202,7 @@ class Route:
     summary: str
     dataset: str  # which producer fills it; absent datasets answer `unavailable`
     unavailable: tuple[int, str] | None = None  # (status, code) when the dataset is absent
-    errors: tuple[str, ...] = field(default=())  # SPEC codes this route can return
+    errors: tuple[str, ...] = ()  # SPEC codes this route can return
 
     def key(self, values: Mapping[str, str]) -> str:
         return self.file_key.format(**values)
@@ -295,8 +294,7 @@ BY_PATH: dict[str, Route] = {r.path: r for r in ROUTES}
 PUBLIC_PREFIX = "docs/"
 
 
-@dataclass(frozen=True)
-class FileRoute:
+class FileRoute(NamedTuple):
     """Files addressed by path segments rather than query values: a bundle file of a kept release.
 
     `<prefix><release_id>/<name>` maps to `<key_prefix><name>` inside release `<release_id>`;

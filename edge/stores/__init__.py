@@ -6,14 +6,19 @@ administering keys never imports a server.
 
 from __future__ import annotations
 
-from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ..keys import AdminStore
-from ..limits import Counter
+if TYPE_CHECKING:  # the CDN function imports this package (for .dynamodb) and needs neither
+    from pathlib import Path
+
+    from ..keys import AdminStore
+    from ..limits import Counter
 
 
 def sqlite_path(spec: str) -> Path | None:
     """The file a store spec names, or None for a store that is not a local file."""
+    from pathlib import Path
+
     kind, sep, rest = spec.partition(":")
     if sep and kind == "dynamodb":
         return None
@@ -28,6 +33,8 @@ def store_inside_build_root(spec: str, root: Path | None) -> str | None:
     refused; without, any directory that looks like a build root (it holds `releases/`
     or `current`).
     """
+    from pathlib import Path
+
     path = sqlite_path(spec)
     if path is None:
         return None

@@ -18,8 +18,22 @@ import pytest
 from botocore.auth import S3SigV4Auth, SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials as BotoCredentials
+from hypothesis import given
+from hypothesis import strategies as st
 
-from edge.aws import S3, AWSError, Budget, Credentials, DynamoDB, Endpoint, Unavailable, sign
+from edge.aws import (
+    S3,
+    AWSError,
+    Budget,
+    Credentials,
+    DynamoDB,
+    Endpoint,
+    Unavailable,
+    host_port,
+    quote_path,
+    sign,
+    split_url,
+)
 from tests import s3server
 from tests.conftest import free_port
 from tests.s3server import S3Server
@@ -276,3 +290,44 @@ def test_s3_addressing_on_aws_and_elsewhere():
     assert dotted.endpoint.url(dotted.path("a b")) == "https://s3.eu-west-1.amazonaws.com/mr.releases/a%20b"
     local = S3("mr-releases", "us-east-1", lambda: CREDS, "http://127.0.0.1:9000")
     assert local.endpoint.url(local.path("k")) == "http://127.0.0.1:9000/mr-releases/k"
+
+
+# --- the URL helpers the signer uses instead of urllib.parse (kept out of the cold start) ----------
+
+
+@given(st.text())
+def test_quote_path_is_urllib_quote(text: str):
+    from urllib.parse import quote
+
+    try:
+        expected = quote(text, safe="/~")
+    except UnicodeEncodeError:  # lone surrogates: neither can encode them
+        with pytest.raises(UnicodeEncodeError):
+            quote_path(text)
+        return
+    assert quote_path(text) == expected
+
+
+URL_PART = st.text(alphabet="abcXYZ019-._~%/?#:@[]! é", max_size=12)
+
+
+@given(st.sampled_from(["http", "https", "HTTPS"]), st.sampled_from(["", "user@", "u:p@"]),
+       st.sampled_from(["example.com", "EXAMPLE.com", "127.0.0.1", "[::1]", "[2001:DB8::1]", "my-bucket.s3.aws"]),
+       st.sampled_from(["", ":", ":0", ":80", ":443", ":9000", ":65535"]), URL_PART, URL_PART, URL_PART)
+def test_split_url_and_host_port_are_urlsplit(scheme, userinfo, host, port, path, query, fragment):
+    from urllib.parse import urlsplit
+
+    url = f"{scheme}://{userinfo}{host}{port}/{path}?{query}#{fragment}"
+    parts = urlsplit(url)
+    assert split_url(url) == (parts.scheme, parts.netloc, parts.path, parts.query)
+    assert host_port(parts.netloc) == (parts.hostname, parts.port)
+
+
+@pytest.mark.parametrize("netloc", ["h:99999", "h:x1", "h:-1", "[::1]:１"])
+def test_host_port_refuses_what_urlsplit_refuses(netloc: str):
+    from urllib.parse import urlsplit
+
+    with pytest.raises(ValueError):
+        _ = urlsplit(f"http://{netloc}/").port
+    with pytest.raises(ValueError):
+        host_port(netloc)
