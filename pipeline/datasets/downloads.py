@@ -101,18 +101,27 @@ UNITS: dict[str, str] = {
     "rep_lat": "degrees", "horizon": "months",
 }
 
-# Which credited sources (pipeline/site/pages.py SOURCES, matched on a word of their name) each file rests on.
+# Which credited sources (keys of pipeline/attribution.py) each file rests on: named by key, so
+# a file credits exactly the inputs behind it (the score rests on the surveys, the season fit to
+# the case profiles, and the rainfall shape; context on its own survey and modelled sources).
+_SURVEYS = ("dhs_sepmein", "nmis2021_soehtutaung", "malariariskxai")
+_SEASONS = ("chirps", "lga_rainfall", "hbhi_inputs")
 TABLE_SOURCES: dict[str, tuple[str, ...]] = {
-    "risk_lga_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "COD-AB", "boundaries"),
-    "risk_state_month": ("CHIRPS", "climatology", "DHS", "NMIS", "population", "State names"),
-    "context_lga": ("DHS", "NMIS", "IRS", "population", "COD-AB", "boundaries"),
-    "context_state": ("DHS", "NMIS", "IRS", "population", "State names"),
-    "transmission_lga_month": ("CHIRPS", "climatology", "COD-AB"),
-    "transmission_state_month": ("CHIRPS", "State names"),
-    "survey_trend": ("DHS", "NMIS", "2018 state survey", "State names"),
-    "gazetteer": ("COD-AB", "boundaries", "population", "State names"),
-    "lga_outlines": ("boundaries", "COD-AB"),
-    "state_outlines": ("boundaries", "State names"),
+    "risk_lga_month": (*_SURVEYS, "hbhi_pfpr_lga_2018", "numalaria_urban_clusters", *_SEASONS,
+                       "population", "ocha_codab", "boundaries", "state_names"),
+    "risk_state_month": (*_SURVEYS, "hbhi_pfpr_lga_2018", "numalaria_urban_clusters", *_SEASONS,
+                         "population", "state_names"),
+    "context_lga": ("dhs_sepmein", "uw_sae_itn", "map_irs_2022", "nmis2021_soehtutaung", "population",
+                    "ocha_codab", "boundaries", "state_names"),
+    "context_state": ("dhs_sepmein", "uw_sae_itn", "map_irs_2022", "nmis2021_soehtutaung", "population",
+                      "state_names"),
+    "transmission_lga_month": (*_SEASONS, "ocha_codab"),
+    "transmission_state_month": (*_SEASONS, "state_names"),
+    "survey_trend": (*_SURVEYS, "hbhi_pfpr_lga_2018", "ndhs2018_clusters", "numalaria_urban_clusters",
+                     "state_names"),
+    "gazetteer": ("ocha_codab", "boundaries", "population", "state_names"),
+    "lga_outlines": ("boundaries", "ocha_codab"),
+    "state_outlines": ("boundaries", "state_names"),
 }
 
 
@@ -411,14 +420,12 @@ def _field_type(name: str, dtype: pl.DataType) -> dict[str, Any]:
     return {"type": "string"}
 
 
-def _sources(keys: Iterable[str]) -> list[dict[str, str]]:
-    from pipeline.site.pages import SOURCES
+def _sources(keys: Iterable[str] | None = None) -> list[dict[str, str]]:
+    """The credited sources with these keys (every source when None), in the attribution order."""
+    from pipeline.attribution import SOURCES, source
 
-    out = []
-    for s in SOURCES:
-        if any(k.lower() in s.name.lower() for k in keys):
-            out.append({"title": f"{s.name}: {s.provider}", "licence": s.licence, "via": s.via})
-    return out
+    chosen = SOURCES if keys is None else tuple(source(k) for k in dict.fromkeys(keys))
+    return [{"title": f"{s.name}: {s.provider}", "licence": s.licence, "via": s.via} for s in chosen]
 
 
 def _licences() -> list[dict[str, str]]:
@@ -502,7 +509,7 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
         "keywords": ["malaria", "Nigeria", "LGA", "risk", "forecast"],
         "x-model-version": model_version,
         "licenses": _licences(),
-        "sources": _sources(("",)),
+        "sources": _sources(),
         "resources": resources,
     }
 

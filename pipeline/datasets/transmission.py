@@ -85,9 +85,9 @@ def description(p: SeasonParams) -> str:
     )
 
 SURVEY_NOTE = (
-    "Positivity by microscopy in children 6-59 months. Rounds or areas with only an RDT figure "
-    "are left out rather than mixed in, because RDT reads higher than microscopy in the same "
-    "children. clusters, children_tested and the 95% range are null where the source table does "
+    "Positivity in children 6-59 months, by microscopy wherever the round has it. A round or area "
+    "with only an RDT figure is kept and labelled (`test`: RDT; `test_assumed` where the source does "
+    "not say which test), because RDT reads higher than microscopy in the same children. clusters, children_tested and the 95% range are null where the source table does "
     "not give them, and small_sample is then null too (unknown, not false) unless a lower bound of "
     "100 or more children (children_tested_lower_bound) makes it false. 2010 has zone figures "
     "only, so no state entry for 2010."

@@ -124,3 +124,21 @@ def test_stamp_names_the_release_and_checksums_cover_every_file():
     assert sums[0] == hashlib.sha256(files[0].data).hexdigest() + "  gazetteer.csv" and len(sums) == 3
     again = produced.stamp("20261122T100000Z-0123abcd")[1]
     assert again == extra  # the same release id gives the same bytes
+
+
+def test_each_table_credits_exactly_its_named_sources() -> None:
+    """Credits are chosen by attribution key, not by a word of a source's name: the risk tables
+    do not credit the net-use estimates, and the context tables do not credit the rainfall."""
+    from pipeline import attribution
+    from pipeline.datasets.downloads import TABLE_SOURCES, _sources
+
+    for table, keys in TABLE_SOURCES.items():
+        titles = [s["title"] for s in _sources(keys)]
+        assert len(titles) == len(set(keys)), table  # every key names one credited source
+    risk = {s["title"] for s in _sources(TABLE_SOURCES["risk_lga_month"])}
+    itn = attribution.source("uw_sae_itn")
+    assert f"{itn.name}: {itn.provider}" not in risk
+    context = {s["title"] for s in _sources(TABLE_SOURCES["context_lga"])}
+    chirps = attribution.source("chirps")
+    assert f"{chirps.name}: {chirps.provider}" not in context
+    assert len(_sources()) == len(attribution.SOURCES)
