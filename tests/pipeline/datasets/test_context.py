@@ -312,7 +312,7 @@ def test_real_lga_net_use_varies_and_states_are_weighted_means(real) -> None:
 @needs_data
 @pytest.mark.slow
 def test_real_lga_net_use_is_the_file_value(real) -> None:
-    """Read the estimates file and the scout's eHA->OCHA table independently of the producer."""
+    """Read the estimates file and the admin folder's eHA->OCHA table independently of the producer."""
     import csv
 
     geo, out = real
