@@ -430,7 +430,7 @@ def _sources(keys: Iterable[str] | None = None) -> list[dict[str, str]]:
 
 def _licences() -> list[dict[str, str]]:
     """Each source keeps its own licence; the package lists them as the sources state them."""
-    from pipeline.site.pages import SOURCES
+    from pipeline.attribution import SOURCES
 
     seen: dict[str, None] = {}
     for s in SOURCES:
@@ -521,7 +521,7 @@ def _sha256(data: bytes) -> str:
 
 
 def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile]) -> bytes:
-    from pipeline.site.pages import SOURCES
+    from pipeline.attribution import SOURCES
 
     lines = [
         f"# Malaria risk data for Nigeria — release {release_id}", "",

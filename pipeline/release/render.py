@@ -33,7 +33,15 @@ from pathlib import Path
 
 import orjson
 
-from edge.routes import DOWNLOAD_FILE, PUBLIC_PREFIX, ROUTES, Facts, Route, route_values
+from edge.routes import (
+    DOWNLOAD_FILE,
+    PRECOMPRESSED_SUFFIXES,
+    PUBLIC_PREFIX,
+    ROUTES,
+    Facts,
+    Route,
+    route_values,
+)
 from pipeline.datasets.base import Produced
 from pipeline.errors import RenderError
 from pipeline.release import tabular
@@ -48,8 +56,6 @@ from pipeline.release.manifest import (
 Progress = Callable[[str, int, int], None]
 
 STATIC_PREFIXES = (PUBLIC_PREFIX, DOWNLOAD_FILE.key_prefix)
-# Already compressed: a gzip sibling would cost build time and bytes for nothing.
-PRECOMPRESSED = frozenset({"application/zip", "application/vnd.apache.parquet"})
 
 
 @dataclass
@@ -283,7 +289,7 @@ def render_release(
         digest = sha256_hex(data)
         prev = prev_files.get(key)
         gz_key = key + ".gz"
-        if ctype in PRECOMPRESSED:
+        if key.endswith(PRECOMPRESSED_SUFFIXES):  # already compressed: no gzip sibling (the edge relies on it)
             if (prev_dir is not None and prev is not None and prev["sha256"] == digest
                     and _matches(prev_dir / key, digest)):
                 copy_file(prev_dir / key, target)  # a copy, never a shared inode

@@ -24,12 +24,10 @@ import numpy as np
 import orjson
 import polars as pl
 
-from pipeline.errors import InputError
 from pipeline.model import risk as model
 from pipeline.reports import report_command
-from pipeline.sources.names import state_code_for
+from pipeline.sources.incidence import read_incidence
 
-INCIDENCE = "malaria/sepmein_nga_report_2022/2023-04-05-incidence_rate_all_age_table_Nigeria_admin1_2000-2023.csv"
 HELD_OUT = ((2015, 2018), (2018, 2021))  # (train on rounds up to, predict)
 AGREEMENT_YEARS = (2018, 2019)
 # Model 1's range for the reference row: the last round held flat, B +- 1.96 sqrt(B(1-B)/150).
@@ -50,22 +48,6 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
     rx = pl.Series(np.asarray(x, dtype=float)).rank("average").to_numpy()
     ry = pl.Series(np.asarray(y, dtype=float)).rank("average").to_numpy()
     return float(np.corrcoef(rx, ry)[0, 1])
-
-
-def read_incidence(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
-    """state_code, year, incidence (cases per person-year, `rmean`); None when absent."""
-    path = Path(data_dir) / INCIDENCE
-    if not path.exists():
-        return None
-    df = pl.read_csv(path)
-    codes = {n: state_code_for(n, states) for n in df["Name"].unique()}
-    if None in codes.values():
-        raise InputError(path, f"unknown state name(s) {[k for k, v in codes.items() if v is None]}")
-    return df.select(
-        pl.col("Name").replace_strict(codes).alias("state_code"),
-        pl.col("Year").cast(pl.Int64).alias("year"),
-        pl.col("incidence_rate_all_age_rmean").cast(pl.Float64).alias("incidence"),
-    )
 
 
 def _r(v: float | None, d: int = 3) -> float | None:
