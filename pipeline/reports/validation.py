@@ -128,7 +128,7 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     """Leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
 
     For each LGA, its state's level is the children-weighted mean of the state's *other*
-    LGAs; "state value" gives every LGA that level, "urban split" applies the published
+    LGAs (and the national level that of all other LGAs); "state value" gives every LGA that level, "urban split" applies the published
     urban/rural contrast within the state (population-preserving, as the score does).
     """
     lp = md.lga_positivity
@@ -149,7 +149,8 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     keep = others > 0
     state_val = np.where(keep, (tot_np[st] - n * p) / np.where(keep, others, 1), np.nan)
     split_val = state_val * factor[gi]
-    national = float((n * p).sum() / n.sum())
+    # the national reference leaves the LGA out too, like every other prediction here
+    national = ((n * p).sum() - n * p) / (n.sum() - n)
     # a small-area alternative: the urban/rural ratio fitted on the other LGAs' observations
     urb = md.is_urban[gi].astype(float)
     u_np, u_n = (urb * n * p).sum() - urb * n * p, (urb * n).sum() - urb * n
@@ -167,7 +168,7 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     res: dict[str, Any] = {
         "lgas": int(k.sum()),
         "children": int(n[k].sum()),
-        "deviance_national_value": _r(binomial_deviance(p[k], np.full(k.sum(), national), n[k]), 4),
+        "deviance_national_value": _r(binomial_deviance(p[k], national[k], n[k]), 4),
         "deviance_state_value": _r(dev_state, 4),
         "deviance_urban_split": _r(dev_split, 4),
         "deviance_urban_ratio_fitted_to_lgas": _r(dev_fitted, 4),
