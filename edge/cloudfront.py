@@ -58,6 +58,7 @@ from .routes import (
     JSON,
     PRECOMPRESSED_SUFFIXES,
     PUBLIC_PREFIX,
+    PUBLISHED_RELEASE_ID_RE,
     Facts,
 )
 from .settings import EdgeSettings
@@ -67,7 +68,6 @@ MAX_GENERATED_BODY = 40 * 1024  # CloudFront's limit for a viewer-request genera
 STATUS_TEXT = {200: "OK", 204: "No Content", 301: "Moved Permanently", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
                403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed", 429: "Too Many Requests",
                500: "Internal Server Error", 503: "Service Unavailable"}
-RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")  # one key segment, as the publisher checks
 DOCS_KEY_RE = re.compile(r"^docs/[a-z0-9][a-z0-9._-]{0,100}$")  # the flat docs site, for pointers without a list
 CONTENT_TYPES = {".json": JSON, ".geojson": GEOJSON, ".html": "text/html; charset=utf-8",
                  ".css": "text/css; charset=utf-8"}
@@ -125,7 +125,7 @@ class PointerRelease:
     @classmethod
     def from_pointer(cls, doc: Mapping[str, Any]) -> PointerRelease:
         release_id = doc.get("release_id")
-        if not isinstance(release_id, str) or not RELEASE_ID_RE.fullmatch(release_id):
+        if not isinstance(release_id, str) or not PUBLISHED_RELEASE_ID_RE.fullmatch(release_id):
             raise ValueError(f"current.json names no valid release id: {release_id!r}")
         facts = doc.get("facts")
         if not isinstance(facts, Mapping):

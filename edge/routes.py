@@ -34,6 +34,9 @@ MONTHS_RE = re.compile(r"^[1-4]$")
 # A release id as the renderer makes it (UTC stamp, 8 hex digits of the content hash) and a
 # bundle file name: both are matched whole before either is used to name a file.
 RELEASE_ID_RE = re.compile(r"^\d{8}T\d{6}Z-[0-9a-f]{8}$")
+# Any release id the publisher accepts (one S3 key segment): wider than the renderer's, so
+# releases named by hand (tests, an operator's re-publish) still publish and serve.
+PUBLISHED_RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 FILE_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_]*(\.[a-z0-9]+){0,2}$")
 
 

@@ -9,9 +9,9 @@ The edge reads the same layout (`edge/cloudfront.py`); keep the two in step.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from edge.routes import PUBLISHED_RELEASE_ID_RE
 from pipeline.errors import PublishError
 
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
@@ -22,7 +22,7 @@ POINTER_NAME = "current.json"
 POINTER_FORMAT = 1
 SHA_META = "sha256"  # sent as x-amz-meta-sha256
 JSON = "application/json"
-RELEASE_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+RELEASE_ID_RE = PUBLISHED_RELEASE_ID_RE
 
 
 @dataclass(frozen=True)
