@@ -17,10 +17,10 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.paths import REPO_ROOT
+from tests.paths import REPO_ROOT, data_marks
 from tests.pipeline.site.conftest import RealSite
 
-pytestmark = pytest.mark.slow
+pytestmark = data_marks()  # slow, and skipped with a reason when the real data is absent
 
 QUICKSTART = REPO_ROOT / "docs" / "quickstart.md"
 FENCE = re.compile(r"^```(\w+)\n(.*?)^```$", re.S | re.M)

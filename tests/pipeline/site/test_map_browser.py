@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from edge.routes import BY_PATH
+from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 from tests.pipeline.site.screenshots import (
     KEY_STORE,
@@ -28,7 +29,7 @@ from tests.pipeline.site.screenshots import (
 )
 
 pytestmark = [
-    pytest.mark.slow,
+    *data_marks(),  # slow, and skipped with a reason when the real data is absent
     pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
 ]
 

@@ -17,9 +17,10 @@ import httpx
 import pytest
 
 from edge.problems import CATALOGUE
+from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 
-pytestmark = pytest.mark.slow
+pytestmark = data_marks()  # slow, and skipped with a reason when the real data is absent
 
 PACKAGE = "malaria_risk_client"
 # what the generator says when it drops part of a document
