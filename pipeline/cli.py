@@ -163,6 +163,8 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     from edge.local.settings import ServerSettings
     from edge.release import LocalReleases, ReleaseUnavailable
 
+    store = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(store, root)  # a refusal that needs no port: said whether or not the port is free
     _require_free_port(host, port)
     releases = LocalReleases(root)
     try:
@@ -172,8 +174,6 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     if releases.fallback_reason:
         click.echo(f"warning: {releases.fallback_reason}; serving release {served.release_id}, the newest "
                    "that verifies (`malaria-risk verify --root ... --all` lists what is wrong)", err=True)
-    store = store_spec or f"sqlite:{keys_path}"
-    refuse_store_inside(store, root)
     base = ServerSettings.from_env()
     settings = ServerSettings(root=root, store=store, counters=base.counters,
                               limits=limits, per_minute=base.per_minute, monthly=base.monthly,

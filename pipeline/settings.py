@@ -24,7 +24,9 @@ class BuildSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> BuildSettings:
         e = os.environ if env is None else env
-        return cls(data_dir=Path(e[ENV_DATA_DIR]) if e.get(ENV_DATA_DIR) else DEFAULT_DATA_DIR)
+        # A relative DATA_DIR (the Makefile's `../shared/data`) means relative to where the command was
+        # started; made absolute once here so links, subprocesses and temporary folders all see the same place.
+        return cls(data_dir=Path(os.path.abspath(e[ENV_DATA_DIR])) if e.get(ENV_DATA_DIR) else DEFAULT_DATA_DIR)
 
 
 def default_data_dir() -> Path:
