@@ -103,17 +103,17 @@ def test_empty_survey_csv_is_named(tmp_path: Path, content: bytes, words: str):
 
 
 def _survey_lines() -> list[bytes]:
-    return (DATA_DIR / SURVEY_CSV).read_bytes().rstrip(b"\n").split(b"\n")
+    return (DATA_DIR / SURVEY_CSV).read_bytes().splitlines()
 
 
 def _cut_at(fraction: float, mid_row: bool) -> bytes:
-    """The real survey file cut as an interrupted copy leaves it: at a byte, or at a line end."""
+    """The real survey file cut as an interrupted copy leaves it: at a line end, or inside a row
+    (after its third field, so the row is visibly short)."""
     data = (DATA_DIR / SURVEY_CSV).read_bytes()
-    cut = int(len(data) * fraction)
-    if not mid_row:
-        cut = data.rfind(b"\n", 0, cut) + 1
-    elif data[cut - 1:cut] == b"\n":
-        cut += 5
+    cut = data.rfind(b"\n", 0, int(len(data) * fraction)) + 1
+    if mid_row:
+        for _ in range(3):
+            cut = data.index(b",", cut) + 1
     return data[:cut]
 
 
