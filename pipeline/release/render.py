@@ -336,16 +336,16 @@ def render_release(
         if problems:
             raise RenderError("release failed verification: " + "; ".join(problems[:5]))
         os.rename(tmp, final)
-    except OSError as e:
+    except OSError as failed:
         shutil.rmtree(tmp, ignore_errors=True)
-        raise RenderError(_disk_problem(releases, e)) from None
+        raise RenderError(_disk_problem(releases, failed)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     try:
         switch_current(out, release_id)
-    except OSError as e:
-        raise RenderError(_disk_problem(out, e) + f" (release {release_id} is complete; "
+    except OSError as failed:
+        raise RenderError(_disk_problem(out, failed) + f" (release {release_id} is complete; "
                           f"`current` still names the previous one)") from None
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()
