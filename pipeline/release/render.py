@@ -257,8 +257,8 @@ def render_release(
     releases = out / "releases"
     try:
         releases.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise RenderError(_disk_problem(releases, e)) from None
+    except OSError as failed:
+        raise RenderError(_disk_problem(releases, failed)) from None
     cleaned = clean_killed_builds(out)
     final = releases / release_id
     if final.exists():
