@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-CONTAINERS = ("forecasts", "states", "lgas")
+CONTAINERS = ("forecasts", "states", "lgas", "months")
 LIST_SEPARATOR = ";"
 
 
