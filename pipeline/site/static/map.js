@@ -148,7 +148,7 @@
   function start(key) {
     state.key = key;
     $("key-form").classList.add("has-key");
-    $("key-state").textContent = "Using key …" + key.slice(-4) + " (kept in this tab only).";
+    $("key-state").textContent = "Key …" + key.slice(-4) + " (this tab only)";
     status("Loading outlines and the risk table …");
     api("/v1/downloads").then(function (index) {
       state.files = index.files;
@@ -162,10 +162,11 @@
     }).then(function (res) {
       loadGazetteer(parseCsv(res[2]));
       loadRisk(parseCsv(res[1]));
-      drawMap(res[0], res[3]);
       setupControls();
-      $("export").hidden = false;
       status("");
+      fitMapHeight(); // once everything above the map has its final size
+      drawMap(res[0], res[3]);
+      $("export").hidden = false;
       document.body.classList.add("map-ready");
     }).catch(function (err) {
       status(explain(err), true);
@@ -256,6 +257,20 @@
     state.map.fitBounds(state.lgaLayer.getBounds());
     $("map").setAttribute("aria-label", "Map of " + Object.keys(state.layers).length +
       " LGAs coloured by risk level. Use the LGA list below the map to choose one with the keyboard.");
+  }
+
+  /** The map takes the rest of the first screen below the controls, so the whole of it is seen
+   * without scrolling on a laptop or a phone (within a smallest and a largest useful height). */
+  function fitMapHeight() {
+    var el = $("map"), top = el.getBoundingClientRect().top + window.scrollY;
+    var rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+    el.style.height = Math.round(Math.max(15 * rem, Math.min(window.innerHeight - top - 0.75 * rem, 46 * rem))) + "px";
+  }
+
+  function refit() {
+    if (!state.map) return;
+    fitMapHeight();
+    state.map.invalidateSize();
   }
 
   function recolour() {
@@ -774,6 +789,8 @@
     $("map-table").addEventListener("toggle", renderTable);
     $("export-csv").addEventListener("click", exportCsv);
     $("export-png").addEventListener("click", exportPng);
+    var resizing = null;
+    window.addEventListener("resize", function () { clearTimeout(resizing); resizing = setTimeout(refit, 150); });
     setupKey();
   });
 })();
