@@ -555,11 +555,24 @@
       options: {
         interaction: { mode: "index", intersect: false },
         scales: {
-          y: { min: 0, max: 1, title: { display: true, text: "risk score" } },
+          // from zero to a little above the highest value, so a low-risk area's months are not a flat line
+          y: { min: 0, suggestedMax: 0.1, title: { display: true, text: "risk score (0 to 1)" } },
           x: { ticks: { autoSkip: true, maxTicksLimit: 12, maxRotation: 0 } },
         },
         plugins: {
-          legend: { labels: { filter: function (item) { return item.datasetIndex !== 0; } } },
+          // lines as lines, the band as a block; the band's lower edge has no entry of its own
+          legend: { labels: {
+            usePointStyle: true, pointStyleWidth: 28,
+            generateLabels: function (c) {
+              return Chart.defaults.plugins.legend.labels.generateLabels(c).filter(function (item) {
+                return item.datasetIndex !== 0;
+              }).map(function (item) {
+                item.pointStyle = item.datasetIndex === 1 ? "rect" : "line";
+                if (item.datasetIndex === 1) item.strokeStyle = item.fillStyle;
+                return item;
+              });
+            },
+          } },
           tooltip: { filter: function (item) { return item.datasetIndex !== 0; } },
         },
       },
