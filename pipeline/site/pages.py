@@ -439,7 +439,7 @@ def render_site(
         return item(slug, nav_title(slug), pages[slug].title)
 
     head = [md_item(s) for s in doc_slugs if s == "quickstart"]
-    nav = [*head, item("map", "Risk map", "Risk map: LGA risk by month, seasonality and survey charts"),
+    nav = [*head, item("map", "Risk map", "Risk map: LGA risk by month, score over time, seasonality and survey charts"),
            item("api", "API reference", "API reference: authentication, endpoints, example responses, errors"),
            item("errors", "Errors", "Error catalogue"), item("state-codes", "State codes", "State codes")]
     nav += [md_item(s) for s in doc_slugs if s != "quickstart"]

@@ -478,10 +478,14 @@
 
   // --- the chosen area's score over time ----------------------------------------------------
 
+  function historyPath(kind, code) {
+    return kind === "lga" ? "/v1/history/lgas?lga=" + encodeURIComponent(code)
+      : "/v1/history/states?state=" + encodeURIComponent(code);
+  }
+
   /** The history route's answer for an LGA or a state: forecast months too when the key may read them. */
   function history(kind, code) {
-    var path = kind === "lga" ? "/v1/history/lgas?lga=" + encodeURIComponent(code)
-      : "/v1/history/states?state=" + encodeURIComponent(code);
+    var path = historyPath(kind, code);
     if (!state.history[path]) {
       var asked = state.forecastScope === false ? api(path)
         : api(path + "&include=forecasts").then(function (h) { state.forecastScope = true; return h; }, function (err) {
@@ -528,6 +532,11 @@
     $("history-title").textContent = "Risk score over time: " + name;
     $("history-figure").dataset.kind = kind;
     $("history-figure").dataset.code = kind === "lga" ? h.lga_code : h.state_code;
+    var csv = historyPath(kind, kind === "lga" ? h.lga_code : h.state_code) +
+      (state.forecastScope ? "&include=forecasts" : "") + "&format=csv";
+    $("history-csv").dataset.path = csv;
+    $("history-csv").dataset.name = "history_" + (kind === "lga" ? h.lga_code : h.state_code) + ".csv";
+    $("history-request").textContent = "GET " + csv;
     $("history-note").textContent = months.length
       ? "Modelled score (0 to 1) each month, " + months[0].period + " to " + months[months.length - 1].period +
         ", with its likely range shaded (score_low to score_high)" +
@@ -802,6 +811,10 @@
     $("map-table").addEventListener("toggle", renderTable);
     $("export-csv").addEventListener("click", exportCsv);
     $("export-png").addEventListener("click", exportPng);
+    $("history-csv").addEventListener("click", function () {
+      var b = this;
+      api(b.dataset.path, "blob").then(function (blob) { download(blob, b.dataset.name); }).catch(chartError);
+    });
     var resizing = null;
     window.addEventListener("resize", function () { clearTimeout(resizing); resizing = setTimeout(refit, 150); });
     setupKey();

@@ -341,6 +341,10 @@ def test_history_chart_draws_the_history_routes_numbers(watched: Watched, real_s
     assert drawn["legend"] == ["Likely range", "Score, estimated", "Score, forecast"]
     assert "likely range shaded" in note and "forecast months are dashed" in note
     assert f"{sum(m['kind'] == 'forecast' for m in lga_history['months'])} forecast months" in note
+    # the history as CSV is the route's own CSV answer
+    name, body = downloaded(page, "#history-csv")
+    assert name == f"history_{code}.csv"
+    assert body == api_bytes(real_site, "/v1/history/lgas", lga=code, include="forecasts", format="csv")
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
 
 
