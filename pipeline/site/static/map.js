@@ -664,11 +664,50 @@
     return "Malaria risk level · " + area + " · " + monthText(state.period);
   }
 
+  /** Paints one of the map's SVG layers onto the canvas, shape by shape, from the paths' own data and
+   * colours: no image is loaded, so nothing depends on what a content security policy allows for images. */
+  function paintSvg(ctx, svg, box, top) {
+    var r = svg.getBoundingClientRect(), vb = svg.viewBox.baseVal;
+    if (!vb || !vb.width || !vb.height) return;
+    ctx.save();
+    ctx.translate(r.left - box.left, top + r.top - box.top);
+    ctx.scale(r.width / vb.width, r.height / vb.height);
+    ctx.translate(-vb.x, -vb.y);
+    ctx.lineJoin = "round"; ctx.lineCap = "round";
+    svg.querySelectorAll("path").forEach(function (el) {
+      var d = el.getAttribute("d");
+      if (!d || d === "M0 0") return;
+      var shape = new Path2D(d), fill = el.getAttribute("fill"), stroke = el.getAttribute("stroke");
+      if (fill && fill !== "none") {
+        ctx.globalAlpha = Number(el.getAttribute("fill-opacity") || 1);
+        ctx.fillStyle = fill;
+        ctx.fill(shape, el.getAttribute("fill-rule") === "evenodd" ? "evenodd" : "nonzero");
+      }
+      if (stroke && stroke !== "none" && Number(el.getAttribute("stroke-width") || 1) > 0) {
+        ctx.globalAlpha = Number(el.getAttribute("stroke-opacity") || 1);
+        ctx.strokeStyle = stroke;
+        ctx.lineWidth = Number(el.getAttribute("stroke-width") || 1);
+        ctx.stroke(shape);
+      }
+    });
+    ctx.restore();
+  }
+
   /** The map as drawn (its SVG layers, in pane order) with a title, the legend and the credits. */
   function exportPng() {
     var box = $("map").getBoundingClientRect(), w = Math.round(box.width), mh = Math.round(box.height);
-    var head = 34, foot = 54, ratio = window.devicePixelRatio || 1;
+    var head = 34, ratio = window.devicePixelRatio || 1;
     var canvas = document.createElement("canvas");
+    // the legend's rows, laid out first so the image is as tall as a narrow (phone) map needs
+    var measure = canvas.getContext("2d"), x = 8, row = 0, placed = [];
+    measure.font = "12px system-ui, sans-serif";
+    LEVELS.concat([{ label: "no figure", colour: NO_DATA }]).forEach(function (l) {
+      var tw = measure.measureText(l.label).width;
+      if (x > 8 && x + 22 + tw > w - 8) { x = 8; row++; }
+      placed.push({ l: l, x: x, row: row });
+      x += 20 + tw + 14;
+    });
+    var foot = 18 * (row + 1) + 36;
     canvas.width = w * ratio; canvas.height = (head + mh + foot) * ratio;
     var ctx = canvas.getContext("2d");
     ctx.scale(ratio, ratio);
@@ -680,39 +719,24 @@
     svgs.sort(function (a, b) {
       return Number(getComputedStyle(a.parentNode).zIndex) - Number(getComputedStyle(b.parentNode).zIndex);
     });
-    var images = svgs.map(function (svg) {
-      var r = svg.getBoundingClientRect();
-      var xml = new XMLSerializer().serializeToString(svg);
-      return new Promise(function (resolve, reject) {
-        var img = new Image();
-        img.onload = function () { resolve({ img: img, x: r.left - box.left, y: r.top - box.top, w: r.width, h: r.height }); };
-        img.onerror = function () { reject(new Error("the map could not be drawn as an image")); };
-        img.src = "data:image/svg+xml;charset=utf-8," + encodeURIComponent(xml);
-      });
+    ctx.save();
+    ctx.beginPath(); ctx.rect(0, head, w, mh); ctx.clip();
+    svgs.forEach(function (svg) { paintSvg(ctx, svg, box, head); });
+    ctx.restore();
+    ctx.font = "12px system-ui, sans-serif";
+    placed.forEach(function (p) {
+      var y = head + mh + 18 + 18 * p.row;
+      ctx.fillStyle = p.l.colour; ctx.fillRect(p.x, y - 10, 16, 11);
+      ctx.strokeStyle = "#8a8f99"; ctx.lineWidth = 1; ctx.strokeRect(p.x, y - 10, 16, 11);
+      ctx.fillStyle = "#1d2330"; ctx.fillText(p.l.label, p.x + 20, y);
     });
-    return Promise.all(images).then(function (drawn) {
-      ctx.save();
-      ctx.beginPath(); ctx.rect(0, head, w, mh); ctx.clip();
-      drawn.forEach(function (d) { ctx.drawImage(d.img, d.x, head + d.y, d.w, d.h); });
-      ctx.restore();
-      var x = 8, y = head + mh + 18;
-      ctx.font = "12px system-ui, sans-serif";
-      LEVELS.concat([{ label: "no figure", colour: NO_DATA }]).forEach(function (l) {
-        var tw = ctx.measureText(l.label).width;
-        if (x + 22 + tw > w - 8) { x = 8; y += 18; }
-        ctx.fillStyle = l.colour; ctx.fillRect(x, y - 10, 16, 11);
-        ctx.strokeStyle = "#8a8f99"; ctx.strokeRect(x, y - 10, 16, 11);
-        ctx.fillStyle = "#1d2330"; ctx.fillText(l.label, x + 20, y);
-        x += 20 + tw + 14;
-      });
-      ctx.fillStyle = "#5a6273";
-      ctx.fillText("Modelled scores. Outlines: eHealth Africa / GRID3, OCHA. Release " + $("release-id").textContent,
-        8, y + 20, w - 16);
-      return new Promise(function (resolve) { canvas.toBlob(resolve, "image/png"); });
-    }).then(function (blob) {
-      var name = "risk_map_" + (state.stateFilter || "all") + "_" + state.period + ".png";
-      download(blob, name);
-    }).catch(function (err) { status("Could not make the PNG: " + (err && err.message ? err.message : err), true); });
+    ctx.fillStyle = "#5a6273";
+    ctx.fillText("Modelled scores. Outlines: eHealth Africa / GRID3, OCHA. Release " + $("release-id").textContent,
+      8, head + mh + 18 * (row + 1) + 20, w - 16);
+    canvas.toBlob(function (blob) {
+      if (!blob) { status("Could not make the PNG of the map.", true); return; }
+      download(blob, "risk_map_" + (state.stateFilter || "all") + "_" + state.period + ".png");
+    }, "image/png");
   }
 
   function chart(id, cfg) {
