@@ -430,7 +430,7 @@ def map_box(page: Any) -> dict[str, float]:
 
 
 def assert_whole_map_on_first_screen(box: dict[str, float], min_height: float) -> None:
-    assert 0 <= box["top"] and box["bottom"] <= box["vh"], box  # no scrolling to see it
+    assert box["top"] >= 0 and box["bottom"] <= box["vh"], box  # no scrolling to see it
     assert box["height"] >= min_height, box
     # every LGA (Lagos in the south-west corner too) is inside the map's frame
     assert box["left"] <= box["lgaLeft"] and box["lgaRight"] <= box["right"], box
