@@ -233,11 +233,7 @@
       },
     }).addTo(state.map);
     state.stateLines = L.geoJSON(stateOutlines, {
-      pane: "states-lines", interactive: false,
-      style: function (f) {
-        return { className: "state-outline state-line-" + f.properties.state_code, fill: false,
-          color: "#3a4250", weight: 1.2, opacity: 0.9 };
-      },
+      pane: "states-lines", interactive: false, style: stateLineStyle,
     }).addTo(state.map);
     state.lgaLayer = L.geoJSON(outlines, {
       // the class names each LGA's shape (lga-<code>) for tests and user styles
@@ -271,6 +267,13 @@
     if (!state.map) return;
     fitMapHeight();
     state.map.invalidateSize();
+  }
+
+  /** State edges: the chosen state's drawn heavier, so it stands out from its neighbours. */
+  function stateLineStyle(f) {
+    var chosen = f.properties.state_code === state.stateFilter;
+    return { className: "state-outline state-line-" + f.properties.state_code, fill: false,
+      color: chosen ? "#000000" : "#3a4250", weight: chosen ? 2.2 : 1.2, opacity: 0.9 };
   }
 
   function recolour() {
@@ -335,6 +338,7 @@
   function setState(code) {
     state.stateFilter = code;
     recolour();
+    state.stateLines.setStyle(stateLineStyle);
     var layers = Object.keys(state.layers).filter(function (c) {
       return !code || (state.gazetteer[c] && state.gazetteer[c].state_code === code);
     }).map(function (c) { return state.layers[c]; });
@@ -576,8 +580,10 @@
               return Chart.defaults.plugins.legend.labels.generateLabels(c).filter(function (item) {
                 return item.datasetIndex !== 0;
               }).map(function (item) {
+                var ds = c.data.datasets[item.datasetIndex];
                 item.pointStyle = item.datasetIndex === 1 ? "rect" : "line";
                 if (item.datasetIndex === 1) item.strokeStyle = item.fillStyle;
+                else { item.strokeStyle = ds.borderColor; item.lineWidth = 2; item.lineDash = ds.borderDash || []; }
                 return item;
               });
             },
