@@ -292,7 +292,8 @@ HISTORY_JS = """() => { const ch = Chart.getChart(document.getElementById('histo
   const c = ch.canvas, px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
   let ink = 0; for (let i = 3; i < px.length; i += 4) if (px[i] > 0) ink++;
   return {labels: ch.data.labels, sets: Object.fromEntries(ch.data.datasets.map(d => [d.label, d.data])),
-          legend: ch.legend.legendItems.map(i => i.text), ink: ink}; }"""
+          legend: ch.legend.legendItems.map(i => i.text),
+          dashed: ch.legend.legendItems.map(i => (i.lineDash || []).length > 0), ink: ink}; }"""
 
 
 def wait_for_history(page: Any, code: str) -> dict[str, Any]:
@@ -339,6 +340,7 @@ def test_history_chart_draws_the_history_routes_numbers(watched: Watched, real_s
     # the legend shows what the caption describes, and nothing else
     note = page.text_content("#history-note")
     assert drawn["legend"] == ["Likely range", "Score, estimated", "Score, forecast"]
+    assert drawn["dashed"] == [False, False, True]  # the forecast entry is dashed, like its line
     assert "likely range shaded" in note and "forecast months are dashed" in note
     assert f"{sum(m['kind'] == 'forecast' for m in lga_history['months'])} forecast months" in note
     # the history as CSV is the route's own CSV answer
