@@ -60,8 +60,8 @@ lint: install
 test: install lint
 	$(BIN)/pytest -q
 
-# PNGs of the risk map (national and one state), an LGA's charts and the landing page, from the
-# current build, served on a free loopback port with a throwaway key.
+# PNGs of the risk map (national and one state), an LGA's charts and score over time, the map on a
+# 390 px phone and the landing page, from the current build, served on a free loopback port with a throwaway key.
 screenshots: install
 	@test -e build/current || $(MAKE) --no-print-directory build
 	$(BIN)/python -m tests.pipeline.site.screenshots --root build --out build/screenshots

@@ -17,7 +17,8 @@ Order of checks (documented in docs/api.md and pinned by tests):
 5. Limits → 429 (per-minute, then monthly allowance for live keys).
 6. Scope → 403 SCOPE_REQUIRED.
 7. Query string shape → 400 INVALID_QUERY / UNKNOWN_PARAMETER / REPEATED_PARAMETER.
-8. Parameter values, in the route's parameter order → the SPEC's codes. For a
+8. Parameter values, in the route's parameter order → the SPEC's codes; then a value
+   that needs a scope of its own (`include=forecasts` → `forecasts`) → 403 SCOPE_REQUIRED. For a
    bundle file: the release id must be the current or a kept release (else 404
    UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE).
 9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
@@ -355,12 +356,12 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
 # release being served. One (release, memo) pair, replaced whole when another release object
 # is passed (identity, not equality: a new manifest is always a new object), bounded so a
 # stream of distinct queries costs what it cost without the memo.
-_Outcome = tuple[str, FileEntry] | tuple[None, str, str, dict[str, str]]
+_Outcome = tuple[str, FileEntry, str | None] | tuple[None, str, str, dict[str, str]]
 _MEMO: tuple[object, dict[tuple[str, str], _Outcome]] = (None, {})
 _MEMO_MAX = 4096
 
 
-def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, FileEntry] | Response:
+def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, FileEntry, str | None] | Response:
     global _MEMO
     owner, memo = _MEMO
     if owner is not release:
@@ -380,7 +381,8 @@ def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, Fi
 
 
 def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outcome:
-    """(file key, entry), or (None, code, detail, problem members) in the gate's order of checks."""
+    """(file key, entry, scope a value needs), or (None, code, detail, problem members) in the gate's
+    order of checks. The value's scope is checked by the caller: the outcome is remembered for every key."""
     parsed = _parse_query(query, route)
     if isinstance(parsed, tuple):
         return None, *parsed
@@ -399,11 +401,12 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
             return None, code, f"The {route.dataset} data is not loaded in release {release.release_id}.", {}
         return None, "RELEASE_INCOMPLETE", f"Release {release.release_id} has no {route.dataset} data.", {}
 
+    value_scope = next((s for p in route.params if p.value_scopes and (s := p.scope_for(values[p.name]))), None)
     key = route.key(values)
     entry = release.entry(key)
     if entry is None:
         return None, "RELEASE_INCOMPLETE", f"Release {release.release_id} lacks {key}.", {}
-    return key, entry
+    return key, entry, value_scope
 
 
 def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:
@@ -414,7 +417,11 @@ def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseI
     resolved = _resolve(req, route, release)
     if isinstance(resolved, Response):
         return resolved
-    key, entry = resolved
+    key, entry, value_scope = resolved
+    if value_scope is not None and value_scope not in record.scopes:
+        return error("SCOPE_REQUIRED", f"This key lacks the `{value_scope}` scope that {route.path} needs for "
+                     "the forecast months; leave out `include` for the estimated months.",
+                     req.path, required_scope=value_scope)
     return _file(req, key, entry, release.release_id)
 
 

@@ -57,6 +57,10 @@ CATALOGUE: tuple[Problem, ...] = (
             "`period` is outside the months the data covers."),
     Problem("UNKNOWN_STATE", 404, "Unknown state", "`state` is missing or is not a valid state code."),
     Problem("INVALID_MONTHS", 400, "Invalid months", "`months` is not a whole number from 1 to 4."),
+    # history parameters (ours)
+    Problem("UNKNOWN_LGA", 404, "Unknown LGA",
+            "`lga` is missing or is not an LGA code of the release (OCHA p-code, NG + 6 digits)."),
+    Problem("INVALID_INCLUDE", 400, "Invalid include", "`include` is given with a value other than `forecasts`."),
     # formats and downloads (ours)
     Problem("INVALID_FORMAT", 400, "Invalid format", "`format` is neither `json` nor `csv`."),
     Problem("UNKNOWN_RELEASE", 404, "Release not kept",

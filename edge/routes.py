@@ -30,6 +30,8 @@ SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 # fullmatch here, because `$` alone would also accept a trailing newline.
 PERIOD_RE = re.compile(r"^(\d{4})-(0[1-9]|1[0-2])$")
 STATE_RE = re.compile(r"^[A-Z]{2}$")
+# An LGA code: the OCHA COD-AB admin-2 p-code (NG, two digits of the state, three of the LGA).
+LGA_RE = re.compile(r"^NG\d{6}$")
 MONTHS_RE = re.compile(r"^[1-4]$")
 # A release id as the renderer makes it (UTC stamp, 8 hex digits of the content hash) and a
 # bundle file name: both are matched whole before either is used to name a file.
@@ -61,6 +63,7 @@ class Facts(NamedTuple):
     estimated: tuple[str, ...] = ()
     forecast: tuple[str, ...] = ()
     available: tuple[str, ...] = ()  # datasets present in the release
+    lgas: tuple[str, ...] = ()  # LGA codes (sorted), for the routes keyed by LGA; empty in older releases
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> "Facts":
@@ -69,15 +72,19 @@ class Facts(NamedTuple):
             estimated=tuple(raw.get("estimated", ())),
             forecast=tuple(raw.get("forecast", ())),
             available=tuple(raw.get("available", ())),
+            lgas=tuple(raw.get("lgas", ())),
         )
 
     def to_json(self) -> dict[str, list[str]]:
-        return {
+        out = {
             "states": list(self.states),
             "estimated": list(self.estimated),
             "forecast": list(self.forecast),
             "available": list(self.available),
         }
+        if self.lgas:  # absent rather than empty, so a release without LGA routes keeps its manifest shape
+            out["lgas"] = list(self.lgas)
+        return out
 
     @property
     def last_estimated(self) -> str | None:
@@ -96,10 +103,18 @@ class Param(NamedTuple):
     """
 
     name: str
-    kind: str  # "state" | "period" | "months" | "format"
+    kind: str  # "state" | "period" | "months" | "format" | "lga" | "include"
     required: bool
     description: str
     default: str | None = None  # "last_estimated" or a literal
+    # (canonical value, scope) pairs: a value that needs a scope beyond the route's own
+    value_scopes: tuple[tuple[str, str], ...] = ()
+
+    def scope_for(self, value: str) -> str | None:
+        for v, scope in self.value_scopes:
+            if v == value:
+                return scope
+        return None
 
     def validate(self, raw: str | None, facts: Facts) -> str:
         return VALIDATORS[self.kind](self, raw, facts)
@@ -114,6 +129,10 @@ class Param(NamedTuple):
             return ("1", "2", "3", "4")
         if self.kind == "format":
             return tuple(FORMATS)
+        if self.kind == "lga":
+            return facts.lgas
+        if self.kind == "include":
+            return INCLUDES
         raise ValueError(self.kind)
 
 
@@ -176,7 +195,40 @@ def _format(p: Param, raw: str | None, facts: Facts) -> str:
     return raw
 
 
-VALIDATORS = {"state": _state, "period": _period, "months": _months, "format": _format}
+def _lga(p: Param, raw: str | None, facts: Facts) -> str:
+    if raw is None:
+        raise ParamError("UNKNOWN_LGA", "The `lga` parameter is required: an LGA code such as NG020001 "
+                         "(the `lga_code` of /v1/risk/lgas or the gazetteer).", p.name)
+    if not LGA_RE.fullmatch(raw) or raw not in facts.lgas:
+        shown = raw if len(raw) <= 20 else raw[:20] + "…"
+        hint = f" LGA codes are upper case: use `{raw.upper()}`." if raw.upper() in facts.lgas else ""
+        raise ParamError(
+            "UNKNOWN_LGA",
+            f"`{shown}` is not an LGA code of this release.{hint} Codes are OCHA p-codes of the form NG + 6 digits "
+            "(e.g. NG020001); /v1/risk/lgas and the gazetteer list them.",
+            p.name,
+        )
+    return raw
+
+
+# `include` values as the file key spells them: absent → only the estimated months.
+INCLUDE_NONE = "estimated"
+INCLUDE_FORECASTS = "forecasts"
+INCLUDES = (INCLUDE_NONE, INCLUDE_FORECASTS)
+
+
+def _include(p: Param, raw: str | None, facts: Facts) -> str:
+    if raw is None:
+        return INCLUDE_NONE
+    if raw != INCLUDE_FORECASTS:
+        shown = raw if len(raw) <= 20 else raw[:20] + "…"
+        raise ParamError("INVALID_INCLUDE", f"`{shown}` is not a value of `include`; the one value is `forecasts` "
+                         "(leave the parameter out for the estimated months only).", p.name)
+    return raw
+
+
+VALIDATORS = {"state": _state, "period": _period, "months": _months, "format": _format, "lga": _lga,
+              "include": _include}
 
 STATE = Param("state", "state", True, "Two-letter state code (ISO 3166-2:NG suffix, upper case), e.g. `KN`.")
 PERIOD = Param(
@@ -188,6 +240,14 @@ FORMAT = Param(
     "`json` (default) or `csv`: CSV has one header row and one row per record, the report's own fields "
     "first; see /docs/downloads.html for the columns.",
     "json",
+)
+
+LGA = Param("lga", "lga", True, "LGA code (`lga_code`: OCHA COD-AB p-code, NG + 6 digits), e.g. `NG020001`.")
+INCLUDE = Param(
+    "include", "include", False,
+    "`forecasts`: add the forecast months after the estimated ones (needs the `forecasts` scope as well). "
+    "Leave out for the estimated months only.",
+    None, value_scopes=((INCLUDE_FORECASTS, "forecasts"),),
 )
 
 
@@ -244,6 +304,25 @@ ROUTES: tuple[Route, ...] = (
         "/v1/risk/lgas", "risk_scores", (STATE, PERIOD, FORMAT), "v1/risk/lgas/{state}/{period}.{format}", JSON,
         "Every LGA of a state for one estimated month, highest risk first.",
         "risk", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE", "UNKNOWN_STATE", "INVALID_FORMAT"),
+    ),
+    Route(
+        "/v1/risk/lgas/all", "risk_scores", (PERIOD, FORMAT), "v1/risk/lgas_all/{period}.{format}", JSON,
+        "All 774 LGAs' risk for one estimated month, each with its state, highest risk first.",
+        "history", errors=("INVALID_PERIOD", "FORECAST_PERIOD", "PERIOD_NOT_AVAILABLE", "INVALID_FORMAT"),
+    ),
+    Route(
+        "/v1/history/states", "risk_scores", (STATE, INCLUDE, FORMAT),
+        "v1/history/states/{state}/{include}.{format}", JSON,
+        "One state's risk for every estimated month, oldest first; with `include=forecasts`, the forecast "
+        "months after them.",
+        "history", errors=("UNKNOWN_STATE", "INVALID_INCLUDE", "INVALID_FORMAT"),
+    ),
+    Route(
+        "/v1/history/lgas", "risk_scores", (LGA, INCLUDE, FORMAT),
+        "v1/history/lgas/{lga}/{include}.{format}", JSON,
+        "One LGA's risk for every estimated month, oldest first; with `include=forecasts`, the forecast "
+        "months after them.",
+        "history", errors=("UNKNOWN_LGA", "INVALID_INCLUDE", "INVALID_FORMAT"),
     ),
     Route(
         "/v1/forecasts/states", "forecasts", (MONTHS, FORMAT), "v1/forecasts/states/{months}.{format}", JSON,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.datasets import boundaries, context, downloads, risk, transmission
+from pipeline.datasets import boundaries, context, downloads, history, risk, transmission
 from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
@@ -27,6 +27,7 @@ PRODUCERS: tuple[Producer, ...] = (
     boundaries.produce,
     context.produce,
     risk.produce,
+    history.produce,  # after risk: regroups its documents
     transmission.produce,
     downloads.produce,  # after the datasets it tabulates
     pages.produce,  # last: documents the release it ships in

@@ -22,7 +22,7 @@ from hypothesis import settings
 from edge.local.app import App
 from edge.local.asgi import HARDENED
 from edge.local.settings import DEFAULT_FRONT
-from edge.routes import CSV, GEOJSON
+from edge.routes import CSV, GEOJSON, INCLUDES
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.datasets.base import Produced
 from pipeline.datasets.downloads import BundleFile, bundle
@@ -41,6 +41,7 @@ ROOT = REPO_ROOT
 STATES = ("KN", "LA")
 ESTIMATED = ("2024-01", "2024-02")
 FORECAST = ("2024-03", "2024-04", "2024-05", "2024-06")
+LGAS = ("NG020001", "NG026001")
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
 
@@ -78,9 +79,20 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
          BundleFile("lga_outlines.geojson", GEOJSON, b'{"type":"FeatureCollection","features":[]}', "test outlines")],
         "2026-11-22T10:00:00Z", "test-1",
     )
+    history = Produced(
+        "history",
+        {
+            "/v1/risk/lgas/all": {(p,): {"period": p, "kind": "estimated", "lgas": []} for p in ESTIMATED},
+            "/v1/history/states": {(s, i): {"state_code": s, "include": i, "months": []}
+                                   for s in STATES for i in INCLUDES},
+            "/v1/history/lgas": {(lga, i): {"lga_code": lga, "include": i, "months": []}
+                                 for lga in LGAS for i in INCLUDES},
+        },
+        facts={"lgas": list(LGAS)},
+    )
     site = Produced("site", {}, files={"docs/index.html": ("text/html; charset=utf-8", b"<h1>docs</h1>"),
                                        "docs/openapi.json": ("application/json", b"{}")})
-    out = [geo, context, risk, downloads, site]
+    out = [geo, context, risk, downloads, site, history]
     if with_transmission:
         out.append(Produced(
             "transmission",

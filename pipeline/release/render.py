@@ -75,7 +75,7 @@ class RenderStats:
 
 
 def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
-    merged: dict[str, list[str]] = {"states": [], "estimated": [], "forecast": []}
+    merged: dict[str, list[str]] = {"states": [], "estimated": [], "forecast": [], "lgas": []}
     available: list[str] = []
     model_version = None
     for p in produced:
@@ -89,7 +89,7 @@ def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
         model_version = p.model_version or model_version
     facts = Facts(
         states=tuple(merged["states"]), estimated=tuple(merged["estimated"]),
-        forecast=tuple(merged["forecast"]), available=tuple(sorted(available)),
+        forecast=tuple(merged["forecast"]), available=tuple(sorted(available)), lgas=tuple(merged["lgas"]),
     )
     return facts, model_version
 
@@ -251,7 +251,8 @@ def render_release(
             docs, extra = p.stamp(release_id)
             stamped.append(Produced(p.dataset, docs, files=extra))
         files += plan(stamped, Facts(available=tuple(p.dataset for p in stampers),
-                                     states=facts.states, estimated=facts.estimated, forecast=facts.forecast),
+                                     states=facts.states, estimated=facts.estimated, forecast=facts.forecast,
+                                     lgas=facts.lgas),
                       seen=seen)
     stamp_seconds = time.perf_counter() - stamp_started
     releases = out / "releases"

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-CONTAINERS = ("forecasts", "states", "lgas")
+CONTAINERS = ("forecasts", "states", "lgas", "months")
 LIST_SEPARATOR = ";"
 # One line ending for every CSV the service writes (responses and bundle tables alike): LF, what
 # pandas, R, polars and spreadsheet imports write and read by default.

@@ -20,6 +20,8 @@ from edge.routes import (
     DOWNLOAD_FILE,
     FILE_NAME_RE,
     FORMATS,
+    INCLUDES,
+    LGA_RE,
     PERIOD_RE,
     RELEASE_ID_RE,
     ROUTES,
@@ -87,7 +89,7 @@ def _int(description: str, **extra: Any) -> Schema:
 STATE_CODE = _str("Two-letter state code (ISO 3166-2:NG suffix).", pattern=STATE_RE.pattern, examples=["KN"])
 PERIOD = _str("Month, YYYY-MM.", pattern=PERIOD_RE.pattern, examples=["2024-07"])
 LGA_CODE = _str("Stable LGA identifier: the OCHA COD-AB p-code. Join on it, not on the name.",
-                examples=["NG001001"])
+                pattern=LGA_RE.pattern, examples=["NG001001"])
 
 
 def resource_schemas() -> dict[str, Schema]:
@@ -394,6 +396,35 @@ def resource_schemas() -> dict[str, Schema]:
                   "description": "Tables (CSV and Parquet), outlines (GeoJSON and GeoParquet), datapackage.json, "
                   "README.md, SHA256SUMS and one zip of everything; see /docs/downloads.html."},
     }, description="The current release's bulk downloads.")
+    s["HistoryMonth"] = _obj({
+        "period": PERIOD, "kind": _str("`estimated` or `forecast`.", enum=["estimated", "forecast"]),
+        **risk_common,
+        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary "
+                        "(additive; as in /v1/periods); always false for forecast months."},
+    }, description="One month of an area's history: the same numbers as that month's report.")
+    history_months = {"type": "array", "items": _ref("HistoryMonth"),
+                      "description": "Every estimated month, oldest first; with `include=forecasts` the "
+                      "forecast months follow, nearest first."}
+    s["StateHistory"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
+        "months": history_months,
+    }, description="One state's risk for every month held.")
+    s["LgaHistory"] = _obj({
+        "lga_code": LGA_CODE, "lga": _str("LGA name."), "state_code": STATE_CODE, "state": _str("State name."),
+        "is_urban": {"type": "boolean", "description": "Whether the LGA is classed as urban (derived from "
+                     "population density; no official flag exists)."},
+        "months": history_months,
+    }, description="One LGA's risk for every month held.")
+    lga_risk = s["LgaRisk"]["properties"]
+    s["CountryLgaRisk"] = _obj({
+        "lga_code": LGA_CODE, "lga": lga_risk["lga"], "state_code": STATE_CODE, "state": _str("State name."),
+        **{k: v for k, v in lga_risk.items() if k not in ("lga_code", "lga")},
+    }, description="An LGA record of /v1/risk/lgas with its state.")
+    s["CountryLgaRiskReport"] = _obj({
+        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
+        "lgas": {"type": "array", "items": _ref("CountryLgaRisk"), "description": "All 774 LGAs, highest "
+                 "risk first; ties broken by `lga_code`."},
+    }, description="Every LGA of the country for one estimated month.")
     s["Problem"] = problem_schema()
     return s
 
@@ -403,6 +434,9 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/periods": "PeriodIndex",
     "/v1/risk/states": "StateRiskReport",
     "/v1/risk/lgas": "LgaRiskReport",
+    "/v1/risk/lgas/all": "CountryLgaRiskReport",
+    "/v1/history/states": "StateHistory",
+    "/v1/history/lgas": "LgaHistory",
     "/v1/forecasts/states": "StateForecastResponse",
     "/v1/forecasts/lgas": "LgaForecastResponse",
     "/v1/context/states": "StateContextResponse",
@@ -485,6 +519,10 @@ def param_schema(p: Param, states: tuple[str, ...] = ()) -> Schema:
         return {"type": "string", "pattern": PERIOD_RE.pattern}
     if p.kind == "format":
         return {"type": "string", "enum": list(FORMATS), "default": p.default}
+    if p.kind == "lga":
+        return {"type": "string", "pattern": LGA_RE.pattern}
+    if p.kind == "include":
+        return {"type": "string", "enum": [v for v in INCLUDES if p.scope_for(v)]}
     if p.kind == "months":
         values = [int(v) for v in p.domain(Facts())]
         schema: Schema = {"type": "integer", "enum": values}
@@ -564,6 +602,8 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
         "summary": route.summary,
         "description": (f"Needs a key with the `{route.scope}` scope." if route.scope
                         else "Needs any valid key.")
+        + "".join(f" `{p.name}={v}` needs the `{scope}` scope as well (403 `SCOPE_REQUIRED` otherwise)."
+                  for p in route.params for v, scope in p.value_scopes)
         + f" Served from the release file `{route.file_key}`.",
         "tags": [route.dataset],
         "parameters": [_parameter(p, states) for p in route.params],

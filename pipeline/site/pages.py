@@ -187,6 +187,9 @@ FORMAT_IN_WORDS = {
              "(e.g. `KN` for Kano, `FC` for the Federal Capital Territory)",
     "period": "a month written year-month with four and two digits, e.g. `2024-07`; an estimated month "
               "(forecast months are read from the forecast endpoints)",
+    "lga": "an LGA code: NG and six digits (the OCHA p-code, `lga_code` in every LGA record and in the "
+           "gazetteer), e.g. `NG020001`",
+    "include": "`forecasts`, or leave it out",
 }
 
 
@@ -215,13 +218,13 @@ def endpoint_id(path: str) -> str:
 
 def _example_query(route: Route) -> str:
     required = [p for p in route.params if p.required]
-    examples = {"state": "KN"}
+    examples = {"state": "KN", "lga": "NG020001"}
     return "&".join(f"{p.name}={examples[p.kind]}" for p in required if p.kind in examples)
 
 
 def _file_layout(route: Route) -> str:
     per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)",
-           "format": "format (JSON, CSV)"}
+           "format": "format (JSON, CSV)", "lga": "LGA", "include": "include (estimated months only, with forecasts)"}
     if not route.params:
         return "one file"
     return "one file per " + " × ".join(per[p.kind] for p in route.params)
@@ -266,7 +269,8 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
 
         def score(k: tuple[str, ...], params: list[Param] = params) -> tuple[int, ...]:
             values = dict(zip([p.name for p in params], k, strict=False))
-            return (values.get("state") != "KN", -int(values.get("months", "0") == "1"))
+            return (values.get("state") != "KN", not values.get("lga", "NG020").startswith("NG020"),
+                    -int(values.get("months", "0") == "1"))
 
         key = sorted(keys, key=score)[0]
         if params and params[-1].kind == "period":
@@ -435,7 +439,7 @@ def render_site(
         return item(slug, nav_title(slug), pages[slug].title)
 
     head = [md_item(s) for s in doc_slugs if s == "quickstart"]
-    nav = [*head, item("map", "Risk map", "Risk map: LGA risk by month, seasonality and survey charts"),
+    nav = [*head, item("map", "Risk map", "Risk map: LGA risk by month, score over time, seasonality and survey charts"),
            item("api", "API reference", "API reference: authentication, endpoints, example responses, errors"),
            item("errors", "Errors", "Error catalogue"), item("state-codes", "State codes", "State codes")]
     nav += [md_item(s) for s in doc_slugs if s != "quickstart"]

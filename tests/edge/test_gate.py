@@ -13,7 +13,7 @@ from edge.release import LocalReleases
 from edge.routes import ROUTES
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.release.render import render_release
-from tests.conftest import ESTIMATED, FORECAST, NOW, synthetic_produced
+from tests.conftest import ESTIMATED, FORECAST, LGAS, NOW, synthetic_produced
 
 
 @pytest.fixture
@@ -38,7 +38,7 @@ def code_of(resp) -> str:
 def test_every_route_serves_its_file(release, store, all_scopes_key):
     """The route table maps each endpoint to an existing file with its content type."""
     for route in ROUTES:
-        query = "state=KN" if route.param("state") else ""
+        query = "state=KN" if route.param("state") else f"lga={LGAS[0]}" if route.param("lga") else ""
         resp = get(release, store, route.path, query, all_scopes_key)
         assert resp.status == 200, (route.path, resp.body)
         assert resp.file_key is not None and (release.root / resp.file_key).is_file()
@@ -51,6 +51,56 @@ def test_defaults_map_to_latest_period_and_four_months(release, store, all_scope
         f"v1/risk/states/{ESTIMATED[0]}.json"
     assert get(release, store, "/v1/forecasts/lgas", "state=LA", all_scopes_key).file_key == "v1/forecasts/lgas/LA/4.json"
     assert get(release, store, "/v1/forecasts/states", "months=2", all_scopes_key).file_key == "v1/forecasts/states/2.json"
+
+
+def test_history_and_country_routes_map_to_their_files(release, store, all_scopes_key):
+    assert get(release, store, "/v1/history/states", "state=KN", all_scopes_key).file_key == \
+        "v1/history/states/KN/estimated.json"
+    assert get(release, store, "/v1/history/states", "state=LA&include=forecasts&format=csv",
+               all_scopes_key).file_key == "v1/history/states/LA/forecasts.csv"
+    assert get(release, store, "/v1/history/lgas", f"lga={LGAS[1]}&include=forecasts", all_scopes_key).file_key == \
+        f"v1/history/lgas/{LGAS[1]}/forecasts.json"
+    assert get(release, store, "/v1/risk/lgas/all", "", all_scopes_key).file_key == \
+        f"v1/risk/lgas_all/{ESTIMATED[-1]}.json"
+    assert get(release, store, "/v1/risk/lgas/all", f"period={ESTIMATED[0]}&format=csv",
+               all_scopes_key).file_key == f"v1/risk/lgas_all/{ESTIMATED[0]}.csv"
+
+
+@pytest.mark.parametrize(("path", "query", "status", "code"), [
+    ("/v1/history/lgas", "", 404, "UNKNOWN_LGA"),
+    ("/v1/history/lgas", "lga=NG999999", 404, "UNKNOWN_LGA"),  # well-formed, not in the release
+    ("/v1/history/lgas", "lga=ng020001", 404, "UNKNOWN_LGA"),
+    ("/v1/history/lgas", "lga=../../manifest", 404, "UNKNOWN_LGA"),
+    ("/v1/history/lgas", f"lga={LGAS[0]}&include=all", 400, "INVALID_INCLUDE"),
+    ("/v1/history/lgas", f"lga={LGAS[0]}&include=", 400, "INVALID_INCLUDE"),
+    ("/v1/history/states", "state=ZZ", 404, "UNKNOWN_STATE"),
+    ("/v1/history/states", "state=KN&format=xml", 400, "INVALID_FORMAT"),
+    ("/v1/history/states", "state=KN&period=2024-01", 400, "UNKNOWN_PARAMETER"),
+    ("/v1/risk/lgas/all", "period=2024-1", 400, "INVALID_PERIOD"),
+    ("/v1/risk/lgas/all", f"period={FORECAST[0]}", 400, "FORECAST_PERIOD"),
+    ("/v1/risk/lgas/all", "period=1999-01", 404, "PERIOD_NOT_AVAILABLE"),
+    ("/v1/risk/lgas/all", "state=KN", 400, "UNKNOWN_PARAMETER"),
+])
+def test_history_and_country_routes_refuse_bad_values(release, store, all_scopes_key, path, query, status, code):
+    resp = get(release, store, path, query, all_scopes_key)
+    assert resp.status == status and code_of(resp) == code, resp.body
+
+
+def test_forecast_months_of_a_history_need_the_forecasts_scope(release, store):
+    _, risk_only = store.create("risk only", ["risk_scores"], "test", now=NOW)
+    assert get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}", risk_only).status == 200
+    for path, query in (("/v1/history/lgas", f"lga={LGAS[0]}&include=forecasts"),
+                        ("/v1/history/states", "state=KN&include=forecasts&format=csv")):
+        refused = get(release, store, path, query, risk_only)
+        assert refused.status == 403 and code_of(refused) == "SCOPE_REQUIRED"
+        assert json.loads(refused.body)["required_scope"] == "forecasts" and refused.file_key is None
+    # the remembered outcome of a query is per release, the scope check per key: the same query
+    # asked again by a key with both scopes is served
+    _, both = store.create("both", ["risk_scores", "forecasts"], "test", now=NOW)
+    assert get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}&include=forecasts", both).status == 200
+    _, forecasts_only = store.create("forecasts only", ["forecasts"], "test", now=NOW)
+    assert code_of(get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}&include=forecasts",
+                       forecasts_only)) == "SCOPE_REQUIRED"
 
 
 # -- authentication ------------------------------------------------------------------------
@@ -292,7 +342,7 @@ def test_trailing_newline_is_not_a_valid_value(release, store, all_scopes_key):
 
 def test_format_selects_the_csv_file_and_refuses_anything_else(release, store, all_scopes_key):
     for route in ROUTES:
-        base = "state=KN" if route.param("state") else ""
+        base = "state=KN" if route.param("state") else f"lga={LGAS[0]}" if route.param("lga") else ""
         q = (base + "&" if base else "") + "format=csv"
         resp = get(release, store, route.path, q, all_scopes_key)
         if route.param("format") is None:

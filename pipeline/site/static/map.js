@@ -1,10 +1,12 @@
-/* The risk map: LGA choropleth by month, details, seasonality and survey charts.
+/* The risk map: LGA choropleth by month over the state outlines, details, the chosen area's
+ * score over time, seasonality and survey charts, and the view's export as CSV and PNG.
  *
  * Reads the API with the key the reader pastes (kept in sessionStorage, sent only in the
- * Authorization header). First paint: the downloads index, the national LGA outlines, the
- * LGA-by-month risk table and the gazetteer — four requests; every month is in the table, so
- * moving the slider asks nothing more. Seasonality and survey figures are
- * fetched once, on the first LGA chosen. The browser's HTTP cache revalidates with ETags.
+ * Authorization header). First paint: the downloads index, the state and LGA outlines, the
+ * LGA-by-month risk table and the gazetteer — five requests; every month is in the table, so
+ * moving the slider asks nothing more. A chosen state or LGA asks for its history (one request
+ * each, kept); seasonality and survey figures are fetched once, on the first area chosen. The
+ * browser's HTTP cache revalidates with ETags.
  */
 (function () {
   "use strict";
@@ -25,6 +27,9 @@
     layers: {}, // lga_code -> Leaflet layer
     lgaLayer: null, map: null, period: null, stateFilter: "", selected: null,
     transmission: null, stateTransmission: null, charts: {},
+    history: {}, // request path -> promise of the history route's answer
+    forecastScope: null, // whether the key may read forecast months (null: not asked yet)
+    shown: null, // {kind: "lga" | "state", code} whose history the chart shows
   };
 
   // --- small helpers -------------------------------------------------------------------
@@ -86,7 +91,7 @@
             throw new ApiError(r.status, body, r.headers.get("Retry-After"));
           });
         }
-        return as === "text" ? r.text() : r.json();
+        return as === "text" ? r.text() : as === "blob" ? r.blob() : r.json();
       });
   }
 
@@ -129,6 +134,7 @@
     $("forget-key").addEventListener("click", function () {
       sessionStorage.removeItem(KEY_STORE);
       state.key = null;
+      $("key-form").classList.remove("has-key");
       $("key-state").textContent = "No key in this tab.";
       status("Key forgotten. Paste a key to load the map.");
     });
@@ -141,7 +147,8 @@
 
   function start(key) {
     state.key = key;
-    $("key-state").textContent = "Using key …" + key.slice(-4) + " (kept in this tab only).";
+    $("key-form").classList.add("has-key");
+    $("key-state").textContent = "Key …" + key.slice(-4) + " (this tab only)";
     status("Loading outlines and the risk table …");
     api("/v1/downloads").then(function (index) {
       state.files = index.files;
@@ -150,17 +157,24 @@
         api(fileUrl("lga_outlines.geojson")),
         api(fileUrl("risk_lga_month.csv"), "text"),
         api(fileUrl("gazetteer.csv"), "text"),
+        api(fileUrl("state_outlines.geojson")),
       ]);
     }).then(function (res) {
       loadGazetteer(parseCsv(res[2]));
       loadRisk(parseCsv(res[1]));
-      drawMap(res[0]);
       setupControls();
       status("");
+      fitMapHeight(); // once everything above the map has its final size
+      drawMap(res[0], res[3]);
+      $("export").hidden = false;
       document.body.classList.add("map-ready");
     }).catch(function (err) {
       status(explain(err), true);
-      if (err instanceof ApiError && err.status === 401) sessionStorage.removeItem(KEY_STORE);
+      if (err instanceof ApiError && err.status === 401) {
+        sessionStorage.removeItem(KEY_STORE);
+        $("key-form").classList.remove("has-key");
+        $("key-state").textContent = "No key in this tab.";
+      }
     });
   }
 
@@ -198,14 +212,29 @@
     };
   }
 
-  function drawMap(outlines) {
+  function drawMap(outlines, stateOutlines) {
     state.map = L.map("map", {
-      attributionControl: false, zoomSnap: 0.25, minZoom: 5, maxZoom: 11,
+      attributionControl: false, zoomSnap: 0.25, minZoom: 4, maxZoom: 11,
       preferCanvas: false, keyboard: true,
     });
     L.control.attribution({ prefix: false })
       .addAttribution('Outlines: eHealth Africa / GRID3, OCHA · <a href="/docs/attribution.html">sources</a>')
       .addTo(state.map);
+    // The base layer is the states (no tiles from another host): filled beneath the LGAs, and their
+    // edges drawn again above the LGAs, so state borders stay visible over the choropleth.
+    state.map.createPane("states-base").style.zIndex = 350;
+    state.map.createPane("states-lines").style.zIndex = 450;
+    state.map.getPane("states-lines").style.pointerEvents = "none";
+    L.geoJSON(stateOutlines, {
+      pane: "states-base", interactive: false,
+      style: function (f) {
+        return { className: "state-base state-" + f.properties.state_code, fillColor: "#e3e8ef", fillOpacity: 1,
+          color: "#8a93a3", weight: 1 };
+      },
+    }).addTo(state.map);
+    state.stateLines = L.geoJSON(stateOutlines, {
+      pane: "states-lines", interactive: false, style: stateLineStyle,
+    }).addTo(state.map);
     state.lgaLayer = L.geoJSON(outlines, {
       // the class names each LGA's shape (lga-<code>) for tests and user styles
       style: function (f) {
@@ -224,6 +253,27 @@
     state.map.fitBounds(state.lgaLayer.getBounds());
     $("map").setAttribute("aria-label", "Map of " + Object.keys(state.layers).length +
       " LGAs coloured by risk level. Use the LGA list below the map to choose one with the keyboard.");
+  }
+
+  /** The map takes the rest of the first screen below the controls, so the whole of it is seen
+   * without scrolling on a laptop or a phone (within a smallest and a largest useful height). */
+  function fitMapHeight() {
+    var el = $("map"), top = el.getBoundingClientRect().top + window.scrollY;
+    var rem = parseFloat(getComputedStyle(document.documentElement).fontSize) || 16;
+    el.style.height = Math.round(Math.max(15 * rem, Math.min(window.innerHeight - top - 0.75 * rem, 46 * rem))) + "px";
+  }
+
+  function refit() {
+    if (!state.map) return;
+    fitMapHeight();
+    state.map.invalidateSize();
+  }
+
+  /** State edges: the chosen state's drawn heavier, so it stands out from its neighbours. */
+  function stateLineStyle(f) {
+    var chosen = f.properties.state_code === state.stateFilter;
+    return { className: "state-outline state-line-" + f.properties.state_code, fill: false,
+      color: chosen ? "#000000" : "#3a4250", weight: chosen ? 2.2 : 1.2, opacity: 0.9 };
   }
 
   function recolour() {
@@ -281,18 +331,23 @@
     recolour();
     if (state.selected) showDetails(state.selected);
     renderTable();
+    updateExport();
+    if (state.charts["history-chart"]) state.charts["history-chart"].update("none"); // moves the month marker
   }
 
   function setState(code) {
     state.stateFilter = code;
     recolour();
+    state.stateLines.setStyle(stateLineStyle);
     var layers = Object.keys(state.layers).filter(function (c) {
       return !code || (state.gazetteer[c] && state.gazetteer[c].state_code === code);
     }).map(function (c) { return state.layers[c]; });
     if (layers.length) state.map.fitBounds(L.featureGroup(layers).getBounds(), { padding: [10, 10] });
     fillLgaSelect();
     renderTable();
+    updateExport();
     if (code) loadStateCharts(code);
+    else if (!state.selected) $("charts").hidden = true; // back to the whole country: nothing chosen
   }
 
   function lgasInView() {
@@ -393,19 +448,154 @@
     return state.transmission;
   }
 
+  function chartError(err) { $("charts-status").textContent = explain(err); }
+
   function loadCharts(code) {
     var g = state.gazetteer[code] || {};
     $("charts").hidden = false;
+    $("charts-status").textContent = "";
+    loadHistory("lga", code);
     loadTransmission().then(function (t) {
       drawSeason(code, g, t);
       drawSurvey(g.state_code, t);
-    }).catch(function (err) { $("charts-status").textContent = explain(err); });
+    }).catch(chartError);
   }
 
   function loadStateCharts(stateCode) {
     $("charts").hidden = false;
-    loadTransmission().then(function (t) { drawSurvey(stateCode, t); })
-      .catch(function (err) { $("charts-status").textContent = explain(err); });
+    $("charts-status").textContent = "";
+    // a chosen LGA of this state keeps its own history; otherwise the chart shows the state's
+    if (!state.selected || (state.gazetteer[state.selected] || {}).state_code !== stateCode) {
+      state.selected && clearSelection();
+      loadHistory("state", stateCode);
+    }
+    loadTransmission().then(function (t) { drawSurvey(stateCode, t); }).catch(chartError);
+  }
+
+  function clearSelection() {
+    var previous = state.selected;
+    state.selected = null;
+    if (previous && state.layers[previous]) state.layers[previous].setStyle(styleFor(previous));
+    $("details").hidden = true;
+    $("season-figure").hidden = true;
+  }
+
+  // --- the chosen area's score over time ----------------------------------------------------
+
+  function historyPath(kind, code) {
+    return kind === "lga" ? "/v1/history/lgas?lga=" + encodeURIComponent(code)
+      : "/v1/history/states?state=" + encodeURIComponent(code);
+  }
+
+  /** The history route's answer for an LGA or a state: forecast months too when the key may read them. */
+  function history(kind, code) {
+    var path = historyPath(kind, code);
+    if (!state.history[path]) {
+      var asked = state.forecastScope === false ? api(path)
+        : api(path + "&include=forecasts").then(function (h) { state.forecastScope = true; return h; }, function (err) {
+          if (!(err instanceof ApiError && err.status === 403)) throw err;
+          state.forecastScope = false; // the key lacks the forecasts scope: the estimated months only
+          return api(path);
+        });
+      state.history[path] = asked;
+      asked.catch(function () { delete state.history[path]; });
+    }
+    return state.history[path];
+  }
+
+  function loadHistory(kind, code) {
+    state.shown = { kind: kind, code: code };
+    history(kind, code).then(function (h) {
+      if (!state.shown || state.shown.kind !== kind || state.shown.code !== code) return; // chosen since
+      drawHistory(kind, h);
+    }).catch(chartError);
+  }
+
+  /** A vertical line at the month the map shows (a plugin local to the history chart). */
+  var monthMarker = {
+    id: "monthMarker",
+    afterDatasetsDraw: function (chart) {
+      var i = chart.data.labels.indexOf(state.period);
+      if (i < 0) return;
+      var x = chart.scales.x.getPixelForValue(i), area = chart.chartArea, ctx = chart.ctx;
+      ctx.save();
+      ctx.strokeStyle = "#0b5c8a"; ctx.lineWidth = 1.5; ctx.setLineDash([2, 2]);
+      ctx.beginPath(); ctx.moveTo(x, area.top); ctx.lineTo(x, area.bottom); ctx.stroke();
+      ctx.restore();
+    },
+  };
+
+  function drawHistory(kind, h) {
+    var months = h.months || [];
+    var name = kind === "lga" ? h.lga + ", " + h.state : h.state + " (state)";
+    var lastEstimated = -1;
+    months.forEach(function (m, i) { if (m.kind !== "forecast") lastEstimated = i; });
+    var forecasts = months.length - 1 - lastEstimated;
+    var num = function (v) { return v === null || v === undefined ? null : Number(v); };
+    $("history-figure").hidden = false;
+    $("history-title").textContent = "Risk score over time: " + name;
+    $("history-figure").dataset.kind = kind;
+    $("history-figure").dataset.code = kind === "lga" ? h.lga_code : h.state_code;
+    var csv = historyPath(kind, kind === "lga" ? h.lga_code : h.state_code) +
+      (state.forecastScope ? "&include=forecasts" : "") + "&format=csv";
+    $("history-csv").dataset.path = csv;
+    $("history-csv").dataset.name = "history_" + (kind === "lga" ? h.lga_code : h.state_code) + ".csv";
+    $("history-request").textContent = "GET " + csv;
+    $("history-note").textContent = months.length
+      ? "Modelled score (0 to 1) each month, " + months[0].period + " to " + months[months.length - 1].period +
+        ", with its likely range shaded (score_low to score_high)" +
+        (forecasts ? "; the " + forecasts + " forecast months are dashed" : "") +
+        ". The dotted line marks the month on the map." +
+        (state.forecastScope === false ? " Forecast months need a key with the forecasts scope." : "")
+      : "This release has no monthly scores for this area.";
+    var datasets = [
+      { label: "likely range, low", data: months.map(function (m) { return num(m.score_low); }),
+        borderWidth: 0, pointRadius: 0, fill: false },
+      { label: "Likely range", data: months.map(function (m) { return num(m.score_high); }),
+        borderWidth: 0, pointRadius: 0, backgroundColor: "rgba(59, 110, 165, 0.25)", fill: "-1" },
+      { label: "Score, estimated", data: months.map(function (m, i) { return i <= lastEstimated ? num(m.score) : null; }),
+        borderColor: "#1d2330", backgroundColor: "#1d2330", borderWidth: 1.5, pointRadius: 0 },
+    ];
+    if (forecasts) {
+      datasets.push({ label: "Score, forecast", borderDash: [5, 3], borderColor: "#8a3b00", backgroundColor: "#8a3b00",
+        borderWidth: 1.5, pointRadius: 2,
+        // joined to the last estimated month so the line does not break
+        data: months.map(function (m, i) { return i >= lastEstimated && lastEstimated >= 0 || m.kind === "forecast" ? num(m.score) : null; }) });
+    }
+    chart("history-chart", {
+      type: "line",
+      data: { labels: months.map(function (m) { return m.period; }), datasets: datasets },
+      options: {
+        interaction: { mode: "index", intersect: false },
+        scales: {
+          // from zero to a little above the highest value, so a low-risk area's months are not a flat line
+          y: { min: 0, suggestedMax: 0.1, title: { display: true, text: "risk score (0 to 1)" } },
+          x: { ticks: { autoSkip: true, maxTicksLimit: 12, maxRotation: 0 } },
+        },
+        plugins: {
+          // lines as lines, the band as a block; the band's lower edge has no entry of its own
+          legend: { labels: {
+            usePointStyle: true, pointStyleWidth: 28,
+            generateLabels: function (c) {
+              return Chart.defaults.plugins.legend.labels.generateLabels(c).filter(function (item) {
+                return item.datasetIndex !== 0;
+              }).map(function (item) {
+                var ds = c.data.datasets[item.datasetIndex];
+                item.pointStyle = item.datasetIndex === 1 ? "rect" : "line";
+                if (item.datasetIndex === 1) item.strokeStyle = item.fillStyle;
+                else { item.strokeStyle = ds.borderColor; item.lineWidth = 2; item.lineDash = ds.borderDash || []; }
+                return item;
+              });
+            },
+          } },
+          tooltip: { filter: function (item) { return item.datasetIndex !== 0; } },
+        },
+      },
+      plugins: [monthMarker],
+    });
+    fillTable("history-table", ["Month", "Kind", "Score", "Low", "High", "Level"], months.map(function (m) {
+      return [m.period, m.kind, m.score, m.score_low, m.score_high, m.level === null ? null : levelLabel(m.level)];
+    }));
   }
 
   function fillTable(id, header, rows) {
@@ -437,6 +627,124 @@
     },
   };
 
+  // --- export of the view ----------------------------------------------------------------
+
+  function download(blob, name) {
+    var url = URL.createObjectURL(blob), a = document.createElement("a");
+    a.href = url; a.download = name;
+    document.body.appendChild(a); a.click(); a.remove();
+    setTimeout(function () { URL.revokeObjectURL(url); }, 60000);
+  }
+
+  /** The API request whose answer is the view (area and month) as CSV, and the file's name. */
+  function viewRequest() {
+    var p = state.period, s = state.stateFilter;
+    if (!isForecast(p)) {
+      return s ? { path: "/v1/risk/lgas?state=" + s + "&period=" + p + "&format=csv", name: "risk_lgas_" + s + "_" + p + ".csv" }
+        : { path: "/v1/risk/lgas/all?period=" + p + "&format=csv", name: "risk_lgas_all_" + p + ".csv" };
+    }
+    var h = state.horizon[p];
+    if (s && h) {
+      return { path: "/v1/forecasts/lgas?state=" + s + "&months=" + h + "&format=csv", name: "forecasts_lgas_" + s + "_" + h + "months.csv",
+        note: "; the API's answer holds the forecast months up to this one" };
+    }
+    return null;
+  }
+
+  function updateExport() {
+    var req = viewRequest();
+    $("export-csv").disabled = !req;
+    $("export-note").textContent = req ? "CSV: GET " + req.path + (req.note || "") + "."
+      : "CSV of forecast months: choose a state (the API answers forecasts per state).";
+  }
+
+  function exportCsv() {
+    var req = viewRequest();
+    if (!req) return;
+    api(req.path, "blob").then(function (blob) { download(blob, req.name); })
+      .catch(function (err) { status(explain(err), true); });
+  }
+
+  function viewTitle() {
+    var area = state.stateFilter ? $("state-filter").selectedOptions[0].textContent : "Nigeria, all LGAs";
+    return "Malaria risk level · " + area + " · " + monthText(state.period);
+  }
+
+  /** Paints one of the map's SVG layers onto the canvas, shape by shape, from the paths' own data and
+   * colours: no image is loaded, so nothing depends on what a content security policy allows for images. */
+  function paintSvg(ctx, svg, box, top) {
+    var r = svg.getBoundingClientRect(), vb = svg.viewBox.baseVal;
+    if (!vb || !vb.width || !vb.height) return;
+    ctx.save();
+    ctx.translate(r.left - box.left, top + r.top - box.top);
+    ctx.scale(r.width / vb.width, r.height / vb.height);
+    ctx.translate(-vb.x, -vb.y);
+    ctx.lineJoin = "round"; ctx.lineCap = "round";
+    svg.querySelectorAll("path").forEach(function (el) {
+      var d = el.getAttribute("d");
+      if (!d || d === "M0 0") return;
+      var shape = new Path2D(d), fill = el.getAttribute("fill"), stroke = el.getAttribute("stroke");
+      if (fill && fill !== "none") {
+        ctx.globalAlpha = Number(el.getAttribute("fill-opacity") || 1);
+        ctx.fillStyle = fill;
+        ctx.fill(shape, el.getAttribute("fill-rule") === "evenodd" ? "evenodd" : "nonzero");
+      }
+      if (stroke && stroke !== "none" && Number(el.getAttribute("stroke-width") || 1) > 0) {
+        ctx.globalAlpha = Number(el.getAttribute("stroke-opacity") || 1);
+        ctx.strokeStyle = stroke;
+        ctx.lineWidth = Number(el.getAttribute("stroke-width") || 1);
+        ctx.stroke(shape);
+      }
+    });
+    ctx.restore();
+  }
+
+  /** The map as drawn (its SVG layers, in pane order) with a title, the legend and the credits. */
+  function exportPng() {
+    var box = $("map").getBoundingClientRect(), w = Math.round(box.width), mh = Math.round(box.height);
+    var head = 34, ratio = window.devicePixelRatio || 1;
+    var canvas = document.createElement("canvas");
+    // the legend's rows, laid out first so the image is as tall as a narrow (phone) map needs
+    var measure = canvas.getContext("2d"), x = 8, row = 0, placed = [];
+    measure.font = "12px system-ui, sans-serif";
+    LEVELS.concat([{ label: "no figure", colour: NO_DATA }]).forEach(function (l) {
+      var tw = measure.measureText(l.label).width;
+      if (x > 8 && x + 22 + tw > w - 8) { x = 8; row++; }
+      placed.push({ l: l, x: x, row: row });
+      x += 20 + tw + 14;
+    });
+    var foot = 18 * (row + 1) + 36;
+    canvas.width = w * ratio; canvas.height = (head + mh + foot) * ratio;
+    var ctx = canvas.getContext("2d");
+    ctx.scale(ratio, ratio);
+    ctx.fillStyle = "#ffffff"; ctx.fillRect(0, 0, w, head + mh + foot);
+    ctx.fillStyle = "#1d2330"; ctx.font = "600 15px system-ui, sans-serif";
+    ctx.fillText(viewTitle(), 8, 22, w - 16);
+    ctx.fillStyle = "#eef3f7"; ctx.fillRect(0, head, w, mh);
+    var svgs = Array.prototype.slice.call($("map").querySelectorAll(".leaflet-pane > svg"));
+    svgs.sort(function (a, b) {
+      return Number(getComputedStyle(a.parentNode).zIndex) - Number(getComputedStyle(b.parentNode).zIndex);
+    });
+    ctx.save();
+    ctx.beginPath(); ctx.rect(0, head, w, mh); ctx.clip();
+    svgs.forEach(function (svg) { paintSvg(ctx, svg, box, head); });
+    ctx.restore();
+    ctx.font = "12px system-ui, sans-serif";
+    placed.forEach(function (p) {
+      var y = head + mh + 18 + 18 * p.row;
+      ctx.fillStyle = p.l.colour; ctx.fillRect(p.x, y - 10, 16, 11);
+      ctx.strokeStyle = "#8a8f99"; ctx.lineWidth = 1; ctx.strokeRect(p.x, y - 10, 16, 11);
+      ctx.fillStyle = "#1d2330"; ctx.fillText(p.l.label, p.x + 20, y);
+    });
+    ctx.fillStyle = "#5a6273";
+    ctx.fillText("Modelled scores. Outlines: eHealth Africa / GRID3, OCHA. Release " + $("release-id").textContent,
+      8, head + mh + 18 * (row + 1) + 20, w - 16);
+    canvas.toBlob(function (blob) {
+      if (!blob) { status("Could not make the PNG of the map.", true); return; }
+      download(blob, "risk_map_" + (state.stateFilter || "all") + "_" + state.period + ".png");
+    }, "image/png");
+  }
+
   function chart(id, cfg) {
     if (state.charts[id]) state.charts[id].destroy();
     cfg.options = Object.assign({ animation: false, responsive: true, maintainAspectRatio: false }, cfg.options || {});
@@ -448,6 +756,7 @@
     var st = t.state[g.state_code];
     var stateIndex = st ? st.season.seasonal_index : [];
     var high = rows.filter(function (r) { return r.high_season === "true"; }).map(function (r) { return Number(r.month); });
+    $("season-figure").hidden = false;
     $("season-title").textContent = "Seasonality: " + (g.lga || code) + " and " + (g.state || "its state");
     $("season-note").textContent = rows.length
       ? "High season of " + (g.lga || code) + " shaded: " + (high.length ? high.map(function (m) { return MONTH_NAMES[m - 1]; }).join(", ") : "none") + "."
@@ -469,7 +778,18 @@
           y: { min: 0, max: 1, title: { display: true, text: "share of peak month" } },
           rain: { position: "right", min: 0, grid: { drawOnChartArea: false }, title: { display: true, text: "rainfall, mm" } },
         },
-        plugins: { highSeasonShade: { months: high } },
+        plugins: {
+          highSeasonShade: { months: high },
+          // the shading is explained in the legend as in the caption
+          legend: { onClick: legendClick, labels: { generateLabels: function (c) {
+            var items = Chart.defaults.plugins.legend.labels.generateLabels(c);
+            if (high.length) {
+              items.push({ text: "High season (shaded)", fillStyle: "rgba(240, 200, 60, 0.45)",
+                strokeStyle: "rgba(200, 160, 30, 0.8)", lineWidth: 1, hidden: false, datasetIndex: -1 });
+            }
+            return items;
+          } } },
+        },
       },
       plugins: [highSeasonShade],
     });
@@ -480,8 +800,14 @@
       }));
   }
 
+  /** Legend clicks hide a dataset; an entry that explains a shading (no dataset) does nothing. */
+  function legendClick(e, item, legend) {
+    if (item.datasetIndex >= 0) Chart.defaults.plugins.legend.onClick.call(this, e, item, legend);
+  }
+
   function drawSurvey(stateCode, t) {
     var st = t.state[stateCode];
+    $("survey-figure").hidden = false;
     var trend = st ? st.survey_trend.slice().sort(function (a, b) { return a.survey_year - b.survey_year; }) : [];
     $("survey-title").textContent = "Survey positivity, " + (st ? st.state : stateCode);
     var ranged = trend.filter(function (e) { return e.low !== null && e.high !== null; }).length;
@@ -490,16 +816,17 @@
         ? "; bars show the 95% range where the source gives one."
         : ". The source gives no 95% range for these rounds.");
     var labels = trend.map(function (e) { return e.survey + " (" + e.test + ")"; });
+    var datasets = [
+      { type: "line", label: "Positivity", data: trend.map(function (e) { return e.positivity; }),
+        borderColor: "#b8420f", backgroundColor: "#b8420f", pointRadius: 4 },
+    ];
+    // the range is drawn (and in the legend) only where the source gives one, as the caption says
+    if (ranged) {
+      datasets.push({ type: "bar", label: "95% range", data: trend.map(function (e) { return e.low === null || e.high === null ? null : [e.low, e.high]; }),
+        backgroundColor: "rgba(59, 110, 165, 0.35)", barPercentage: 0.3 });
+    }
     chart("survey-chart", {
-      data: {
-        labels: labels,
-        datasets: [
-          { type: "bar", label: "95% range", data: trend.map(function (e) { return e.low === null || e.high === null ? null : [e.low, e.high]; }),
-            backgroundColor: "rgba(59, 110, 165, 0.35)", barPercentage: 0.3 },
-          { type: "line", label: "Positivity", data: trend.map(function (e) { return e.positivity; }),
-            borderColor: "#b8420f", backgroundColor: "#b8420f", pointRadius: 4 },
-        ],
-      },
+      data: { labels: labels, datasets: datasets },
       options: { scales: { y: { min: 0, suggestedMax: 0.7, title: { display: true, text: "share positive" } } } },
     });
     fillTable("survey-table", ["Survey", "Test", "Positivity", "Low (95%)", "High (95%)", "Children tested"],
@@ -512,6 +839,14 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     $("map-table").addEventListener("toggle", renderTable);
+    $("export-csv").addEventListener("click", exportCsv);
+    $("export-png").addEventListener("click", exportPng);
+    $("history-csv").addEventListener("click", function () {
+      var b = this;
+      api(b.dataset.path, "blob").then(function (blob) { download(blob, b.dataset.name); }).catch(chartError);
+    });
+    var resizing = null;
+    window.addEventListener("resize", function () { clearTimeout(resizing); resizing = setTimeout(refit, 150); });
     setupKey();
   });
 })();

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import build
 from tests.conftest import LiveServer
 from tests.paths import DATA_DIR
+from tests.pipeline.site.screenshots import browser
 
 
 @dataclass(frozen=True)
@@ -33,3 +35,10 @@ def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSite]:
     _, narrow = store.create("site tests, one scope", ["risk_scores"], "test")
     with LiveServer(App(tmp / "build", store)) as server:
         yield RealSite(server.url, key, narrow, tmp / "build")
+
+
+@pytest.fixture(scope="package")
+def chromium() -> Iterator[Any]:
+    """One headless Chromium for every browser test of the site."""
+    with browser() as b:
+        yield b

@@ -1,7 +1,8 @@
 """Headless Chromium (Debian package) driven by Playwright: the map and docs, looked at.
 
 Used by the browser tests and by `make screenshots`, which writes PNGs of the map
-(national and one state), an LGA's charts and the landing page for a person to look at:
+(national and one state), an LGA's charts, its score over time, the map on a 390 px phone and
+the landing page for a person to look at:
 
     python -m tests.pipeline.site.screenshots --root build --out build/screenshots
 """
@@ -19,6 +20,40 @@ from typing import Any
 
 KEY_STORE = "malaria-risk.api-key"  # the sessionStorage entry map.js keeps the key in
 STATE = "KN"  # the state the state view and the charts show
+# Common laptop screens (CSS pixels of the browser's viewport) and phone widths the pages must fit.
+LAPTOPS = ((1280, 800), (1366, 768), (1440, 900), (1920, 1080))
+PHONES = ((360, 740), (390, 844))
+
+# Elements that reach past the viewport's left or right edge and are not inside a box that scrolls
+# or clips them: what makes a page scroll sideways or cuts its text off on a phone.
+OVERFLOW_JS = """(vw) => {
+  const clipped = (el) => {
+    for (let a = el.parentElement; a && a !== document.documentElement; a = a.parentElement)
+      if (getComputedStyle(a).overflowX !== 'visible') return true;
+    return false;
+  };
+  const name = (el) => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+    (typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\\s+/).join('.') : '');
+  const out = [];
+  for (const el of document.body.querySelectorAll('*')) {
+    const r = el.getBoundingClientRect();
+    if (r.width === 0 || r.height === 0) continue;
+    if ((r.right > vw + 0.5 || r.left < -0.5) && !clipped(el))
+      out.push(name(el) + ' ' + Math.round(r.left) + '..' + Math.round(r.right));
+  }
+  return {scrollWidth: document.documentElement.scrollWidth, bodyWidth: document.body.scrollWidth, overflowing: out};
+}"""
+
+
+def overflow(page: Any, width: int) -> dict[str, Any]:
+    """The document's scroll width and the elements that overflow a viewport `width` px wide."""
+    return dict(page.evaluate(OVERFLOW_JS, width))
+
+
+def phone_context(b: Any, width: int, height: int) -> Any:
+    """A browser context that lays pages out as a phone does (meta viewport, touch, 2x pixels)."""
+    return b.new_context(viewport={"width": width, "height": height}, is_mobile=True, has_touch=True,
+                         device_scale_factor=2)
 
 
 def chromium_path() -> str | None:
@@ -100,9 +135,23 @@ def take(base_url: str, key: str, out: Path, running: Any = None) -> list[Path]:
     page.wait_for_function("document.querySelector('#season-table tbody tr') !== null", timeout=30_000)
     shots.append(out / "map-state.png")
     page.screenshot(path=str(shots[-1]), full_page=False)
+    page.wait_for_function(
+        f"document.querySelector('#history-figure').dataset.code === '{code}'"
+        " && document.querySelectorAll('#history-table tbody tr').length > 0", timeout=30_000)
     page.locator("#charts").scroll_into_view_if_needed()
     shots.append(out / "lga-charts.png")
     page.locator("#charts").screenshot(path=str(shots[-1]))
+    shots.append(out / "history-chart.png")
+    page.locator("#history-figure").screenshot(path=str(shots[-1]))
+    page.close()
+
+    context = phone_context(b, 390, 844)
+    page = context.new_page()
+    open_map(page, base_url, key)
+    page.wait_for_timeout(300)  # the map fitted to its final size
+    shots.append(out / "phone-map.png")
+    page.screenshot(path=str(shots[-1]), full_page=False)
+    context.close()
     return shots
 
 

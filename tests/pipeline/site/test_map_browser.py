@@ -7,7 +7,9 @@ not with numbers written here.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -19,11 +21,14 @@ from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 from tests.pipeline.site.screenshots import (
     KEY_STORE,
+    LAPTOPS,
+    PHONES,
     STATE,
-    browser,
     chromium_path,
     first_lga_of,
     open_map,
+    overflow,
+    phone_context,
     point_inside,
     take,
 )
@@ -34,7 +39,8 @@ pytestmark = [
 ]
 
 LGAS = 774
-FIRST_PAINT_MAX_REQUESTS = 4  # downloads index, outlines, risk table, gazetteer
+STATES = 37
+FIRST_PAINT_MAX_REQUESTS = 5  # downloads index, LGA and state outlines, risk table, gazetteer
 
 
 class Watched:
@@ -64,19 +70,17 @@ class Watched:
         return [u for u in self.requests if urlparse(u).path.startswith("/v1/")]
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Any]:
-    with browser() as b:
-        yield b
+def offline(context: Any, origin: str) -> None:
+    """Anything not on the local server is refused (and recorded by the watcher)."""
+    host = urlparse(origin).netloc
+    context.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).netloc == host
+                  or urlparse(route.request.url).scheme in ("data", "blob") else route.abort())
 
 
 @pytest.fixture
 def watched(chromium: Any, real_site: RealSite) -> Iterator[Watched]:
     context = chromium.new_context(viewport={"width": 1400, "height": 1000})
-    # offline: anything not on the local server is refused (and recorded by the watcher)
-    host = urlparse(real_site.url).netloc
-    context.route("**/*", lambda route: route.continue_() if urlparse(route.request.url).netloc == host
-                  or urlparse(route.request.url).scheme in ("data", "blob") else route.abort())
+    offline(context, real_site.url)
     page = context.new_page()
     w = Watched(page, real_site.url)
     yield w
@@ -178,8 +182,10 @@ def test_clicking_an_lga_shows_the_apis_figures_and_charts(watched: Watched, rea
     trend = next(s for s in states if s["state_code"] == STATE)["survey_trend"]
     survey_rows = page.eval_on_selector_all("#survey-table tbody tr", "rs => rs.map(r => r.cells[2].textContent)")
     assert sorted(float(v) for v in survey_rows) == sorted(e["positivity"] for e in trend)
-    # both charts drew something: Chart.js holds their data and the canvases are not blank
-    for chart_id in ("season-chart", "survey-chart"):
+    # every chart drew something: Chart.js holds their data and the canvases are not blank (the survey
+    # chart has a second series, the 95 % range, only where the source gives one)
+    page.wait_for_function(f"document.querySelector('#history-figure').dataset.code === '{code}'")
+    for chart_id, series in (("season-chart", 3), ("survey-chart", 1), ("history-chart", 4)):
         drawn = page.evaluate(
             """(id) => { const c = document.getElementById(id); const ch = Chart.getChart(c);
                  const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
@@ -187,7 +193,7 @@ def test_clicking_an_lga_shows_the_apis_figures_and_charts(watched: Watched, rea
                  return [ch ? ch.data.datasets.length : 0, ink]; }""",
             chart_id,
         )
-        assert drawn[0] >= 2 and drawn[1] > 2000, (chart_id, drawn)
+        assert drawn[0] >= series and drawn[1] > 2000, (chart_id, drawn)
     # the map's own table view lists the state's LGAs with the same figures
     page.click("#map-table summary")
     page.wait_for_function("document.querySelectorAll('#map-table tbody tr').length > 0")  # built on toggle
@@ -247,7 +253,8 @@ def test_the_release_links_to_no_other_host(real_site: RealSite) -> None:
 
 def test_screenshots_are_written(chromium: Any, real_site: RealSite, tmp_path) -> None:
     shots = take(real_site.url, real_site.key, tmp_path / "shots", chromium)
-    assert [p.name for p in shots] == ["landing.png", "map-national.png", "map-state.png", "lga-charts.png"]
+    assert [p.name for p in shots] == ["landing.png", "map-national.png", "map-state.png", "lga-charts.png",
+                                       "history-chart.png", "phone-map.png"]
     for p in shots:
         data = p.read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, p  # a blank page compresses far smaller
@@ -277,3 +284,260 @@ def test_a_reload_revalidates_instead_of_downloading_again(chromium: Any, real_s
     assert page.locator("#map path.lga").count() == LGAS
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
     context.close()
+
+
+# --- the chosen area's score over time ------------------------------------------------------
+
+HISTORY_JS = """() => { const ch = Chart.getChart(document.getElementById('history-chart'));
+  const c = ch.canvas, px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+  let ink = 0; for (let i = 3; i < px.length; i += 4) if (px[i] > 0) ink++;
+  return {labels: ch.data.labels, sets: Object.fromEntries(ch.data.datasets.map(d => [d.label, d.data])),
+          legend: ch.legend.legendItems.map(i => i.text),
+          dashed: ch.legend.legendItems.map(i => (i.lineDash || []).length > 0), ink: ink}; }"""
+
+
+def wait_for_history(page: Any, code: str) -> dict[str, Any]:
+    page.wait_for_function(
+        f"document.querySelector('#history-figure').dataset.code === '{code}'"
+        " && document.querySelectorAll('#history-table tbody tr').length > 0", timeout=30_000)
+    return dict(page.evaluate(HISTORY_JS))
+
+
+def assert_history_drawn(drawn: dict[str, Any], months: list[dict[str, Any]], page: Any) -> None:
+    """The chart's series and its table view hold the route's months, in order, value for value."""
+    assert drawn["labels"] == [m["period"] for m in months]
+    sets = drawn["sets"]
+    assert sets["likely range, low"] == [m["score_low"] for m in months]
+    assert sets["Likely range"] == [m["score_high"] for m in months]
+    forecast = sets.get("Score, forecast", [None] * len(months))
+    # each month's score is on the estimated line, or (forecast months) on the dashed one
+    scores = [e if m["kind"] != "forecast" else f for m, e, f in zip(months, sets["Score, estimated"], forecast, strict=True)]
+    assert scores == [m["score"] for m in months]
+    assert all(e is None for m, e in zip(months, sets["Score, estimated"], strict=True) if m["kind"] == "forecast")
+    rows = page.eval_on_selector_all("#history-table tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.textContent))")
+    assert [r[0] for r in rows] == [m["period"] for m in months]
+    as_number = lambda v: None if v == "no figure" else float(v)  # noqa: E731
+    assert [[as_number(v) for v in r[2:5]] for r in rows] == [[m["score"], m["score_low"], m["score_high"]] for m in months]
+    assert drawn["ink"] > 5000  # the canvas is drawn, not blank
+
+
+def test_history_chart_draws_the_history_routes_numbers(watched: Watched, real_site: RealSite) -> None:
+    page = watched.page
+    open_map(page, real_site.url, real_site.key)
+    assert page.is_hidden("#charts")
+    code = first_lga_of(page, STATE)  # choosing a state shows the state's history ...
+    state_history = api(real_site, "/v1/history/states", state=STATE, include="forecasts")
+    drawn = wait_for_history(page, STATE)
+    assert any(m["kind"] == "forecast" for m in state_history["months"])  # the key has the forecasts scope
+    assert_history_drawn(drawn, state_history["months"], page)
+    assert page.text_content("#history-title") == f"Risk score over time: {state_history['state']} (state)"
+
+    page.select_option("#lga-select", code)  # ... and choosing an LGA, the LGA's
+    lga_history = api(real_site, "/v1/history/lgas", lga=code, include="forecasts")
+    drawn = wait_for_history(page, code)
+    assert_history_drawn(drawn, lga_history["months"], page)
+    assert page.text_content("#history-title") == f"Risk score over time: {lga_history['lga']}, {lga_history['state']}"
+    # the legend shows what the caption describes, and nothing else
+    note = page.text_content("#history-note")
+    assert drawn["legend"] == ["Likely range", "Score, estimated", "Score, forecast"]
+    assert drawn["dashed"] == [False, False, True]  # the forecast entry is dashed, like its line
+    assert "likely range shaded" in note and "forecast months are dashed" in note
+    assert f"{sum(m['kind'] == 'forecast' for m in lga_history['months'])} forecast months" in note
+    # the history as CSV is the route's own CSV answer
+    name, body = downloaded(page, "#history-csv")
+    assert name == f"history_{code}.csv"
+    assert body == api_bytes(real_site, "/v1/history/lgas", lga=code, include="forecasts", format="csv")
+    assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
+
+
+def test_history_without_the_forecasts_scope_shows_the_estimated_months(chromium: Any, real_site: RealSite) -> None:
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000})
+    offline(context, real_site.url)
+    page = context.new_page()
+    watched = Watched(page, real_site.url)
+    open_map(page, real_site.url, real_site.narrow_key)
+    page.select_option("#state-filter", STATE)
+    drawn = wait_for_history(page, STATE)
+    estimated = api(real_site, "/v1/history/states", state=STATE)["months"]
+    assert_history_drawn(drawn, estimated, page)
+    assert drawn["legend"] == ["Likely range", "Score, estimated"]
+    note = page.text_content("#history-note")
+    assert "dashed" not in note and "need a key with the forecasts scope" in note
+    # the one refused request is the browser's report of the 403 that told the map so
+    assert all("403" in e for e in watched.errors), watched.errors
+    assert not watched.foreign
+    context.close()
+
+
+def test_no_empty_frames_before_an_area_is_chosen(watched: Watched, real_site: RealSite) -> None:
+    page = watched.page
+    display = lambda sel: page.eval_on_selector(sel, "e => getComputedStyle(e).display")  # noqa: E731
+    page.goto(real_site.url + "/docs/map.html")
+    assert display("#charts") == "none" and display("#details") == "none"
+    open_map(page, real_site.url, real_site.key)
+    assert display("#charts") == "none"  # the whole country, nothing chosen: no chart frames
+    page.select_option("#state-filter", STATE)  # a state: its history and its survey rounds
+    wait_for_history(page, STATE)
+    page.wait_for_function("document.querySelectorAll('#survey-table tbody tr').length > 0")
+    assert display("#charts") == "grid"
+    assert [display(f) for f in ("#history-figure", "#survey-figure", "#season-figure")] == ["block", "block", "none"]
+    page.select_option("#lga-select", page.eval_on_selector("#lga-select", "s => s.options[1].value"))
+    page.wait_for_function("document.querySelectorAll('#season-table tbody tr').length === 12")
+    assert [display(f) for f in ("#history-figure", "#survey-figure", "#season-figure")] == ["block", "block", "block"]
+    page.select_option("#state-filter", "LA")  # another state: the LGA is let go, no stale frame stays
+    wait_for_history(page, "LA")
+    assert display("#season-figure") == "none" and display("#details") == "none"
+    page.select_option("#state-filter", "")  # the whole country again
+    assert display("#charts") == "none"
+    assert not watched.errors, watched.errors
+
+
+def test_legends_match_their_captions(watched: Watched, real_site: RealSite) -> None:
+    """The survey chart shows a range (and its legend lists one) exactly when the source gives one."""
+    page = watched.page
+    open_map(page, real_site.url, real_site.key)
+    states = api(real_site, "/v1/transmission/states")["states"]
+    ranged = {s["state_code"]: any(e["low"] is not None and e["high"] is not None for e in s["survey_trend"])
+              for s in states if s["survey_trend"]}
+    # one state of each kind the release has (the current survey data gives no ranges at all)
+    cases = [next(c for c, r in sorted(ranged.items()) if r is kind) for kind in (True, False) if kind in ranged.values()]
+    assert cases
+    for code in cases:
+        page.select_option("#state-filter", code)
+        page.wait_for_function(f"document.querySelector('#survey-title').textContent.endsWith("
+                               f"{next(s['state'] for s in states if s['state_code'] == code)!r})")
+        legend = page.evaluate("Chart.getChart(document.getElementById('survey-chart')).legend.legendItems.map(i => i.text)")
+        note = page.text_content("#survey-note")
+        if ranged[code]:
+            assert legend == ["Positivity", "95% range"] and "bars show the 95% range" in note, (code, legend, note)
+        else:
+            assert legend == ["Positivity"] and "gives no 95% range" in note, (code, legend, note)
+    # the seasonality legend names the shading its caption describes
+    page.select_option("#lga-select", page.eval_on_selector("#lga-select", "s => s.options[1].value"))
+    page.wait_for_function("document.querySelectorAll('#season-table tbody tr').length === 12")
+    legend = page.evaluate("Chart.getChart(document.getElementById('season-chart')).legend.legendItems.map(i => i.text)")
+    high = page.eval_on_selector_all("#season-table tbody tr", "rs => rs.filter(r => r.cells[4].textContent === 'yes').length")
+    assert ("High season (shaded)" in legend) == (high > 0) == ("shaded:" in page.text_content("#season-note")), legend
+    assert not watched.errors, watched.errors
+
+
+# --- layout: the map on the first screen, state outlines, phones ---------------------------
+
+def map_box(page: Any) -> dict[str, float]:
+    return dict(page.evaluate("""() => { const m = document.getElementById('map').getBoundingClientRect();
+      const s = [...document.querySelectorAll('#map path.lga')].map(p => p.getBoundingClientRect());
+      return {top: m.top, bottom: m.bottom, left: m.left, right: m.right, height: m.height, vh: innerHeight,
+              lgaTop: Math.min(...s.map(r => r.top)), lgaBottom: Math.max(...s.map(r => r.bottom)),
+              lgaLeft: Math.min(...s.map(r => r.left)), lgaRight: Math.max(...s.map(r => r.right))}; }"""))
+
+
+def assert_whole_map_on_first_screen(box: dict[str, float], min_height: float) -> None:
+    assert box["top"] >= 0 and box["bottom"] <= box["vh"], box  # no scrolling to see it
+    assert box["height"] >= min_height, box
+    # every LGA (Lagos in the south-west corner too) is inside the map's frame
+    assert box["left"] <= box["lgaLeft"] and box["lgaRight"] <= box["right"], box
+    assert box["top"] <= box["lgaTop"] and box["lgaBottom"] <= box["bottom"], box
+
+
+@pytest.mark.parametrize(("width", "height"), LAPTOPS)
+def test_the_map_is_on_the_first_screen_of_a_laptop(chromium: Any, real_site: RealSite, width: int, height: int) -> None:
+    context = chromium.new_context(viewport={"width": width, "height": height})
+    offline(context, real_site.url)
+    page = context.new_page()
+    open_map(page, real_site.url, real_site.key)
+    page.wait_for_timeout(200)
+    assert_whole_map_on_first_screen(map_box(page), min_height=0.5 * height)
+    report = overflow(page, width)
+    assert report["scrollWidth"] <= width and not report["overflowing"], report
+    context.close()
+
+
+@pytest.mark.parametrize(("width", "height"), PHONES)
+def test_the_map_on_a_phone(chromium: Any, real_site: RealSite, width: int, height: int) -> None:
+    """Above the fold, whole, nothing sideways; and the same after an LGA's charts open."""
+    context = phone_context(chromium, width, height)
+    offline(context, real_site.url)
+    page = context.new_page()
+    watched = Watched(page, real_site.url)
+    page.goto(real_site.url + "/docs/map.html")
+    report = overflow(page, width)
+    assert report["scrollWidth"] <= width and not report["overflowing"], report
+    open_map(page, real_site.url, real_site.key)
+    page.wait_for_timeout(200)
+    assert_whole_map_on_first_screen(map_box(page), min_height=250)
+    code = first_lga_of(page, STATE)
+    page.select_option("#lga-select", code)
+    wait_for_history(page, code)
+    page.wait_for_function("document.querySelectorAll('#season-table tbody tr').length === 12")
+    for details in page.query_selector_all("details"):
+        details.evaluate("d => d.open = true")  # the table views too
+    page.wait_for_timeout(200)
+    report = overflow(page, width)
+    assert report["scrollWidth"] <= width and not report["overflowing"], report
+    assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
+    context.close()
+
+
+def test_state_outlines_are_the_base_layer(watched: Watched, real_site: RealSite) -> None:
+    page = watched.page
+    open_map(page, real_site.url, real_site.key)
+    panes = page.evaluate("""() => ['states-base', 'overlay', 'states-lines'].map(n => {
+      const p = document.querySelector('.leaflet-' + n + '-pane');
+      return [Number(getComputedStyle(p).zIndex), p.querySelectorAll('path').length, getComputedStyle(p).pointerEvents]; })""")
+    (base_z, base_n, _), (lga_z, lga_n, _), (line_z, line_n, line_events) = panes
+    assert base_z < lga_z < line_z, panes  # filled states beneath the LGAs, their edges above
+    assert (base_n, lga_n, line_n) == (STATES, LGAS, STATES)
+    assert line_events == "none"  # the edges above never catch the clicks meant for an LGA
+    assert not watched.errors, watched.errors
+
+
+# --- export of the view ---------------------------------------------------------------------
+
+def api_bytes(site: RealSite, path: str, **params: str) -> bytes:
+    r = httpx.get(site.url + path, params=params, headers={"Authorization": f"Bearer {site.key}"}, timeout=30)
+    assert r.status_code == 200, (path, r.status_code, r.text[:300])
+    return r.content
+
+
+def downloaded(page: Any, button: str) -> tuple[str, bytes]:
+    with page.expect_download() as info:
+        page.click(button)
+    d = info.value
+    return d.suggested_filename, Path(d.path()).read_bytes()
+
+
+def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, real_site: RealSite) -> None:
+    page = watched.page
+    open_map(page, real_site.url, real_site.key)
+    periods = api(real_site, "/v1/periods")
+    month = periods["last_estimated"]
+    name, body = downloaded(page, "#export-csv")  # the whole country, the latest estimated month
+    assert name == f"risk_lgas_all_{month}.csv"
+    assert body == api_bytes(real_site, "/v1/risk/lgas/all", period=month, format="csv")
+    assert len(body.decode().splitlines()) == LGAS + 1
+
+    page.select_option("#state-filter", STATE)  # a state, an earlier month
+    page.focus("#month")
+    page.keyboard.press("Home")
+    first = periods["months"][0]["period"]
+    name, body = downloaded(page, "#export-csv")
+    assert name == f"risk_lgas_{STATE}_{first}.csv"
+    assert body == api_bytes(real_site, "/v1/risk/lgas", state=STATE, period=first, format="csv")
+    assert f"GET /v1/risk/lgas?state={STATE}&period={first}&format=csv" in page.text_content("#export-note")
+
+    page.focus("#month")
+    page.keyboard.press("End")  # the last forecast month of the state: the forecast route's answer
+    months = str(sum(m["kind"] == "forecast" for m in periods["months"]))
+    name, body = downloaded(page, "#export-csv")
+    assert body == api_bytes(real_site, "/v1/forecasts/lgas", state=STATE, months=months, format="csv"), name
+
+    name, png = downloaded(page, "#export-png")
+    assert name == f"risk_map_{STATE}_{periods['last_forecast']}.png"
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    box = map_box(page)
+    assert width == round(box["right"] - box["left"]) and height > box["height"]  # the map, title and legend
+    assert len(png) > 30_000  # drawn shapes, not a blank frame
+    page.select_option("#state-filter", "")  # forecast months of the whole country: no one-call answer
+    assert page.is_disabled("#export-csv") and "choose a state" in page.text_content("#export-note")
+    assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)

@@ -1,0 +1,117 @@
+"""Producer of the one-call routes: `/v1/history/states`, `/v1/history/lgas` and `/v1/risk/lgas/all`.
+
+Nothing is modelled here. Every figure is taken from the documents the risk producer
+returns for `/v1/risk/*` and `/v1/forecasts/*` (`ctx.produced`), flattened by the same
+`tabular.frame` the CSV responses and the bundle tables use, and regrouped: by area for
+the histories, by month for the whole-country report. A history month therefore holds
+exactly the numbers the per-month routes serve, whatever the model computes them from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import polars as pl
+
+from edge.routes import INCLUDE_FORECASTS, INCLUDE_NONE
+from pipeline.datasets.base import BuildContext, Produced
+from pipeline.errors import DatasetUnavailable
+from pipeline.release import tabular
+
+STATES_ROUTE = "/v1/history/states"
+LGAS_ROUTE = "/v1/history/lgas"
+ALL_LGAS_ROUTE = "/v1/risk/lgas/all"
+
+# The fields of one month of a history, in this order (`provisional` is additive).
+MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional")
+STATE_FIELDS = ("state_code", "state", "zone")
+LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban")
+
+
+def _documents(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:
+    out: dict[str, dict[tuple[str, ...], Any]] = {}
+    for p in produced:
+        out.update(p.documents)
+    return out
+
+
+def _provisional(periods: Mapping[str, Any]) -> pl.DataFrame:
+    return pl.DataFrame(
+        [(m["period"], bool(m.get("provisional", False))) for m in periods["months"]],
+        schema={"period": pl.String, "provisional": pl.Boolean}, orient="row",
+    )
+
+
+def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods: Mapping[str, Any]) -> pl.DataFrame:
+    """Every record of the estimated reports and of the full (4-month) forecast as one long frame."""
+    est = tabular.frame(estimates)
+    fc = tabular.frame(forecasts)
+    df = pl.concat([est, fc], how="diagonal_relaxed") if fc.height else est
+    if "provisional" not in df.columns:
+        df = df.join(_provisional(periods), on="period", how="left")
+    return df.with_columns(pl.col("provisional").fill_null(False))
+
+
+def histories(df: pl.DataFrame, key: str, static: tuple[str, ...]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Per area code, its history document without and with the forecast months, oldest month first."""
+    months = pl.struct(*MONTH_FIELDS).alias("months")
+    ordered = df.sort(key, "period")
+    heads = ordered.group_by(key, maintain_order=True).agg(pl.col(c).first() for c in static if c != key)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
+                          (INCLUDE_FORECASTS, ordered)):
+        grouped = heads.join(rows.group_by(key, maintain_order=True).agg(months), on=key, how="left")
+        for doc in grouped.select(*static, "months").to_dicts():
+            out.setdefault(doc[key], {})[include] = doc
+    return out
+
+
+def all_lgas(lga: pl.DataFrame, record_fields: list[str]) -> dict[str, dict[str, Any]]:
+    """Per estimated month, every LGA of the country, highest score first and ties by `lga_code`
+    (the per-state reports' order, over all states)."""
+    est = lga.filter(pl.col("kind") == "estimated").sort(
+        ["period", "score", "lga_code"], descending=[False, True, False], nulls_last=True)
+    grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"))
+    return {r["period"]: {"period": r["period"], "kind": "estimated", "lgas": r["lgas"]}
+            for r in grouped.to_dicts()}
+
+
+def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[dict[str, dict], list[str]]:
+    """The three routes' documents and the LGA codes they are keyed by."""
+    periods = docs["/v1/periods"][()]
+    risk_lgas = docs["/v1/risk/lgas"]
+    lga = monthly_frame(
+        (risk_lgas[k] for k in sorted(risk_lgas)),
+        (d for k, d in sorted(docs["/v1/forecasts/lgas"].items()) if k[1] == "4"),
+        periods,
+    )
+    state = monthly_frame(
+        (docs["/v1/risk/states"][k] for k in sorted(docs["/v1/risk/states"])),
+        [docs["/v1/forecasts/states"][("4",)]],
+        periods,
+    )
+    # the /v1/risk/lgas record as served, with its state after the LGA's name
+    first = next(iter(risk_lgas.values()))["lgas"]
+    own = list(first[0]) if first else ["lga_code", "lga"]
+    record = [*own[:2], "state_code", "state", *(c for c in own[2:] if c not in ("state_code", "state"))]
+
+    out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
+    for code, by_include in histories(state, "state_code", STATE_FIELDS).items():
+        for include, doc in by_include.items():
+            out[STATES_ROUTE][(code, include)] = doc
+    lga_docs = histories(lga, "lga_code", LGA_FIELDS)
+    for code, by_include in lga_docs.items():
+        for include, doc in by_include.items():
+            out[LGAS_ROUTE][(code, include)] = doc
+    for period, doc in all_lgas(lga, record).items():
+        out[ALL_LGAS_ROUTE][(period,)] = doc
+    return out, sorted(lga_docs)
+
+
+def produce(ctx: BuildContext) -> Produced:
+    docs = _documents(ctx.produced)
+    if "/v1/risk/lgas" not in docs or "/v1/periods" not in docs:
+        raise DatasetUnavailable("histories need the risk documents")
+    documents, lga_codes = build_documents(docs)
+    return Produced(dataset="history", documents=documents, facts={"lgas": lga_codes})
