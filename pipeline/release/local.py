@@ -98,4 +98,8 @@ def prune_local(root: Path, keep: int, dry_run: bool = False) -> Pruned:
         out.removed.append(rid)
         if not dry_run:
             shutil.rmtree(root / "releases" / rid)
+    if out.removed and not dry_run:
+        from pipeline.release.catalogue import refresh_local
+
+        refresh_local(root)  # the list of kept releases drops the removed ones
     return out

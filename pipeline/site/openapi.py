@@ -425,6 +425,31 @@ def resource_schemas() -> dict[str, Schema]:
         "lgas": {"type": "array", "items": _ref("CountryLgaRisk"), "description": "All 774 LGAs, highest "
                  "risk first; ties broken by `lga_code`."},
     }, description="Every LGA of the country for one estimated month.")
+    window = _obj({
+        "first_estimated": {**PERIOD, "type": ["string", "null"], "description": "First estimated month."},
+        "last_estimated": {**PERIOD, "type": ["string", "null"], "description": "Last estimated month."},
+        "last_forecast": {**PERIOD, "type": ["string", "null"], "description": "Last forecast month."},
+    }, description="The months the release holds.")
+    s["KeptRelease"] = _obj({
+        "release_id": _str("The release id (as in `X-Release-Id` and the bundle paths)."),
+        "published_at": _nullable("string", "When the release first went live on this service (UTC); for a "
+                                  "local build, when the build finished.", format="date-time"),
+        "data_loaded_at": _nullable("string", "When its data was loaded (the `updated_at` of /v1/periods).",
+                                    format="date-time"),
+        "model_version": _nullable("string", "Version of the model behind its scores."),
+        "data_window": window,
+        "datasets": {"type": "array", "items": {"type": "string"}, "description": "Data sets the release serves."},
+        "bundle": _str("Pinned path of the release's whole bundle (zip), valid while the release is kept."),
+        "changes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                    "description": "What changed from the release live before it, in sentences."},
+        "current": {"type": "boolean", "description": "true for the release answering now."},
+    }, description="One kept release.")
+    s["ReleaseList"] = _obj({
+        "format": _int("Version of this document's layout.", const=1),
+        "current": _nullable("string", "Id of the release answering now."),
+        "releases": {"type": "array", "items": _ref("KeptRelease"), "description": "Every kept release, the "
+                     "one that went live last first. A release pruned from the service leaves the list."},
+    }, description="The releases this service keeps.")
     s["Problem"] = problem_schema()
     return s
 
@@ -445,6 +470,7 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/transmission/lgas": "LgaTransmissionResponse",
     "/v1/boundaries/lgas": "BoundaryCollection",
     "/v1/downloads": "DownloadIndex",
+    "/v1/releases": "ReleaseList",
 }
 
 
@@ -604,7 +630,9 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
                         else "Needs any valid key.")
         + "".join(f" `{p.name}={v}` needs the `{scope}` scope as well (403 `SCOPE_REQUIRED` otherwise)."
                   for p in route.params for v, scope in p.value_scopes)
-        + f" Served from the release file `{route.file_key}`.",
+        + (f" Served from `{route.file_key}` beside the release pointer (it lists every kept release, so it "
+           "lies outside them and changes when a release is published or pruned)." if route.beside_pointer
+           else f" Served from the release file `{route.file_key}`."),
         "tags": [route.dataset],
         "parameters": [_parameter(p, states) for p in route.params],
         "security": [{BEARER: scopes}, {HEADER: scopes}],
