@@ -11,6 +11,8 @@ Order of checks (documented in docs/api.md and pinned by tests):
 2. Method other than GET/HEAD → 405 METHOD_NOT_ALLOWED.
 3. Path not in the route table (exact match on the raw path; nothing is
    decoded or normalised, so `%2e%2e` or `//` never match) → 404 NOT_FOUND.
+   `<path>.csv` of a route with a `format` parameter is that route with `format=csv`
+   (a `format` in its query → 400 REPEATED_PARAMETER).
    Paths under `/v1/downloads/` are bundle files: they pass on to the key check
    and are resolved at step 8 (see `DOWNLOAD_FILE` in routes.py).
 4. Key → 401 (missing, invalid, revoked, expired, owner removed, org suspended).
@@ -35,7 +37,15 @@ from typing import Any, NamedTuple, Protocol
 from .files import FileEntry, PinnedReleases, ReleaseIndex, ReleaseList
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
-from .routes import BY_PATH, DOWNLOAD_FILE, PUBLIC_PREFIX, RELEASE_ID_RE, ParamError, Route
+from .routes import (
+    BY_PATH,
+    DOWNLOAD_FILE,
+    PUBLIC_PREFIX,
+    RELEASE_ID_RE,
+    ParamError,
+    Route,
+    csv_alias,
+)
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
@@ -292,6 +302,9 @@ def handle(
                      req.path, [("Allow", ALLOWED_METHODS)])
 
     route = BY_PATH.get(req.path)
+    if route is None and (alias := csv_alias(req.path)) is not None:
+        # a `format` of the client's own then reads as given twice (400 REPEATED_PARAMETER, at step 7)
+        route, req = alias, req._replace(query=(req.query + "&" if req.query else "") + "format=csv")
     if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path in ("/", "/docs")):
         return _public(req, release)
     download = route is None and req.path.startswith(DOWNLOAD_FILE.prefix)

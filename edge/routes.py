@@ -382,6 +382,18 @@ ROUTES: tuple[Route, ...] = (
 
 BY_PATH: dict[str, Route] = {r.path: r for r in ROUTES}
 
+# `<path>.csv` is `<path>?format=csv` for every route with a `format` parameter: one operation per
+# media type in the OpenAPI document, which is what code generators need to type a CSV answer.
+CSV_SUFFIX = ".csv"
+
+
+def csv_alias(path: str) -> Route | None:
+    """The route whose CSV answer `path` names, if it is one of the `.csv` aliases."""
+    if not path.endswith(CSV_SUFFIX):
+        return None
+    route = BY_PATH.get(path[: -len(CSV_SUFFIX)])
+    return route if route is not None and route.param("format") is not None else None
+
 # The documentation site ships inside each release under this key prefix and is
 # served without a key at /docs/…; a path maps to a file only if the manifest
 # lists exactly that key, so nothing outside the site can be reached this way.

@@ -17,6 +17,7 @@ from typing import Any
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
 from edge.routes import (
     CSV,
+    CSV_SUFFIX,
     DOWNLOAD_FILE,
     FILE_NAME_RE,
     FORMATS,
@@ -643,6 +644,30 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
     return op
 
 
+def _csv_operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
+    """`<path>.csv`: the route's `format=csv` answer as an operation of its own.
+
+    A response with two media types generates code for the first only (openapi-python-client
+    parses every 200 as JSON), so the CSV answer gets its own path and operation, typed as text.
+    """
+    op = _operation(route, states)
+    op["operationId"] += "Csv"
+    op["summary"] = route.summary + " As CSV."
+    op["description"] = (f"The same answer as {route.path} with `format=csv`: a header row, then one row per "
+                         "record, the report's own fields first. " + op["description"])
+    op["parameters"] = [_parameter(p, states) for p in route.params if p.kind != "format"]
+    op["responses"]["200"]["content"] = {CSV: {"schema": {
+        "type": "string", "description": "UTF-8 CSV; see /docs/api.html#reading-csv for the reader options."}}}
+    by_status: dict[int, list[Problem]] = {}
+    for p in codes_for_route(route):
+        if p.code != "INVALID_FORMAT":  # no `format` to get wrong
+            by_status.setdefault(p.status, []).append(p)
+    for status in sorted(by_status):
+        op["responses"][str(status)] = _problem_response(status, by_status[status])
+    op["x-file-key"] = route.file_key.replace("{format}", "csv")
+    return op
+
+
 def _content(route: Route) -> Schema:
     out: Schema = {route.content_type: {"schema": _ref(RESPONSE_SCHEMA[route.path])}}
     if route.param("format") is not None:
@@ -721,6 +746,8 @@ def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -
         "security": [{BEARER: []}, {HEADER: []}],
         "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
         "paths": {**{r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
+                  **{r.path + CSV_SUFFIX: {"get": _csv_operation(r, tuple(states))} for r in ROUTES
+                     if r.param("format") is not None},
                   DOWNLOAD_FILE.path: {"get": _download_file_operation()}},
         "components": {
             "securitySchemes": {

@@ -88,6 +88,21 @@ def test_history_and_country_routes_refuse_bad_values(release, store, all_scopes
     assert resp.status == status and code_of(resp) == code, resp.body
 
 
+def test_csv_twin_paths_are_the_format_csv_answer(release, store, all_scopes_key):
+    for route in ROUTES:
+        base = "state=KN" if route.param("state") else f"lga={LGAS[0]}" if route.param("lga") else ""
+        twin = get(release, store, route.path + ".csv", base, all_scopes_key)
+        if route.param("format") is None:
+            assert twin.status == 404 and code_of(twin) == "NOT_FOUND", route.path
+            continue
+        same = get(release, store, route.path, (base + "&" if base else "") + "format=csv", all_scopes_key)
+        assert twin.status == 200 and twin.file_key == same.file_key and twin.file_key.endswith(".csv"), route.path
+    again = get(release, store, "/v1/risk/states.csv", "format=json", all_scopes_key)
+    assert again.status == 400 and code_of(again) == "REPEATED_PARAMETER"
+    assert get(release, store, "/v1/risk/states.csv", "").status == 401  # the key is still checked first
+    assert code_of(get(release, store, "/v1/risk/states.csv.csv", "", all_scopes_key)) == "NOT_FOUND"
+
+
 def test_forecast_months_of_a_history_need_the_forecasts_scope(release, store):
     _, risk_only = store.create("risk only", ["risk_scores"], "test", now=NOW)
     assert get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}", risk_only).status == 200
