@@ -28,7 +28,16 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
-from edge.routes import BUNDLE_ZIP, CSV_SUFFIX, DOWNLOAD_FILE, PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
+from edge.routes import (
+    BUNDLE_ZIP,
+    CSV_SUFFIX,
+    DOWNLOAD_FILE,
+    PUBLIC_PREFIX,
+    ROUTES,
+    SCOPES,
+    Param,
+    Route,
+)
 from pipeline.attribution import SOURCES
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import SiteError
@@ -305,7 +314,9 @@ def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None) -> li
             "unavailable": r.unavailable,
             "csv_path": r.path + CSV_SUFFIX if r.param("format") is not None else None,
         })
-    from pipeline.site.openapi import _codes  # the download route's codes, as the OpenAPI document lists them
+    from pipeline.site.openapi import (
+        _codes,  # the download route's codes, as the OpenAPI document lists them
+    )
 
     codes = _codes(None, DOWNLOAD_FILE.errors)
     out.append({
