@@ -9,8 +9,8 @@ import httpx
 import pandas as pd
 import polars as pl
 import pytest
-
 from malaria_risk_client import ApiError, ChecksumError, Client
+
 from tests.clients.conftest import Limited, Servers
 from tests.paths import data_marks
 
@@ -76,9 +76,9 @@ def test_a_damaged_download_is_refused_and_nothing_is_left(servers: Servers, tmp
                 return httpx.Response(resp.status_code, headers={"content-type": "text/csv"}, content=bytes(body))
             return resp
 
-    with Client(servers.url, servers.key, http=httpx.Client(transport=FlipOneByte())) as mr:
-        with pytest.raises(ChecksumError, match="gazetteer.csv"):
-            mr.download("gazetteer.csv", tmp_path)
+    with Client(servers.url, servers.key, http=httpx.Client(transport=FlipOneByte())) as mr, \
+            pytest.raises(ChecksumError, match="gazetteer.csv"):
+        mr.download("gazetteer.csv", tmp_path)
     assert list(tmp_path.iterdir()) == []
 
 
