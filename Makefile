@@ -54,7 +54,7 @@ serve: install-run
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
-	$(BIN)/ruff check pipeline edge tests bench deploy
+	$(BIN)/ruff check pipeline edge tests bench deploy clients/python
 	$(BIN)/mypy
 
 test: install lint
