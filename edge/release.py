@@ -24,7 +24,7 @@ from .files import FileEntry as FileEntry
 from .files import PinnedReleases as PinnedReleases
 from .files import ReleaseIndex as ReleaseIndex
 from .files import ReleaseList
-from .routes import DOWNLOAD_FILE, RELEASE_ID_RE, RELEASE_LIST_NAME, Facts
+from .routes import DOWNLOAD_FILE, PUBLISHED_RELEASE_ID_RE, RELEASE_ID_RE, RELEASE_LIST_NAME, Facts
 
 MANIFEST_NAME = "manifest.json"
 log = logging.getLogger("malaria_risk.release")
@@ -99,6 +99,11 @@ def verify_release_files(release_dir: Path, files: dict[str, dict[str, Any]], ch
         if key not in on_disk:
             problems.append(f"missing: {key}")
             continue
+        if path.is_symlink():
+            # a release holds regular files only: a link may point anywhere, so its bytes are
+            # not the release's even when they happen to match today
+            problems.append(f"a link, not a file: {key}")
+            continue
         size = path.stat().st_size
         if size != entry["size"]:
             problems.append(f"size differs: {key} ({size} on disk, {entry['size']} in manifest)")
@@ -129,12 +134,28 @@ def load_release_dir(release_dir: Path, checksums: bool = False) -> ManifestRele
 
 
 def release_ids(root: Path) -> list[str]:
-    """Completed releases under `<root>/releases`, newest first (ids start with their UTC time)."""
+    """Completed releases under `<root>/releases`, newest first (ids start with their UTC time).
+
+    Only what is certainly a release: a real directory (never a link, which prune would follow
+    out of the build root) named as the renderer names releases, or, for a release named by
+    hand, a publishable id with a manifest inside. Anything else an operator keeps there (a
+    note, a backup folder) is neither verified, nor counted as kept, nor removed.
+    """
+    base = Path(root) / "releases"
     try:
-        names = os.listdir(Path(root) / "releases")
+        entries = list(os.scandir(base))
     except OSError:
         return []
-    return sorted((n for n in names if not n.startswith(".")), reverse=True)
+    ids = []
+    for e in entries:
+        if e.name.startswith(".") or not e.is_dir(follow_symlinks=False):
+            continue
+        if RELEASE_ID_RE.fullmatch(e.name) or (
+                PUBLISHED_RELEASE_ID_RE.fullmatch(e.name)
+                and (base / e.name / MANIFEST_NAME).is_file()
+                and not (base / e.name / MANIFEST_NAME).is_symlink()):
+            ids.append(e.name)
+    return sorted(ids, reverse=True)
 
 
 class LocalReleases:

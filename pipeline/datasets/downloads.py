@@ -326,8 +326,8 @@ def _joined_lists(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def csv_bytes(df: pl.DataFrame) -> bytes:
-    """UTF-8 CSV, one header row."""
-    return _joined_lists(df).write_csv(null_value="").encode("utf-8")
+    """UTF-8 CSV, one header row: the writer the CSV responses use (see tabular.frame_csv)."""
+    return tabular.frame_csv(_joined_lists(df))
 
 
 def parquet_bytes(df: pl.DataFrame) -> bytes:

@@ -145,7 +145,7 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
 
     lgas = geo.lgas
     state_codes = geo.states["state_code"].to_list()
-    survey = read_survey_positivity(data_dir, state_name_codes(geo.states))
+    survey = read_survey_positivity(data_dir, state_name_codes(geo.states), geo.states["state_code"].to_list())
     rounds = model.state_rounds(survey, state_codes)
     missing = sorted(set(state_codes) - set(rounds["state_code"]))
     if missing:

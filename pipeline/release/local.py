@@ -88,18 +88,27 @@ def prune_local(root: Path, keep: int, dry_run: bool = False) -> Pruned:
     root = Path(root)
     if not (root / "releases").is_dir():
         raise LocalReleaseError(f"no releases under {root / 'releases'}")
-    ids = release_ids(root)  # newest first
+    ids = release_ids(root)  # newest first; only real release directories, never a link
     cur = current_release_id(root)
     out = Pruned(cleaned=[] if dry_run else clean_killed_builds(root))
     for i, rid in enumerate(ids):
-        if i < keep or rid == cur:
-            out.kept.append(rid)
-            continue
-        out.removed.append(rid)
-        if not dry_run:
-            shutil.rmtree(root / "releases" / rid)
-    if out.removed and not dry_run:
-        from pipeline.release.catalogue import refresh_local
+        (out.kept if i < keep or rid == cur else out.removed).append(rid)
+    if dry_run:
+        return out
+    try:
+        for n, rid in enumerate(out.removed):
+            target = root / "releases" / rid
+            try:
+                if target.is_symlink():  # replaced by a link since it was listed: never follow it
+                    raise OSError(f"{target} is now a link")
+                shutil.rmtree(target)
+            except OSError as e:
+                done = ", ".join(out.removed[:n]) or "none"
+                raise LocalReleaseError(f"could not remove release {rid}: {e.strerror or e} "
+                                        f"(removed before it: {done}; nothing else was touched)") from None
+    finally:
+        if out.removed:
+            from pipeline.release.catalogue import refresh_local
 
-        refresh_local(root)  # the list of kept releases drops the removed ones
+            refresh_local(root)  # the list of kept releases drops the removed ones, even after a failure
     return out

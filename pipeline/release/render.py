@@ -19,6 +19,7 @@ by the next build.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gzip
 import hashlib
@@ -257,7 +258,10 @@ def render_release(
                       seen=seen)
     stamp_seconds = time.perf_counter() - stamp_started
     releases = out / "releases"
-    releases.mkdir(parents=True, exist_ok=True)
+    try:
+        releases.mkdir(parents=True, exist_ok=True)
+    except OSError as failed:
+        raise RenderError(_disk_problem(releases, failed)) from None
     cleaned = clean_killed_builds(out)
     final = releases / release_id
     if final.exists():
@@ -265,7 +269,6 @@ def render_release(
     tmp = releases / f".tmp-{release_id}-{os.getpid()}"
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
     previous = _previous(out)
     prev_files = previous[1].files if previous else {}
     prev_dir = previous[0] if previous else None
@@ -312,13 +315,13 @@ def render_release(
         (tmp / gz_key).write_bytes(gz)
         return [(key, file_entry(data, ctype)), (gz_key, file_entry(gz, ctype, "gzip"))], False
 
-    for key, _, _ in files:
-        parent = (tmp / key).parent
-        if parent not in made_dirs:
-            parent.mkdir(parents=True, exist_ok=True)
-            made_dirs.add(parent)
-
     try:
+        tmp.mkdir()  # inside the try: a full disk or inode table leaves no `.tmp-*` behind
+        for key, _, _ in files:
+            parent = (tmp / key).parent
+            if parent not in made_dirs:
+                parent.mkdir(parents=True, exist_ok=True)
+                made_dirs.add(parent)
         with ThreadPoolExecutor(max_workers=4) as pool:
             for pairs, linked in pool.map(write_one, files, chunksize=64):
                 counters["linked" if linked else "written"] += len(pairs)
@@ -336,11 +339,18 @@ def render_release(
         if problems:
             raise RenderError("release failed verification: " + "; ".join(problems[:5]))
         os.rename(tmp, final)
+    except OSError as failed:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RenderError(_disk_problem(releases, failed)) from None
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
-    switch_current(out, release_id)
-    catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None)
+    try:
+        switch_current(out, release_id)
+        catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None)
+    except OSError as failed:
+        raise RenderError(_disk_problem(out, failed) + f" (release {release_id} is complete; "
+                          f"`current` may still name the previous one)") from None
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()
               if k.startswith(DOWNLOAD_FILE.key_prefix) and e["content_encoding"] is None}
@@ -348,6 +358,17 @@ def render_release(
     return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"],
                        len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds,
                        len(cleaned), sum(bundle_seconds))
+
+
+def _disk_problem(where: Path, e: OSError) -> str:
+    """One line for a failed write: the operator's fix depends on which resource ran out."""
+    hint = {errno.ENOSPC: "the disk (or its inode table) is full: free space, e.g. `malaria-risk prune --root "
+                          f"{where.parent if where.name == 'releases' else where} --keep 2`",
+            errno.EDQUOT: "the disk quota is used up",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "permission denied",
+            errno.EMFILE: "too many open files"}.get(e.errno or 0, e.strerror or type(e).__name__)
+    return f"cannot write the release under {where}: {hint}; nothing was switched"
 
 
 def switch_current(out: Path, release_id: str) -> None:

@@ -20,6 +20,14 @@ import polars as pl
 
 CONTAINERS = ("forecasts", "states", "lgas", "months")
 LIST_SEPARATOR = ";"
+# One line ending for every CSV the service writes (responses and bundle tables alike): LF, what
+# pandas, R, polars and spreadsheet imports write and read by default.
+LINE_END = "\n"
+# OWASP's CSV-injection guidance: a text cell a spreadsheet could read as a formula (or that a
+# tab or carriage return can shift into one) is prefixed with a single quote, which spreadsheets
+# show as text and scripts can strip. Only text is touched: numbers keep their minus sign.
+FORMULA_START = "=+-@\t\r"
+_FORMULA_RE = r"^[=+\-@\t\r]"
 
 
 def _is_scalar(v: Any) -> bool:
@@ -57,14 +65,33 @@ def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
+def neutralise(text: str) -> str:
+    """A text cell made safe to open in a spreadsheet (see FORMULA_START)."""
+    return "'" + text if text[:1] and text[0] in FORMULA_START else text
+
+
+def neutralised(df: pl.DataFrame) -> pl.DataFrame:
+    """`neutralise` on every text column of a frame, vectorised; an empty text is an empty cell,
+    as `to_csv` writes it."""
+    text = [c for c, t in df.schema.items() if t == pl.String]
+    return df.with_columns(
+        pl.when(pl.col(c).str.contains(_FORMULA_RE)).then(pl.lit("'") + pl.col(c))
+        .when(pl.col(c) == "").then(None).otherwise(pl.col(c)).alias(c)
+        for c in text
+    )
+
+
 def cell(v: Any) -> Any:
-    """A JSON value as CSV text: null is empty, booleans are `true`/`false`, lists are `;`-joined."""
+    """A JSON value as CSV text: null is empty, booleans are `true`/`false`, lists are `;`-joined,
+    text is neutralised against formula injection."""
     if v is True:
         return "true"
     if v is False:
         return "false"
+    if isinstance(v, str):
+        return neutralise(v)
     if isinstance(v, list):
-        return LIST_SEPARATOR.join("" if x is None else str(cell(x)) for x in v)
+        return neutralise(LIST_SEPARATOR.join("" if x is None else str(cell(x)) for x in v))
     return v
 
 
@@ -84,14 +111,32 @@ def columns(parts: Iterable[tuple[dict[str, Any], list[dict]]]) -> tuple[list[st
 
 
 def to_csv(doc: dict[str, Any]) -> bytes:
-    """One CSV response: a header row, then one row per record (UTF-8, RFC 4180 line ends)."""
+    """One CSV response: a header row, then one row per record (UTF-8, LINE_END line ends),
+    quoted as `frame_csv` quotes a bundle table (fields holding a separator, quote, CR or LF)."""
     names, groups = columns(leaves(doc))
+    rows = [[cell(r.get(n)) for n in names] for group in groups for r in group]
     buf = io.StringIO()
-    w = csv.writer(buf)
-    w.writerow(names)
-    for group in groups:
-        w.writerows([[cell(r.get(n)) for n in names] for r in group])
-    return buf.getvalue().encode("utf-8")
+    if not any(isinstance(v, str) and "\r" in v for row in rows for v in row):
+        w = csv.writer(buf, lineterminator=LINE_END)  # quotes what holds , " or LF
+        w.writerow(names)
+        w.writerows(rows)
+        return buf.getvalue().encode("utf-8")
+    # A carriage return inside a value is quoted only when CR is part of the writer's line end:
+    # rows are written one at a time with CRLF and each row's own ending swapped for LINE_END.
+    w = csv.writer(buf, lineterminator="\r\n")
+    out = []
+    for row in [names, *rows]:
+        buf.seek(0)
+        buf.truncate()
+        w.writerow(row)
+        out.append(buf.getvalue()[:-2] + LINE_END)
+    return "".join(out).encode("utf-8")
+
+
+def frame_csv(df: pl.DataFrame) -> bytes:
+    """A bundle table as CSV, spelled exactly as `to_csv` spells a response: the same header
+    row, quoting, empty cells for null, neutralised text and LINE_END line ends."""
+    return neutralised(df).write_csv(null_value="", line_terminator=LINE_END, quote_style="necessary").encode("utf-8")
 
 
 def frame(docs: Iterable[dict[str, Any]]) -> pl.DataFrame:

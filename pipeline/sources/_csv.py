@@ -7,6 +7,8 @@ message; reading text first lets each reader cast column by column and report
 
 from __future__ import annotations
 
+import csv
+import io
 from pathlib import Path
 
 import polars as pl
@@ -28,12 +30,13 @@ def read_csv_text(path: Path) -> pl.DataFrame:
     if not raw_bytes.strip():
         raise InputError(path, "the file is empty (expected a header row and data rows)")
     try:
-        raw_bytes.decode("utf-8")
+        text = raw_bytes.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw_bytes.count(b"\n", 0, e.start) + 1
         column = e.start - (raw_bytes.rfind(b"\n", 0, e.start) + 1) + 1
         raise InputError(path, f"not UTF-8: byte 0x{raw_bytes[e.start]:02x} at character {column} "
                                "(save the file as UTF-8)", line) from None
+    _require_whole_rows(path, text)
     try:
         raw = pl.read_csv(raw_bytes, infer_schema=False)
     except Exception as exc:  # polars raises several exception types for bad CSV
@@ -41,6 +44,19 @@ def read_csv_text(path: Path) -> pl.DataFrame:
     if raw.height == 0:
         raise InputError(path, "no data rows under the header")
     return raw
+
+
+def _require_whole_rows(path: Path, text: str) -> None:
+    """Every record has as many fields as the header. The CSV parser would fill a short record
+    with nulls, so a file cut off mid-row (an interrupted copy or download) would read as data
+    with missing values; the csv module counts fields with the same quoting rules."""
+    rows = csv.reader(io.StringIO(text, newline=""))
+    header = next(rows, [])
+    for fields in rows:
+        if fields and len(fields) != len(header):
+            raise InputError(path, f"{len(fields)} fields where the header has {len(header)} "
+                                   "(a row cut short or with a stray separator: is the file complete?)",
+                             rows.line_num)
 
 
 def read_text_columns(path: Path, columns: list[str]) -> pl.DataFrame:

@@ -114,3 +114,40 @@ def test_release_list_beside_current_follows_builds_and_prunes(tmp_path: Path):
     prune_local(tmp_path, 1)
     doc = _listed(tmp_path)
     assert [r["release_id"] for r in doc["releases"]] == [ids[2]] and doc["releases"][0] == {**again[ids[2]]}
+
+
+def test_prune_and_verify_leave_what_is_not_a_release_alone(tmp_path: Path):
+    """Operators keep notes and backups beside releases: neither is counted, verified or removed,
+    and a link among the releases is never followed, whatever it points at."""
+    ids = build(tmp_path, 4)
+    releases = tmp_path / "releases"
+    (releases / "notes.txt").write_text("why release 2 was rolled back")
+    backup = releases / "00-backup"
+    (backup / "v1").mkdir(parents=True)
+    (backup / "v1" / "periods.json").write_text("{}")
+    outside = tmp_path / "elsewhere"
+    (outside / "keep-me").mkdir(parents=True)
+    (outside / "keep-me" / "data.txt").write_text("precious")
+    os.symlink(outside, releases / "20991231T000000Z-ffffffff")  # a link named like the newest release
+    assert [r.release_id for r in verify_local(tmp_path, every=True)] == ids[::-1]
+    assert all(r.ok for r in verify_local(tmp_path, every=True))
+    pruned = prune_local(tmp_path, 1)
+    assert pruned.kept == [ids[-1]] and pruned.removed == ids[-2::-1]
+    assert (releases / "notes.txt").read_text() == "why release 2 was rolled back"
+    assert (backup / "v1" / "periods.json").exists() and (outside / "keep-me" / "data.txt").exists()
+    assert (releases / "20991231T000000Z-ffffffff").is_symlink()
+    assert prune_local(tmp_path, 1).removed == []  # a second run deletes nothing more
+    assert (backup / "v1" / "periods.json").exists()
+
+
+def test_verify_refuses_a_link_inside_a_release(tmp_path: Path):
+    """A file replaced by a link to identical bytes elsewhere still fails: the release no longer
+    holds its own bytes, and the link's target can change under it."""
+    [rid] = build(tmp_path, 1)
+    target = tmp_path / "releases" / rid / "v1/periods.json"
+    copy = tmp_path / "outside.json"
+    copy.write_bytes(target.read_bytes())
+    target.unlink()
+    os.symlink(copy, target)
+    [r] = verify_local(tmp_path)
+    assert r.problems == ["a link, not a file: v1/periods.json"]

@@ -180,3 +180,43 @@ def test_switch_current_refuses_incomplete_release(tmp_path: Path):
     (tmp_path / "releases" / "half").mkdir(parents=True)
     with pytest.raises(RenderError):
         switch_current(tmp_path, "half")
+
+
+def test_a_write_failure_is_one_line_and_leaves_nothing_half_built(tmp_path: Path):
+    """The operating system refuses the release's writes part of the way through (here a file-size
+    limit, the way a full disk refuses them): one line naming the cause, no `.tmp-*` directory
+    left behind, and `current` still names the release it named before."""
+    import subprocess
+    import sys
+
+    from tests.paths import REPO_ROOT
+
+    script = (
+        "import resource, signal, sys\n"
+        "from pathlib import Path\n"
+        "from pipeline.errors import OperatorError\n"
+        "from pipeline.release.render import render_release\n"
+        "from tests.conftest import synthetic_produced\n"
+        "out = Path(sys.argv[1])\n"
+        "render_release(out, synthetic_produced(), '2026-11-22T10:00:00Z')\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (2000, 2000))\n"
+        "try:\n"
+        "    render_release(out, synthetic_produced(), '2026-11-22T11:00:00Z')\n"
+        "except OperatorError as e:\n"
+        "    print(e); sys.exit(1)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", script, str(tmp_path)], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert r.stdout.startswith(f"cannot write the release under {tmp_path / 'releases'}: File too large")
+    assert len(r.stdout.strip().splitlines()) == 1 and "Traceback" not in r.stderr
+    assert [p.name for p in (tmp_path / "releases").iterdir()] == [os.readlink(tmp_path / "current").split("/")[-1]]
+
+
+def test_a_full_disk_names_the_fix():
+    import errno
+
+    from pipeline.release.render import _disk_problem
+
+    msg = _disk_problem(Path("/srv/build/releases"), OSError(errno.ENOSPC, "No space left on device"))
+    assert "disk (or its inode table) is full" in msg and "prune --root /srv/build --keep 2" in msg

@@ -32,7 +32,7 @@ def _rows(data: bytes) -> list[dict[str, str]]:
 
 def test_one_row_per_record_report_fields_first_values_spelled_for_csv():
     data = to_csv(LGA_REPORT)
-    header = data.decode().split("\r\n", 1)[0]
+    header = data.decode().split("\n", 1)[0]
     assert header == "period,kind,state_code,state,lga_code,lga,score,level,is_urban,population,irs,high_months"
     rows = _rows(data)
     assert [r["lga_code"] for r in rows] == ["NG020002", "NG020001"]  # the JSON's order
@@ -63,5 +63,35 @@ def test_frame_equals_the_csv_rows_and_types_columns_over_all_rows():
 
 
 def test_empty_record_lists_give_a_header_only():
-    assert to_csv({"state_code": "KN", "lgas": []}).decode() == "state_code\r\n"
+    assert to_csv({"state_code": "KN", "lgas": []}).decode() == "state_code\n"
     assert frame([{"state_code": "KN", "lgas": []}]).height == 0
+
+
+FORMULAS = ["=HYPERLINK(\"http://x\",\"y\")", "+1+1", "-2+3", "@SUM(A1)", "\tcmd", "\rcmd"]
+
+
+def test_formula_like_text_is_neutralised_in_both_csv_writers_and_nothing_else():
+    """OWASP CSV injection: text starting = + - @ tab or CR gets a leading quote in every CSV the
+    service writes; numbers keep their sign, and the JSON and Parquet values stay as they are."""
+    from pipeline.release.tabular import frame, frame_csv, neutralise
+
+    doc = {"state_code": "KN", "lgas": [{"lga": f, "score": -0.5, "n": -3} for f in FORMULAS]
+           + [{"lga": "Kano", "score": 0.25, "n": 2}]}
+    rows = _rows(to_csv(doc))
+    assert [r["lga"] for r in rows] == ["'" + f for f in FORMULAS] + ["Kano"]
+    assert {r["score"] for r in rows[:-1]} == {"-0.5"} and rows[0]["n"] == "-3"
+    df = frame([doc])
+    assert df["lga"].to_list() == [*FORMULAS, "Kano"]  # the typed table (Parquet) keeps the value
+    assert frame_csv(df) == to_csv(doc)  # one writer's spelling: bundle table = CSV response, byte for byte
+    assert neutralise("Kano") == "Kano" and neutralise("") == ""
+    assert b"\r\n" not in to_csv(doc).replace(b'"\rcmd', b"")  # one line ending, LF
+
+
+def test_both_writers_end_lines_alike_and_quote_alike():
+    from pipeline.release.tabular import frame, frame_csv
+
+    doc = {"period": "2024-01", "lgas": [{"lga": 'Fagge "old"', "is_urban": True, "irs": None, "high_months": [8, 9]},
+                                        {"lga": "Nasarawa, Kano", "is_urban": False, "irs": 0.5, "high_months": []}]}
+    df = frame([doc]).with_columns(pl.col("high_months").cast(pl.List(pl.String)).list.join(";"))
+    assert frame_csv(df) == to_csv(doc)
+    assert to_csv(doc).count(b"\n") == 3 and b"\r" not in to_csv(doc)

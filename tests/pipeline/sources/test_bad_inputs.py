@@ -100,3 +100,81 @@ def test_empty_survey_csv_is_named(tmp_path: Path, content: bytes, words: str):
     with pytest.raises(InputError) as e:
         read_survey_csv(path, {"Kano": "KN"})
     assert words in e.value.reason and e.value.file == str(path)
+
+
+def _survey_lines() -> list[bytes]:
+    return (DATA_DIR / SURVEY_CSV).read_bytes().splitlines()
+
+
+def _cut_at(fraction: float, mid_row: bool) -> bytes:
+    """The real survey file cut as an interrupted copy leaves it: at a line end, or inside a row
+    (after its third field, so the row is visibly short)."""
+    data = (DATA_DIR / SURVEY_CSV).read_bytes()
+    cut = data.rfind(b"\n", 0, int(len(data) * fraction)) + 1
+    if mid_row:
+        for _ in range(3):
+            cut = data.index(b",", cut) + 1
+    return data[:cut]
+
+
+def _duplicated(conflicting: bool) -> bytes:
+    lines = _survey_lines()
+    row = lines[120]
+    if conflicting:  # the same state, round, test and source with another value
+        f = row.split(b",")
+        f[6] = b"12.3"
+        row = b",".join(f)
+    return b"\n".join([*lines[:200], row, *lines[200:]]) + b"\n"
+
+
+def _extra_column() -> bytes:
+    lines = _survey_lines()
+    return b"\n".join([lines[0] + b",weight"] + [ln + b",1" for ln in lines[1:]]) + b"\n"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA_DIR / SURVEY_CSV).exists(), reason="real data not present")
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: _cut_at(0.6, mid_row=True), "fields where the header has 14"),
+    (lambda: _cut_at(0.6, mid_row=False), "round has no row for"),
+    (lambda: _duplicated(conflicting=False), "repeats row 121"),
+    (lambda: _duplicated(conflicting=True), "repeats row 121"),
+    (_extra_column, "unknown column(s) 'weight'"),
+], ids=["cut-mid-row", "cut-at-line-end", "duplicate", "conflicting", "extra-column"])
+def test_a_damaged_survey_file_fails_the_build_naming_file_and_row(tmp_path: Path, make, words: str):
+    """Each of these used to build and publish with survey rounds silently missing or doubled."""
+    data = data_with(tmp_path, SURVEY_CSV, make())
+    out = tmp_path / "b"
+    result = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(out), "--quiet"])
+    assert result.exit_code == 1, result.output
+    assert f"{SURVEY_CSV}" in result.output and words in result.output
+    if words != "unknown column(s) 'weight'":
+        assert ", row " in result.output
+    assert "Traceback" not in result.output
+    assert not (out / "current").exists() and not list((out / "releases").glob("*")) if out.exists() else True
+
+
+def test_survey_rounds_outside_the_four_and_documented_gaps(tmp_path: Path):
+    header = "survey,year,level,area,zone,test,positivity_pct,ci_low_pct,ci_high_pct,n_clusters,n_tested,n_tested_kind,source,note"
+    codes = {"Kano": "KN", "Lagos": "LA", "Borno": "BO"}
+    path = tmp_path / SURVEY_CSV
+    path.parent.mkdir(parents=True)
+
+    def read(*rows: str):
+        path.write_text("\n".join([header, *rows]) + "\n")
+        return read_survey_csv(path, codes)
+
+    # 2015 lacks Borno and Lagos in the sources (malaria SOURCES.md §1): allowed
+    assert read("2015 NMIS,2015,state,Kano,NW,RDT,40,,,,,,f,").height == 1
+    with pytest.raises(InputError, match="the 2018 round has no row for Borno, Lagos") as e:
+        read("2018 NDHS,2018,state,Kano,NW,RDT,40,,,,,,f,")
+    assert e.value.row == 2
+    with pytest.raises(InputError, match="not a survey round") as e:
+        read("2019 NDHS,2019,national,Nigeria,,RDT,40,,,,,,f,")
+    assert e.value.row == 2
+    # the same state and test from two sources is a documented fill-in, not a duplicate
+    rows = [f"2018 NDHS,2018,state,{s},X,RDT,40,,,,,,f,"for s in codes] + ["2018 NDHS,2018,state,kano ,NW,RDT,41,,,,,,g,"]
+    assert read(*rows).height == 4
+    with pytest.raises(InputError, match="repeats row 2") as e:
+        read(*rows, "2018 NDHS,2018,state,KANO,NW,RDT,45,,,,,,f,")
+    assert e.value.row == 6

@@ -31,7 +31,7 @@ def test_schema_shares_and_state_spellings(tmp_path):
         "2021 NMIS,2021,state,FCT,North Central,RDT,20,,,,,,file.csv,",
         "2021 NMIS,2021,residence,urban,,microscopy,10.5,,,,,,file.csv,",
     )
-    df = read_survey_positivity(d, CODES)
+    df = read_survey_positivity(d, CODES, states=["FC", "NA"])
     assert dict(df.schema) == SCHEMA
     nat10 = df.filter(pl.col("survey_year") == 2010).row(0, named=True)
     assert nat10["test"] == "RDT" and nat10["test_assumed"] is True and nat10["positivity"] == pytest.approx(0.42)
@@ -88,3 +88,13 @@ def test_real_survey_rounds():
     for year in (2018, 2021):
         assert st.filter((pl.col("survey_year") == year) & (pl.col("test") == "microscopy"))["state_code"].n_unique() == 37
     assert df["positivity"].is_between(0, 1).all()
+
+
+def test_each_round_must_cover_the_geographys_states(tmp_path):
+    """A round with state rows covers every state of the geography: a file cut at a line end
+    reads cleanly, and this is what gives it away."""
+    d = write(tmp_path, "2021 NMIS,2021,state,Kano,NW,RDT,40,,,,,,f,", "2021 NMIS,2021,state,Lagos,SW,RDT,4,,,,,,f,")
+    assert read_survey_positivity(d, CODES, states=["KN", "LA"]).height == 2
+    with pytest.raises(InputError, match="the 2021 round has no row for Nasarawa") as e:
+        read_survey_positivity(d, CODES, states=["KN", "LA", "NA"])
+    assert e.value.row == 3
