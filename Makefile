@@ -21,8 +21,8 @@ $(VENV)/.runtime: pyproject.toml
 	touch $@
 
 # ... and what testing adds (pytest, Playwright, generators, servers for S3 and DynamoDB).
-$(VENV)/.installed: $(VENV)/.runtime pyproject.toml
-	$(BIN)/pip install -q -e '.[test]'
+$(VENV)/.installed: $(VENV)/.runtime pyproject.toml clients/python/pyproject.toml
+	$(BIN)/pip install -q -e '.[test]' -e clients/python
 	touch $@
 
 # The site's front-end libraries (map, charts), exactly as pinned in the lock file.
@@ -54,7 +54,7 @@ serve: install-run
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
-	$(BIN)/ruff check pipeline edge tests bench deploy
+	$(BIN)/ruff check pipeline edge tests bench deploy clients/python
 	$(BIN)/mypy
 
 test: install lint

@@ -48,7 +48,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from .aws import AWSError, Credentials, Unavailable
-from .files import FileEntry
+from .files import FileEntry, ReleaseList
 from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
 from .routes import (
@@ -59,6 +59,7 @@ from .routes import (
     PRECOMPRESSED_SUFFIXES,
     PUBLIC_PREFIX,
     PUBLISHED_RELEASE_ID_RE,
+    RELEASE_LIST_NAME,
     Facts,
 )
 from .settings import EdgeSettings
@@ -162,6 +163,36 @@ class PointerReleases:
         self._checked = float("-inf")
         self.failures = 0  # refreshes that kept the old release, for logs and tests
         self._pinned: dict[str, tuple[float, PointerRelease | None]] = {}
+        self._list: ReleaseList | None = None
+        self._list_etag: str | None = None
+        self._list_checked = float("-inf")
+
+    def release_list(self) -> ReleaseList | None:
+        """`releases.json` beside the pointer (the publisher rewrites it), re-read at most every `ttl`
+        seconds with If-None-Match; a failed read keeps the list already known."""
+        now = self.clock()
+        if now - self._list_checked < self.ttl:
+            return self._list
+        self._list_checked = now
+        key = f"{self.prefix}/{RELEASE_LIST_NAME}" if self.prefix else RELEASE_LIST_NAME
+        try:
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, self._list_etag, 1)
+        except AWSError as e:
+            if e.status in (403, 404):  # no list published (yet)
+                self._list, self._list_etag = None, None
+            else:
+                log("release list refresh failed:", repr(e))
+            return self._list
+        except Unavailable as e:
+            log("release list refresh failed:", repr(e))
+            return self._list
+        if reply.status == 304 and self._list is not None:
+            return self._list
+        if reply.status == 200:
+            etag = reply.headers.get("etag")
+            self._list_etag = etag
+            self._list = ReleaseList(bytes(reply.body), etag or '"' + str(len(reply.body)) + '"')
+        return self._list
 
     @property
     def pointer_key(self) -> str:

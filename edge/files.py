@@ -32,3 +32,10 @@ class PinnedReleases(Protocol):
     """Earlier releases still kept, looked up by id, so a cited release's bundle stays downloadable."""
 
     def pinned(self, release_id: str) -> ReleaseIndex | None: ...
+
+
+class ReleaseList(NamedTuple):
+    """The list of kept releases as stored beside the pointer: its bytes and a strong ETag."""
+
+    body: bytes
+    etag: str

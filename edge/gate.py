@@ -11,6 +11,8 @@ Order of checks (documented in docs/api.md and pinned by tests):
 2. Method other than GET/HEAD → 405 METHOD_NOT_ALLOWED.
 3. Path not in the route table (exact match on the raw path; nothing is
    decoded or normalised, so `%2e%2e` or `//` never match) → 404 NOT_FOUND.
+   `<path>.csv` of a route with a `format` parameter is that route with `format=csv`
+   (a `format` in its query → 400 REPEATED_PARAMETER).
    Paths under `/v1/downloads/` are bundle files: they pass on to the key check
    and are resolved at step 8 (see `DOWNLOAD_FILE` in routes.py).
 4. Key → 401 (missing, invalid, revoked, expired, owner removed, org suspended).
@@ -32,15 +34,24 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
-from .files import FileEntry, PinnedReleases, ReleaseIndex
+from .files import FileEntry, PinnedReleases, ReleaseIndex, ReleaseList
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
-from .routes import BY_PATH, DOWNLOAD_FILE, PUBLIC_PREFIX, RELEASE_ID_RE, ParamError, Route
+from .routes import (
+    BY_PATH,
+    DOWNLOAD_FILE,
+    PUBLIC_PREFIX,
+    RELEASE_ID_RE,
+    ParamError,
+    Route,
+    csv_alias,
+)
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
 ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
 EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id"
 SUCCESS_CACHE = "private, max-age=300, must-revalidate"
+LIST_CACHE = "private, max-age=60, must-revalidate"  # the release list changes with a publish or prune
 ERROR_CACHE = "no-store"
 
 Headers = list[tuple[str, str]]
@@ -291,6 +302,9 @@ def handle(
                      req.path, [("Allow", ALLOWED_METHODS)])
 
     route = BY_PATH.get(req.path)
+    if route is None and (alias := csv_alias(req.path)) is not None:
+        # a `format` of the client's own then reads as given twice (400 REPEATED_PARAMETER, at step 7)
+        route, req = alias, req._replace(query=(req.query + "&" if req.query else "") + "format=csv")
     if route is None and (req.path.startswith("/" + PUBLIC_PREFIX) or req.path in ("/", "/docs")):
         return _public(req, release)
     download = route is None and req.path.startswith(DOWNLOAD_FILE.prefix)
@@ -315,7 +329,12 @@ def handle(
             resp.key_id = record.id
             return resp
 
-    resp = _download(req, release, pinned) if route is None else _authorised(req, route, record, release)
+    if route is None:
+        resp = _download(req, release, pinned)
+    elif route.beside_pointer:
+        resp = _release_list(req, route, release, pinned)
+    else:
+        resp = _authorised(req, route, record, release)
     resp.headers.extend(limit_headers)
     resp.key_id = record.id
     return resp
@@ -452,6 +471,30 @@ def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None
     if target is not current:
         resp.release_id = target.release_id
     return resp
+
+
+def _release_list(req: Request, route: Route, current: ReleaseIndex, pinned: PinnedReleases | None) -> Response:
+    """The list of kept releases, from beside the pointer (`release_list()` of the release source).
+
+    Generated (a body, not a file key): it lies outside every release. Without a list the
+    answer is a 503, never a list that leaves out releases a client may have cited.
+    """
+    parsed = _parse_query(req.query, route)
+    if isinstance(parsed, tuple):
+        code, detail, members = parsed
+        return error(code, detail, req.path, None, **members)
+    source = getattr(pinned, "release_list", None)
+    listing: ReleaseList | None = source() if source is not None else None
+    if listing is None:
+        return error("TEMPORARILY_UNAVAILABLE", "The list of kept releases is not available right now; "
+                     f"the current release is {current.release_id}.", req.path, [("Retry-After", "60")])
+    headers: Headers = [("ETag", listing.etag), ("Cache-Control", LIST_CACHE), ("X-Release-Id", current.release_id),
+                        *cors_headers()]
+    inm = req.headers.get("if-none-match")
+    if inm is not None and _etag_matches(inm, listing.etag):
+        return Response(304, headers)
+    headers.append(("Content-Type", route.content_type))
+    return Response(200, headers, listing.body)
 
 
 def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response:

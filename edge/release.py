@@ -23,7 +23,8 @@ from typing import Any
 from .files import FileEntry as FileEntry
 from .files import PinnedReleases as PinnedReleases
 from .files import ReleaseIndex as ReleaseIndex
-from .routes import DOWNLOAD_FILE, PUBLISHED_RELEASE_ID_RE, RELEASE_ID_RE, Facts
+from .files import ReleaseList
+from .routes import DOWNLOAD_FILE, PUBLISHED_RELEASE_ID_RE, RELEASE_ID_RE, RELEASE_LIST_NAME, Facts
 
 MANIFEST_NAME = "manifest.json"
 log = logging.getLogger("malaria_risk.release")
@@ -181,6 +182,23 @@ class LocalReleases:
         self._failure: ReleaseUnavailable | None = None
         self.fallback_reason: str | None = None  # why `current` is not what is served, if it is not
         self._broken: tuple[int, int, int] | None = None  # the broken manifest's identity, to see it repaired
+        self._list: tuple[tuple[int, int, int], ReleaseList] | None = None
+
+    def release_list(self) -> ReleaseList | None:
+        """`<root>/releases.json` (written by builds and prunes), re-read when the file changes."""
+        path = self.root / RELEASE_LIST_NAME
+        try:
+            st = os.stat(path)
+            sig = (st.st_ino, st.st_mtime_ns, st.st_size)
+            hit = self._list
+            if hit is not None and hit[0] == sig:
+                return hit[1]
+            body = path.read_bytes()
+        except OSError:
+            return None
+        listing = ReleaseList(body, etag_of(hashlib.sha256(body).hexdigest()))
+        self._list = (sig, listing)
+        return listing
 
     def current(self) -> ManifestRelease:
         now = time.monotonic()

@@ -266,6 +266,9 @@ class Route(NamedTuple):
     dataset: str  # which producer fills it; absent datasets answer `unavailable`
     unavailable: tuple[int, str] | None = None  # (status, code) when the dataset is absent
     errors: tuple[str, ...] = ()  # SPEC codes this route can return
+    # True: the file lies beside the release pointer, not in a release (it changes when releases
+    # are published or pruned; see RELEASE_LIST_NAME), so no release renders it
+    beside_pointer: bool = False
 
     def key(self, values: Mapping[str, str]) -> str:
         return self.file_key.format(**values)
@@ -288,6 +291,9 @@ class Route(NamedTuple):
 
 
 TRANSMISSION_UNAVAILABLE = (503, "TRANSMISSION_DATA_UNAVAILABLE")
+
+# The list of kept releases: beside `current` (local build root) and `current.json` (bucket).
+RELEASE_LIST_NAME = "releases.json"
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -366,9 +372,27 @@ ROUTES: tuple[Route, ...] = (
         "description, README, checksums and one zip, each with its pinned path.",
         "downloads",
     ),
+    Route(
+        "/v1/releases", None, (), RELEASE_LIST_NAME, JSON,
+        "The releases this service keeps, newest first: id, when each went live, model version, months held, "
+        "what changed, and the pinned path of its bundle.",
+        "releases", beside_pointer=True,
+    ),
 )
 
 BY_PATH: dict[str, Route] = {r.path: r for r in ROUTES}
+
+# `<path>.csv` is `<path>?format=csv` for every route with a `format` parameter: one operation per
+# media type in the OpenAPI document, which is what code generators need to type a CSV answer.
+CSV_SUFFIX = ".csv"
+
+
+def csv_alias(path: str) -> Route | None:
+    """The route whose CSV answer `path` names, if it is one of the `.csv` aliases."""
+    if not path.endswith(CSV_SUFFIX):
+        return None
+    route = BY_PATH.get(path[: -len(CSV_SUFFIX)])
+    return route if route is not None and route.param("format") is not None else None
 
 # The documentation site ships inside each release under this key prefix and is
 # served without a key at /docs/…; a path maps to a file only if the manifest

@@ -131,6 +131,33 @@ SOURCES: tuple[Source, ...] = (
 )
 
 
+# The licence of what the service itself makes (scores, ranges, forecasts, seasons, aggregates and
+# the tables that hold them). Why this one: docs/releases.md#licence. Every input is public domain or
+# under an attribution-only licence (CC BY 4.0, CC BY-IGO, Apache-2.0, MIT); none is ShareAlike or
+# NonCommercial, so an attribution licence keeps every input's duty and adds none that conflicts.
+DERIVED_LICENCE = {
+    "name": "CC-BY-4.0",
+    "title": "Creative Commons Attribution 4.0 International",
+    "path": "https://creativecommons.org/licenses/by/4.0/",
+}
+DERIVED_LICENCE_TERMS = (
+    "The figures this service makes (risk scores and their ranges, forecasts, transmission seasons, "
+    "population-weighted state values) and the tables holding them are licensed CC BY 4.0: credit the "
+    "service with the citation above and the sources below. Figures passed on unchanged from a source "
+    "(coverage context, survey values, outlines, population) keep that source's licence and credit; where a "
+    "source states no licence (the University of Washington net-use estimates, the NDHS 2018 cluster counts) "
+    "this licence does not extend to its figures."
+)
+
+
+def service_citation(release_id: str, model_version: str | None, updated_at: str, base_url: str,
+                     bundle_name: str) -> str:
+    """The one citation line of a release, with the absolute address of its pinned bundle."""
+    return (f"Malaria risk data service for Nigeria, release {release_id} (model {model_version}), data loaded "
+            f"{updated_at[:10]}. {base_url}/v1/downloads/{release_id}/{bundle_name}. Licence: CC BY 4.0 "
+            "(derived figures; sources keep their own).")
+
+
 def source(key: str) -> Source:
     """The credited source with this key; KeyError names the unknown key."""
     for s in SOURCES:

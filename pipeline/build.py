@@ -75,12 +75,17 @@ def build(
     progress: Progress | None = None,
     updated_at: str | None = None,
     producers: tuple[Producer, ...] = PRODUCERS,
+    base_url: str | None = None,
 ) -> BuildResult:
+    """`base_url` (default: the settings' PUBLIC_BASE_URL) is the address citations link to."""
+    from pipeline.settings import BuildSettings
+
     started = time.perf_counter()
     if progress:
         progress("reading geography", 0, 1)
     geography = load_geography(Path(data_dir))
-    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress)
+    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress,
+                       base_url=base_url or BuildSettings.from_env().base_url)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
     stats = render_release(Path(out), produced, ctx.updated_at, progress)

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.settings import DEFAULT_BASE_URL
+
 if TYPE_CHECKING:
     from pipeline.geography import Geography
 
@@ -28,6 +30,7 @@ class BuildContext:
     geography: Geography  # the reference every dataset is keyed by
     progress: Progress | None = None
     produced: list[Produced] = field(default_factory=list)  # what earlier producers returned (the site reads it)
+    base_url: str = DEFAULT_BASE_URL  # the public address, for absolute links (settings: PUBLIC_BASE_URL)
 
 
 @dataclass

@@ -27,6 +27,7 @@ from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
 from pipeline.datasets.boundaries import geometry_json
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
+from pipeline.settings import DEFAULT_BASE_URL
 
 ROUTE = "/v1/downloads"
 PARQUET = "application/vnd.apache.parquet"
@@ -90,6 +91,31 @@ OWN_FIELDS: dict[str, str] = {
     "lga": "LGA name (OCHA).",
     "zone": "Geopolitical zone.",
     "period": "Month, YYYY-MM.",
+}
+
+# Primary keys of the tables (unique and never empty in every build; checked by `frictionless validate`)
+# and their foreign keys: every LGA row points at the gazetteer, every state row at context_state.
+# National rows (state_code empty) are keyed by the state name "Nigeria".
+PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
+    "risk_lga_month": ("lga_code", "period"),
+    "risk_state_month": ("state_code", "period"),
+    "context_lga": ("lga_code",),
+    "context_state": ("state_code",),
+    "transmission_lga_month": ("lga_code", "month"),
+    "transmission_state_month": ("area_type", "state", "month"),
+    "survey_trend": ("area_type", "state", "survey_year"),
+    "gazetteer": ("lga_code",),
+}
+_TO_GAZETTEER = {"fields": "lga_code", "reference": {"resource": "gazetteer", "fields": "lga_code"}}
+_TO_STATES = {"fields": "state_code", "reference": {"resource": "context_state", "fields": "state_code"}}
+FOREIGN_KEYS: dict[str, tuple[dict[str, Any], ...]] = {
+    "risk_lga_month": (_TO_GAZETTEER, _TO_STATES),
+    "risk_state_month": (_TO_STATES,),
+    "context_lga": (_TO_GAZETTEER, _TO_STATES),
+    "transmission_lga_month": (_TO_GAZETTEER, _TO_STATES),
+    "transmission_state_month": (_TO_STATES,),
+    "survey_trend": (_TO_STATES,),
+    "gazetteer": (_TO_STATES,),
 }
 
 UNITS: dict[str, str] = {
@@ -449,8 +475,12 @@ def _licence_id(statement: str) -> str:
 
 
 def datapackage(release_id: str, model_version: str | None, updated_at: str, frames: Mapping[str, pl.DataFrame],
-                files: list[BundleFile], notes: Mapping[str, str]) -> dict[str, Any]:
-    """A Frictionless Data Package: every table (CSV and Parquet) with its schema, plus the outlines."""
+                files: list[BundleFile], notes: Mapping[str, str], base_url: str = DEFAULT_BASE_URL) -> dict[str, Any]:
+    """A Frictionless Data Package: every table (CSV and Parquet) with its schema, plus the outlines.
+
+    The first licence is the service's own for its derived figures; the sources' follow."""
+    from pipeline.attribution import DERIVED_LICENCE, DERIVED_LICENCE_TERMS, service_citation
+
     by_name = {f.name: f for f in files}
     resources: list[dict[str, Any]] = []
     for name, df in frames.items():
@@ -461,13 +491,20 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 field["unit"] = UNITS[col]
             fields.append(field)
         schema: dict[str, Any] = {"fields": fields, "missingValues": [""]}
+        keyed = dict(schema)
+        if name in PRIMARY_KEYS:
+            keyed["primaryKey"] = list(PRIMARY_KEYS[name])
+        refs = [fk for fk in FOREIGN_KEYS.get(name, ()) if fk["fields"] in df.columns
+                and fk["reference"]["resource"] in frames]
+        if refs:
+            keyed["foreignKeys"] = [dict(fk) for fk in refs]
         for ext, fmt in (("csv", "csv"), ("parquet", "parquet")):
             f = by_name[f"{name}.{ext}"]
             res: dict[str, Any] = {
                 "name": f"{name}-{ext}" if ext != "csv" else name,
                 "path": f.name, "title": TABLE_TITLES[name], "format": fmt,
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data),
-                "hash": "sha256:" + _sha256(f.data), "schema": schema,
+                "hash": "sha256:" + _sha256(f.data), "schema": keyed if ext == "csv" else schema,
                 "sources": _sources(TABLE_SOURCES[name]),
             }
             if ext == "csv":
@@ -506,9 +543,12 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                        "API served them in this release. See README.md.",
         "version": release_id,
         "created": updated_at,
+        "homepage": f"{base_url}/docs/",
         "keywords": ["malaria", "Nigeria", "LGA", "risk", "forecast"],
         "x-model-version": model_version,
-        "licenses": _licences(),
+        "licenses": [dict(DERIVED_LICENCE), *_licences()],
+        "x-citation": service_citation(release_id, model_version, updated_at, base_url, ZIP_NAME),
+        "x-licence-terms": DERIVED_LICENCE_TERMS,
         "sources": _sources(),
         "resources": resources,
     }
@@ -520,8 +560,14 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile]) -> bytes:
-    from pipeline.attribution import SOURCES
+def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile],
+           base_url: str = DEFAULT_BASE_URL) -> bytes:
+    from pipeline.attribution import (
+        DERIVED_LICENCE,
+        DERIVED_LICENCE_TERMS,
+        SOURCES,
+        service_citation,
+    )
 
     lines = [
         f"# Malaria risk data for Nigeria — release {release_id}", "",
@@ -533,9 +579,10 @@ def readme(release_id: str, model_version: str | None, updated_at: str, files: l
         f"- Model version: `{model_version}`",
         f"- Data loaded: {updated_at}", "",
         "## Citation", "",
-        f"Malaria risk data service for Nigeria, release {release_id} (model {model_version}), "
-        f"data loaded {updated_at[:10]}. Retrieved from /v1/downloads/{release_id}/{ZIP_NAME}. "
-        "Please also credit the sources below.", "",
+        service_citation(release_id, model_version, updated_at, base_url, ZIP_NAME)
+        + " Please also credit the sources below.", "",
+        "## Licence", "",
+        f"{DERIVED_LICENCE_TERMS} Licence text: {DERIVED_LICENCE['path']}", "",
         "## Files", "",
     ]
     lines += [f"- `{f.name}` ({len(f.data):,} bytes): {f.description}" for f in files]
@@ -591,7 +638,7 @@ def index_document(release_id: str, model_version: str | None, files: Iterable[B
 
 
 def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
-           describe: Callable[[str], dict[str, Any]] | None = None) -> Produced:
+           describe: Callable[[str], dict[str, Any]] | None = None, base_url: str = DEFAULT_BASE_URL) -> Produced:
     """The bundle as a producer's output: data files now, the files naming the release id at stamp time."""
 
     def stamp(release_id: str) -> tuple[Documents, StaticFiles]:
@@ -600,7 +647,7 @@ def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
             own.append(BundleFile("datapackage.json", JSON,
                                   orjson.dumps(describe(release_id), option=orjson.OPT_INDENT_2),
                                   "Frictionless Data Package: every file, column, type, unit, source and licence."))
-        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files),
+        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files, base_url),
                               "What the bundle is, the release id, model version, citation, sources, licences "
                               "and how the values were made."))
         own.append(BundleFile("SHA256SUMS", TEXT, sha256sums(own), "SHA-256 of every other file."))
@@ -621,6 +668,6 @@ def produce(ctx: BuildContext) -> Produced:
     notes = _field_notes(produced)
 
     def describe(release_id: str) -> dict[str, Any]:
-        return datapackage(release_id, model_version, ctx.updated_at, frames, files, notes)
+        return datapackage(release_id, model_version, ctx.updated_at, frames, files, notes, ctx.base_url)
 
-    return bundle(files, ctx.updated_at, model_version, describe)
+    return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url)

@@ -95,14 +95,20 @@ def prune_local(root: Path, keep: int, dry_run: bool = False) -> Pruned:
         (out.kept if i < keep or rid == cur else out.removed).append(rid)
     if dry_run:
         return out
-    for n, rid in enumerate(out.removed):
-        target = root / "releases" / rid
-        try:
-            if target.is_symlink():  # replaced by a link since it was listed: never follow it
-                raise OSError(f"{target} is now a link")
-            shutil.rmtree(target)
-        except OSError as e:
-            done = ", ".join(out.removed[:n]) or "none"
-            raise LocalReleaseError(f"could not remove release {rid}: {e.strerror or e} "
-                                    f"(removed before it: {done}; nothing else was touched)") from None
+    try:
+        for n, rid in enumerate(out.removed):
+            target = root / "releases" / rid
+            try:
+                if target.is_symlink():  # replaced by a link since it was listed: never follow it
+                    raise OSError(f"{target} is now a link")
+                shutil.rmtree(target)
+            except OSError as e:
+                done = ", ".join(out.removed[:n]) or "none"
+                raise LocalReleaseError(f"could not remove release {rid}: {e.strerror or e} "
+                                        f"(removed before it: {done}; nothing else was touched)") from None
+    finally:
+        if out.removed:
+            from pipeline.release.catalogue import refresh_local
+
+            refresh_local(root)  # the list of kept releases drops the removed ones, even after a failure
     return out

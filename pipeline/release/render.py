@@ -45,7 +45,7 @@ from edge.routes import (
 )
 from pipeline.datasets.base import Produced
 from pipeline.errors import RenderError
-from pipeline.release import tabular
+from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import (
     MANIFEST_NAME,
     Manifest,
@@ -139,6 +139,8 @@ def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = froze
     docs_by_path = _docs_by_path(produced)
     out: list[tuple[str, str, bytes]] = []
     for route in ROUTES:
+        if route.beside_pointer:  # not part of any release (catalogue.py writes it beside `current`)
+            continue
         if route.dataset not in facts.available:
             if route.path in docs_by_path:
                 raise RenderError(f"{route.path} rendered by a producer other than {route.dataset}")
@@ -345,9 +347,10 @@ def render_release(
         raise
     try:
         switch_current(out, release_id)
+        catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None)
     except OSError as failed:
         raise RenderError(_disk_problem(out, failed) + f" (release {release_id} is complete; "
-                          f"`current` still names the previous one)") from None
+                          f"`current` may still name the previous one)") from None
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()
               if k.startswith(DOWNLOAD_FILE.key_prefix) and e["content_encoding"] is None}

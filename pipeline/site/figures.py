@@ -102,6 +102,9 @@ def substitute(text: str, figures: Mapping[str, Any], page: str) -> str:
         if name not in figures:
             raise UnknownFigure(f"docs/{page}.md quotes {{{{ {name} }}}}, which no producer provides; "
                                 f"known: {', '.join(sorted(figures))}")
-        return str(figures[name])
+        value = figures[name]
+        if isinstance(value, bool):  # prose, not Python: `yes`/`no`, never `True`/`False`
+            return "yes" if value else "no"
+        return str(value)
 
     return PLACEHOLDER.sub(one, text)

@@ -17,6 +17,7 @@ from typing import Any
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
 from edge.routes import (
     CSV,
+    CSV_SUFFIX,
     DOWNLOAD_FILE,
     FILE_NAME_RE,
     FORMATS,
@@ -425,6 +426,31 @@ def resource_schemas() -> dict[str, Schema]:
         "lgas": {"type": "array", "items": _ref("CountryLgaRisk"), "description": "All 774 LGAs, highest "
                  "risk first; ties broken by `lga_code`."},
     }, description="Every LGA of the country for one estimated month.")
+    window = _obj({
+        "first_estimated": {**PERIOD, "type": ["string", "null"], "description": "First estimated month."},
+        "last_estimated": {**PERIOD, "type": ["string", "null"], "description": "Last estimated month."},
+        "last_forecast": {**PERIOD, "type": ["string", "null"], "description": "Last forecast month."},
+    }, description="The months the release holds.")
+    s["KeptRelease"] = _obj({
+        "release_id": _str("The release id (as in `X-Release-Id` and the bundle paths)."),
+        "published_at": _nullable("string", "When the release first went live on this service (UTC); for a "
+                                  "local build, when the build finished.", format="date-time"),
+        "data_loaded_at": _nullable("string", "When its data was loaded (the `updated_at` of /v1/periods).",
+                                    format="date-time"),
+        "model_version": _nullable("string", "Version of the model behind its scores."),
+        "data_window": window,
+        "datasets": {"type": "array", "items": {"type": "string"}, "description": "Data sets the release serves."},
+        "bundle": _str("Pinned path of the release's whole bundle (zip), valid while the release is kept."),
+        "changes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                    "description": "What changed from the release live before it, in sentences."},
+        "current": {"type": "boolean", "description": "true for the release answering now."},
+    }, description="One kept release.")
+    s["ReleaseList"] = _obj({
+        "format": _int("Version of this document's layout.", const=1),
+        "current": _nullable("string", "Id of the release answering now."),
+        "releases": {"type": "array", "items": _ref("KeptRelease"), "description": "Every kept release, the "
+                     "one that went live last first. A release pruned from the service leaves the list."},
+    }, description="The releases this service keeps.")
     s["Problem"] = problem_schema()
     return s
 
@@ -445,6 +471,7 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/transmission/lgas": "LgaTransmissionResponse",
     "/v1/boundaries/lgas": "BoundaryCollection",
     "/v1/downloads": "DownloadIndex",
+    "/v1/releases": "ReleaseList",
 }
 
 
@@ -604,7 +631,9 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
                         else "Needs any valid key.")
         + "".join(f" `{p.name}={v}` needs the `{scope}` scope as well (403 `SCOPE_REQUIRED` otherwise)."
                   for p in route.params for v, scope in p.value_scopes)
-        + f" Served from the release file `{route.file_key}`.",
+        + (f" Served from `{route.file_key}` beside the release pointer (it lists every kept release, so it "
+           "lies outside them and changes when a release is published or pruned)." if route.beside_pointer
+           else f" Served from the release file `{route.file_key}`."),
         "tags": [route.dataset],
         "parameters": [_parameter(p, states) for p in route.params],
         "security": [{BEARER: scopes}, {HEADER: scopes}],
@@ -612,6 +641,30 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
         "x-required-scope": route.scope,
         "x-file-key": route.file_key,
     }
+    return op
+
+
+def _csv_operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
+    """`<path>.csv`: the route's `format=csv` answer as an operation of its own.
+
+    A response with two media types generates code for the first only (openapi-python-client
+    parses every 200 as JSON), so the CSV answer gets its own path and operation, typed as text.
+    """
+    op = _operation(route, states)
+    op["operationId"] += "Csv"
+    op["summary"] = route.summary + " As CSV."
+    op["description"] = (f"The same answer as {route.path} with `format=csv`: a header row, then one row per "
+                         "record, the report's own fields first. " + op["description"])
+    op["parameters"] = [_parameter(p, states) for p in route.params if p.kind != "format"]
+    op["responses"]["200"]["content"] = {CSV: {"schema": {
+        "type": "string", "description": "UTF-8 CSV; see /docs/api.html#reading-csv for the reader options."}}}
+    by_status: dict[int, list[Problem]] = {}
+    for p in codes_for_route(route):
+        if p.code != "INVALID_FORMAT":  # no `format` to get wrong
+            by_status.setdefault(p.status, []).append(p)
+    for status in sorted(by_status):
+        op["responses"][str(status)] = _problem_response(status, by_status[status])
+    op["x-file-key"] = route.file_key.replace("{format}", "csv")
     return op
 
 
@@ -693,6 +746,8 @@ def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -
         "security": [{BEARER: []}, {HEADER: []}],
         "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
         "paths": {**{r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
+                  **{r.path + CSV_SUFFIX: {"get": _csv_operation(r, tuple(states))} for r in ROUTES
+                     if r.param("format") is not None},
                   DOWNLOAD_FILE.path: {"get": _download_file_operation()}},
         "components": {
             "securitySchemes": {

@@ -28,7 +28,16 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE
-from edge.routes import PUBLIC_PREFIX, ROUTES, SCOPES, Param, Route
+from edge.routes import (
+    BUNDLE_ZIP,
+    CSV_SUFFIX,
+    DOWNLOAD_FILE,
+    PUBLIC_PREFIX,
+    ROUTES,
+    SCOPES,
+    Param,
+    Route,
+)
 from pipeline.attribution import SOURCES
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import SiteError
@@ -225,9 +234,11 @@ def _example_query(route: Route) -> str:
 def _file_layout(route: Route) -> str:
     per = {"state": "state", "period": "estimated month", "months": "value of months (1–4)",
            "format": "format (JSON, CSV)", "lga": "LGA", "include": "include (estimated months only, with forecasts)"}
+    if route.beside_pointer:
+        return "one file beside the release pointer (not in any release), rewritten at each publish and prune"
     if not route.params:
-        return "one file"
-    return "one file per " + " × ".join(per[p.kind] for p in route.params)
+        return "one file in each release"
+    return "one file per " + " × ".join(per[p.kind] for p in route.params) + " in each release"
 
 
 EXAMPLE_ITEMS = 2  # list items kept in an example response
@@ -301,7 +312,30 @@ def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None) -> li
             "response": example[1] if example else None,
             "response_cut": example[2] if example else False,
             "unavailable": r.unavailable,
+            "csv_path": r.path + CSV_SUFFIX if r.param("format") is not None else None,
         })
+    from pipeline.site.openapi import (
+        _codes,  # the download route's codes, as the OpenAPI document lists them
+    )
+
+    codes = _codes(None, DOWNLOAD_FILE.errors)
+    out.append({
+        "path": DOWNLOAD_FILE.path, "id": endpoint_id(DOWNLOAD_FILE.path), "summary": DOWNLOAD_FILE.summary,
+        "scope": None, "file_key": DOWNLOAD_FILE.key_prefix + "{name}", "content_type": "the file's own type",
+        "layout": "the bundle files of each release, addressed by path segments (no query parameters)",
+        "dataset": "downloads", "schema": None,
+        "params": [
+            {"name": "release_id", "required": True, "format": "in the path: a release id such as the "
+             "`release_id` of /v1/downloads or one listed by /v1/releases", "default": "",
+             "description": "The current release or an earlier one still kept."},
+            {"name": "name", "required": True, "format": "in the path: a file name listed by /v1/downloads",
+             "default": "", "description": f"A bundle file, e.g. `{BUNDLE_ZIP}` or `risk_lga_month.csv`."},
+        ],
+        "errors": [p for p in codes if p.code in DOWNLOAD_FILE.errors],
+        "common_errors": [p for p in codes if p.code not in DOWNLOAD_FILE.errors],
+        "example": DOWNLOAD_FILE.path_for("$RELEASE_ID", BUNDLE_ZIP),
+        "response": None, "response_cut": False, "unavailable": None, "csv_path": None,
+    })
     return out
 
 

@@ -477,3 +477,25 @@ def test_bundle_is_small_compiled_and_runs_from_its_folder(tmp_path: Path, endpo
         assert costly == "[]"
         with pytest.raises(ValueError):
             build_bundle(tmp_path / "x.zip", {"bucket": "bucket-b"})
+
+
+def test_release_list_is_read_from_beside_the_pointer(edge: Edge):
+    _, key = edge.store.create("cf", ["risk_scores"], "test", now=NOW)
+    releases = edge.gate.releases
+    t = {"now": 0.0}
+    releases.clock = lambda: t["now"]
+    absent = edge.gate(event_for("/v1/releases", x_api_key=key))
+    assert absent["status"] == "503" and code(absent) == "TEMPORARILY_UNAVAILABLE"
+    listing = (edge.release_root / "releases.json").read_bytes()  # the renderer's, as a publisher would write it
+    edge.s3.put_object(Bucket=edge.bucket, Key="api/releases.json", Body=listing)
+    t["now"] = 5.0  # the absent list is remembered for one ttl, then read again
+    out = edge.gate(event_for("/v1/releases", x_api_key=key))
+    assert out["status"] == "200" and json.loads(out["body"]) == json.loads(listing)
+    assert out["headers"]["cache-control"][0]["value"].startswith("private, max-age=60")
+    etag = out["headers"]["etag"][0]["value"]
+    assert edge.gate(event_for("/v1/releases", x_api_key=key, if_none_match=etag))["status"] == "304"
+    edge.s3_proxy.stall = True
+    t["now"] = 10.0
+    kept = edge.gate(event_for("/v1/releases", x_api_key=key))  # S3 stalls: the list already known
+    edge.s3_proxy.stall = False
+    assert kept["status"] == "200" and kept["body"] == out["body"]

@@ -38,6 +38,8 @@ def code_of(resp) -> str:
 def test_every_route_serves_its_file(release, store, all_scopes_key):
     """The route table maps each endpoint to an existing file with its content type."""
     for route in ROUTES:
+        if route.beside_pointer:  # the release list: test_release_list_*
+            continue
         query = "state=KN" if route.param("state") else f"lga={LGAS[0]}" if route.param("lga") else ""
         resp = get(release, store, route.path, query, all_scopes_key)
         assert resp.status == 200, (route.path, resp.body)
@@ -86,6 +88,21 @@ def test_history_and_country_routes_refuse_bad_values(release, store, all_scopes
     assert resp.status == status and code_of(resp) == code, resp.body
 
 
+def test_csv_twin_paths_are_the_format_csv_answer(release, store, all_scopes_key):
+    for route in ROUTES:
+        base = "state=KN" if route.param("state") else f"lga={LGAS[0]}" if route.param("lga") else ""
+        twin = get(release, store, route.path + ".csv", base, all_scopes_key)
+        if route.param("format") is None:
+            assert twin.status == 404 and code_of(twin) == "NOT_FOUND", route.path
+            continue
+        same = get(release, store, route.path, (base + "&" if base else "") + "format=csv", all_scopes_key)
+        assert twin.status == 200 and twin.file_key == same.file_key and twin.file_key.endswith(".csv"), route.path
+    again = get(release, store, "/v1/risk/states.csv", "format=json", all_scopes_key)
+    assert again.status == 400 and code_of(again) == "REPEATED_PARAMETER"
+    assert get(release, store, "/v1/risk/states.csv", "").status == 401  # the key is still checked first
+    assert code_of(get(release, store, "/v1/risk/states.csv.csv", "", all_scopes_key)) == "NOT_FOUND"
+
+
 def test_forecast_months_of_a_history_need_the_forecasts_scope(release, store):
     _, risk_only = store.create("risk only", ["risk_scores"], "test", now=NOW)
     assert get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}", risk_only).status == 200
@@ -101,6 +118,37 @@ def test_forecast_months_of_a_history_need_the_forecasts_scope(release, store):
     _, forecasts_only = store.create("forecasts only", ["forecasts"], "test", now=NOW)
     assert code_of(get(release, store, "/v1/history/lgas", f"lga={LGAS[0]}&include=forecasts",
                        forecasts_only)) == "SCOPE_REQUIRED"
+
+
+def test_release_list_is_served_from_beside_the_pointer(release_root, store, all_scopes_key):
+    releases = LocalReleases(release_root)
+    current = releases.current()
+
+    def ask(query: str = "", **headers: str):
+        h = {"authorization": f"Bearer {all_scopes_key}", **{k.replace("_", "-"): v for k, v in headers.items()}}
+        return handle(Request("GET", "/v1/releases", query, h), NOW, store, current, None, releases)
+
+    resp = ask()
+    assert resp.status == 200 and resp.file_key is None
+    doc = json.loads(resp.body)
+    assert doc == json.loads((release_root / "releases.json").read_bytes())
+    assert doc["current"] == current.release_id and [r["current"] for r in doc["releases"]] == [True]
+    assert doc["releases"][0]["data_window"] == {"first_estimated": ESTIMATED[0], "last_estimated": ESTIMATED[-1],
+                                                 "last_forecast": FORECAST[-1]}
+    hdrs = dict(resp.headers)
+    assert hdrs["Content-Type"] == "application/json" and hdrs["Cache-Control"].startswith("private, max-age=60")
+    assert ask(if_none_match=hdrs["ETag"]).status == 304
+    assert code_of(ask("format=csv")) == "UNKNOWN_PARAMETER"
+    # without a list (a root from before lists existed), a 503 rather than a list that omits releases
+    (release_root / "releases.json").unlink()
+    gone = ask()
+    assert gone.status == 503 and code_of(gone) == "TEMPORARILY_UNAVAILABLE"
+
+
+def test_release_list_needs_a_key(release_root, store):
+    releases = LocalReleases(release_root)
+    resp = handle(Request("GET", "/v1/releases", "", {}), NOW, store, releases.current(), None, releases)
+    assert resp.status == 401
 
 
 # -- authentication ------------------------------------------------------------------------

@@ -22,3 +22,14 @@ def test_a_relative_data_dir_is_taken_from_where_the_command_started(tmp_path: P
 def test_no_data_dir_means_the_folder_beside_the_checkout():
     assert BuildSettings.from_env({}).data_dir == DEFAULT_DATA_DIR
     assert BuildSettings.from_env({"DATA_DIR": ""}).data_dir == DEFAULT_DATA_DIR
+
+
+def test_the_public_base_url_is_absolute_and_has_no_trailing_slash():
+    from pipeline.errors import OperatorError
+    from pipeline.settings import DEFAULT_BASE_URL
+
+    assert BuildSettings.from_env({}).base_url == DEFAULT_BASE_URL
+    assert BuildSettings.from_env({"PUBLIC_BASE_URL": "https://api.example.org/"}).base_url == "https://api.example.org"
+    for bad in ("api.example.org", "ftp://api.example.org", "https://", "https://a.org/?x=1"):
+        with pytest.raises(OperatorError, match="PUBLIC_BASE_URL"):
+            BuildSettings.from_env({"PUBLIC_BASE_URL": bad})

@@ -39,6 +39,7 @@ from pipeline.publish.s3.objects import (
     metadata,
 )
 from pipeline.publish.s3.pointer import Pointer, pointer_document, read_pointer, write_pointer
+from pipeline.publish.s3.release_list import after_prune, after_switch
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex
 
 
@@ -216,6 +217,7 @@ def rollback(
     manifest, sha, _ = got
     doc = pointer_document(manifest, sha, pointer.release_id if pointer else None, clock())
     write_pointer(client, target, doc, pointer)
+    after_switch(client, target, pointer, doc)
     return pointer, doc
 
 
@@ -259,4 +261,5 @@ def prune(
             keys.remove(manifest_key)
         delete_keys(client, target, keys)
         log(f"deleted release {rid} ({count} objects)")
+    after_prune(client, target, again, doomed)
     return doomed

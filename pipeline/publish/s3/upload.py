@@ -38,6 +38,7 @@ from pipeline.publish.s3.objects import (
     metadata,
 )
 from pipeline.publish.s3.pointer import Pointer, pointer_document, read_pointer, write_pointer
+from pipeline.publish.s3.release_list import after_switch
 from pipeline.release.manifest import MANIFEST_NAME
 
 
@@ -321,6 +322,7 @@ def switch(
         previous = pointer.previous if pointer else None
     doc = pointer_document(local.manifest, local.manifest_sha256, previous, clock())
     write_pointer(client, target, doc, pointer)
+    after_switch(client, target, pointer, doc)  # the list of kept releases (GET /v1/releases)
     return True, previous
 
 

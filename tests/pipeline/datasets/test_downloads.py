@@ -142,3 +142,35 @@ def test_each_table_credits_exactly_its_named_sources() -> None:
     chirps = attribution.source("chirps")
     assert f"{chirps.name}: {chirps.provider}" not in context
     assert len(_sources()) == len(attribution.SOURCES)
+
+
+def test_readme_and_package_cite_the_release_by_absolute_address_and_state_the_licence():
+    files = [d.BundleFile("gazetteer.csv", CSV, b"lga_code\r\nNG020001\r\n", "gazetteer")]
+    produced = d.bundle(files, "2026-11-22T10:00:00Z", "m-1", None, "https://api.example.org")
+    _, extra = produced.stamp("20261122T100000Z-0123abcd")
+    readme = extra["downloads/README.md"][1].decode()
+    citation = readme.split("## Citation\n\n", 1)[1].split("\n", 1)[0]
+    assert "https://api.example.org/v1/downloads/20261122T100000Z-0123abcd/malaria_risk_nigeria.zip" in citation
+    assert "m-1" in citation and "2026-11-22" in citation and "CC BY 4.0" in citation
+    assert "## Licence" in readme and "creativecommons.org/licenses/by/4.0" in readme
+
+
+def test_datapackage_declares_keys_and_the_derived_licence_first():
+    frames = {
+        "gazetteer": pl.DataFrame({"lga_code": ["NG020001"], "lga": ["Ajingi"], "state_code": ["KN"]}),
+        "context_state": pl.DataFrame({"state_code": ["KN"], "state": ["Kano"]}),
+        "risk_lga_month": pl.DataFrame({"lga_code": ["NG020001"], "state_code": ["KN"], "period": ["2024-01"]}),
+    }
+    outline = orjson.dumps({"type": "FeatureCollection", "features": []})
+    files = d.table_files(frames) + [d.BundleFile(f"{stem}.{ext}", CSV, outline, stem)
+                                     for stem in ("lga_outlines", "state_outlines") for ext in ("geojson", "parquet")]
+    pkg = d.datapackage("r1", "m-1", "2026-11-22T10:00:00Z", frames, files, {}, "https://api.example.org")
+    assert pkg["licenses"][0]["name"] == "CC-BY-4.0" and pkg["homepage"] == "https://api.example.org/docs/"
+    assert pkg["x-citation"].startswith("Malaria risk data service for Nigeria, release r1 (model m-1)")
+    by_name = {r["name"]: r for r in pkg["resources"]}
+    assert by_name["risk_lga_month"]["schema"]["primaryKey"] == ["lga_code", "period"]
+    assert by_name["risk_lga_month"]["schema"]["foreignKeys"] == [
+        {"fields": "lga_code", "reference": {"resource": "gazetteer", "fields": "lga_code"}},
+        {"fields": "state_code", "reference": {"resource": "context_state", "fields": "state_code"}}]
+    assert by_name["gazetteer"]["schema"]["primaryKey"] == ["lga_code"]
+    assert "primaryKey" not in by_name["gazetteer-parquet"]["schema"]  # a file resource: keys are the CSV's

@@ -726,3 +726,38 @@ def test_prune_never_touches_current_or_previous(args: tuple[int, int, int, int]
     assert not set(doomed) & {r.release_id for r in releases[:keep]}
     expected_deleted = {f"r{i}" for i in range(keep, n)} - {f"r{cur}", f"r{prev}"}
     assert set(doomed) == expected_deleted
+
+
+# --- the list of kept releases beside the pointer ----------------------------------
+
+
+def release_list(server: S3Server, target: s3.Target) -> dict[str, Any]:
+    return orjson.loads(raw_client(server).get_object(Bucket=target.bucket, Key=target.key("releases.json"))["Body"]
+                        .read())
+
+
+def test_release_list_follows_publish_rollback_and_prune(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    for i, rid in enumerate(["r1", "r2", "r3"]):
+        make_release(tmp_path, rid, n=2, seed=str(i))
+        publish(client, target, tmp_path, rid)
+    doc = release_list(s3_server, target)
+    assert doc["current"] == "r3" and [r["release_id"] for r in doc["releases"]] == ["r3", "r2", "r1"]
+    assert [r["current"] for r in doc["releases"]] == [True, False, False]
+    first = {r["release_id"]: r for r in doc["releases"]}
+    assert first["r1"]["changes"] == ["First release in this list."]
+    assert first["r3"]["model_version"] == "model-1" and first["r3"]["bundle"] == "/v1/downloads/r3/malaria_risk_nigeria.zip"
+    assert first["r3"]["published_at"] == pointer_doc(s3_server, target)["published_at"]
+
+    s3.rollback(client, target, "r1")
+    doc = release_list(s3_server, target)
+    assert doc["current"] == "r1" and [r["current"] for r in doc["releases"]] == [False, False, True]
+    # records are written once: a rollback changes which one is current, not what they say
+    assert {r["release_id"]: {**r, "current": None} for r in doc["releases"]} == \
+        {k: {**r, "current": None} for k, r in first.items()}
+
+    assert s3.prune(client, target, 0) == ["r2"]  # r1 current, r3 previous
+    doc = release_list(s3_server, target)
+    assert [r["release_id"] for r in doc["releases"]] == ["r3", "r1"]
+    assert {r.release_id for r in s3.list_releases(client, target)} == {"r1", "r3"}

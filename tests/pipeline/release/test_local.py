@@ -84,6 +84,38 @@ def test_published_verify_and_prune_keep_their_options(tmp_path: Path):
     assert result.exit_code != 0 and "--bucket" in result.output
 
 
+def _listed(root: Path) -> dict:
+    import orjson
+
+    return orjson.loads((root / "releases.json").read_bytes())
+
+
+def test_release_list_beside_current_follows_builds_and_prunes(tmp_path: Path):
+    ids = build(tmp_path, 2)
+    doc = _listed(tmp_path)
+    assert doc["current"] == ids[1] and [r["release_id"] for r in doc["releases"]] == ids[::-1]
+    first = {r["release_id"]: r for r in doc["releases"]}
+    assert first[ids[0]]["changes"] == ["First release in this list."]
+    assert first[ids[1]]["changes"][0].startswith("Same model and months")
+    assert first[ids[1]]["data_loaded_at"] == TIMES[1] and first[ids[1]]["model_version"] == "test-1"
+    assert first[ids[1]]["datasets"] == sorted(p.dataset for p in synthetic_produced())
+
+    # a root whose list was lost (or that predates lists): the next build describes every release again
+    (tmp_path / "releases.json").unlink()
+    ids.append(render_release(tmp_path, synthetic_produced(), TIMES[2]).release_id)
+    doc = _listed(tmp_path)
+    assert [r["release_id"] for r in doc["releases"]] == ids[::-1]
+    assert [r["current"] for r in doc["releases"]] == [True, False, False]
+    again = {r["release_id"]: r for r in doc["releases"]}
+    assert again[ids[0]]["changes"] == first[ids[0]]["changes"]
+
+    prune_local(tmp_path, 1, dry_run=True)
+    assert len(_listed(tmp_path)["releases"]) == 3
+    prune_local(tmp_path, 1)
+    doc = _listed(tmp_path)
+    assert [r["release_id"] for r in doc["releases"]] == [ids[2]] and doc["releases"][0] == {**again[ids[2]]}
+
+
 def test_prune_and_verify_leave_what_is_not_a_release_alone(tmp_path: Path):
     """Operators keep notes and backups beside releases: neither is counted, verified or removed,
     and a link among the releases is never followed, whatever it points at."""

@@ -34,3 +34,11 @@ def test_absent_dataset_is_marked_not_blank():
 def test_unknown_figure_fails_the_build():
     with pytest.raises(UnknownFigure, match="docs/seasons.md quotes"):
         substitute("{{ check.median_corelation }}", release_figures(with_check(1)), "seasons")
+
+
+def test_a_yes_or_no_figure_reads_as_a_word_not_as_python():
+    from pipeline.site.figures import substitute
+
+    text = "Better: **{{ validation.lga.urban_split_beats_state_value }}**; {{ a }} and {{ b }}."
+    figures = {"validation.lga.urban_split_beats_state_value": True, "a": False, "b": 0.25}
+    assert substitute(text, figures, "validation") == "Better: **yes**; no and 0.25."

@@ -81,7 +81,8 @@ def test_json_serialisable_and_stable() -> None:
 
 
 def test_every_route_is_a_path_with_its_scope_and_parameters(doc: dict) -> None:
-    assert list(doc["paths"]) == [r.path for r in ROUTES] + [DOWNLOAD_FILE.path]
+    csv_twins = [r.path + ".csv" for r in ROUTES if r.param("format") is not None]
+    assert list(doc["paths"]) == [r.path for r in ROUTES] + csv_twins + [DOWNLOAD_FILE.path]
     for r in ROUTES:
         op = doc["paths"][r.path]["get"]
         names = [p["name"] for p in op["parameters"]]
@@ -96,6 +97,25 @@ def test_every_route_is_a_path_with_its_scope_and_parameters(doc: dict) -> None:
             assert "403" not in op["responses"]
         else:
             assert "SCOPE_REQUIRED" in op["responses"]["403"]["content"][PROBLEM_JSON]["examples"]
+
+
+def test_each_csv_answer_is_an_operation_of_its_own(doc: dict) -> None:
+    """Generators type one media type per response: the `.csv` twin answers text/csv only."""
+    twins = [r for r in ROUTES if r.param("format") is not None]
+    assert {"/v1/risk/lgas/all", "/v1/history/lgas", "/v1/history/states", "/v1/transmission/lgas"} <= \
+        {r.path for r in twins}
+    ids = [op["get"]["operationId"] for op in doc["paths"].values()]
+    assert len(ids) == len(set(ids))
+    for r in twins:
+        json_op, csv_op = doc["paths"][r.path]["get"], doc["paths"][r.path + ".csv"]["get"]
+        assert csv_op["operationId"] == json_op["operationId"] + "Csv"
+        assert list(csv_op["responses"]["200"]["content"]) == ["text/csv; charset=utf-8"]
+        assert [p["name"] for p in csv_op["parameters"]] == [p.name for p in r.params if p.name != "format"]
+        assert csv_op["security"] == json_op["security"]
+        codes = [c for resp in csv_op["responses"].values() for c in
+                 resp.get("content", {}).get(PROBLEM_JSON, {}).get("x-problem-codes", [])]
+        assert "INVALID_FORMAT" not in codes and "REPEATED_PARAMETER" in codes
+        assert csv_op["x-file-key"] == r.file_key.replace("{format}", "csv")
 
 
 def test_security_schemes_cover_both_headers(doc: dict) -> None:

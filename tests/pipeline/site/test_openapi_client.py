@@ -77,3 +77,38 @@ def test_errors_and_geojson_survive_as_models(generated: tuple[ModuleType, str],
     assert unauthorised.status_code == 401 and unauthorised.parsed.code == models.ProblemCode.API_KEY_INVALID
     report = risk.sync(client=client, state=models.StateCode.KN)
     assert isinstance(report, models.LgaRiskReport) and report.state_code == "KN" and report.lgas
+
+
+def test_csv_answers_and_histories_round_trip(generated: tuple[ModuleType, str], real_site: RealSite) -> None:
+    """The `.csv` operations return the CSV text (not a JSONDecodeError), equal to the JSON answer row for
+    row, and the history operations return typed models."""
+    import csv
+    import io
+
+    client_mod, _ = generated
+    models = importlib.import_module(f"{PACKAGE}.models")
+    as_csv = importlib.import_module(f"{PACKAGE}.api.risk.get_risk_lgas_csv")
+    as_json = importlib.import_module(f"{PACKAGE}.api.risk.get_risk_lgas")
+    lga_history = importlib.import_module(f"{PACKAGE}.api.history.get_history_lgas")
+    country_csv = importlib.import_module(f"{PACKAGE}.api.history.get_risk_lgas_all_csv")
+    client = client_mod.AuthenticatedClient(base_url=real_site.url, token=real_site.key)
+
+    text = as_csv.sync(client=client, state=models.StateCode.NA)  # Nasarawa: the code `NA` stays a string
+    report = as_json.sync(client=client, state=models.StateCode.NA)
+    assert isinstance(text, str) and isinstance(report, models.LgaRiskReport)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert [r["lga_code"] for r in rows] == [x.lga_code for x in report.lgas]
+    assert [float(r["score"]) for r in rows] == [x.score for x in report.lgas]
+    assert {r["state_code"] for r in rows} == {"NA"}
+
+    country = list(csv.DictReader(io.StringIO(country_csv.sync(client=client))))
+    assert len(country) == 774 and len({r["lga_code"] for r in country}) == 774
+
+    code = report.lgas[0].lga_code
+    history = lga_history.sync(client=client, lga=code)
+    assert isinstance(history, models.LgaHistory) and history.lga_code == code and history.state_code == "NA"
+    assert [m.kind.value if hasattr(m.kind, "value") else m.kind for m in history.months] == \
+        ["estimated"] * len(history.months)
+    last = next(m for m in history.months if m.period == report.period)
+    mine = next(x for x in report.lgas if x.lga_code == code)
+    assert (last.score, last.score_low, last.score_high) == (mine.score, mine.score_low, mine.score_high)

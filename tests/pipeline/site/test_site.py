@@ -216,7 +216,8 @@ def test_openapi_json_is_served(site_server: tuple[LiveServer, str]) -> None:
     server, _ = site_server
     r = httpx.get(server.url + "/docs/openapi.json", timeout=10)
     assert r.status_code == 200 and r.headers["content-type"] == "application/json"
-    assert set(orjson.loads(r.content)["paths"]) == {route.path for route in ROUTES} | {DOWNLOAD_FILE.path}
+    assert set(orjson.loads(r.content)["paths"]) == {route.path for route in ROUTES} | {DOWNLOAD_FILE.path} | {
+        route.path + ".csv" for route in ROUTES if route.param("format") is not None}
 
 
 # --- looked at by a browser --------------------------------------------------------------

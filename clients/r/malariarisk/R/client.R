@@ -1,0 +1,183 @@
+# The client: a list holding the base URL, the key and an ETag cache (an environment, so the cache
+# is shared by every call made with one client).
+
+code_columns <- c("state_code", "lga_code", "eha_code", "admin1_pcode", "admin2_pcode", "release_id")
+
+mr_client <- function(base_url = Sys.getenv("MALARIA_RISK_BASE_URL"),
+                      api_key = Sys.getenv("MALARIA_RISK_API_KEY"),
+                      max_wait = 90, retries = 3, cache_dir = NULL, timeout = 60) {
+  if (!nzchar(base_url)) stop("no base URL: pass base_url or set MALARIA_RISK_BASE_URL", call. = FALSE)
+  if (!nzchar(api_key)) stop("no API key: pass api_key or set MALARIA_RISK_API_KEY", call. = FALSE)
+  structure(list(base_url = sub("/+$", "", base_url), api_key = api_key, max_wait = max_wait,
+                 retries = retries, cache_dir = cache_dir, timeout = timeout,
+                 cache = new.env(parent = emptyenv()),
+                 stats = list2env(list(requests = 0, not_modified = 0, waited_seconds = 0))),
+            class = "mr_client")
+}
+
+print.mr_client <- function(x, ...) {
+  cat("<mr_client ", x$base_url, ", key ", substr(x$api_key, 1, 9), "...>\n", sep = "")
+  invisible(x)
+}
+
+mr_problem <- function(resp) {
+  body <- tryCatch(jsonlite::fromJSON(httr2::resp_body_string(resp)), error = function(e) list())
+  code <- if (is.null(body$code)) "" else body$code
+  detail <- if (is.null(body$detail)) httr2::resp_status_desc(resp) else body$detail
+  structure(class = c("mr_api_error", "error", "condition"),
+            list(message = paste0(httr2::resp_status(resp), " ", code, ": ", detail),
+                 call = NULL, status = httr2::resp_status(resp), code = code, detail = detail))
+}
+
+mr_wait_seconds <- function(resp) {
+  ra <- httr2::resp_header(resp, "retry-after")
+  if (!is.null(ra) && grepl("^[0-9]+$", ra)) return(as.numeric(ra))
+  rl <- httr2::resp_header(resp, "ratelimit")
+  if (!is.null(rl)) {
+    m <- regmatches(rl, regexec("(^|[;, ])t=([0-9]+)", rl))[[1]]
+    if (length(m) == 3) return(as.numeric(m[3]))
+  }
+  NA_real_
+}
+
+# One request; 429 (and 503 with Retry-After) are waited out as the server says, up to max_wait.
+mr_send <- function(client, path, query = list(), headers = list(), path_out = NULL) {
+  query <- Filter(Negate(is.null), query)
+  waited <- 0
+  for (attempt in 0:client$retries) {
+    req <- httr2::request(paste0(client$base_url, path))
+    if (length(query)) req <- do.call(httr2::req_url_query, c(list(req), query))
+    req <- do.call(httr2::req_headers, c(list(req, Authorization = paste("Bearer", client$api_key),
+                                             `User-Agent` = "malariarisk-r/0.1"), headers))
+    req <- httr2::req_timeout(req, client$timeout)
+    req <- httr2::req_error(req, is_error = function(resp) FALSE)
+    client$stats$requests <- client$stats$requests + 1
+    resp <- httr2::req_perform(req, path = path_out)
+    status <- httr2::resp_status(resp)
+    if (!(status %in% c(429, 503))) return(resp)
+    wait <- mr_wait_seconds(resp)
+    if (status == 503 && is.na(wait)) return(resp)
+    if (is.na(wait)) wait <- 1
+    if (attempt == client$retries || waited + wait > client$max_wait) stop(mr_problem(resp))
+    Sys.sleep(wait)
+    waited <- waited + wait
+    client$stats$waited_seconds <- client$stats$waited_seconds + wait
+  }
+}
+
+mr_cache_file <- function(client, key, suffix) {
+  file.path(client$cache_dir, paste0(digest_key(key), suffix))
+}
+
+digest_key <- function(key) as.character(openssl::sha256(key))
+
+# The answer's body as text, revalidated with the cached ETag when there is one.
+mr_text <- function(client, path, query = list()) {
+  query <- Filter(Negate(is.null), query)
+  key <- paste0(path, "?", paste(names(query), unlist(query), sep = "=", collapse = "&"))
+  cached <- client$cache[[key]]
+  if (is.null(cached) && !is.null(client$cache_dir) && file.exists(mr_cache_file(client, key, ".etag"))) {
+    cached <- list(etag = readLines(mr_cache_file(client, key, ".etag"), warn = FALSE),
+                   body = readChar(mr_cache_file(client, key, ".body"),
+                                   file.size(mr_cache_file(client, key, ".body")), useBytes = TRUE))
+  }
+  headers <- if (is.null(cached)) list() else list(`If-None-Match` = cached$etag)
+  resp <- mr_send(client, path, query, headers)
+  status <- httr2::resp_status(resp)
+  if (status == 304 && !is.null(cached)) {
+    client$stats$not_modified <- client$stats$not_modified + 1
+    return(cached$body)
+  }
+  if (status >= 400) stop(mr_problem(resp))
+  body <- httr2::resp_body_string(resp, encoding = "UTF-8")
+  etag <- httr2::resp_header(resp, "etag")
+  if (!is.null(etag)) {
+    client$cache[[key]] <- list(etag = etag, body = body)
+    if (!is.null(client$cache_dir)) {
+      dir.create(client$cache_dir, showWarnings = FALSE, recursive = TRUE)
+      writeBin(charToRaw(enc2utf8(body)), mr_cache_file(client, key, ".body"))
+      writeLines(etag, mr_cache_file(client, key, ".etag"))
+    }
+  }
+  body
+}
+
+mr_json <- function(client, path, query = list()) {
+  jsonlite::fromJSON(mr_text(client, path, query), simplifyVector = TRUE)
+}
+
+mr_read_csv <- function(text) {
+  header <- strsplit(sub("\n.*", "", text), ",", fixed = TRUE)[[1]]
+  codes <- intersect(code_columns, header)
+  classes <- stats::setNames(rep("character", length(codes)), codes)
+  con <- textConnection(text, encoding = "UTF-8")
+  on.exit(close(con))
+  utils::read.csv(con, na.strings = "", stringsAsFactors = FALSE, colClasses = classes,
+                  check.names = FALSE, encoding = "UTF-8")
+}
+
+mr_table <- function(client, path, query = list()) {
+  mr_read_csv(mr_text(client, path, c(query, list(format = "csv"))))
+}
+
+mr_periods <- function(client) mr_json(client, "/v1/periods")
+mr_releases <- function(client) mr_json(client, "/v1/releases")
+mr_downloads <- function(client) mr_json(client, "/v1/downloads")
+mr_transmission_states <- function(client) mr_json(client, "/v1/transmission/states")
+
+mr_risk_states <- function(client, period = NULL) mr_table(client, "/v1/risk/states", list(period = period))
+mr_risk_lgas <- function(client, state, period = NULL) {
+  mr_table(client, "/v1/risk/lgas", list(state = state, period = period))
+}
+mr_risk_lgas_all <- function(client, period = NULL) mr_table(client, "/v1/risk/lgas/all", list(period = period))
+mr_history_state <- function(client, state, forecasts = FALSE) {
+  mr_table(client, "/v1/history/states", list(state = state, include = if (forecasts) "forecasts"))
+}
+mr_history_lga <- function(client, lga_code, forecasts = FALSE) {
+  mr_table(client, "/v1/history/lgas", list(lga = lga_code, include = if (forecasts) "forecasts"))
+}
+mr_forecasts_states <- function(client, months = 4) {
+  mr_table(client, "/v1/forecasts/states", list(months = months))
+}
+mr_forecasts_lgas <- function(client, state, months = 4) {
+  mr_table(client, "/v1/forecasts/lgas", list(state = state, months = months))
+}
+mr_context_states <- function(client) mr_table(client, "/v1/context/states")
+mr_context_lgas <- function(client, state) mr_table(client, "/v1/context/lgas", list(state = state))
+mr_transmission_lgas <- function(client, state) mr_table(client, "/v1/transmission/lgas", list(state = state))
+
+mr_boundaries <- function(client, state, sf = FALSE) {
+  text <- mr_text(client, "/v1/boundaries/lgas", list(state = state))
+  if (!sf) return(jsonlite::fromJSON(text, simplifyVector = FALSE))
+  if (!requireNamespace("sf", quietly = TRUE)) stop("sf = TRUE needs the sf package", call. = FALSE)
+  sf::st_read(text, quiet = TRUE)
+}
+
+mr_download <- function(client, name, dest = ".", release_id = NULL) {
+  rid <- if (is.null(release_id)) mr_downloads(client)$release_id else release_id
+  sums <- strsplit(mr_text(client, paste0("/v1/downloads/", rid, "/SHA256SUMS")), "\n", fixed = TRUE)[[1]]
+  sums <- sums[nzchar(sums)]
+  expected <- stats::setNames(sub(" .*", "", sums), sub("^\\*", "", sub("^[0-9a-f]+ +", "", sums)))
+  if (!(name %in% names(expected))) {
+    stop("release ", rid, " has no bundle file ", name, call. = FALSE)
+  }
+  dir.create(dest, showWarnings = FALSE, recursive = TRUE)
+  tmp <- tempfile(pattern = paste0(".", name, "."), tmpdir = dest)
+  on.exit(unlink(tmp))
+  resp <- mr_send(client, paste0("/v1/downloads/", rid, "/", name), path_out = tmp)
+  if (httr2::resp_status(resp) >= 400) stop(mr_problem(resp))
+  got <- sha256_file(tmp)
+  if (!isTRUE(as.vector(got) == unname(expected[[name]]))) {
+    stop("SHA-256 of ", name, " (release ", rid, ") is ", got, ", the release lists ", expected[[name]],
+         "; the file was not kept", call. = FALSE)
+  }
+  target <- file.path(dest, name)
+  file.rename(tmp, target)
+  target
+}
+
+sha256_file <- function(path) {
+  con <- file(path, open = "rb")
+  on.exit(close(con))
+  as.character(openssl::sha256(con))
+}

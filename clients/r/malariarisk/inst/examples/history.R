@@ -1,0 +1,12 @@
+# One LGA's history for a date range, and the highest-risk LGAs of the latest month.
+#   MALARIA_RISK_BASE_URL=... MALARIA_RISK_API_KEY=... Rscript history.R NG020001 2024-01 2024-12
+library(malariarisk)
+args <- commandArgs(trailingOnly = TRUE)
+lga <- if (length(args) >= 1) args[[1]] else "NG020001"
+from <- if (length(args) >= 2) args[[2]] else "2024-01"
+to <- if (length(args) >= 3) args[[3]] else "2024-12"
+mr <- mr_client()
+h <- mr_history_lga(mr, lga)
+print(h[h$period >= from & h$period <= to, c("period", "kind", "score", "score_low", "score_high", "level")])
+latest <- mr_periods(mr)$last_estimated
+print(head(mr_risk_lgas_all(mr, latest)[, c("state_code", "lga", "score", "level")], 5))

@@ -1,0 +1,63 @@
+# Runs against a live service named by MALARIA_RISK_TEST_URL (the repository's test suite starts
+# one on loopback and runs R CMD check with these variables); skipped without it.
+library(malariarisk)
+url <- Sys.getenv("MALARIA_RISK_TEST_URL")
+if (!nzchar(url)) {
+  cat("MALARIA_RISK_TEST_URL not set: the client tests need a running service; skipped\n")
+} else {
+  key <- Sys.getenv("MALARIA_RISK_TEST_KEY")
+  mr <- mr_client(url, key)
+
+  # a history in one call, equal to the JSON route's months
+  h <- mr_history_lga(mr, "NG020001")
+  js <- mr_json_months <- jsonlite::fromJSON(httr2::resp_body_string(httr2::req_perform(
+    httr2::req_headers(httr2::req_url_query(httr2::request(paste0(url, "/v1/history/lgas")), lga = "NG020001"),
+                       Authorization = paste("Bearer", key)))))$months
+  stopifnot(identical(h$period, js$period), isTRUE(all.equal(h$score, js$score)), nrow(h) > 12)
+  stopifnot(mr$stats$requests == 1)
+
+  # a state's history with forecasts; Nasarawa's code stays "NA"
+  s <- mr_history_state(mr, "NA", forecasts = TRUE)
+  stopifnot(all(s$state_code == "NA"), !anyNA(s$state_code), tail(s$kind, 1) == "forecast")
+
+  # a whole-country month: 774 LGAs, highest first, codes as text
+  latest <- mr_periods(mr)$last_estimated
+  m <- mr_risk_lgas_all(mr, latest)
+  stopifnot(nrow(m) == 774, is.character(m$lga_code), !anyDuplicated(m$lga_code),
+            sum(m$state_code == "NA") > 0, !is.unsorted(rev(m$score)))
+
+  # revalidation: the same answer again is a 304 from the cache
+  again <- mr_risk_lgas_all(mr, latest)
+  stopifnot(identical(again, m), mr$stats$not_modified == 1)
+
+  # a bundle file, checked against SHA256SUMS
+  dest <- tempfile("bundle")
+  path <- mr_download(mr, "gazetteer.csv", dest)
+  listed <- mr_downloads(mr)$files
+  want <- listed$sha256[listed$name == "gazetteer.csv"]
+  con <- file(path, open = "rb")
+  got <- as.character(openssl::sha256(con))
+  close(con)
+  stopifnot(isTRUE(as.vector(got) == want), nrow(mr_read_csv(paste(readLines(path, encoding = "UTF-8"), collapse = "\n"))) == 774)
+
+  # problems stop with their code
+  err <- tryCatch(mr_risk_lgas(mr, "XX"), mr_api_error = function(e) e)
+  stopifnot(inherits(err, "mr_api_error"), err$status == 404, err$code == "UNKNOWN_STATE")
+  narrow <- mr_client(url, Sys.getenv("MALARIA_RISK_TEST_NARROW_KEY"))
+  err <- tryCatch(mr_history_state(narrow, "KN", forecasts = TRUE), mr_api_error = function(e) e)
+  stopifnot(err$status == 403, err$code == "SCOPE_REQUIRED")
+
+  # outlines as sf, where sf is installed
+  if (requireNamespace("sf", quietly = TRUE)) {
+    kn <- mr_boundaries(mr, "KN", sf = TRUE)
+    stopifnot(inherits(kn, "sf"), nrow(kn) == 44)
+  }
+
+  # a 429 is waited out: one request a minute, two seconds before the minute ends
+  limited <- mr_client(Sys.getenv("MALARIA_RISK_TEST_LIMITED_URL"), Sys.getenv("MALARIA_RISK_TEST_LIMITED_KEY"))
+  stopifnot(nzchar(mr_periods(limited)$last_estimated))
+  st <- mr_risk_states(limited)
+  stopifnot(nrow(st) == 37, limited$stats$requests == 3, limited$stats$waited_seconds >= 1,
+            limited$stats$waited_seconds <= 3)
+  cat("client tests passed\n")
+}

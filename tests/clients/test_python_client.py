@@ -1,0 +1,115 @@
+"""The Python client package (clients/python) against the local server over real HTTP."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import httpx
+import pandas as pd
+import polars as pl
+import pytest
+from malaria_risk_client import ApiError, ChecksumError, Client
+
+from tests.clients.conftest import Limited, Servers
+from tests.paths import data_marks
+
+pytestmark = data_marks()
+
+
+def test_history_of_one_lga_and_of_one_state_in_one_call(servers: Servers):
+    api = httpx.Client(base_url=servers.url, headers={"Authorization": f"Bearer {servers.key}"})
+    with Client(servers.url, servers.key, frames="polars") as mr:
+        lga = mr.history_lga("NG020001")
+        doc = api.get("/v1/history/lgas", params={"lga": "NG020001"}).json()
+        assert lga["period"].to_list() == [m["period"] for m in doc["months"]]
+        assert lga["score"].to_list() == [m["score"] for m in doc["months"]]
+        assert mr.stats["requests"] == 1
+        withf = mr.history_state("NA", forecasts=True, as_="pandas")
+        sdoc = api.get("/v1/history/states", params={"state": "NA", "include": "forecasts"}).json()
+        assert isinstance(withf, pd.DataFrame) and len(withf) == len(sdoc["months"])
+        assert set(withf["state_code"]) == {"NA"}  # Nasarawa's code is text, not a missing value
+        assert list(withf["kind"])[-1] == "forecast" and withf["score_high"].tolist() == [
+            m["score_high"] for m in sdoc["months"]]
+
+
+def test_a_whole_country_month_and_codes_as_text(servers: Servers):
+    with Client(servers.url, servers.key) as mr:
+        latest = mr.periods()["last_estimated"]
+        month = mr.risk_lgas_all(latest, as_="pandas")
+        assert len(month) == 774 and month["lga_code"].is_unique
+        assert month["state_code"].map(type).eq(str).all() and (month["state_code"] == "NA").sum() > 0
+        assert month["score"].is_monotonic_decreasing
+        pl_month = mr.risk_lgas_all(latest, as_="polars")
+        assert pl_month.schema["state_code"] == pl.String and pl_month.height == 774
+
+
+def test_etag_revalidation_answers_from_the_cache(servers: Servers, tmp_path: Path):
+    with Client(servers.url, servers.key, cache_dir=tmp_path / "cache") as mr:
+        first = mr.risk_states(as_="json")
+        assert mr.stats["not_modified"] == 0
+    with Client(servers.url, servers.key, cache_dir=tmp_path / "cache") as again:  # a script run again
+        assert again.risk_states(as_="json") == first
+        assert again.stats["not_modified"] == 1 and again.stats["requests"] == 1
+
+
+def test_bundle_file_is_checked_against_the_release_checksums(servers: Servers, tmp_path: Path):
+    with Client(servers.url, servers.key) as mr:
+        index = mr.downloads()
+        path = mr.download("risk_state_month.csv", tmp_path)
+        listed = {f["name"]: f["sha256"] for f in index["files"]}
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == listed["risk_state_month.csv"]
+        pinned = mr.download("gazetteer.parquet", tmp_path / "pinned", release_id=index["release_id"])
+        assert pl.read_parquet(pinned).height == 774
+
+
+def test_a_damaged_download_is_refused_and_nothing_is_left(servers: Servers, tmp_path: Path):
+    """The service's bytes are checked, not trusted: a transport that flips one byte of the body
+    (as a broken proxy would) makes the download fail and leaves no file behind."""
+
+    class FlipOneByte(httpx.HTTPTransport):
+        def handle_request(self, request: httpx.Request) -> httpx.Response:
+            resp = super().handle_request(request)
+            if request.url.path.endswith("/gazetteer.csv"):
+                body = bytearray(resp.read())
+                body[10] ^= 1
+                return httpx.Response(resp.status_code, headers={"content-type": "text/csv"}, content=bytes(body))
+            return resp
+
+    with Client(servers.url, servers.key, http=httpx.Client(transport=FlipOneByte())) as mr, \
+            pytest.raises(ChecksumError, match="gazetteer.csv"):
+        mr.download("gazetteer.csv", tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_problems_raise_with_their_code(servers: Servers):
+    with Client(servers.url, servers.narrow_key) as mr:
+        with pytest.raises(ApiError) as e:
+            mr.history_state("KN", forecasts=True)
+        assert (e.value.status, e.value.code) == (403, "SCOPE_REQUIRED")
+        with pytest.raises(ApiError) as e:
+            mr.risk_lgas("XX")
+        assert (e.value.status, e.value.code) == (404, "UNKNOWN_STATE")
+
+
+def test_a_429_is_waited_out_as_the_server_says(limited: Limited):
+    waits: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        import time
+
+        waits.append(seconds)
+        time.sleep(seconds)
+
+    with Client(limited.url, limited.key, sleep=sleep) as mr:
+        assert mr.periods()["last_estimated"]
+        assert len(mr.risk_states(as_="json")["states"]) == 37  # the second request of the minute
+    assert len(waits) == 1 and 1 <= waits[0] <= 3 and mr.stats["requests"] == 3
+
+
+def test_outlines_as_a_geodataframe(servers: Servers):
+    gpd = pytest.importorskip("geopandas")
+    with Client(servers.url, servers.key) as mr:
+        gdf = mr.boundaries("KN", as_="geopandas")
+    assert isinstance(gdf, gpd.GeoDataFrame) and len(gdf) == 44 and gdf.crs.to_epsg() == 4326
+    assert set(gdf["state"]) == {"KN"}
