@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.sources.inputs import Inputs
+
 if TYPE_CHECKING:
     from pipeline.geography import Geography
 
@@ -28,6 +30,14 @@ class BuildContext:
     geography: Geography  # the reference every dataset is keyed by
     progress: Progress | None = None
     produced: list[Produced] = field(default_factory=list)  # what earlier producers returned (the site reads it)
+    # the inputs, each read once for the whole build (made from data_dir and geography if not given)
+    inputs: Inputs = None  # type: ignore[assignment]
+    # model runs a later producer reuses (the validation report reuses the risk model's run)
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.inputs is None:
+            self.inputs = Inputs(self.data_dir, self.geography)
 
 
 @dataclass

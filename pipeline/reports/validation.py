@@ -8,7 +8,12 @@ quoted by the docs pages); this module's command writes the same report to repor
     2018 round, on rounds <= 2018 the 2021 round (Spearman, RMSE, share inside the 80 %
     range), beside the Model 1 reference (last round held flat with its "95 %" band);
 (c) agreement with the MAP-style incidence table, 2018-2019 only (a check, never an input);
-(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
+(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations;
+(f) the pre-registered tests of what a month carries, on the dated LGA series, and the score
+    against cases month by month (every season in it from the fold that held the state out).
+
+The build runs this as its own producer (pipeline/datasets/validation.py), after the risk
+model; this module imports the risk producer's model functions, never the other way round.
 
     python -m pipeline.reports.validation --data-dir DIR --out reports/
 """
@@ -24,23 +29,43 @@ import numpy as np
 import orjson
 import polars as pl
 
+from pipeline.model import month_tests
 from pipeline.model import risk as model
+from pipeline.model.downscale import lga_monthly, lga_ratios
 from pipeline.reports import report_command
-from pipeline.sources.incidence import read_incidence
+from pipeline.sources.inputs import Inputs
 
 HELD_OUT = ((2015, 2018), (2018, 2021))  # (train on rounds up to, predict)
 AGREEMENT_YEARS = (2018, 2019)
 # Model 1's range for the reference row: the last round held flat, B +- 1.96 sqrt(B(1-B)/150).
 MODEL1_N = 150.0
 NOT_VALIDATED = [
-    "Month-to-month rain anomalies: no term for them, because the data here give no evidence of skill "
-    "(rainfall does not explain changes in prevalence between survey rounds); the score's monthly pattern "
-    "is the climatological season only.",
+    "Seasons in the states without dated series: the leave-whole-state-out figures estimate that error "
+    "from six states (two far-northern, two middle-belt, two southern) and the archetype groups.",
     "LGA differences beyond the urban split: the only LGA observations (NDHS 2018, 1-108 children each) are "
     "used to test the split, not published as estimates.",
-    "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
     "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
+    "The dated case series are routine counts: reporting completeness, stock-outs and care seeking move "
+    "them as well as malaria does.",
 ]
+CAVEATS = [
+    "Every season figure here is out of sample: constants refitted without the state being scored "
+    "(leave one whole state out). Six states have dated series; the rest of the country is judged by them "
+    "and by 22 archetype profiles of unstated years.",
+    "The dated series are routine facility counts (NHMIS/DHIS2) without a stated licence: used for fitting "
+    "and validation only, never published; figures and plots here derive from them (ratios and averages), "
+    "no row is shown.",
+    "Routine counts mix malaria with reporting completeness, stock-outs and care seeking: agreement is "
+    "limited by them as much as by the model.",
+    "The score is a survey-based positivity; the dated series are case counts. Only their timing over the "
+    "year is compared, never their level.",
+]
+SEASON_RULE_NAMES = {
+    "model_2": "model 2 rule: one floor everywhere, lag by dry months, fitted to the archetype profiles only",
+    "constant_floor_both_sources": "one floor everywhere, fitted to the archetype profiles and the dated series",
+    "model_3": "model 3 rule: floor and lag both by dry months, fitted to the archetype profiles and the dated series",
+}
+LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -180,19 +205,158 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     return res
 
 
-def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, Any]:
+def _p(x: np.ndarray) -> list[float]:
+    return [round(float(v), 3) for v in x]
+
+
+def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
+    """Recorded 12-month profiles of the dated states and a fixed sample of dated LGAs beside the
+    published index and the out-of-sample one (the fold that held the state out). All scaled to
+    peak 1; the recorded ones are 4-year averages of ratios, never counts."""
+    fit = sm.fit
+    if fit is None or fit.dated is None:
+        return {"states": [], "lgas": [], "note": "dated case series absent from this data load"}
+    cv, dated, rule = fit.cv, fit.dated, sm.rule
+    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
+    states = geo.states.sort("state_code")
+    srow = {c: i for i, c in enumerate(states["state_code"].to_list())}
+    lga_names = dict(zip(geo.lgas["lga_code"], geo.lgas["lga"], strict=True))
+    state_rows = []
+    dated_states = [s for s in dated.state_codes if s in srow]
+    for k, code in enumerate(dated_states):
+        rec = dated.state[dated.state_codes.index(code)]
+        state_rows.append({"state_code": code, "state": names[code],
+                           "recorded": _p(rec / rec.max()),
+                           "out_of_sample": _p(cv.state_pred[rule][k]),
+                           "model_2_out_of_sample": _p(cv.state_pred["model_2"][k])})
+    pos = {c: i for i, c in enumerate(sm.lga_codes)}
+    lga_rows = []
+    srow_of = {n: i for i, n in enumerate(fit.series.names)}
+    for code in dated_states:
+        for lga in [c for c, s in zip(dated.lga_codes, dated.lga_state, strict=True) if s == code][:LGA_SAMPLE_PER_STATE]:
+            i = srow_of.get(lga)
+            if i is None:
+                continue
+            rec = fit.series.recorded[i]
+            lga_rows.append({"lga_code": lga, "lga": lga_names.get(lga, lga), "state_code": code,
+                             "recorded": _p(rec / rec.max()), "published": _p(sm.lga_index[pos[lga]]),
+                             "out_of_sample": _p(cv.series_pred[rule][i])})
+    return {"states": state_rows, "lgas": lga_rows,
+            "note": "recorded: each LGA-month over its LGA-year mean, averaged per calendar month over 2020-2023 "
+                    "(the state: case-weighted over its LGAs), scaled to peak 1; out_of_sample: the season "
+                    "predicted by constants fitted without the state"}
+
+
+def _month_matrix(dated: pl.DataFrame, lga_codes: list[str], t0: int, n: int) -> np.ndarray:
+    pos = {c: i for i, c in enumerate(lga_codes)}
+    out = np.full((len(lga_codes), n), np.nan)
+    d = dated.filter(pl.col("lga_code").is_in(lga_codes)).with_columns(
+        (pl.col("year") * 12 + pl.col("month") - 1 - t0).alias("col"))
+    d = d.filter(pl.col("col").is_between(0, n - 1) & pl.col("cases").is_not_null())
+    rows = np.array([pos[c] for c in d["lga_code"].to_list()], dtype=int)
+    out[rows, d["col"].to_numpy()] = d["cases"].to_numpy()
+    return out
+
+
+def month_validation(inputs: Inputs, geo: Any, md: Any, res: Any) -> dict[str, Any]:
+    """(f): the pre-registered tests and the score against cases month by month.
+
+    Every season here is the one predicted for the LGA's state by constants fitted without that
+    state (season_cv.leave_state_out), never the published one."""
+    sm = md.season
+    dated = inputs.dated_cases
+    if dated is None or sm.fit is None or sm.fit.dated is None:
+        return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
+    cv, rule = sm.fit.cv, sm.rule
+    lga_all = sm.lga_codes
+    pos = {c: i for i, c in enumerate(lga_all)}
+    lgas = sorted(c for c in set(dated["lga_code"].to_list()) if c in pos and np.isfinite(cv.area_floor[rule][pos[c]]))
+    rows = np.array([pos[c] for c in lgas], dtype=int)
+    years = dated["year"]
+    t0 = int(years.min()) * 12
+    n = (int(years.max()) + 1) * 12 - t0
+    cases = _month_matrix(dated, lgas, t0, n)
+    state_of = dict(zip(geo.lgas["lga_code"], geo.lgas["state_code"], strict=True))
+    state = np.array([state_of[c] for c in lgas])
+    # recorded rainfall, downscaled to the LGAs like the climatology
+    rain_t0 = t0 - 12
+    rec = inputs.recorded_rainfall.state
+    monthly = lga_monthly(geo, rec.select("ocha_pcode", "period", "rainfall_mm"), lga_ratios(geo, inputs.lga_climatology))
+    monthly = monthly.filter(pl.col("lga_code").is_in(lgas)).with_columns(
+        (pl.col("period").str.slice(0, 4).cast(pl.Int64) * 12 + pl.col("period").str.slice(5, 2).cast(pl.Int64) - 1
+         - rain_t0).alias("col"))
+    width = n + 12
+    rain = np.full((len(lgas), width), np.nan)
+    m = monthly.filter(pl.col("col").is_between(0, width - 1))
+    rpos = {c: i for i, c in enumerate(lgas)}
+    rain[np.array([rpos[c] for c in m["lga_code"].to_list()], dtype=int), m["col"].to_numpy()] = m["rainfall_mm"].to_numpy()
+    smc = inputs.smc_states
+    smc_years = set() if smc is None else {(s, int(y)) for s, y, v in smc.iter_rows() if v > 0}
+    llin = inputs.llin_campaigns
+    campaigns: dict[str, list[int]] = {}
+    for s, y in ([] if llin is None else llin.iter_rows()):
+        campaigns.setdefault(s, []).append(int(y))
+    data = month_tests.month_data(cases, t0, state, cv.area_index[rule][rows], cv.area_floor[rule][rows],
+                                  cv.area_lag[rule][rows], rain, rain_t0, sm.lga_rain[rows], smc_years, campaigns)
+    tests = month_tests.run_tests(data)
+    return {"tests": tests, "score_against_cases": score_against_cases(md, res, cases, state, rows, t0, sm),
+            "lga_months": int(np.isfinite(data.y).sum()), "lgas": len(lgas),
+            "months": f"{t0 // 12}-01 to {(t0 + n - 1) // 12}-12"}
+
+
+def score_against_cases(md: Any, res: Any, cases: np.ndarray, state: np.ndarray, rows: np.ndarray, t0: int,
+                        sm: Any) -> list[dict[str, Any]]:
+    """Per dated state: the state's monthly cases (sum of its LGAs, months with every LGA present)
+    against the score with the season of the fold that held the state out: r of the monthly levels
+    (each over its own mean) and r of the month-to-month anomalies (log over the centred average)."""
+    from pipeline.datasets.risk import month_index
+
+    cv = sm.fit.cv
+    est = [month_index(p) for p in res.estimated]
+    out = []
+    base_all, _, _ = model.baseline_range(res.baseline, np.array(est))
+    for code in sorted(set(state.tolist())):
+        sel = state == code
+        tot = cases[sel].sum(axis=0)
+        tot[np.isnan(cases[sel]).any(axis=0)] = np.nan
+        s_i = md.state_codes.index(code)
+        lga_rows = rows[sel]
+        lga_pop = np.array([md.population[md.lga_codes.index(sm.lga_codes[r])] for r in lga_rows])
+        c_cv = model.season_factor(cv.area_index[sm.rule][lga_rows])
+        c_state = (c_cv * lga_pop[:, None]).sum(axis=0) / lga_pop.sum()
+        cols = [est.index(t) if t in est else -1 for t in range(t0, t0 + cases.shape[1])]
+        score = np.array([base_all[s_i, j] * c_state[(t0 + k) % 12] if j >= 0 else np.nan
+                          for k, j in enumerate(cols)])
+        y_c, y_s = month_tests.outcome(tot[None])[0], month_tests.outcome(score[None])[0]
+        out.append({
+            "state_code": code, "months": int(np.isfinite(tot).sum()),
+            "r_monthly_level": _r(month_tests.pearson(tot / np.nanmean(tot), score / np.nanmean(score))),
+            "r_month_to_month": _r(month_tests.pearson(y_c, y_s)),
+            "cases_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in tot / np.nanmean(tot)],
+            "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in score / np.nanmean(score)],
+        })
+    return out
+
+
+def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
     sm = md.season
     return {
         "model_version": model.MODEL_VERSION,
         "score_range_level": model.RANGE_LEVEL,
+        "caveats": CAVEATS,
         "seasons": {
             "parameters": sm.params.to_json(),
+            "rule": sm.rule,
+            "rules_compared": SEASON_RULE_NAMES,
             "parameters_fitted_to_series": sm.fitted_to,
             "check": sm.check,
+            "profiles": season_profiles(sm, geo),
         },
+        "months": month_validation(inputs, geo, md, res),
         "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
-        "map_agreement": map_agreement(md, res, read_incidence(data_dir, geo.states)),
+        "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": lga_comparison(md),
         "baseline": {
             "random_walk_variance_per_year": _r(res.baseline.q, 4),
