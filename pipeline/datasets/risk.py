@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
@@ -60,6 +61,8 @@ class ModelData:
     lga_c: np.ndarray  # [n_lga, 12] seasonal index rescaled to mean 1
     state_c: np.ndarray  # [n_states, 12] population-weighted mean of its LGAs' c
     season: SeasonModel
+    rain_factor: np.ndarray  # [n_lga, len(periods)] the adopted rain term's multiplier (1 without it)
+    months: month_terms.MonthEvidence | None  # the pre-registered tests on the dated series, or None
     rain_source: str
     lga_positivity: pl.DataFrame | None  # NDHS 2018 per-LGA observations with lga_code, or None
 
@@ -157,6 +160,10 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
     pos = {c: i for i, c in enumerate(sm.lga_codes)}
     rows = np.array([pos[c] for c in lgas["lga_code"].to_list()])
     lga_c = model.season_factor(sm.lga_index[rows])
+    evidence = month_terms.month_evidence(inputs, geo, sm)
+    factor = np.ones((len(rows), len(periods)))
+    if evidence is not None and evidence.rain_beta is not None:
+        factor = month_terms.rain_factor(inputs, geo, sm, evidence.rain_beta, [month_index(p) for p in periods])[rows]
     s_pos = {c: i for i, c in enumerate(state_codes)}
     state_idx = lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy()
     population = lgas["population"].cast(pl.Float64).to_numpy()
@@ -184,6 +191,8 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         lga_c=lga_c,
         state_c=state_c,
         season=sm,
+        rain_factor=factor,
+        months=evidence,
         rain_source=rec.source,
         lga_positivity=lga_pos,
     )
@@ -223,11 +232,14 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float) -> tuple[np.ndarra
 
 
 def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> model.Scores:
-    """LGA scores for month indices: urban-split state baseline range x the LGA's c."""
+    """LGA scores for month indices: urban-split state baseline range x the LGA's c x, in an
+    estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast)."""
     centre, low, high = model.baseline_range(base, np.array(months))
     split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
     c = md.lga_c[:, [m % 12 for m in months]]
-    return model.scores(split[0], split[1], split[2], c)
+    col = {month_index(p): j for j, p in enumerate(md.periods)}
+    f = np.stack([md.rain_factor[:, col[m]] if m in col else np.ones(len(md.lga_codes)) for m in months], axis=1)
+    return model.scores(split[0], split[1], split[2], c * f)
 
 
 @dataclass(frozen=True)

@@ -194,3 +194,9 @@ def run_tests(md: MonthData) -> dict[str, Any]:
     res["rule"] = (f"a term is adopted only if r with it beats the climatological season in at least "
                    f"{ADOPT_MIN_STATES} of the held-out states (leave one whole state out)")
     return res
+
+
+def fit_all(features: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """Coefficients of `features` [K, L, T] on `target` [L, T] over every finite LGA-month (no intercept)."""
+    x = features.reshape(features.shape[0], -1).T
+    return _fit(x, target.reshape(-1))

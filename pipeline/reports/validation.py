@@ -31,7 +31,6 @@ import polars as pl
 
 from pipeline.model import month_tests
 from pipeline.model import risk as model
-from pipeline.model.downscale import lga_monthly, lga_ratios
 from pipeline.reports import report_command
 from pipeline.sources.inputs import Inputs
 
@@ -247,93 +246,60 @@ def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
                     "predicted by constants fitted without the state"}
 
 
-def _month_matrix(dated: pl.DataFrame, lga_codes: list[str], t0: int, n: int) -> np.ndarray:
-    pos = {c: i for i, c in enumerate(lga_codes)}
-    out = np.full((len(lga_codes), n), np.nan)
-    d = dated.filter(pl.col("lga_code").is_in(lga_codes)).with_columns(
-        (pl.col("year") * 12 + pl.col("month") - 1 - t0).alias("col"))
-    d = d.filter(pl.col("col").is_between(0, n - 1) & pl.col("cases").is_not_null())
-    rows = np.array([pos[c] for c in d["lga_code"].to_list()], dtype=int)
-    out[rows, d["col"].to_numpy()] = d["cases"].to_numpy()
-    return out
-
-
-def month_validation(inputs: Inputs, geo: Any, md: Any, res: Any) -> dict[str, Any]:
-    """(f): the pre-registered tests and the score against cases month by month.
+def month_validation(md: Any, res: Any) -> dict[str, Any]:
+    """(f): the pre-registered tests (run by the risk producer before it scores, since a term enters
+    the score only if they adopt it) and the score against cases month by month.
 
     Every season here is the one predicted for the LGA's state by constants fitted without that
     state (season_cv.leave_state_out), never the published one."""
-    sm = md.season
-    dated = inputs.dated_cases
-    if dated is None or sm.fit is None or sm.fit.dated is None:
+    ev = md.months
+    if ev is None:
         return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
-    cv, rule = sm.fit.cv, sm.rule
-    lga_all = sm.lga_codes
-    pos = {c: i for i, c in enumerate(lga_all)}
-    lgas = sorted(c for c in set(dated["lga_code"].to_list()) if c in pos and np.isfinite(cv.area_floor[rule][pos[c]]))
-    rows = np.array([pos[c] for c in lgas], dtype=int)
-    years = dated["year"]
-    t0 = int(years.min()) * 12
-    n = (int(years.max()) + 1) * 12 - t0
-    cases = _month_matrix(dated, lgas, t0, n)
-    state_of = dict(zip(geo.lgas["lga_code"], geo.lgas["state_code"], strict=True))
-    state = np.array([state_of[c] for c in lgas])
-    # recorded rainfall, downscaled to the LGAs like the climatology
-    rain_t0 = t0 - 12
-    rec = inputs.recorded_rainfall.state
-    monthly = lga_monthly(geo, rec.select("ocha_pcode", "period", "rainfall_mm"), lga_ratios(geo, inputs.lga_climatology))
-    monthly = monthly.filter(pl.col("lga_code").is_in(lgas)).with_columns(
-        (pl.col("period").str.slice(0, 4).cast(pl.Int64) * 12 + pl.col("period").str.slice(5, 2).cast(pl.Int64) - 1
-         - rain_t0).alias("col"))
-    width = n + 12
-    rain = np.full((len(lgas), width), np.nan)
-    m = monthly.filter(pl.col("col").is_between(0, width - 1))
-    rpos = {c: i for i, c in enumerate(lgas)}
-    rain[np.array([rpos[c] for c in m["lga_code"].to_list()], dtype=int), m["col"].to_numpy()] = m["rainfall_mm"].to_numpy()
-    smc = inputs.smc_states
-    smc_years = set() if smc is None else {(s, int(y)) for s, y, v in smc.iter_rows() if v > 0}
-    llin = inputs.llin_campaigns
-    campaigns: dict[str, list[int]] = {}
-    for s, y in ([] if llin is None else llin.iter_rows()):
-        campaigns.setdefault(s, []).append(int(y))
-    data = month_tests.month_data(cases, t0, state, cv.area_index[rule][rows], cv.area_floor[rule][rows],
-                                  cv.area_lag[rule][rows], rain, rain_t0, sm.lga_rain[rows], smc_years, campaigns)
-    tests = month_tests.run_tests(data)
-    return {"tests": tests, "score_against_cases": score_against_cases(md, res, cases, state, rows, t0, sm),
-            "lga_months": int(np.isfinite(data.y).sum()), "lgas": len(lgas),
-            "months": f"{t0 // 12}-01 to {(t0 + n - 1) // 12}-12"}
+    return {"tests": ev.tests, "score_against_cases": score_against_cases(md, res, ev),
+            "lga_months": int(np.isfinite(ev.data.y).sum()), "lgas": len(ev.lga_codes),
+            "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
 
 
-def score_against_cases(md: Any, res: Any, cases: np.ndarray, state: np.ndarray, rows: np.ndarray, t0: int,
-                        sm: Any) -> list[dict[str, Any]]:
-    """Per dated state: the state's monthly cases (sum of its LGAs, months with every LGA present)
-    against the score with the season of the fold that held the state out: r of the monthly levels
-    (each over its own mean) and r of the month-to-month anomalies (log over the centred average)."""
+def score_against_cases(md: Any, res: Any, ev: Any) -> list[dict[str, Any]]:
+    """Per dated state, month by month: its LGAs' cases against the score, each LGA over its own
+    mean and averaged over the state's LGAs present that month (at least half of them). The score is
+    refitted out of sample: the season of the fold that held the state out and, where the rain term
+    is adopted, that fold's rain coefficients. r of the levels and of the month-to-month anomalies."""
     from pipeline.datasets.risk import month_index
 
-    cv = sm.fit.cv
-    est = [month_index(p) for p in res.estimated]
+    est = {month_index(p): j for j, p in enumerate(res.estimated)}
+    n = ev.cases.shape[1]
+    months = np.arange(ev.t0, ev.t0 + n)
+    base_all, _, _ = model.baseline_range(res.baseline, np.array([m for m in months if m in est] or [ev.t0]))
+    have = np.array([m in est for m in months])
+    rain = ev.tests.get("b_rain_anomalies_lags_0_3", {})
+    adopted = bool(rain.get("adopted"))
+    data = ev.data
     out = []
-    base_all, _, _ = model.baseline_range(res.baseline, np.array(est))
-    for code in sorted(set(state.tolist())):
-        sel = state == code
-        tot = cases[sel].sum(axis=0)
-        tot[np.isnan(cases[sel]).any(axis=0)] = np.nan
+    for code in sorted(set(data.state.tolist())):
+        sel = data.state == code
         s_i = md.state_codes.index(code)
-        lga_rows = rows[sel]
-        lga_pop = np.array([md.population[md.lga_codes.index(sm.lga_codes[r])] for r in lga_rows])
-        c_cv = model.season_factor(cv.area_index[sm.rule][lga_rows])
-        c_state = (c_cv * lga_pop[:, None]).sum(axis=0) / lga_pop.sum()
-        cols = [est.index(t) if t in est else -1 for t in range(t0, t0 + cases.shape[1])]
-        score = np.array([base_all[s_i, j] * c_state[(t0 + k) % 12] if j >= 0 else np.nan
-                          for k, j in enumerate(cols)])
-        y_c, y_s = month_tests.outcome(tot[None])[0], month_tests.outcome(score[None])[0]
+        c = np.exp(data.reference[sel])  # the held-out season: index over its mean, per month
+        factor = np.ones_like(c)
+        if adopted:
+            beta = np.array(rain["by_state"].get(code, {}).get("coefficients") or [0.0] * data.anomalies.shape[0])
+            factor = np.exp(np.einsum("k,klt->lt", beta, np.nan_to_num(data.anomalies[:, sel], nan=0.0)))
+        score = np.full(c.shape, np.nan)
+        score[:, have] = base_all[s_i][None, :] * c[:, have] * factor[:, have]
+        cases = ev.cases[sel]
+        enough = np.isfinite(cases).sum(axis=0) >= max(1, sel.sum() / 2)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            lvl_c = np.nanmean(cases / np.nanmean(cases, axis=1, keepdims=True), axis=0)
+            lvl_s = np.nanmean(score / np.nanmean(score, axis=1, keepdims=True), axis=0)
+            an_c = np.nanmean(month_tests.outcome(cases), axis=0)
+            an_s = np.nanmean(month_tests.outcome(score), axis=0)
+        lvl_c[~enough], an_c[~enough] = np.nan, np.nan
         out.append({
-            "state_code": code, "months": int(np.isfinite(tot).sum()),
-            "r_monthly_level": _r(month_tests.pearson(tot / np.nanmean(tot), score / np.nanmean(score))),
-            "r_month_to_month": _r(month_tests.pearson(y_c, y_s)),
-            "cases_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in tot / np.nanmean(tot)],
-            "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in score / np.nanmean(score)],
+            "state_code": code, "months": int(np.isfinite(lvl_c).sum()),
+            "r_monthly_level": _r(month_tests.pearson(lvl_c, lvl_s)),
+            "r_month_to_month": _r(month_tests.pearson(an_c, an_s)),
+            "cases_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_c],
+            "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_s],
         })
     return out
 
@@ -354,7 +320,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
             "check": sm.check,
             "profiles": season_profiles(sm, geo),
         },
-        "months": month_validation(inputs, geo, md, res),
+        "months": month_validation(md, res),
         "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
         "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": lga_comparison(md),
