@@ -170,8 +170,9 @@ def resource_schemas() -> dict[str, Schema]:
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
-        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary, "
-                        "which widens its score range (docs/model.md); always false for forecast months."},
+        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary: "
+                        "the score's rainfall adjustment (docs/model.md) then uses preliminary rainfall and may "
+                        "change when CHIRPS is final; always false for forecast months."},
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
