@@ -533,6 +533,8 @@ FLOOR_BOUNDS = (0.2, 0.95)  # an index with no floor, or a flat one, is not a se
 GRID_FLOOR_AT_PIVOT = np.round(np.arange(0.30, 0.9001, 0.02), 2)
 GRID_FLOOR_PER_DRY_MONTH = np.round(np.arange(-0.12, 0.0401, 0.01), 2)
 FLOOR_RULES = ("constant", "linear")
+LAG_WINDOW = 3  # grid steps searched around the current lag in each round of the coordinate descent
+MAX_ROUNDS = 5
 
 
 @dataclass(frozen=True)
@@ -624,8 +626,9 @@ def fit_area_params(table: FitTable, rain: np.ndarray, weights: np.ndarray, reco
     """Two-stage fit on the series with positive `series_weight` (zero: held out).
 
     Stage 1: the lag constants (and a constant floor) minimising the weighted squared error over
-    the model-2 grid (`table`); stage 2, for floor_rule "linear": the floor's two constants at that
-    lag, on GRID_FLOOR_AT_PIVOT x GRID_FLOOR_PER_DRY_MONTH. Ties go to the first grid point.
+    the model-2 grid (`table`); then, for floor_rule "linear", alternately the floor's two constants
+    (GRID_FLOOR_AT_PIVOT x GRID_FLOOR_PER_DRY_MONTH) at the current lag and the lag's constants at
+    that floor, until neither moves. Ties go to the first grid point.
     """
     sw = np.asarray(series_weight, dtype=float)
     loss = table.loss[:, :1] if table.rule == "constant" else table.loss
@@ -636,12 +639,36 @@ def fit_area_params(table: FitTable, rain: np.ndarray, weights: np.ndarray, reco
         return AreaSeasonParams(lag_a, lag_s, float(GRID_FLOOR[k]), 0.0, table.rule)
     keep = sw > 0
     d = dry_months(rain)
-    used = np.flatnonzero(np.asarray(weights)[keep].sum(axis=0) > 0)
-    shape = rain_shape(_as_matrix(rain)[used], rule_lag(table.rule, lag_a, lag_s, d[used]))
-    fl = floor_grid_loss(shape, d[used], np.asarray(weights)[keep][:, used], _as_matrix(recorded)[keep])
-    tot = np.einsum("fhs,s->fh", fl, sw[keep])
-    a, b = np.unravel_index(int(np.argmin(tot)), tot.shape)
-    return AreaSeasonParams(lag_a, lag_s, float(GRID_FLOOR_AT_PIVOT[a]), float(GRID_FLOOR_PER_DRY_MONTH[b]), table.rule)
+    w_keep = np.asarray(weights)[keep]
+    used = np.flatnonzero(w_keep.sum(axis=0) > 0)
+    rain_u, d_u, w_u = _as_matrix(rain)[used], d[used], w_keep[:, used]
+    rec_k, sw_k = _as_matrix(recorded)[keep], sw[keep]
+    rec_n = rec_k / rec_k.mean(axis=1, keepdims=True)
+    sparse = SparseRows.of(w_u / w_u.sum(axis=1, keepdims=True))
+    # Coordinate descent from the constant-floor fit: the floor's constants at the current lag, then
+    # the lag's constants (within LAG_WINDOW grid steps) at that floor, until neither moves. A lag
+    # fitted under one floor everywhere is biased where the floor varies; this removes the bias.
+    for _ in range(MAX_ROUNDS):
+        shape = rain_shape(rain_u, rule_lag(table.rule, float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]), d_u))
+        fl = floor_grid_loss(shape, d_u, w_u, rec_k)
+        a, b = np.unravel_index(int(np.argmin(np.einsum("fhs,s->fh", fl, sw_k))), fl.shape[:2])
+        floor = area_floor(float(GRID_FLOOR_AT_PIVOT[a]), float(GRID_FLOOR_PER_DRY_MONTH[b]), d_u)[:, None]
+        best, where = np.inf, (i, j)
+        for ii in range(max(0, i - LAG_WINDOW), min(len(GRID_LAG_AT_PIVOT), i + LAG_WINDOW + 1)):
+            for jj in range(max(0, j - LAG_WINDOW), min(len(GRID_LAG_PER_DRY_MONTH), j + LAG_WINDOW + 1)):
+                if table.rule == "constant" and jj:
+                    continue
+                lag = rule_lag(table.rule, float(GRID_LAG_AT_PIVOT[ii]), float(GRID_LAG_PER_DRY_MONTH[jj]), d_u)
+                pred = sparse.product(floor + (1.0 - floor) * rain_shape(rain_u, lag))
+                pred = pred / pred.mean(axis=1, keepdims=True)
+                loss = float((((pred - rec_n) ** 2).sum(axis=1) * sw_k).sum())
+                if loss < best - 1e-12:
+                    best, where = loss, (ii, jj)
+        if where == (i, j):
+            break
+        i, j = where
+    return AreaSeasonParams(float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]),
+                            float(GRID_FLOOR_AT_PIVOT[a]), float(GRID_FLOOR_PER_DRY_MONTH[b]), table.rule)
 
 
 def season_of_area(index: Sequence[float] | np.ndarray, floor: float) -> Season:
