@@ -21,6 +21,7 @@ model; this module imports the risk producer's model functions, never the other 
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -288,7 +289,8 @@ def score_against_cases(md: Any, res: Any, ev: Any) -> list[dict[str, Any]]:
         score[:, have] = base_all[s_i][None, :] * c[:, have] * factor[:, have]
         cases = ev.cases[sel]
         enough = np.isfinite(cases).sum(axis=0) >= max(1, sel.sum() / 2)
-        with np.errstate(invalid="ignore", divide="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # months no LGA reported: NaN, as intended
             lvl_c = np.nanmean(cases / np.nanmean(cases, axis=1, keepdims=True), axis=0)
             lvl_s = np.nanmean(score / np.nanmean(score, axis=1, keepdims=True), axis=0)
             an_c = np.nanmean(month_tests.outcome(cases), axis=0)
@@ -356,6 +358,24 @@ def markdown(r: dict[str, Any], command: str) -> str:
     lines += ["", r["map_agreement"]["note"], "", "## (d) LGAs: leave-one-LGA-out, NDHS 2018", ""]
     lc = r["lga_comparison"]
     lines += [f"`{k}`: {v}" + "  " for k, v in lc.items()]
+    lines += ["", "## (a) Seasons by level, leaving whole states out (before: model 2 rule; after: published)", "",
+              "| level | rule | n | median r | centre off | trough/peak error | best-4-month share error |",
+              "|---|---|---|---|---|---|---|"]
+    for level, by_rule in (c.get("levels") or {}).items():
+        for rule in ("model_2", r["seasons"]["rule"]):
+            s = by_rule.get(rule) or {}
+            lines.append(f"| {level} | {rule} | {s.get('series')} | {s.get('median_correlation')} | "
+                         f"{s.get('mean_centre_months_off')} | {s.get('mean_trough_to_peak_error')} | "
+                         f"{s.get('mean_best_4_month_share_error')} |")
+    tests = (r.get("months") or {}).get("tests")
+    lines += ["", "## (f) Pre-registered month tests (docs/validation.md)", ""]
+    if tests:
+        for term in ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing"):
+            x = tests[term]
+            lines.append(f"- `{term}`: better in {x['improved_in']} of {x['states']} held-out states: "
+                         f"{'adopted' if x['adopted'] else 'not adopted'}")
+    else:
+        lines.append(r["months"]["note"])
     lines += ["", "## Not validated", ""] + [f"- {x}" for x in r["not_validated"]] + [""]
     return "\n".join(lines)
 

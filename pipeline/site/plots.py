@@ -111,7 +111,7 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
     lga_panels = [(f'{s["lga"]} ({s["state_code"]})', {k: s[k] for k in ("recorded", "out_of_sample", "published")})
                   for s in prof.get("lgas", [])]
     months = report.get("months", {}) or {}
-    score_panels = [(f'{s["state_code"]}: r {s["r_monthly_level"]} (levels), {s["r_month_to_month"]} (anomalies)',
+    score_panels = [(f'{s["state_code"]}: r {s["r_monthly_level"]} / {s["r_month_to_month"]}',
                      {"cases_over_mean": s["cases_over_mean"], "score_over_mean": s["score_over_mean"]})
                     for s in months.get("score_against_cases", [])]
     years = months.get("months", "")
@@ -128,6 +128,7 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
                                    else absent),
         "score_vs_cases.svg": _figure("Score against cases, month by month (each over its own mean)", score_panels,
                                       0.4, 1.8, month_labels,
-                                      "Season of the score from constants fitted without the state." if score_panels
+                                      "r: monthly levels / month-to-month anomalies. The score's season and rain "
+                                      "coefficients are fitted without the state." if score_panels
                                       else months.get("note", absent)),
     }
