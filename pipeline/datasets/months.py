@@ -90,8 +90,9 @@ def month_evidence(inputs: Inputs, geo: Any, sm: Any) -> MonthEvidence | None:
     if not lgas:
         return None
     rows = np.array([pos[c] for c in lgas], dtype=int)
-    t0 = int(dated["year"].min()) * 12
-    n = (int(dated["year"].max()) + 1) * 12 - t0
+    first, last = dated["year"].cast(pl.Int64).min(), dated["year"].cast(pl.Int64).max()
+    t0 = int(str(first)) * 12
+    n = (int(str(last)) + 1) * 12 - t0
     cases = case_matrix(dated, lgas, t0, n)
     data = _data(inputs, geo, sm, lgas, rows, t0, cases, cv.area_index[rule][rows], cv.area_floor[rule][rows],
                  cv.area_lag[rule][rows])

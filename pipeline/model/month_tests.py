@@ -179,7 +179,7 @@ def _r(v: float, d: int = DECIMALS) -> float | None:
 def run_tests(md: MonthData) -> dict[str, Any]:
     """Every pre-registered term, with its decision; the single lags of (b) as description only."""
     smc_mask = np.isfinite(md.smc)
-    res = {
+    res: dict[str, Any] = {
         "a_actual_year_rainfall": _score_term(md, None, md.actual_year),
         "b_rain_anomalies_lags_0_3": _score_term(md, md.anomalies, None),
         "c1_smc_rounds": _score_term(md, md.smc[None], None, smc_mask),

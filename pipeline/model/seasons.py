@@ -553,7 +553,7 @@ class AreaSeasonParams:
     def lags(self, dry: np.ndarray) -> np.ndarray:
         return rule_lag(self.lag_rule, self.lag_at_pivot, self.lag_per_dry_month, np.asarray(dry, dtype=float))
 
-    def to_json(self) -> dict[str, float | str]:
+    def to_json(self) -> dict[str, float | str | list[float]]:
         return {"floor_at_5_dry_months": self.floor_at_pivot, "floor_per_dry_month": self.floor_per_dry_month,
                 "floor_bounds": list(FLOOR_BOUNDS), "lag_at_5_dry_months": self.lag_at_pivot,
                 "lag_per_dry_month": self.lag_per_dry_month, "lag_rule": self.lag_rule}
@@ -633,7 +633,8 @@ def fit_area_params(table: FitTable, rain: np.ndarray, weights: np.ndarray, reco
     sw = np.asarray(series_weight, dtype=float)
     loss = table.loss[:, :1] if table.rule == "constant" else table.loss
     total = np.einsum("ijks,s->ijk", loss, sw)
-    i, j, k = np.unravel_index(int(np.argmin(total)), total.shape)
+    i0, j0, k0 = np.unravel_index(int(np.argmin(total)), total.shape)
+    i, j, k = int(i0), int(j0), int(k0)
     lag_a, lag_s = float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j])
     if floor_rule == "constant":
         return AreaSeasonParams(lag_a, lag_s, float(GRID_FLOOR[k]), 0.0, table.rule)
@@ -659,11 +660,11 @@ def fit_area_params(table: FitTable, rain: np.ndarray, weights: np.ndarray, reco
                 if table.rule == "constant" and jj:
                     continue
                 lag = rule_lag(table.rule, float(GRID_LAG_AT_PIVOT[ii]), float(GRID_LAG_PER_DRY_MONTH[jj]), d_u)
-                pred = sparse.product(floor + (1.0 - floor) * rain_shape(rain_u, lag))
-                pred = pred / pred.mean(axis=1, keepdims=True)
-                loss = float((((pred - rec_n) ** 2).sum(axis=1) * sw_k).sum())
-                if loss < best - 1e-12:
-                    best, where = loss, (ii, jj)
+                prof = sparse.product(floor + (1.0 - floor) * rain_shape(rain_u, lag))
+                prof = prof / prof.mean(axis=1, keepdims=True)
+                err = float((((prof - rec_n) ** 2).sum(axis=1) * sw_k).sum())
+                if err < best - 1e-12:
+                    best, where = err, (ii, jj)
         if where == (i, j):
             break
         i, j = where

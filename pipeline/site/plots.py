@@ -44,9 +44,9 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
     out = [f'<text x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + 14)}" font-size="11" font-weight="bold">{escape(title)}</text>',
            f'<rect x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + PAD_T)}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
     for frac in (0.0, 0.5, 1.0):
-        v = ymin + frac * (ymax - ymin)
+        tick = ymin + frac * (ymax - ymin)
         y = y0 + PAD_T + h * (1 - frac)
-        out.append(f'<text x="{_fmt(x0 + PAD_L - 3)}" y="{_fmt(y + 3)}" font-size="8" text-anchor="end">{v:.2g}</text>')
+        out.append(f'<text x="{_fmt(x0 + PAD_L - 3)}" y="{_fmt(y + 3)}" font-size="8" text-anchor="end">{tick:.2g}</text>')
     step = max(1, n // 12)
     for k in range(0, n, step):
         x = x0 + PAD_L + (w * k / max(n - 1, 1))
@@ -54,7 +54,8 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
                    f'{escape(xlabels[k % len(xlabels)])}</text>')
     for name, vals in series.items():
         colour, dash = STYLE.get(name, ("#444", ""))
-        pts, runs = [], []
+        pts: list[str] = []
+        runs: list[list[str]] = []
         for k, v in enumerate(vals):
             if v is None:
                 if pts:
