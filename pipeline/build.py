@@ -14,7 +14,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline.datasets import boundaries, context, downloads, history, risk, transmission
+from pipeline.datasets import (
+    boundaries,
+    context,
+    downloads,
+    history,
+    risk,
+    transmission,
+    validation,
+)
 from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
@@ -29,6 +37,7 @@ PRODUCERS: tuple[Producer, ...] = (
     risk.produce,
     history.produce,  # after risk: regroups its documents
     transmission.produce,
+    validation.produce,  # after risk and transmission: reuses their model run and season check
     downloads.produce,  # after the datasets it tabulates
     pages.produce,  # last: documents the release it ships in
 )

@@ -27,6 +27,7 @@ from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.datasets.base import Produced
 from pipeline.datasets.downloads import BundleFile, bundle
 from pipeline.release.render import render_release
+from pipeline.site.plots import validation_plots
 from tests.paths import DATA_DIR, REPO_ROOT
 
 # Property tests check rules, not speed: on a shared 2-core machine a per-example deadline only
@@ -92,7 +93,10 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
     )
     site = Produced("site", {}, files={"docs/index.html": ("text/html; charset=utf-8", b"<h1>docs</h1>"),
                                        "docs/openapi.json": ("application/json", b"{}")})
-    out = [geo, context, risk, downloads, site, history]
+    # the validation producer always ships its plots (empty ones say why), which the docs pages show
+    validation = Produced("validation", {}, files={f"docs/figures/{name}": ("image/svg+xml", svg.encode())
+                                                   for name, svg in validation_plots({}).items()})
+    out = [geo, context, risk, downloads, site, validation, history]
     if with_transmission:
         out.append(Produced(
             "transmission",

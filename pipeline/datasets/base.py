@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.settings import DEFAULT_BASE_URL
+from pipeline.sources.inputs import Inputs
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
@@ -31,6 +32,14 @@ class BuildContext:
     progress: Progress | None = None
     produced: list[Produced] = field(default_factory=list)  # what earlier producers returned (the site reads it)
     base_url: str = DEFAULT_BASE_URL  # the public address, for absolute links (settings: PUBLIC_BASE_URL)
+    # the inputs, each read once for the whole build (made from data_dir and geography if not given)
+    inputs: Inputs = None  # type: ignore[assignment]
+    # model runs a later producer reuses (the validation report reuses the risk model's run)
+    runs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.inputs is None:
+            self.inputs = Inputs(self.data_dir, self.geography)
 
 
 @dataclass

@@ -1,5 +1,4 @@
-"""Producer for /v1/periods, /v1/risk/* and /v1/forecasts/* (SPEC 2.1-2.4), and the
-validation report shipped with them.
+"""Producer for /v1/periods, /v1/risk/* and /v1/forecasts/* (SPEC 2.1-2.4).
 
 Reads which months have recorded rainfall (they define the estimated months), the survey
 rounds and the seasonal index of every LGA (the transmission producer's fitted model),
@@ -16,17 +15,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import orjson
 import polars as pl
 
+from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
 from pipeline.model import risk as model
-from pipeline.sources.hbhi_microscopy import read_lga_positivity
-from pipeline.sources.names import state_code_for, state_name_codes
-from pipeline.sources.rainfall import read_recorded_rainfall
-from pipeline.sources.survey import read_survey_positivity
+from pipeline.sources.inputs import Inputs
+from pipeline.sources.names import state_code_for
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
@@ -35,7 +32,6 @@ FIRST_PERIOD = "2018-01"
 GRID_START = "2010-01"  # the first survey round with state or zone values
 DECIMALS = 4
 LGA_POSITIVITY_YEAR = 2018
-VALIDATION_FILE = "docs/validation.json"  # the validation report, shipped in the release
 
 
 def month_index(period: str) -> int:
@@ -65,6 +61,8 @@ class ModelData:
     lga_c: np.ndarray  # [n_lga, 12] seasonal index rescaled to mean 1
     state_c: np.ndarray  # [n_states, 12] population-weighted mean of its LGAs' c
     season: SeasonModel
+    rain_factor: np.ndarray  # [n_lga, len(periods)] the adopted rain term's multiplier (1 without it)
+    months: month_terms.MonthEvidence | None  # the pre-registered tests on the dated series, or None
     rain_source: str
     lga_positivity: pl.DataFrame | None  # NDHS 2018 per-LGA observations with lga_code, or None
 
@@ -133,8 +131,9 @@ def zone_rounds(survey: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
-    rec = read_recorded_rainfall(data_dir)
+def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None) -> ModelData:
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
+    rec = inputs.recorded_rainfall
     state = state_monthly_codes(rec.state, geo)
     periods = recorded_months(state, geo.states.height)
     prov = dict(state.filter(pl.col("period").is_in(periods)).group_by("period").agg(pl.col("provisional").any()).iter_rows())
@@ -145,7 +144,7 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
 
     lgas = geo.lgas
     state_codes = geo.states["state_code"].to_list()
-    survey = read_survey_positivity(data_dir, state_name_codes(geo.states), geo.states["state_code"].to_list())
+    survey = inputs.survey
     rounds = model.state_rounds(survey, state_codes)
     missing = sorted(set(state_codes) - set(rounds["state_code"]))
     if missing:
@@ -154,13 +153,17 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
         ratio, ratio_year = model.urban_rural_ratio(survey)
     except ValueError as e:
         raise InputError("survey positivity", str(e)) from None
-    lga_pos = read_lga_positivity(data_dir)
+    lga_pos = inputs.lga_positivity
     rounds = survey_children(rounds, survey, lga_pos, geo.states)
 
-    sm = season_model(Path(data_dir), geo)
+    sm = season_model(Path(data_dir), geo, inputs)
     pos = {c: i for i, c in enumerate(sm.lga_codes)}
     rows = np.array([pos[c] for c in lgas["lga_code"].to_list()])
     lga_c = model.season_factor(sm.lga_index[rows])
+    evidence = month_terms.month_evidence(inputs, geo, sm)
+    factor = np.ones((len(rows), len(periods)))
+    if evidence is not None and evidence.rain_beta is not None:
+        factor = month_terms.rain_factor(inputs, geo, sm, evidence.rain_beta, [month_index(p) for p in periods])[rows]
     s_pos = {c: i for i, c in enumerate(state_codes)}
     state_idx = lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy()
     population = lgas["population"].cast(pl.Float64).to_numpy()
@@ -188,6 +191,8 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
         lga_c=lga_c,
         state_c=state_c,
         season=sm,
+        rain_factor=factor,
+        months=evidence,
         rain_source=rec.source,
         lga_positivity=lga_pos,
     )
@@ -227,11 +232,14 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float) -> tuple[np.ndarra
 
 
 def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> model.Scores:
-    """LGA scores for month indices: urban-split state baseline range x the LGA's c."""
+    """LGA scores for month indices: urban-split state baseline range x the LGA's c x, in an
+    estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast)."""
     centre, low, high = model.baseline_range(base, np.array(months))
     split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
     c = md.lga_c[:, [m % 12 for m in months]]
-    return model.scores(split[0], split[1], split[2], c)
+    col = {month_index(p): j for j, p in enumerate(md.periods)}
+    f = np.stack([md.rain_factor[:, col[m]] if m in col else np.ones(len(md.lga_codes)) for m in months], axis=1)
+    return model.scores(split[0], split[1], split[2], c * f)
 
 
 @dataclass(frozen=True)
@@ -361,18 +369,21 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
     return docs
 
 
-def produce(ctx: BuildContext) -> Produced:
-    from pipeline.reports.validation import validation_report
+def model_run(ctx: BuildContext) -> tuple[ModelData, RiskResult]:
+    """The model's data and run for this build, computed once (the validation report reuses them)."""
+    if "risk" not in ctx.runs:
+        md = load_model_data(ctx.data_dir, ctx.geography, ctx.inputs)
+        ctx.runs["risk"] = (md, run_model(md))
+    md, res = ctx.runs["risk"]
+    return md, res
 
-    geo = ctx.geography
-    md = load_model_data(ctx.data_dir, geo)
-    res = run_model(md)
-    docs = build_documents(geo, res, ctx.updated_at)
-    report = validation_report(Path(ctx.data_dir), geo, md, res)
+
+def produce(ctx: BuildContext) -> Produced:
+    md, res = model_run(ctx)
+    docs = build_documents(ctx.geography, res, ctx.updated_at)
     return Produced(
         dataset="risk",
         documents=docs,
         facts={"estimated": res.estimated, "forecast": res.forecast},
         model_version=model.MODEL_VERSION,
-        files={VALIDATION_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")},
     )

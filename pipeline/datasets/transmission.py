@@ -22,37 +22,36 @@ import polars as pl
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
+from pipeline.model import season_cv
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
-    LAG_RULES,
-    Season,
-    SeasonParams,
+    FLOOR_BOUNDS,
+    INDEX_DECIMALS,
+    AreaSeasonParams,
+    area_index,
     best_months_share,
-    choose_rule,
     circular_distance,
     fit_table,
-    floored_index,
-    lags_for,
-    leave_one_out,
+    high_share_of,
     peak_window,
-    profile_errors,
-    rain_shape,
-    rule_cv_errors,
+    peak_window_share_of,
     season_centre,
     season_from_index,
     trough_to_peak,
 )
-from pipeline.sources import cases, rainfall, survey
+from pipeline.sources import cases, dated_cases, rainfall, survey
+from pipeline.sources.inputs import Inputs
 from pipeline.sources.names import hbhi_lga_codes
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
 
-# Used only when the case records are absent from DATA_DIR: the fit on all 22 archetype
-# profiles of the 2026-11 data load (docs/seasons.md). With the records present the
-# parameters are refitted on every build.
-DEFAULT_PARAMS = SeasonParams(floor=0.77, lag_at_pivot=0.9, lag_per_dry_month=0.5, rule="linear")
+# Used only when every case record (archetype profiles and dated series) is absent from DATA_DIR:
+# model 2's fit on the 22 archetype profiles of the 2026-11 data load, one floor everywhere
+# (docs/seasons.md). With any records present the parameters are refitted on every build.
+DEFAULT_PARAMS = AreaSeasonParams(lag_at_pivot=0.9, lag_per_dry_month=0.5, floor_at_pivot=0.77,
+                                  floor_per_dry_month=0.0, lag_rule="linear")
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
 SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
 LAG_DECIMALS = 1
@@ -67,21 +66,22 @@ RAINFALL_DECIMALS = 1
 SHARE_DECIMALS = 4
 CHECK_DECIMALS = 2
 
-def description(p: SeasonParams) -> str:
+def description(p: AreaSeasonParams) -> str:
     """`method.description`: the rule with this release's constants."""
     return (
         "Expected monthly level of reported malaria cases, as a share of the peak month: "
-        f"index = {p.floor:.2f} + {1 - p.floor:.2f} x (rainfall climatology shifted later by the area's lag, "
-        "scaled to peak 1). The lag in months is "
-        f"{p.lag_at_pivot:.1f} + {p.lag_per_dry_month:.2f} x (dry months - 5), where a dry month has under 50 mm "
-        "in the 1991-2020 CHIRPS climatology (fractional lags interpolate between months; bounds -1 to 4): "
-        "cases follow rain later where the dry season is long (Sahel) and earlier in the south. "
-        "The floor and the lag rule are fitted to 22 routine-data case profiles of LGA groups; "
-        f"high months are those at {p.high_share} of the peak or more (where the rain-driven part reaches "
-        "half its own peak), and the high season is the run of high months holding the peak, carried "
-        "across a single lower month. cases_follow_rain_by_months is the population-weighted mean lag; "
-        "each season carries its own lag_months. The check figures are leave-one-archetype-out: "
-        "every parameter refitted without the profile being scored."
+        "index = floor + (1 - floor) x (rainfall climatology shifted later by the area's lag, scaled to peak 1). "
+        f"Both depend on the area's dry months (months under 50 mm in the 1991-2020 CHIRPS climatology): "
+        f"floor = {p.floor_at_pivot:.2f} {p.floor_per_dry_month:+.2f} x (dry months - 5), kept within "
+        f"{FLOOR_BOUNDS[0]}-{FLOOR_BOUNDS[1]}; lag = {p.lag_at_pivot:.1f} {p.lag_per_dry_month:+.2f} x (dry months - 5) "
+        "months, kept within -1 to 4 (fractional lags interpolate between months). Cases follow rain later, and "
+        "the quiet months are quieter, where the dry season is long. The constants are fitted to 22 routine-data "
+        "case profiles of LGA groups and to dated monthly case series of LGAs in six states (fitting only; those "
+        "rows are not published). Each season carries its own seasonal_floor and high_season_share_of_peak "
+        "(where its rain-driven part reaches half its own peak): its high months are those at that share of the "
+        "peak or more, and the high season is the run of high months holding the peak, carried across a single "
+        "lower month. method.high_season_share_of_peak is the national season's. The check figures leave whole "
+        "states out: every constant refitted without the state being scored."
     )
 
 SURVEY_NOTE = (
@@ -119,38 +119,62 @@ def wide(df: pl.DataFrame, key: str, value: str, keys: list[str]) -> np.ndarray:
 
 
 @dataclass(frozen=True)
+class SeasonFit:
+    """What the fit and its leave-state-out check used and found (kept for the validation report,
+    never published as such: the dated profiles derive from rows that may not leave the build)."""
+
+    series: season_cv.Series
+    cv: season_cv.CrossValidated
+    dated: season_cv.DatedProfiles | None
+    state_of_area: list[str]
+    zone_of_state: dict[str, str]
+
+
+@dataclass(frozen=True)
 class SeasonModel:
     """The fitted seasonal index for every LGA and state, with its cross-validated check."""
 
-    params: SeasonParams
+    params: AreaSeasonParams
+    rule: str  # the adopted rule (season_cv.RULES)
     fitted_to: int  # case series the published parameters were fitted to (0: DEFAULT_PARAMS)
     lga_codes: list[str]  # sorted by code
     lga_rain: np.ndarray  # [n_lga, 12] mm
     lga_lag: np.ndarray  # [n_lga]
+    lga_floor: np.ndarray  # [n_lga]
     lga_index: np.ndarray  # [n_lga, 12] published (rounded) index
     check: dict[str, Any]
+    fit: SeasonFit | None = None
 
 
-def season_of(index: np.ndarray, lag: float, p: SeasonParams) -> dict[str, Any]:
-    """SPEC 2.6 season plus the additive centre, peak window and lag."""
-    s = season_from_index(index, p.high_share)
+def season_of(index: np.ndarray, lag: float, floor: float) -> dict[str, Any]:
+    """SPEC 2.6 season at the area's own high-season share, plus the additive centre, peak
+    window, lag, floor and share (so a client recomputes high_months from the index)."""
+    share = float(high_share_of(floor))
+    s = season_from_index(index, share)
     return {
         **s.to_json(),
         "season_centre_month": round(float(season_centre(index)[0]), CENTRE_DECIMALS),
-        "peak_window": list(peak_window(index, p.peak_window_share)),
+        "peak_window": list(peak_window(index, float(peak_window_share_of(floor)))),
         "lag_months": round(float(lag), LAG_DECIMALS),
+        "seasonal_floor": round(float(floor), INDEX_DECIMALS),
+        "high_season_share_of_peak": share,
     }
 
 
-def national_index(state_rain: np.ndarray, state_lag: np.ndarray, population: np.ndarray, p: SeasonParams) -> np.ndarray:
-    """Population-weighted mean of the state rain shapes (each peak 1), rescaled to peak 1, then the floor.
+def national_index(state_rain: np.ndarray, population: np.ndarray, p: AreaSeasonParams) -> tuple[np.ndarray, float, float]:
+    """(index, lag, floor) of the nation: the population-weighted mean of the state indices,
+    rescaled to peak 1.
 
-    Shapes, not millimetres, are weighted: a person in wet Bayelsa counts as much as
-    one in dry Yobe, so the national season is the one most people live with.
+    Indices, not millimetres, are weighted: a person in wet Bayelsa counts as much as one in
+    dry Yobe, so the national season is the one most people live with. Its floor and lag are
+    the population-weighted means of the states'.
     """
     w = np.asarray(population, dtype=float)
-    prof = (rain_shape(state_rain, state_lag) * w[:, None]).sum(axis=0) / w.sum()
-    return floored_index(prof / prof.max(), p.floor)[0]
+    ix, floor, lag = area_index(state_rain, p, rounded=False)
+    prof = (ix * w[:, None]).sum(axis=0) / w.sum()
+    prof = prof / prof.max()
+    nfloor = float(np.average(floor, weights=w))
+    return np.round(prof, INDEX_DECIMALS), float(np.average(lag, weights=w)), nfloor
 
 
 def series_weights(lga_archetype: pl.DataFrame, lgas: pl.DataFrame, lga_codes: list[str],
@@ -164,85 +188,6 @@ def series_weights(lga_archetype: pl.DataFrame, lgas: pl.DataFrame, lga_codes: l
         if code in pos and arch in sidx:
             w[sidx[arch], pos[code]] = pop[code]
     return w
-
-
-def seasonality_check(
-    lga_rain: np.ndarray,
-    weights: np.ndarray,
-    recorded: np.ndarray,
-    series: list[str],
-    bands: list[str],
-    state_names: list[str],
-) -> tuple[SeasonParams, dict[str, Any], pl.DataFrame]:
-    """Fit the index to all series (published parameters) and cross-validate it.
-
-    Every check figure is leave-one-archetype-out: the held-out profile is predicted
-    with parameters (floor, lag rule) fitted to the other profiles only, and the same
-    season rules (at the held-out fit's share) are applied to the prediction and to
-    the recorded profile. Returns the published parameters, the `check` object and the
-    per-series table.
-    """
-    tables = {rule: fit_table(lga_rain, weights, recorded, rule) for rule in LAG_RULES}
-    cv_errors = rule_cv_errors(tables)
-    params, _ = choose_rule(tables).best()
-    cv = leave_one_out(tables)
-    pred, rec = cv.predicted, recorded / recorded.max(axis=1, keepdims=True)
-    err = profile_errors(pred, rec)
-    ps = [season_from_index(np.round(row, 3), f.high_share) for row, f in zip(pred, cv.params, strict=True)]
-    rs = [season_from_index(np.round(row, 3), f.high_share) for row, f in zip(rec, cv.params, strict=True)]
-
-    def col(ss: list[Season], f: str) -> np.ndarray:
-        return np.array([getattr(x, f) for x in ss])
-
-    start_off = np.asarray(circular_distance(col(ps, "season_start_month"), col(rs, "season_start_month")))
-    end_off = np.asarray(circular_distance(col(ps, "season_end_month"), col(rs, "season_end_month")))
-    months_off = (start_off + end_off) / 2
-    peak_off = np.asarray(circular_distance(col(ps, "peak_month"), col(rs, "peak_month")))
-    tab = pl.DataFrame({
-        "archetype": series, "band": bands,
-        "correlation": err["correlation"], "centre_off": err["centre_off"],
-        "predicted_centre": season_centre(pred), "recorded_centre": season_centre(rec),
-        "predicted_best4": best_months_share(pred), "recorded_best4": best_months_share(rec),
-        "predicted_trough": trough_to_peak(pred), "recorded_trough": trough_to_peak(rec),
-        "best4_error": err["best_months_share_error"], "trough_error": err["trough_to_peak_error"],
-        "predicted_peak": col(ps, "peak_month"), "recorded_peak": col(rs, "peak_month"),
-        "months_off": months_off, "peak_off": peak_off,
-        "floor": [f.floor for f in cv.params], "lag_at_pivot": [f.lag_at_pivot for f in cv.params],
-        "lag_per_dry_month": [f.lag_per_dry_month for f in cv.params],
-        "lag_rule": [f.rule for f in cv.params],
-    })
-
-    def summary(t: pl.DataFrame) -> dict[str, Any]:
-        return {
-            "series": t.height,
-            "median_correlation": _round(float(np.nanmedian(t["correlation"].to_numpy())), CHECK_DECIMALS),
-            "mean_centre_months_off": _round(float(np.mean(t["centre_off"].to_numpy())), CHECK_DECIMALS),
-            "mean_best_4_month_share_error": _round(float(np.mean(t["best4_error"].to_numpy())), 3),
-            "mean_trough_to_peak_error": _round(float(np.mean(t["trough_error"].to_numpy())), CHECK_DECIMALS),
-        }
-
-    allsum = summary(tab)
-    check = {
-        "series": len(series),
-        "states": sorted(state_names),
-        "median_correlation": allsum["median_correlation"],
-        "mean_months_off": _round(float(months_off.mean()), CHECK_DECIMALS),
-        "mean_months_peak_is_off": _round(float(peak_off.mean()), CHECK_DECIMALS),
-        "cross_validation": "leave-one-archetype-out; the lag rule chosen and the floor and lag refitted "
-                            "without the held-out profile",
-        "lag_rule_cv_errors": cv_errors,
-        "lag_rules_chosen": sorted({f.rule for f in cv.params}),
-        "mean_centre_months_off": allsum["mean_centre_months_off"],
-        "mean_best_4_month_share_error": allsum["mean_best_4_month_share_error"],
-        "mean_trough_to_peak_error": allsum["mean_trough_to_peak_error"],
-        "recorded_median_trough_to_peak": _round(float(np.median(trough_to_peak(rec))), CHECK_DECIMALS),
-        "recorded_max_best_4_month_share": _round(float(best_months_share(rec).max()), CHECK_DECIMALS),
-        "by_band": {
-            band: summary(tab.filter(pl.col("band") == band))
-            for band in ("north", "middle_belt", "south") if tab.filter(pl.col("band") == band).height
-        },
-    }
-    return params, check, tab
 
 
 def empty_check() -> dict[str, Any]:
@@ -348,10 +293,6 @@ def _inputs_present(data_dir: Path) -> list[str]:
     return missing
 
 
-def _check_inputs_present(data_dir: Path) -> bool:
-    return (Path(data_dir) / cases.ARCHETYPE_PROFILES).exists() and (Path(data_dir) / cases.LGA_ARCHETYPES).exists()
-
-
 CLIMATOLOGY_YEARS = (1991, 2020)
 
 
@@ -375,7 +316,8 @@ _MEMO: list[tuple[tuple[Any, ...], Any, SeasonModel]] = []  # at most one (key, 
 
 def _memo_key(data_dir: Path) -> tuple[Any, ...]:
     """The inputs' paths with size and modification time: a changed file is a new fit."""
-    files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES)
+    files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES,
+             dated_cases.DATED_LGA_CASES)
     out: list[Any] = [str(Path(data_dir).resolve())]
     for f in files:
         path = Path(data_dir) / f
@@ -384,8 +326,8 @@ def _memo_key(data_dir: Path) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def season_model(data_dir: Path, geo: Any) -> SeasonModel:
-    """Fit (or, without case records, take DEFAULT_PARAMS) and apply the seasonal index to every LGA.
+def season_model(data_dir: Path, geo: Any, inputs: Inputs | None = None) -> SeasonModel:
+    """Fit (or, without any case records, take DEFAULT_PARAMS) and apply the seasonal index to every LGA.
 
     The risk producer multiplies its baseline by this same index, so the fit is memoised
     per data directory and geography for the one build that asks twice.
@@ -393,20 +335,20 @@ def season_model(data_dir: Path, geo: Any) -> SeasonModel:
     key = _memo_key(data_dir)
     if _MEMO and _MEMO[0][0] == key and _MEMO[0][1] is geo:
         return _MEMO[0][2]
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
     lgas = geo.lgas.sort("lga_code")
     lga_codes = lgas["lga_code"].to_list()
-    state_clim = state_climatology(data_dir)
-    lga_clim = lga_climatology(geo, state_clim, rainfall.read_lga_climatology(data_dir))
+    state_clim = inputs.state_climatology if inputs.state_climatology is not None else state_climatology(data_dir)
+    lga_clim = lga_climatology(geo, state_clim, inputs.lga_climatology)
     lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
-    params, fitted_to, check = DEFAULT_PARAMS, 0, empty_check()
-    if _check_inputs_present(data_dir):
-        params, check, _ = run_check(data_dir, geo, lga_codes, lga_rain)
-        fitted_to = check["series"] or 0
-        if not fitted_to:
-            params = DEFAULT_PARAMS
-    lag = lags_for(lga_rain, params)
-    index = floored_index(rain_shape(lga_rain, lag), params.floor)
-    model = SeasonModel(params, fitted_to, lga_codes, lga_rain, lag, index, check)
+    params, rule, fitted_to, check, sfit = DEFAULT_PARAMS, "model_2", 0, empty_check(), None
+    if inputs.archetype_profiles is not None or inputs.dated_cases is not None:
+        fitted = run_check(inputs, geo, lga_codes, lga_rain, state_clim)
+        if fitted is not None:
+            params, rule, check, sfit = fitted
+            fitted_to = check["series"]
+    index, floor, lag = area_index(lga_rain, params)
+    model = SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit)
     _MEMO[:] = [(key, geo, model)]
     return model
 
@@ -419,22 +361,18 @@ def produce(ctx: BuildContext) -> Produced:
     geo = ctx.geography
     states = geo.states.sort("state_code")
     lgas = geo.lgas.sort("lga_code")
-    sm = season_model(data_dir, geo)
+    sm = season_model(data_dir, geo, ctx.inputs)
     p = sm.params
 
-    state_clim = rainfall.read_state_chirps_climatology(data_dir)
-    state_rain = wide(
-        state_clim.join(states.select("ocha_pcode", "state_code"), on="ocha_pcode", how="inner"),
-        "state_code", "rainfall_mm", states["state_code"].to_list(),
-    )
-    state_lag = lags_for(state_rain, p)
-    state_index = floored_index(rain_shape(state_rain, state_lag), p.floor)
+    state_rain = state_rain_matrix(ctx.inputs.state_climatology, states)
+    state_index, state_floor, state_lag = area_index(state_rain, p)
     pop = states["population"].cast(pl.Float64).to_numpy()
-    national = season_of(national_index(state_rain, state_lag, pop, p), float(np.average(state_lag, weights=pop)), p)
+    nat_ix, nat_lag, nat_floor = national_index(state_rain, pop, p)
+    national = season_of(nat_ix, nat_lag, nat_floor)
     lga_codes = sm.lga_codes
 
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
-    survey_rows = survey.read_survey_positivity(data_dir, {v: k for k, v in state_names.items()})
+    survey_rows = ctx.inputs.survey
     nat_trend, state_trends = survey_trends(survey_rows)
     # survey sample (pipeline/datasets/survey_sample.py): additive lower bounds, small_sample where certain
     nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
@@ -443,6 +381,7 @@ def produce(ctx: BuildContext) -> Produced:
         "rainfall": rainfall.CHIRPS_SOURCE,
         "lga_rainfall_shape": rainfall.LGA_CLIM_SOURCE,
         "check_cases": cases.CASES_SOURCE,
+        "fit_dated_cases": dated_cases.DATED_CASES_SOURCE,
         "surveys": sorted(set(survey_rows["source"].to_list())),
         "survey_note": SURVEY_NOTE,
         "survey_sample": survey_sample.source_block(),
@@ -450,15 +389,19 @@ def produce(ctx: BuildContext) -> Produced:
     states_doc = {
         "method": {
             "cases_follow_rain_by_months": round(float(np.average(state_lag, weights=pop)), LAG_DECIMALS),
-            "high_season_share_of_peak": p.high_share,
+            "high_season_share_of_peak": national["high_season_share_of_peak"],
             "description": description(p),
             "check": sm.check,
-            "seasonal_floor": p.floor,
+            "seasonal_floor": national["seasonal_floor"],
+            "floor_at_5_dry_months": p.floor_at_pivot,
+            "floor_per_dry_month": p.floor_per_dry_month,
+            "floor_bounds": list(FLOOR_BOUNDS),
             "lag_at_5_dry_months": p.lag_at_pivot,
             "lag_per_dry_month": p.lag_per_dry_month,
-            "lag_rule": p.rule,
+            "lag_rule": p.lag_rule,
+            "season_rule": sm.rule,
             "dry_month_below_mm": DRY_MONTH_MM,
-            "peak_window_share_of_peak": p.peak_window_share,
+            "peak_window_share_of_peak": national["peak_window"] and float(peak_window_share_of(nat_floor)),
             "parameters_fitted_to_series": sm.fitted_to,
         },
         "national": {"season": national, "survey_trend": nat_trend},
@@ -467,20 +410,21 @@ def produce(ctx: BuildContext) -> Produced:
                 "state_code": code,
                 "state": name,
                 "zone": zone,
-                "season": season_of(ix, lag, p),
+                "season": season_of(ix, lag, floor),
                 "survey_trend": state_trends.get(code, []),
             }
-            for code, name, zone, ix, lag in zip(
-                states["state_code"], states["state"], states["zone"], state_index, state_lag, strict=True
+            for code, name, zone, ix, lag, floor in zip(
+                states["state_code"], states["state"], states["zone"], state_index, state_lag, state_floor, strict=True
             )
         ],
         "source": sources,
     }
 
     by_code = {
-        code: {"lga_code": code, **season_of(ix, lag, p),
+        code: {"lga_code": code, **season_of(ix, lag, floor),
                "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
-        for code, ix, lag, rain in zip(lga_codes, sm.lga_index, sm.lga_lag, sm.lga_rain, strict=True)
+        for code, ix, lag, floor, rain in zip(lga_codes, sm.lga_index, sm.lga_lag, sm.lga_floor, sm.lga_rain,
+                                              strict=True)
     }
     names = dict(zip(lgas["lga_code"], lgas["lga"], strict=True))
     order = lgas.sort(pl.col("lga").str.to_lowercase(), "lga_code").select("lga_code", "state_code")
@@ -505,28 +449,144 @@ def _lga_record(rec: dict[str, Any], name: str) -> dict[str, Any]:
     return {"lga_code": rec["lga_code"], "lga": name, **{k: v for k, v in rec.items() if k != "lga_code"}}
 
 
-def run_check(
-    data_dir: Path, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
-) -> tuple[SeasonParams, dict[str, Any], pl.DataFrame]:
-    """Read the case records, fit the index to them and cross-validate it."""
-    recorded = cases.read_archetype_profiles(data_dir)
-    arche = cases.read_lga_archetypes(data_dir)
+def state_rain_matrix(state_clim: pl.DataFrame | None, states: pl.DataFrame) -> np.ndarray:
+    """[n_states, 12] CHIRPS climatology in the order of `states`."""
+    if state_clim is None:
+        raise DatasetUnavailable(f"transmission inputs absent: {rainfall.CHIRPS_CLIMATOLOGY}")
+    if "state_code" not in state_clim.columns:
+        state_clim = state_clim.join(states.select("ocha_pcode", "state_code"), on="ocha_pcode", how="inner")
+    return wide(state_clim, "state_code", "rainfall_mm", states["state_code"].to_list())
+
+
+def archetype_series(inputs: Inputs, geo: Geography, lga_codes: list[str]) -> tuple[list[str], np.ndarray, np.ndarray, list[str]]:
+    """(names, weights [n, n_lga], recorded [n, 12], home state) of the archetype profiles present."""
+    if inputs.archetype_profiles is None or inputs.lga_archetypes is None:
+        return [], np.zeros((0, len(lga_codes))), np.zeros((0, 12)), []
+    recorded = inputs.archetype_profiles
+    arche = inputs.lga_archetypes
     arche = arche.join(hbhi_lga_codes(arche, geo, source=cases.LGA_ARCHETYPES), on="lga", how="inner")
-    w_all = series_weights(arche, geo.lgas, lga_codes, sorted(set(recorded["archetype"])))
-    series = [a for a, w in zip(sorted(set(recorded["archetype"])), w_all, strict=True) if w.sum() > 0]
-    if not series:
-        return DEFAULT_PARAMS, empty_check(), pl.DataFrame()
-    weights = series_weights(arche, geo.lgas, lga_codes, series)
-    rec = wide(recorded.filter(pl.col("archetype").is_in(series)), "archetype", "incidence", series)
-    zone_of = dict(zip(geo.states["state_code"], geo.states["zone"], strict=True))
+    names = sorted(set(recorded["archetype"]))
+    w_all = series_weights(arche, geo.lgas, lga_codes, names)
+    names = [a for a, w in zip(names, w_all, strict=True) if w.sum() > 0]
+    if not names:
+        return [], np.zeros((0, len(lga_codes))), np.zeros((0, 12)), []
+    weights = series_weights(arche, geo.lgas, lga_codes, names)
+    rec = wide(recorded.filter(pl.col("archetype").is_in(names)), "archetype", "incidence", names)
     state_of = geo.lgas.sort("lga_code")["state_code"].to_list()
-    bands, states = [], set()
+    home = []
     for w in weights:
-        by_band: dict[str, float] = {}
+        by_state: dict[str, float] = {}
         for i in np.flatnonzero(w):
-            band = BANDS.get(zone_of[state_of[i]], "middle_belt")
-            by_band[band] = by_band.get(band, 0.0) + float(w[i])
-            states.add(state_of[i])
-        bands.append(max(sorted(by_band), key=lambda b: by_band[b]))
-    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
-    return seasonality_check(lga_rain, weights, rec, series, bands, [names[c] for c in states])
+            by_state[state_of[i]] = by_state.get(state_of[i], 0.0) + float(w[i])
+        home.append(max(sorted(by_state), key=lambda s: by_state[s]))
+    return names, weights, rec, home
+
+
+def run_check(
+    inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray, state_clim: pl.DataFrame,
+) -> tuple[AreaSeasonParams, str, dict[str, Any], SeasonFit] | None:
+    """Fit the season rules to the case records and check them leaving whole states out.
+
+    Returns (published parameters, adopted rule, `check`, what the check used), or None when
+    no usable series exists. The adopted rule is the one with the least out-of-sample squared
+    error (season_cv.RULES order on ties: the simpler first).
+    """
+    names, weights, rec, home = archetype_series(inputs, geo, lga_codes)
+    dated = None
+    if inputs.dated_cases is not None:
+        dated = season_cv.dated_profiles(inputs.dated_cases)
+        if not dated.lga_codes:
+            dated = None
+    series = season_cv.series_table(names, weights, rec, home, dated, lga_codes)
+    if not series.names:
+        return None
+    state_of = geo.lgas.sort("lga_code")["state_code"].to_list()
+    states = geo.states.sort("state_code")
+    zone_of = dict(zip(states["state_code"], states["zone"], strict=True))
+    state_rain = state_rain_matrix(state_clim, states)
+    srow = {c: i for i, c in enumerate(states["state_code"].to_list())}
+    dated_states = [s for s in (dated.state_codes if dated else []) if s in srow]
+    table = fit_table(lga_rain, series.weights, series.recorded, "linear")
+    cv = season_cv.leave_state_out(table, lga_rain, series, state_of, dated_states,
+                                   {s: state_rain[srow[s]] for s in dated_states})
+    sq = {r: round(season_cv.squared_error(cv.series_pred[r], series.recorded, series.weight_joint), 4)
+          for r in season_cv.RULES}
+    rule = min(season_cv.RULES, key=lambda r: (sq[r], list(season_cv.RULES).index(r)))
+    params = season_cv.fit(table, lga_rain, series, rule)
+    sfit = SeasonFit(series, cv, dated, state_of, zone_of)
+    names_of = dict(zip(states["state_code"], states["state"], strict=True))
+    check = build_check(sfit, rule, sq, dated_states, names_of)
+    return params, rule, check, sfit
+
+
+def _season_offsets(pred: np.ndarray, rec: np.ndarray, floors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Months off (mean of start and end) and peak month off, season rules at the prediction's share."""
+    start, peak = [], []
+    for pr, rc, f in zip(pred, rec / rec.max(axis=1, keepdims=True), floors, strict=True):
+        share = float(high_share_of(f))
+        a, b = season_from_index(np.round(pr, 3), share), season_from_index(np.round(rc, 3), share)
+        start.append((circular_distance(a.season_start_month, b.season_start_month)
+                      + circular_distance(a.season_end_month, b.season_end_month)) / 2)
+        peak.append(circular_distance(a.peak_month, b.peak_month))
+    return np.array(start, dtype=float), np.array(peak, dtype=float)
+
+
+def build_check(sfit: SeasonFit, rule: str, sq: dict[str, float], dated_states: list[str],
+                state_names: dict[str, str]) -> dict[str, Any]:
+    """`method.check`: SPEC's fields for the adopted rule over every series, then, additive, each
+    measure by level (archetype groups, dated states, dated LGAs), by zone and by rule."""
+    s, cv = sfit.series, sfit.cv
+    pred = cv.series_pred[rule]
+    months_off, peak_off = _season_offsets(pred, s.recorded, cv.series_floor[rule])
+    allsum = season_cv.summarise(pred, s.recorded)
+    kinds = np.array(s.kind)
+    zones = np.array([sfit.zone_of_state.get(st, "") for st in s.state])
+    bands = np.array([BANDS.get(z, "middle_belt") for z in zones])
+
+    def level(rows: np.ndarray, preds: dict[str, np.ndarray], recorded: np.ndarray, zone: np.ndarray) -> dict[str, Any]:
+        out: dict[str, Any] = {r: season_cv.summarise(preds[r][rows], recorded[rows]) for r in season_cv.RULES}
+        out["by_zone"] = {
+            z: {r: season_cv.summarise(preds[r][rows[zone[rows] == z]], recorded[rows[zone[rows] == z]])
+                for r in season_cv.RULES}
+            for z in sorted(set(zone[rows].tolist()))
+        }
+        return out
+
+    levels: dict[str, Any] = {}
+    for k, name in (("archetype", "archetype_groups"), ("lga", "dated_lgas")):
+        rows = np.flatnonzero(kinds == k)
+        if rows.size:
+            levels[name] = level(rows, cv.series_pred, s.recorded, zones)
+    if dated_states and sfit.dated is not None:
+        st_rec = np.array([sfit.dated.state[sfit.dated.state_codes.index(c)] for c in dated_states])
+        st_zone = np.array([sfit.zone_of_state.get(c, "") for c in dated_states])
+        levels["dated_states"] = level(np.arange(len(dated_states)), cv.state_pred, st_rec, st_zone)
+
+    def summary(rows: np.ndarray) -> dict[str, Any]:
+        return season_cv.summarise(pred[rows], s.recorded[rows])
+
+    checked_states = sorted({state_names.get(c, c) for c in s.state})
+    return {
+        "series": len(s.names),
+        "states": checked_states,
+        "median_correlation": allsum["median_correlation"],
+        "mean_months_off": _round(float(months_off.mean()), CHECK_DECIMALS),
+        "mean_months_peak_is_off": _round(float(peak_off.mean()), CHECK_DECIMALS),
+        "cross_validation": "leave one whole state out: its dated LGA series and the archetype profiles whose "
+                            "population lies mostly in it are left out, every constant refitted on the rest, and "
+                            "the held-out profiles predicted",
+        "season_rule": rule,
+        "season_rule_cv_squared_error": sq,
+        "folds": len(cv.folds),
+        "archetype_series": int((kinds == "archetype").sum()),
+        "dated_lga_series": int((kinds == "lga").sum()),
+        "dated_states": [state_names.get(c, c) for c in dated_states],
+        "mean_centre_months_off": allsum["mean_centre_months_off"],
+        "mean_best_4_month_share_error": allsum["mean_best_4_month_share_error"],
+        "mean_trough_to_peak_error": allsum["mean_trough_to_peak_error"],
+        "recorded_median_trough_to_peak": _round(float(np.median(trough_to_peak(s.recorded))), CHECK_DECIMALS),
+        "recorded_max_best_4_month_share": _round(float(best_months_share(s.recorded).max()), CHECK_DECIMALS),
+        "by_band": {b: summary(np.flatnonzero(bands == b)) for b in ("north", "middle_belt", "south")
+                    if (bands == b).any()},
+        "levels": levels,
+    }

@@ -5,10 +5,13 @@ and returns arrays; reading files and shaping documents live elsewhere
 (pipeline/sources, pipeline/datasets/risk.py). docs/model.md has the formulas with the
 reason for every constant; the constants below are the single source.
 
-    score[a,t] = B[a,t] x c[a, month(t)]            clipped to [0, 1]
+    score[a,t] = B[a,t] x c[a, month(t)] x f[a,t]   clipped to [0, 1]
 
 * c is the area's seasonal index (pipeline.model.seasons) rescaled to mean 1 over the
   year: rainfall shapes *when* in the year, the surveys say *how much*.
+* f is the recorded-rainfall term, where the pre-registered test on the dated case series
+  adopted it (docs/validation.md (f)): exp(sum_k beta_k r[a, t-k]), r the log rain anomaly at
+  lags 0-3; 1 in forecast months and when the test did not adopt it.
 * B is the baseline from the surveys: a local-level (random-walk) model on the logit
   scale per state, observed by each survey round with binomial sampling error, after
   dividing the round's value by the mean of c over its fieldwork months (a survey in
@@ -28,7 +31,7 @@ from statistics import NormalDist
 import numpy as np
 import polars as pl
 
-MODEL_VERSION = "survey-season/2.0.0"
+MODEL_VERSION = "survey-season-rain/3.0.0"
 RANGE_LEVEL = 0.8
 Z_RANGE = NormalDist().inv_cdf(0.5 + RANGE_LEVEL / 2)  # 1.2816
 # Levels follow the WHO malaria-elimination framework (2017) transmission strata on

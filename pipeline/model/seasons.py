@@ -397,6 +397,34 @@ class FitTable:
         return err
 
 
+@dataclass(frozen=True)
+class SparseRows:
+    """A sparse non-negative weight matrix [n_series, n_areas] as its non-zero entries.
+
+    `product(x)` is `w @ x` without BLAS: a segment sum over the non-zero weights. Each series
+    covers few areas, and multi-threaded BLAS on a busy machine is many times slower than
+    this for the thin matrices of the season fit."""
+
+    n: int
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    present: np.ndarray
+    starts: np.ndarray
+
+    @classmethod
+    def of(cls, w: np.ndarray) -> SparseRows:
+        rows, cols = np.nonzero(w)
+        present = np.unique(rows)
+        return cls(w.shape[0], rows, cols, w[rows, cols], present, np.searchsorted(rows, present))
+
+    def product(self, x: np.ndarray) -> np.ndarray:
+        out = np.zeros((self.n,) + x.shape[1:])
+        if self.rows.size:
+            out[self.present] = np.add.reduceat(self.vals[:, None] * x[self.cols], self.starts, axis=0)
+        return out
+
+
 def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray, rule: str = "linear") -> FitTable:
     """Errors of every grid point against each recorded case profile.
 
@@ -412,6 +440,8 @@ def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray, 
     rec = rec / rec.mean(axis=1, keepdims=True)
     d = dry_months(rain)
     floors = GRID_FLOOR[:, None, None]
+    r1, r2 = rec.sum(axis=1), (rec**2).sum(axis=1)
+    sw = SparseRows.of(w)
     loss = np.empty((len(GRID_LAG_AT_PIVOT), len(GRID_LAG_PER_DRY_MONTH), len(GRID_FLOOR), rec.shape[0]))
     shapes = np.empty((len(GRID_LAG_AT_PIVOT), len(GRID_LAG_PER_DRY_MONTH), rec.shape[0], MONTHS))
     for i, a in enumerate(GRID_LAG_AT_PIVOT):  # 36 x 13 whole-matrix evaluations
@@ -420,11 +450,16 @@ def fit_table(area_rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray, 
                 loss[i, j], shapes[i, j] = np.inf, np.nan  # a constant lag has no slope: never chosen
                 continue
             lag = rule_lag(rule, a, s, d)
-            sh = w @ rain_shape(rain, lag)
+            sh = sw.product(rain_shape(rain, lag))
             shapes[i, j] = sh
-            pred = floors + (1.0 - floors) * sh[None]
-            pred = pred / pred.mean(axis=2, keepdims=True)
-            loss[i, j] = ((pred - rec[None]) ** 2).sum(axis=2)
+            # sum_m (p_m / mean(p) - r_m)^2 with p = f + (1 - f) sh, expanded so the floor grid
+            # needs only per-series sums (tested against the direct formula)
+            s1, s2, sr = sh.sum(axis=1), (sh**2).sum(axis=1), (sh * rec).sum(axis=1)
+            g = floors[:, :, 0]  # [F, 1]
+            mp = (MONTHS * g + (1 - g) * s1[None]) / MONTHS
+            pp = MONTHS * g**2 + 2 * g * (1 - g) * s1[None] + (1 - g) ** 2 * s2[None]
+            pr = g * r1[None] + (1 - g) * sr[None]
+            loss[i, j] = np.maximum(pp / mp**2 - 2 * pr / mp + r2[None], 0.0)
     return FitTable(loss=loss, shapes=shapes, rule=rule)
 
 
@@ -482,3 +517,161 @@ def profile_errors(predicted: np.ndarray, recorded: np.ndarray) -> dict[str, np.
 def peak_window(index: Sequence[float] | np.ndarray, share: float) -> tuple[int, ...]:
     """Months whose index is at least `share` of the peak (the peak is 1)."""
     return tuple(int(m) + 1 for m in np.flatnonzero(np.asarray(index, dtype=float) >= share))
+
+
+# --- Model 3: the floor varies with the dry season too; fitted on case profiles and dated series -----
+#
+#   floor_a = clip(floor_at_pivot + floor_per_dry_month * (dry_a - 5), FLOOR_BOUNDS)
+#   index[a,m] = floor_a + (1 - floor_a) * shape[a,m]
+#
+# The dated LGA series (six states) show quiet months at 0.41-0.61 of the peak in the north and
+# flat profiles on the coast: the amplitude of the season, not only its timing, follows the length
+# of the dry season. Fitted in two stages, both inside every cross-validation fold: the lag rule's
+# constants with a constant floor (the model-2 grid), then the floor's two constants at that lag.
+
+FLOOR_BOUNDS = (0.2, 0.95)  # an index with no floor, or a flat one, is not a season
+GRID_FLOOR_AT_PIVOT = np.round(np.arange(0.30, 0.9001, 0.02), 2)
+GRID_FLOOR_PER_DRY_MONTH = np.round(np.arange(-0.12, 0.0401, 0.01), 2)
+FLOOR_RULES = ("constant", "linear")
+LAG_WINDOW = 3  # grid steps searched around the current lag in each round of the coordinate descent
+MAX_ROUNDS = 5
+
+
+@dataclass(frozen=True)
+class AreaSeasonParams:
+    """Model 3 constants: the lag rule (as SeasonParams) and the floor's own rule."""
+
+    lag_at_pivot: float
+    lag_per_dry_month: float
+    floor_at_pivot: float
+    floor_per_dry_month: float
+    lag_rule: str = "linear"
+
+    def floors(self, dry: np.ndarray) -> np.ndarray:
+        return area_floor(self.floor_at_pivot, self.floor_per_dry_month, np.asarray(dry, dtype=float))
+
+    def lags(self, dry: np.ndarray) -> np.ndarray:
+        return rule_lag(self.lag_rule, self.lag_at_pivot, self.lag_per_dry_month, np.asarray(dry, dtype=float))
+
+    def to_json(self) -> dict[str, float | str | list[float]]:
+        return {"floor_at_5_dry_months": self.floor_at_pivot, "floor_per_dry_month": self.floor_per_dry_month,
+                "floor_bounds": list(FLOOR_BOUNDS), "lag_at_5_dry_months": self.lag_at_pivot,
+                "lag_per_dry_month": self.lag_per_dry_month, "lag_rule": self.lag_rule}
+
+    @classmethod
+    def from_model_2(cls, p: SeasonParams) -> AreaSeasonParams:
+        return cls(p.lag_at_pivot, p.lag_per_dry_month, p.floor, 0.0, p.rule)
+
+
+def area_floor(at_pivot: float, per_dry_month: float, dry: np.ndarray) -> np.ndarray:
+    """Floor of each area from its dry months, kept inside FLOOR_BOUNDS."""
+    return np.clip(at_pivot + per_dry_month * (np.asarray(dry, dtype=float) - LAG_PIVOT_DRY_MONTHS), *FLOOR_BOUNDS)
+
+
+def high_share_of(floor: np.ndarray | float) -> np.ndarray:
+    """`high_season_share_of_peak` of an area: where its rain-driven part reaches half its own peak."""
+    return np.round(np.asarray(floor, dtype=float) + (1.0 - np.asarray(floor, dtype=float)) * HIGH_RAIN_SHARE,
+                    INDEX_DECIMALS)
+
+
+def peak_window_share_of(floor: np.ndarray | float) -> np.ndarray:
+    return np.round(np.asarray(floor, dtype=float) + (1.0 - np.asarray(floor, dtype=float)) * PEAK_WINDOW_RAIN_SHARE,
+                    INDEX_DECIMALS)
+
+
+def area_index(rain: np.ndarray | Sequence, p: AreaSeasonParams, rounded: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(index [n,12], floor [n], lag [n]) of areas with these rainfall climatologies.
+
+    The index's peak reads exactly 1 and every month lies in [floor, 1]; rounded to the
+    published precision unless `rounded` is False.
+    """
+    arr = _as_matrix(rain)
+    d = dry_months(arr)
+    lag, floor = p.lags(d), p.floors(d)
+    ix = floor[:, None] + (1.0 - floor[:, None]) * rain_shape(arr, lag)
+    return (np.round(ix, INDEX_DECIMALS) if rounded else ix), floor, lag
+
+
+def floor_grid_loss(shape: np.ndarray, dry: np.ndarray, weights: np.ndarray, recorded: np.ndarray) -> np.ndarray:
+    """Squared error [n_floor_at_pivot, n_floor_per_dry_month, n_series] of every floor grid point.
+
+    shape: [n_areas, 12] lagged rain shapes; weights: [n_series, n_areas]; recorded: [n_series, 12].
+    Profiles scaled to mean 1 on both sides, as in `fit_table`.
+    """
+    w = np.asarray(weights, dtype=float)
+    w = w / w.sum(axis=1, keepdims=True)
+    rec = _as_matrix(recorded)
+    rec = rec / rec.mean(axis=1, keepdims=True)
+    # The floor depends on an area only through its whole number of dry months, so areas are
+    # grouped by it first: the grid then multiplies [dry values] instead of [areas].
+    dvals, group = np.unique(np.asarray(dry, dtype=int), return_inverse=True)
+    onehot = np.zeros((len(dvals), len(group)))
+    onehot[group, np.arange(len(group))] = 1.0
+    w_by = np.einsum("sa,va->vs", w, onehot)  # [V, S]
+    ws_by = np.stack([SparseRows.of(w * onehot[v][None]).product(shape) for v in range(len(dvals))])  # [V, S, 12]
+    f = np.clip(GRID_FLOOR_AT_PIVOT[:, None, None]
+                + GRID_FLOOR_PER_DRY_MONTH[None, :, None] * (dvals - LAG_PIVOT_DRY_MONTHS)[None, None, :],
+                *FLOOR_BOUNDS)  # [F, H, V]
+    # series profile = w @ (f + (1 - f) * shape) = w@f + w@shape - w@(f * shape)
+    wf = np.einsum("fhv,vs->fhs", f, w_by)
+    ws = ws_by.sum(axis=0)  # [S, 12]
+    wfs = np.einsum("fhv,vsm->fhsm", f, ws_by)  # plain c_einsum: no BLAS threads
+    pred = wf[..., None] + ws[None, None] - wfs
+    pred = pred / pred.mean(axis=-1, keepdims=True)
+    return ((pred - rec[None, None]) ** 2).sum(axis=-1)
+
+
+def fit_area_params(table: FitTable, rain: np.ndarray, weights: np.ndarray, recorded: np.ndarray,
+                    series_weight: np.ndarray, floor_rule: str = "linear") -> AreaSeasonParams:
+    """Two-stage fit on the series with positive `series_weight` (zero: held out).
+
+    Stage 1: the lag constants (and a constant floor) minimising the weighted squared error over
+    the model-2 grid (`table`); then, for floor_rule "linear", alternately the floor's two constants
+    (GRID_FLOOR_AT_PIVOT x GRID_FLOOR_PER_DRY_MONTH) at the current lag and the lag's constants at
+    that floor, until neither moves. Ties go to the first grid point.
+    """
+    sw = np.asarray(series_weight, dtype=float)
+    loss = table.loss[:, :1] if table.rule == "constant" else table.loss
+    total = np.einsum("ijks,s->ijk", loss, sw)
+    i0, j0, k0 = np.unravel_index(int(np.argmin(total)), total.shape)
+    i, j, k = int(i0), int(j0), int(k0)
+    lag_a, lag_s = float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j])
+    if floor_rule == "constant":
+        return AreaSeasonParams(lag_a, lag_s, float(GRID_FLOOR[k]), 0.0, table.rule)
+    keep = sw > 0
+    d = dry_months(rain)
+    w_keep = np.asarray(weights)[keep]
+    used = np.flatnonzero(w_keep.sum(axis=0) > 0)
+    rain_u, d_u, w_u = _as_matrix(rain)[used], d[used], w_keep[:, used]
+    rec_k, sw_k = _as_matrix(recorded)[keep], sw[keep]
+    rec_n = rec_k / rec_k.mean(axis=1, keepdims=True)
+    sparse = SparseRows.of(w_u / w_u.sum(axis=1, keepdims=True))
+    # Coordinate descent from the constant-floor fit: the floor's constants at the current lag, then
+    # the lag's constants (within LAG_WINDOW grid steps) at that floor, until neither moves. A lag
+    # fitted under one floor everywhere is biased where the floor varies; this removes the bias.
+    for _ in range(MAX_ROUNDS):
+        shape = rain_shape(rain_u, rule_lag(table.rule, float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]), d_u))
+        fl = floor_grid_loss(shape, d_u, w_u, rec_k)
+        a, b = np.unravel_index(int(np.argmin(np.einsum("fhs,s->fh", fl, sw_k))), fl.shape[:2])
+        floor = area_floor(float(GRID_FLOOR_AT_PIVOT[a]), float(GRID_FLOOR_PER_DRY_MONTH[b]), d_u)[:, None]
+        best, where = np.inf, (i, j)
+        for ii in range(max(0, i - LAG_WINDOW), min(len(GRID_LAG_AT_PIVOT), i + LAG_WINDOW + 1)):
+            for jj in range(max(0, j - LAG_WINDOW), min(len(GRID_LAG_PER_DRY_MONTH), j + LAG_WINDOW + 1)):
+                if table.rule == "constant" and jj:
+                    continue
+                lag = rule_lag(table.rule, float(GRID_LAG_AT_PIVOT[ii]), float(GRID_LAG_PER_DRY_MONTH[jj]), d_u)
+                prof = sparse.product(floor + (1.0 - floor) * rain_shape(rain_u, lag))
+                prof = prof / prof.mean(axis=1, keepdims=True)
+                err = float((((prof - rec_n) ** 2).sum(axis=1) * sw_k).sum())
+                if err < best - 1e-12:
+                    best, where = err, (ii, jj)
+        if where == (i, j):
+            break
+        i, j = where
+    return AreaSeasonParams(float(GRID_LAG_AT_PIVOT[i]), float(GRID_LAG_PER_DRY_MONTH[j]),
+                            float(GRID_FLOOR_AT_PIVOT[a]), float(GRID_FLOOR_PER_DRY_MONTH[b]), table.rule)
+
+
+def season_of_area(index: Sequence[float] | np.ndarray, floor: float) -> Season:
+    """SPEC 2.6 season of one area at its own high-season share."""
+    return season_from_index(index, float(high_share_of(floor)))

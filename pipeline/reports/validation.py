@@ -8,7 +8,12 @@ quoted by the docs pages); this module's command writes the same report to repor
     2018 round, on rounds <= 2018 the 2021 round (Spearman, RMSE, share inside the 80 %
     range), beside the Model 1 reference (last round held flat with its "95 %" band);
 (c) agreement with the MAP-style incidence table, 2018-2019 only (a check, never an input);
-(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
+(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations;
+(f) the pre-registered tests of what a month carries, on the dated LGA series, and the score
+    against cases month by month (every season in it from the fold that held the state out).
+
+The build runs this as its own producer (pipeline/datasets/validation.py), after the risk
+model; this module imports the risk producer's model functions, never the other way round.
 
     python -m pipeline.reports.validation --data-dir DIR --out reports/
 """
@@ -16,6 +21,7 @@ quoted by the docs pages); this module's command writes the same report to repor
 from __future__ import annotations
 
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -24,23 +30,42 @@ import numpy as np
 import orjson
 import polars as pl
 
+from pipeline.model import month_tests
 from pipeline.model import risk as model
 from pipeline.reports import report_command
-from pipeline.sources.incidence import read_incidence
+from pipeline.sources.inputs import Inputs
 
 HELD_OUT = ((2015, 2018), (2018, 2021))  # (train on rounds up to, predict)
 AGREEMENT_YEARS = (2018, 2019)
 # Model 1's range for the reference row: the last round held flat, B +- 1.96 sqrt(B(1-B)/150).
 MODEL1_N = 150.0
 NOT_VALIDATED = [
-    "Month-to-month rain anomalies: no term for them, because the data here give no evidence of skill "
-    "(rainfall does not explain changes in prevalence between survey rounds); the score's monthly pattern "
-    "is the climatological season only.",
+    "Seasons in the states without dated series: the leave-whole-state-out figures estimate that error "
+    "from six states (two far-northern, two middle-belt, two southern) and the archetype groups.",
     "LGA differences beyond the urban split: the only LGA observations (NDHS 2018, 1-108 children each) are "
     "used to test the split, not published as estimates.",
-    "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
     "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
+    "The dated case series are routine counts: reporting completeness, stock-outs and care seeking move "
+    "them as well as malaria does.",
 ]
+CAVEATS = [
+    "Every season figure here is out of sample: constants refitted without the state being scored "
+    "(leave one whole state out). Six states have dated series; the rest of the country is judged by them "
+    "and by 22 archetype profiles of unstated years.",
+    "The dated series are routine facility counts (NHMIS/DHIS2) without a stated licence: used for fitting "
+    "and validation only, never published; figures and plots here derive from them (ratios and averages), "
+    "no row is shown.",
+    "Routine counts mix malaria with reporting completeness, stock-outs and care seeking: agreement is "
+    "limited by them as much as by the model.",
+    "The score is a survey-based positivity; the dated series are case counts. Only their timing over the "
+    "year is compared, never their level.",
+]
+SEASON_RULE_NAMES = {
+    "model_2": "model 2 rule: one floor everywhere, lag by dry months, fitted to the archetype profiles only",
+    "constant_floor_both_sources": "one floor everywhere, fitted to the archetype profiles and the dated series",
+    "model_3": "model 3 rule: floor and lag both by dry months, fitted to the archetype profiles and the dated series",
+}
+LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
@@ -180,19 +205,126 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     return res
 
 
-def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, Any]:
+def _p(x: np.ndarray) -> list[float]:
+    return [round(float(v), 3) for v in x]
+
+
+def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
+    """Recorded 12-month profiles of the dated states and a fixed sample of dated LGAs beside the
+    published index and the out-of-sample one (the fold that held the state out). All scaled to
+    peak 1; the recorded ones are 4-year averages of ratios, never counts."""
+    fit = sm.fit
+    if fit is None or fit.dated is None:
+        return {"states": [], "lgas": [], "note": "dated case series absent from this data load"}
+    cv, dated, rule = fit.cv, fit.dated, sm.rule
+    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
+    states = geo.states.sort("state_code")
+    srow = {c: i for i, c in enumerate(states["state_code"].to_list())}
+    lga_names = dict(zip(geo.lgas["lga_code"], geo.lgas["lga"], strict=True))
+    state_rows = []
+    dated_states = [s for s in dated.state_codes if s in srow]
+    for k, code in enumerate(dated_states):
+        rec = dated.state[dated.state_codes.index(code)]
+        state_rows.append({"state_code": code, "state": names[code],
+                           "recorded": _p(rec / rec.max()),
+                           "out_of_sample": _p(cv.state_pred[rule][k]),
+                           "model_2_out_of_sample": _p(cv.state_pred["model_2"][k])})
+    pos = {c: i for i, c in enumerate(sm.lga_codes)}
+    lga_rows = []
+    srow_of = {n: i for i, n in enumerate(fit.series.names)}
+    for code in dated_states:
+        for lga in [c for c, s in zip(dated.lga_codes, dated.lga_state, strict=True) if s == code][:LGA_SAMPLE_PER_STATE]:
+            i = srow_of.get(lga)
+            if i is None:
+                continue
+            rec = fit.series.recorded[i]
+            lga_rows.append({"lga_code": lga, "lga": lga_names.get(lga, lga), "state_code": code,
+                             "recorded": _p(rec / rec.max()), "published": _p(sm.lga_index[pos[lga]]),
+                             "out_of_sample": _p(cv.series_pred[rule][i])})
+    return {"states": state_rows, "lgas": lga_rows,
+            "note": "recorded: each LGA-month over its LGA-year mean, averaged per calendar month over 2020-2023 "
+                    "(the state: case-weighted over its LGAs), scaled to peak 1; out_of_sample: the season "
+                    "predicted by constants fitted without the state"}
+
+
+def month_validation(md: Any, res: Any) -> dict[str, Any]:
+    """(f): the pre-registered tests (run by the risk producer before it scores, since a term enters
+    the score only if they adopt it) and the score against cases month by month.
+
+    Every season here is the one predicted for the LGA's state by constants fitted without that
+    state (season_cv.leave_state_out), never the published one."""
+    ev = md.months
+    if ev is None:
+        return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
+    return {"tests": ev.tests, "score_against_cases": score_against_cases(md, res, ev),
+            "lga_months": int(np.isfinite(ev.data.y).sum()), "lgas": len(ev.lga_codes),
+            "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
+
+
+def score_against_cases(md: Any, res: Any, ev: Any) -> list[dict[str, Any]]:
+    """Per dated state, month by month: its LGAs' cases against the score, each LGA over its own
+    mean and averaged over the state's LGAs present that month (at least half of them). The score is
+    refitted out of sample: the season of the fold that held the state out and, where the rain term
+    is adopted, that fold's rain coefficients. r of the levels and of the month-to-month anomalies."""
+    from pipeline.datasets.risk import month_index
+
+    est = {month_index(p): j for j, p in enumerate(res.estimated)}
+    n = ev.cases.shape[1]
+    months = np.arange(ev.t0, ev.t0 + n)
+    base_all, _, _ = model.baseline_range(res.baseline, np.array([m for m in months if m in est] or [ev.t0]))
+    have = np.array([m in est for m in months])
+    rain = ev.tests.get("b_rain_anomalies_lags_0_3", {})
+    adopted = bool(rain.get("adopted"))
+    data = ev.data
+    out = []
+    for code in sorted(set(data.state.tolist())):
+        sel = data.state == code
+        s_i = md.state_codes.index(code)
+        c = np.exp(data.reference[sel])  # the held-out season: index over its mean, per month
+        factor = np.ones_like(c)
+        if adopted:
+            beta = np.array(rain["by_state"].get(code, {}).get("coefficients") or [0.0] * data.anomalies.shape[0])
+            factor = np.exp(np.einsum("k,klt->lt", beta, np.nan_to_num(data.anomalies[:, sel], nan=0.0)))
+        score = np.full(c.shape, np.nan)
+        score[:, have] = base_all[s_i][None, :] * c[:, have] * factor[:, have]
+        cases = ev.cases[sel]
+        enough = np.isfinite(cases).sum(axis=0) >= max(1, sel.sum() / 2)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # months no LGA reported: NaN, as intended
+            lvl_c = np.nanmean(cases / np.nanmean(cases, axis=1, keepdims=True), axis=0)
+            lvl_s = np.nanmean(score / np.nanmean(score, axis=1, keepdims=True), axis=0)
+            an_c = np.nanmean(month_tests.outcome(cases), axis=0)
+            an_s = np.nanmean(month_tests.outcome(score), axis=0)
+        lvl_c[~enough], an_c[~enough] = np.nan, np.nan
+        out.append({
+            "state_code": code, "months": int(np.isfinite(lvl_c).sum()),
+            "r_monthly_level": _r(month_tests.pearson(lvl_c, lvl_s)),
+            "r_month_to_month": _r(month_tests.pearson(an_c, an_s)),
+            "cases_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_c],
+            "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_s],
+        })
+    return out
+
+
+def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
     sm = md.season
     return {
         "model_version": model.MODEL_VERSION,
         "score_range_level": model.RANGE_LEVEL,
+        "caveats": CAVEATS,
         "seasons": {
             "parameters": sm.params.to_json(),
+            "rule": sm.rule,
+            "rules_compared": SEASON_RULE_NAMES,
             "parameters_fitted_to_series": sm.fitted_to,
             "check": sm.check,
+            "profiles": season_profiles(sm, geo),
         },
+        "months": month_validation(md, res),
         "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
-        "map_agreement": map_agreement(md, res, read_incidence(data_dir, geo.states)),
+        "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": lga_comparison(md),
         "baseline": {
             "random_walk_variance_per_year": _r(res.baseline.q, 4),
@@ -226,6 +358,24 @@ def markdown(r: dict[str, Any], command: str) -> str:
     lines += ["", r["map_agreement"]["note"], "", "## (d) LGAs: leave-one-LGA-out, NDHS 2018", ""]
     lc = r["lga_comparison"]
     lines += [f"`{k}`: {v}" + "  " for k, v in lc.items()]
+    lines += ["", "## (a) Seasons by level, leaving whole states out (before: model 2 rule; after: published)", "",
+              "| level | rule | n | median r | centre off | trough/peak error | best-4-month share error |",
+              "|---|---|---|---|---|---|---|"]
+    for level, by_rule in (c.get("levels") or {}).items():
+        for rule in ("model_2", r["seasons"]["rule"]):
+            s = by_rule.get(rule) or {}
+            lines.append(f"| {level} | {rule} | {s.get('series')} | {s.get('median_correlation')} | "
+                         f"{s.get('mean_centre_months_off')} | {s.get('mean_trough_to_peak_error')} | "
+                         f"{s.get('mean_best_4_month_share_error')} |")
+    tests = (r.get("months") or {}).get("tests")
+    lines += ["", "## (f) Pre-registered month tests (docs/validation.md)", ""]
+    if tests:
+        for term in ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing"):
+            x = tests[term]
+            lines.append(f"- `{term}`: better in {x['improved_in']} of {x['states']} held-out states: "
+                         f"{'adopted' if x['adopted'] else 'not adopted'}")
+    else:
+        lines.append(r["months"]["note"])
     lines += ["", "## Not validated", ""] + [f"- {x}" for x in r["not_validated"]] + [""]
     return "\n".join(lines)
 

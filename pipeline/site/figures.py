@@ -50,14 +50,39 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
             figures[f"check.{band}.{name}"] = by_band.get(name, NOT_IN_RELEASE)
     for name in ("cases_follow_rain_by_months", "high_season_share_of_peak", "seasonal_floor",
                  "lag_at_5_dry_months", "lag_per_dry_month", "dry_month_below_mm", "peak_window_share_of_peak",
-                 "parameters_fitted_to_series"):
+                 "parameters_fitted_to_series", "floor_at_5_dry_months", "floor_per_dry_month", "season_rule"):
         figures[f"method.{name}"] = method.get(name, NOT_IN_RELEASE)
+    for name in ("folds", "archetype_series", "dated_lga_series"):
+        figures[f"check.{name}"] = check.get(name, NOT_IN_RELEASE)
+    sq = check.get("season_rule_cv_squared_error") or {}
+    levels = check.get("levels") or {}
+    for rule in SEASON_RULES:
+        figures[f"check.cv_squared_error.{rule}"] = sq.get(rule, NOT_IN_RELEASE)
+        for level in SEASON_LEVELS:
+            lv = levels.get(level) or {}
+            for m in SEASON_MEASURES:
+                figures[f"check.{level}.{rule}.{m}"] = _given((lv.get(rule) or {}).get(m))
+                for zone, key in ZONE_KEYS.items():
+                    zv = ((lv.get("by_zone") or {}).get(zone) or {}).get(rule) or {}
+                    figures[f"check.{level}.{key}.{rule}.{m}"] = _given(zv.get(m))
     figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
     figures.update(validation_figures(produced_files(produced)))
     return figures
 
 
 VALIDATION_FILE = "docs/validation.json"
+SEASON_RULES = ("model_2", "constant_floor_both_sources", "model_3")
+SEASON_LEVELS = ("archetype_groups", "dated_states", "dated_lgas")
+SEASON_MEASURES = ("series", "median_correlation", "mean_centre_months_off", "mean_best_4_month_share_error",
+                   "mean_trough_to_peak_error")
+ZONE_KEYS = {"North West": "nw", "North East": "ne", "North Central": "nc", "South West": "sw", "South East": "se",
+             "South South": "ss"}
+MONTH_TERMS = ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing")
+DATED_STATES = ("AK", "BA", "BE", "EB", "KE", "NA")
+
+
+def _given(value: Any) -> Any:
+    return NOT_IN_RELEASE if value is None else value
 
 
 def produced_files(produced: Iterable[Produced]) -> dict[str, bytes]:
@@ -93,6 +118,26 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     base = report.get("baseline", {})
     for name in ("random_walk_variance_per_year", "typical_children_per_state_survey"):
         put(f"baseline.{name}", base.get(name))
+    months = report.get("months") or {}
+    tests = months.get("tests") or {}
+    for term in MONTH_TERMS:
+        t = tests.get(term) or {}
+        for name in ("improved_in", "states"):
+            put(f"months.{term}.{name}", t.get(name))
+        put(f"months.{term}.adopted", None if not t else ("adopted" if t.get("adopted") else "not adopted"))
+        for code in DATED_STATES:
+            s = (t.get("by_state") or {}).get(code) or {}
+            put(f"months.{term}.{code}.r_reference", s.get("r_reference"))
+            put(f"months.{term}.{code}.r_with_term", s.get("r_with_term"))
+    coef = (tests.get("b_rain_anomalies_lags_0_3") or {}).get("published_coefficients")
+    put("months.rain_coefficients", None if not coef else ", ".join(f"{c:+.3f}" for c in coef))
+    put("months.adopted", None if not tests else (", ".join(tests.get("adopted") or []) or "none"))
+    put("months.lga_months", months.get("lga_months"))
+    put("months.lgas", months.get("lgas"))
+    by_code = {s.get("state_code"): s for s in months.get("score_against_cases") or []}
+    for code in DATED_STATES:
+        for name in ("r_monthly_level", "r_month_to_month"):
+            put(f"score_cases.{code}.{name}", (by_code.get(code) or {}).get(name))
     return out
 
 

@@ -119,6 +119,10 @@ def resource_schemas() -> dict[str, Schema]:
                         "description": "Months at `peak_window_share_of_peak` of the peak or more (additive)."},
         "lag_months": {"type": "number", "description": "Months by which cases follow rain in this area "
                        "(from the length of its dry season; additive)."},
+        "seasonal_floor": _share("The area's floor: expected cases in its quietest month as a share of the peak, "
+                                 "from the length of its dry season (additive)."),
+        "high_season_share_of_peak": _share("The area's threshold share of the peak defining `high_months`: "
+                                            "where its rain-driven part reaches half its own peak (additive)."),
     }
     survey = {
         "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
@@ -173,8 +177,9 @@ def resource_schemas() -> dict[str, Schema]:
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
-        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary, "
-                        "which widens its score range (docs/model.md); always false for forecast months."},
+        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary: "
+                        "the score's rainfall adjustment (docs/model.md) then uses preliminary rainfall and may "
+                        "change when CHIRPS is final; always false for forecast months."},
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
@@ -252,7 +257,10 @@ def resource_schemas() -> dict[str, Schema]:
         "properties": {
             "rainfall": _str("Source of the state rainfall series."),
             "lga_rainfall_shape": _str("Source of the within-state LGA rainfall shape."),
-            "check_cases": _str("Source of the case profiles used only as an out-of-sample check."),
+            "check_cases": _str("Source of the archetype case profiles the season is fitted to and checked "
+                                "against (out of sample)."),
+            "fit_dated_cases": _str("Source of the dated LGA case series used for fitting and validation only "
+                                    "(rows never published; additive)."),
             "surveys": {"type": "array", "items": {"type": "string"}},
             "survey_note": _str("How survey rounds were chosen and labelled."),
             "note": _str("How the LGA rainfall was derived."),
@@ -296,11 +304,16 @@ def resource_schemas() -> dict[str, Schema]:
         "mean_months_off": {"type": ["number", "null"]},
         "mean_months_peak_is_off": {"type": ["number", "null"]},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "lag_rule_cv_errors": {"type": "object", "additionalProperties": {"type": "number"},
-                               "description": "Leave-one-out error of each candidate lag rule; the published "
-                               "rule has the least (additive)."},
-        "lag_rules_chosen": {"type": "array", "items": {"type": "string"},
-                             "description": "Rules chosen inside the cross-validation folds (additive)."},
+        "season_rule": _str("The season rule published, chosen by held-out squared error (additive).",
+                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
+        "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
+                                         "description": "Held-out squared error of each season rule (additive)."},
+        "folds": _int("States left out in turn (additive)."),
+        "archetype_series": _int("Archetype profiles among the series (additive)."),
+        "dated_lga_series": _int("Dated LGA profiles among the series (fitting and validation only; "
+                                 "additive)."),
+        "dated_states": {"type": "array", "items": {"type": "string"},
+                         "description": "States with dated series (additive)."},
         "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
                                    "and recorded season centres, months (additive)."},
         "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
@@ -311,14 +324,23 @@ def resource_schemas() -> dict[str, Schema]:
         "recorded_max_best_4_month_share": {"type": ["number", "null"]},
         "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
                     "(additive)."},
-    }, description="Comparison against independent monthly case records, cross-validated.")
+        "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
+                   "dated_lgas), by rule and by zone (additive; docs: seasons)."},
+    }, description="Comparison against monthly case records, leaving whole states out.")
     s["TransmissionMethod"] = _obj({
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
         "description": _str("The method in plain sentences."),
         "check": _ref("TransmissionCheck"),
-        "seasonal_floor": _share("Floor of the seasonal index: expected cases in the driest month as a share "
-                                 "of the peak, before rounding (additive)."),
+        "seasonal_floor": _share("The national season's floor (population-weighted mean of the states'; "
+                                 "additive)."),
+        "floor_at_5_dry_months": _share("Floor of an area with 5 dry months (additive)."),
+        "floor_per_dry_month": {"type": "number", "description": "Change of the floor per extra dry month "
+                                "(additive)."},
+        "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
+                         "description": "The floor is kept within these (additive)."},
+        "season_rule": _str("The season rule published (additive; docs: seasons).",
+                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
                                 "with 5 dry months (additive)."},
         "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},

@@ -63,7 +63,7 @@ def read_text_columns(path: Path, columns: list[str]) -> pl.DataFrame:
     """The named columns of `path` as stripped text; header names are stripped too
     (some source files carry trailing spaces in them)."""
     raw = read_csv_text(path)
-    raw = raw.rename({c: c.strip() for c in raw.columns})
+    raw = raw.rename({c: c.strip().lstrip("\ufeff").strip() for c in raw.columns})
     missing = [c for c in columns if c not in raw.columns]
     if missing:
         raise InputError(path, f"missing column(s) {', '.join(missing)}; found {', '.join(raw.columns)}")

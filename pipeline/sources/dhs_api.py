@@ -30,7 +30,7 @@ import orjson
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources import survey
+from pipeline.sources.survey_schema import SCHEMA
 
 INDICATOR_TESTS = {"ML_PMAL_C_MSC": "microscopy", "ML_PMAL_C_RDT": "RDT"}
 
@@ -39,8 +39,7 @@ ZONES = ("North Central", "North East", "North West", "South East", "South South
 # Abuja is spelt several ways across DHS products
 STATE_VARIANTS = {"fct": "FC", "fctabuja": "FC", "abuja": "FC", "federalcapitalterritory": "FC", "nassarawa": "NA"}
 
-# the normalised survey schema is defined once, by the reader of the assembled table
-SCHEMA = survey.SCHEMA
+__all__ = ["INDICATOR_TESTS", "SCHEMA", "read_dhs_api_export"]
 
 
 def _key(name: str) -> str:

@@ -20,28 +20,16 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import Dtype, read_csv_text
+from pipeline.sources._csv import read_csv_text
+from pipeline.sources.dhs_api import read_dhs_api_export
 from pipeline.sources.names import STATE_NAME_VARIANTS, normalise
+from pipeline.sources.survey_schema import LEVELS, SCHEMA
+
+__all__ = ["DHS_API_JSON", "LEVELS", "SCHEMA", "SURVEY_CSV", "read_survey_csv", "read_survey_positivity"]
 
 SURVEY_CSV = "malaria/survey_positivity_u5.csv"
 DHS_API_JSON = "malaria/dhs_api_positivity_u5.json"
 
-SCHEMA: dict[str, Dtype] = {
-    "survey_year": pl.Int64,
-    "survey": pl.Utf8,
-    "level": pl.Utf8,
-    "area": pl.Utf8,
-    "state_code": pl.Utf8,
-    "test": pl.Utf8,
-    "test_assumed": pl.Boolean,
-    "positivity": pl.Float64,
-    "low": pl.Float64,
-    "high": pl.Float64,
-    "clusters": pl.Int64,
-    "children_tested": pl.Int64,
-    "source": pl.Utf8,
-}
-LEVELS = ("national", "residence", "zone", "state")
 # The survey rounds the service describes (SPEC §8); a year outside them is a typo or a new round
 # that the model and the docs do not know yet.
 SURVEY_YEARS = (2010, 2015, 2018, 2021)
@@ -74,8 +62,6 @@ def read_survey_positivity(data_dir: Path, state_codes: dict[str, str],
     """
     api = Path(data_dir) / DHS_API_JSON
     if api.exists():
-        from pipeline.sources.dhs_api import read_dhs_api_export
-
         return read_dhs_api_export(api, state_codes)
     return read_survey_csv(Path(data_dir) / SURVEY_CSV, state_codes, states)
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pipeline.datasets import risk
+from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.reports.validation import binomial_deviance, held_out, spearman
 from pipeline.site.figures import validation_figures
@@ -50,9 +50,9 @@ def test_held_out_uses_only_earlier_rounds(tmp_path):
 
 
 def test_report_is_shipped_and_quoted(tmp_path):
-    p = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path), updated_at="t", geography=small_geo()))
+    p = validation.produce(BuildContext(data_dir=write_data_dir(tmp_path), updated_at="t", geography=small_geo()))
     figures = validation_figures({k: v for k, (_, v) in p.files.items()})
-    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    report = orjson.loads(p.files[validation.VALIDATION_FILE][1])
     assert figures["validation.held_out_2018.spearman"] == report["held_out_rounds"][0]["spearman"]
     assert report["score_range_level"] == 0.8
     # no LGA observations, no incidence table in the fixture: said, not invented
@@ -80,6 +80,15 @@ def test_real_validation_report():
     lga = r["lga_comparison"]
     assert lga["lgas"] > 600 and lga["deviance_state_value"] < lga["deviance_national_value"]
     assert md.rounds.filter(pl.col("survey_year") == 2018)["children"].null_count() == 0
+    if (DATA_DIR / "malaria/dhis2_lga_monthly_2020_2023").exists():
+        tests = r["months"]["tests"]
+        # every pre-registered term is scored in the six held-out states, and the decision follows the rule
+        for term in ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing"):
+            assert tests[term]["states"] == 6
+            assert tests[term]["adopted"] == (tests[term]["improved_in"] >= 4)
+        assert tests["adopted"] == [k for k in tests if isinstance(tests[k], dict) and tests[k].get("adopted")]
+        assert {s["state_code"] for s in r["seasons"]["profiles"]["states"]} == {"AK", "BA", "BE", "EB", "KE", "NA"}
+        assert len(r["months"]["score_against_cases"]) == 6
 
 
 def _lga_md(p_obs: list[float]):

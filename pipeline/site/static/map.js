@@ -113,7 +113,7 @@
       var h = state.horizon[period];
       return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "");
     }
-    return period + " · estimated" + (state.provisional[period] ? " (provisional rainfall)" : "");
+    return period + " · estimated" + (state.provisional[period] ? " (rainfall adjustment from provisional CHIRPS rainfall)" : "");
   }
 
   // --- key -----------------------------------------------------------------------------

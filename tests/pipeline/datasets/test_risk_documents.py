@@ -10,7 +10,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from pipeline.datasets import risk
+from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
 from pipeline.model import risk as model
@@ -196,15 +196,17 @@ def test_build_without_the_2021_round(tmp_path):
     import orjson
 
     root = write_data_dir(tmp_path, with_2021=False)
-    p = risk.produce(BuildContext(data_dir=root, updated_at="t", geography=small_geo()))
+    ctx = BuildContext(data_dir=root, updated_at="t", geography=small_geo())
+    p = risk.produce(ctx)
     assert p.facts["estimated"][-1] == "2019-06"
-    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    report = orjson.loads(validation.produce(ctx).files[validation.VALIDATION_FILE][1])
     assert report["baseline"]["rounds"] == [2015, 2018]
     held = {h["predicted_round"]: h for h in report["held_out_rounds"]}
     assert held[2021]["states"] == 0 and "absent" in held[2021]["note"]
     assert held[2018]["states"] == 2 and 0 <= held[2018]["share_inside_80_range"] <= 1
-    full = risk.produce(BuildContext(data_dir=write_data_dir(tmp_path / "full"), updated_at="t", geography=small_geo()))
-    assert orjson.loads(full.files[risk.VALIDATION_FILE][1])["held_out_rounds"][1]["states"] == 2
+    full = validation.produce(BuildContext(data_dir=write_data_dir(tmp_path / "full"), updated_at="t",
+                                           geography=small_geo()))
+    assert orjson.loads(full.files[validation.VALIDATION_FILE][1])["held_out_rounds"][1]["states"] == 2
 
 
 @needs_data("rainfall")
@@ -250,8 +252,9 @@ def test_real_data_without_the_2021_round(tmp_path):
     assert len(kept) < len(lines)
     (data / survey).write_text("\n".join(kept) + "\n")
     geo = load_geography(data)
-    p = risk.produce(BuildContext(data_dir=data, updated_at="t", geography=geo))
-    report = orjson.loads(p.files[risk.VALIDATION_FILE][1])
+    ctx = BuildContext(data_dir=data, updated_at="t", geography=geo)
+    p = risk.produce(ctx)
+    report = orjson.loads(validation.produce(ctx).files[validation.VALIDATION_FILE][1])
     assert report["baseline"]["rounds"] == [2015, 2018]
     assert report["held_out_rounds"][1]["states"] == 0
     assert report["held_out_rounds"][0]["states"] >= 33

@@ -18,16 +18,13 @@ from pipeline.datasets.transmission import (
     DEFAULT_PARAMS,
     one_row_per_round,
     produce,
-    seasonality_check,
     survey_trends,
 )
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import Geography
 from pipeline.model.seasons import (
-    SeasonParams,
-    floored_index,
-    lags_for,
-    rain_shape,
+    AreaSeasonParams,
+    area_index,
     season_centre,
     season_from_index,
 )
@@ -150,19 +147,21 @@ def produced(tmp_path: Path):
 
 
 SEASON_KEYS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months", "seasonal_index"]
-EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months"]
+EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months", "seasonal_floor",
+                     "high_season_share_of_peak"]
 TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
 CHECK_KEYS = ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
 
 
-def _params(doc: dict) -> SeasonParams:
+def _params(doc: dict) -> AreaSeasonParams:
     m = doc["method"]
-    return SeasonParams(m["seasonal_floor"], m["lag_at_5_dry_months"], m["lag_per_dry_month"])
+    return AreaSeasonParams(m["lag_at_5_dry_months"], m["lag_per_dry_month"], m["floor_at_5_dry_months"],
+                            m["floor_per_dry_month"], m["lag_rule"])
 
 
-def _expected_season(rain: list[float], p: SeasonParams) -> tuple[np.ndarray, float]:
-    lag = lags_for(np.array([rain]), p)
-    return floored_index(rain_shape(np.array([rain]), lag), p.floor)[0], float(lag[0])
+def _expected_season(rain: list[float], p: AreaSeasonParams) -> tuple[np.ndarray, float, float]:
+    index, floor, lag = area_index(np.array([rain], dtype=float), p)
+    return index[0], float(lag[0]), float(floor[0])
 
 
 def test_states_document_shape_and_order(produced) -> None:
@@ -171,9 +170,10 @@ def test_states_document_shape_and_order(produced) -> None:
     assert list(doc)[:3] == ["method", "national", "states"]
     m = doc["method"]
     assert list(m)[:4] == ["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check"]
-    p = _params(doc)
-    # the published share is where the rain-driven part reaches half its peak
-    assert m["high_season_share_of_peak"] == round(p.floor + (1 - p.floor) / 2, 3)
+    # the published share is the national season's: where its rain-driven part reaches half its peak
+    nat = doc["national"]["season"]
+    assert m["high_season_share_of_peak"] == nat["high_season_share_of_peak"]
+    assert nat["high_season_share_of_peak"] == round(nat["seasonal_floor"] + (1 - nat["seasonal_floor"]) / 2, 3)
     assert m["parameters_fitted_to_series"] == 2
     assert list(m["check"])[:5] == CHECK_KEYS
     assert list(doc["national"]) == ["season", "survey_trend"]
@@ -190,35 +190,38 @@ def test_states_document_shape_and_order(produced) -> None:
 def test_state_seasons_follow_the_published_rule(produced) -> None:
     doc = produced.documents["/v1/transmission/states"][()]
     p = _params(doc)
-    share = doc["method"]["high_season_share_of_peak"]
     for s, rain in zip(doc["states"], (KANO, LAGOS), strict=True):
         season = s["season"]
-        index, lag = _expected_season(rain, p)
+        index, lag, floor = _expected_season(rain, p)
         assert season["seasonal_index"] == list(index)
         assert season["lag_months"] == round(lag, 1)
-        # a client recomputes the high months from the index and the published share
+        assert season["seasonal_floor"] == round(floor, 3)
+        share = season["high_season_share_of_peak"]
+        assert share == round(floor + (1 - floor) / 2, 3)
+        # a client recomputes the high months from the index and the season's own share
         assert season["high_months"] == [m + 1 for m in range(12) if index[m] >= share]
-        assert season["peak_window"] == [m + 1 for m in range(12) if index[m] >= doc["method"]["peak_window_share_of_peak"]]
         assert season["season_centre_month"] == round(float(season_centre(index)[0]), 1)
-        assert min(season["seasonal_index"]) >= p.floor - 0.001 and max(season["seasonal_index"]) == 1.0
-    # Kano has 7 dry months (< 50 mm), Lagos 2: the Sahel lag is the longer one
-    kn, la = (s["season"]["lag_months"] for s in doc["states"])
-    assert kn == round(min(4.0, max(-1.0, p.lag_at_pivot + 2 * p.lag_per_dry_month)), 1)
-    assert la == round(min(4.0, max(-1.0, p.lag_at_pivot - 3 * p.lag_per_dry_month)), 1)
+        assert min(season["seasonal_index"]) >= floor - 0.001 and max(season["seasonal_index"]) == 1.0
+    # Kano has 7 dry months (< 50 mm), Lagos 2: lag and floor follow the published rules
+    kn, la = (s["season"] for s in doc["states"])
+    assert kn["lag_months"] == round(min(4.0, max(-1.0, p.lag_at_pivot + 2 * p.lag_per_dry_month)), 1)
+    assert la["lag_months"] == round(min(4.0, max(-1.0, p.lag_at_pivot - 3 * p.lag_per_dry_month)), 1)
+    assert kn["seasonal_floor"] == round(min(0.95, max(0.2, p.floor_at_pivot + 2 * p.floor_per_dry_month)), 3)
+    assert la["seasonal_floor"] == round(min(0.95, max(0.2, p.floor_at_pivot - 3 * p.floor_per_dry_month)), 3)
 
 
 def test_national_season_is_population_weighted(produced) -> None:
     doc = produced.documents["/v1/transmission/states"][()]
     p = _params(doc)
     rain = np.array([KANO, LAGOS], dtype=float)
-    shapes = rain_shape(rain, lags_for(rain, p))
-    prof = (3000 * shapes[0] + 1000 * shapes[1]) / 4000
+    ix, floor, lag = area_index(rain, p, rounded=False)
+    prof = (3000 * ix[0] + 1000 * ix[1]) / 4000
     nat = doc["national"]["season"]
-    assert nat["seasonal_index"] == list(floored_index(prof / prof.max(), p.floor)[0])
-    unweighted = (shapes[0] + shapes[1]) / 2
-    assert nat["seasonal_index"] != list(floored_index(unweighted / unweighted.max(), p.floor)[0])
-    assert doc["method"]["cases_follow_rain_by_months"] == round(
-        float(np.average(lags_for(rain, p), weights=[3000, 1000])), 1)
+    assert nat["seasonal_index"] == list(np.round(prof / prof.max(), 3))
+    unweighted = (ix[0] + ix[1]) / 2
+    assert nat["seasonal_index"] != list(np.round(unweighted / unweighted.max(), 3))
+    assert nat["seasonal_floor"] == round(float(np.average(floor, weights=[3000, 1000])), 3)
+    assert doc["method"]["cases_follow_rain_by_months"] == round(float(np.average(lag, weights=[3000, 1000])), 1)
 
 
 def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
@@ -241,9 +244,9 @@ def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
     assert np.allclose(mean, LAGOS, atol=0.1)
     # each LGA's season is the season of its own rain, with its own lag
     for r in [*kn["lgas"], *la.values()]:
-        index, lag = _expected_season(r["typical_rainfall_mm"], p)
+        index, lag, floor = _expected_season(r["typical_rainfall_mm"], p)
         assert np.allclose(r["seasonal_index"], index, atol=0.0011)
-        assert r["peak_month"] == season_from_index(r["seasonal_index"], p.high_share).peak_month
+        assert r["peak_month"] == season_from_index(r["seasonal_index"], r["high_season_share_of_peak"]).peak_month
 
 
 def test_survey_trends(produced) -> None:
@@ -279,7 +282,9 @@ def test_check_on_fixture(produced) -> None:
     assert check["series"] == 2
     assert check["states"] == ["Kano", "Lagos"]
     assert isinstance(check["median_correlation"], float)
-    assert "leave-one-archetype-out" in check["cross_validation"]
+    assert "leave one whole state out" in check["cross_validation"]
+    assert check["folds"] == 2 and check["dated_lga_series"] == 0
+    assert set(check["levels"]["archetype_groups"]) == {"model_2", "constant_floor_both_sources", "model_3", "by_zone"}
     assert set(check["by_band"]) == {"north", "south"}
     assert check["by_band"]["north"]["series"] == 1
 
@@ -307,49 +312,9 @@ def test_check_without_case_records_is_null(tmp_path: Path) -> None:
     assert check["mean_centre_months_off"] is None and check["by_band"] == {}
     # nothing to fit to: the documented defaults apply, and the document says so
     assert m["parameters_fitted_to_series"] == 0
-    assert (m["seasonal_floor"], m["lag_at_5_dry_months"], m["lag_per_dry_month"]) == (
-        DEFAULT_PARAMS.floor, DEFAULT_PARAMS.lag_at_pivot, DEFAULT_PARAMS.lag_per_dry_month)
-
-
-# --- the check as a pure function ---------------------------------------------------------
-
-
-def _rain(peak: int, dry: int) -> np.ndarray:
-    """A one-peak rain profile with exactly `dry` months under 50 mm."""
-    m = np.arange(12)
-    d = np.minimum(np.abs(m - (peak - 1)), 12 - np.abs(m - (peak - 1)))
-    order = np.argsort(d, kind="stable")
-    rain = np.empty(12)
-    rain[order] = np.linspace(300, 60, 12 - dry).tolist() + np.linspace(40, 5, dry).tolist()
-    return rain
-
-
-def test_seasonality_check_recovers_the_parameters_that_made_the_records() -> None:
-    truth = SeasonParams(floor=0.6, lag_at_pivot=1.0, lag_per_dry_month=0.2)
-    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2), _rain(8, 5), _rain(10, 6)])
-    weights = np.eye(6) * 100.0
-    recorded = 50 * floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
-    params, check, table = seasonality_check(
-        rain, weights, recorded, list("ABCDEF"), ["north", "south", "north", "south", "middle_belt", "north"],
-        ["Kano", "Lagos"])
-    assert params == truth
-    # every held-out series is predicted by the others' fit, which is the truth again
-    assert check["median_correlation"] == 1.0
-    assert check["mean_centre_months_off"] == 0.0 and check["mean_best_4_month_share_error"] == 0.0
-    assert check["mean_months_peak_is_off"] == 0.0
-    assert set(table["floor"]) == {0.6}
-
-
-def test_seasonality_check_is_out_of_sample() -> None:
-    """One series unlike the others is predicted from the others' parameters, so it scores badly."""
-    truth = SeasonParams(floor=0.6, lag_at_pivot=1.0, lag_per_dry_month=0.0)
-    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2)])
-    recorded = floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
-    recorded[3] = np.roll(recorded[3], 6)  # the last series peaks six months away
-    _, check, table = seasonality_check(rain, np.eye(4), recorded, list("ABCD"), ["north"] * 4, ["Kano"])
-    d = table.filter(pl.col("archetype") == "D").row(0, named=True)
-    assert d["centre_off"] > 4 and d["correlation"] < 0
-    assert check["by_band"]["north"]["series"] == 4
+    assert (m["floor_at_5_dry_months"], m["floor_per_dry_month"], m["lag_at_5_dry_months"], m["lag_per_dry_month"]) == (
+        DEFAULT_PARAMS.floor_at_pivot, 0.0, DEFAULT_PARAMS.lag_at_pivot, DEFAULT_PARAMS.lag_per_dry_month)
+    assert m["seasonal_floor"] == DEFAULT_PARAMS.floor_at_pivot
 
 
 def test_one_row_per_round_prefers_complete_rows() -> None:
@@ -384,29 +349,19 @@ def test_real_data_seasons_are_plausible() -> None:
     assert by["KN"]["season"]["peak_month"] in (9, 10)
     assert by["KN"]["season"]["lag_months"] > by["LA"]["season"]["lag_months"]
     assert min(by["LA"]["season"]["seasonal_index"]) > 0.5
+    # the far north has quieter quiet months than the coast, and the index never goes below a season's floor
+    assert by["KE"]["season"]["seasonal_floor"] < by["AK"]["season"]["seasonal_floor"]
+    for s in doc["states"]:
+        assert min(s["season"]["seasonal_index"]) >= s["season"]["seasonal_floor"] - 0.001
     check = doc["method"]["check"]
-    # the cross-validated figures the release is held to
-    assert check["mean_best_4_month_share_error"] <= 0.03
-    assert check["mean_centre_months_off"] <= 1.1
-    assert check["median_correlation"] >= 0.65
-    assert doc["method"]["check"]["series"] == 22
-    assert len(doc["method"]["check"]["states"]) == 37
+    if (DATA_DIR / "malaria/dhis2_lga_monthly_2020_2023").exists():
+        assert check["series"] == 22 + check["dated_lga_series"] and check["dated_lga_series"] >= 100
+        assert len(check["dated_states"]) == 6
+        # out of sample, the published rule is no worse than model 2's at the dated states (the adoption rule)
+        sq = check["season_rule_cv_squared_error"]
+        assert sq[check["season_rule"]] <= sq["model_2"]
     lga_total = sum(len(d["lgas"]) for d in p.documents["/v1/transmission/lgas"].values())
     assert lga_total == 774
     # no state has a 2010 entry; Borno 2015 is missing in the source
     assert all(e["survey_year"] != 2010 for s in doc["states"] for e in s["survey_trend"])
     assert 2015 not in [e["survey_year"] for e in by["BO"]["survey_trend"]]
-
-
-def test_the_lag_rule_is_chosen_by_cross_validation() -> None:
-    """Records made with one lag everywhere: the simplest rule that fits them exactly wins,
-    in the published fit and inside every fold."""
-    truth = SeasonParams(floor=0.5, lag_at_pivot=1.5, lag_per_dry_month=0.0, rule="constant")
-    rain = np.array([_rain(8, 7), _rain(7, 3), _rain(9, 8), _rain(6, 2), _rain(8, 5)])
-    recorded = floored_index(rain_shape(rain, lags_for(rain, truth)), truth.floor)
-    params, check, _ = seasonality_check(rain, np.eye(5), recorded, list("ABCDE"), ["north"] * 5, ["Kano"])
-    assert params == truth
-    errors = check["lag_rule_cv_errors"]
-    assert set(errors) == {"constant", "linear", "linear_non_negative", "above_5_dry_months"}
-    assert errors["constant"] == min(errors.values())
-    assert check["lag_rules_chosen"] == ["constant"]

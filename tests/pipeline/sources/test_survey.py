@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import orjson
 import polars as pl
 import pytest
 
@@ -59,21 +60,15 @@ def test_positivity_out_of_range(tmp_path, bad):
         read_survey_positivity(d, CODES)
 
 
-def test_dhs_api_export_takes_precedence(tmp_path, monkeypatch):
-    import sys
-    import types
-
+def test_dhs_api_export_takes_precedence(tmp_path):
     d = write(tmp_path, "2021 NMIS,2021,state,Kano,NW,RDT,40,,,,,,f,")
-    (d / "malaria" / "dhs_api_positivity_u5.json").write_text("{}")
-    seen = {}
-
-    def fake(path, codes):
-        seen["path"] = path
-        return pl.DataFrame(schema=SCHEMA)
-
-    monkeypatch.setitem(sys.modules, "pipeline.sources.dhs_api", types.SimpleNamespace(read_dhs_api_export=fake))
+    record = {"IndicatorId": "ML_PMAL_C_MSC", "CharacteristicCategory": "Total", "CharacteristicLabel": "Total",
+              "Value": 22.3, "SurveyYear": 2021, "SurveyType": "MIS", "SurveyId": "NG2021MIS"}
+    (d / "malaria" / "dhs_api_positivity_u5.json").write_bytes(orjson.dumps({"Data": [record]}))
     out = read_survey_positivity(d, CODES)
-    assert out.height == 0 and seen["path"].name == "dhs_api_positivity_u5.json"
+    # the export's one national row, not the CSV's Kano row
+    assert out.height == 1 and out["level"][0] == "national" and out["positivity"][0] == 0.223
+    assert out["source"][0].startswith("DHS Program API")
 
 
 @needs_data("malaria")

@@ -1,0 +1,135 @@
+"""Static SVG plots of the validation page, drawn from the validation report itself.
+
+Plain SVG text (no plotting library, no script): each plot is small multiples of line charts
+whose every number comes from `docs/validation.json` of the same release, so a plot can never
+show something the report does not carry. Pure: report in, SVG strings out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from html import escape
+from typing import Any
+
+PANEL_W, PANEL_H = 230, 150
+PAD_L, PAD_R, PAD_T, PAD_B = 34, 8, 22, 24
+COLS = 3
+MONTH_LETTERS = "JFMAMJJASOND"
+STYLE = {
+    "recorded": ("#111111", ""),
+    "out_of_sample": ("#1f6fb4", ""),
+    "model_2_out_of_sample": ("#999999", "4 3"),
+    "published": ("#d9730d", "2 2"),
+    "cases_over_mean": ("#111111", ""),
+    "score_over_mean": ("#1f6fb4", ""),
+}
+LABELS = {
+    "recorded": "recorded (dated cases)",
+    "out_of_sample": "model 3, state held out",
+    "model_2_out_of_sample": "model 2 rule, state held out",
+    "published": "published index (fitted with this LGA)",
+    "cases_over_mean": "cases / mean",
+    "score_over_mean": "score (season held out) / mean",
+}
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.1f}"
+
+
+def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | None]], ymin: float, ymax: float,
+           xlabels: Sequence[str]) -> list[str]:
+    w, h = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
+    n = max(len(v) for v in series.values())
+    out = [f'<text x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + 14)}" font-size="11" font-weight="bold">{escape(title)}</text>',
+           f'<rect x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + PAD_T)}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
+    for frac in (0.0, 0.5, 1.0):
+        tick = ymin + frac * (ymax - ymin)
+        y = y0 + PAD_T + h * (1 - frac)
+        out.append(f'<text x="{_fmt(x0 + PAD_L - 3)}" y="{_fmt(y + 3)}" font-size="8" text-anchor="end">{tick:.2g}</text>')
+    step = max(1, n // 12)
+    for k in range(0, n, step):
+        x = x0 + PAD_L + (w * k / max(n - 1, 1))
+        out.append(f'<text x="{_fmt(x)}" y="{_fmt(y0 + PAD_T + h + 10)}" font-size="7" text-anchor="middle">'
+                   f'{escape(xlabels[k % len(xlabels)])}</text>')
+    for name, vals in series.items():
+        colour, dash = STYLE.get(name, ("#444", ""))
+        pts: list[str] = []
+        runs: list[list[str]] = []
+        for k, v in enumerate(vals):
+            if v is None:
+                if pts:
+                    runs.append(pts)
+                pts = []
+                continue
+            x = x0 + PAD_L + w * k / max(n - 1, 1)
+            y = y0 + PAD_T + h * (1 - (min(max(v, ymin), ymax) - ymin) / (ymax - ymin))
+            pts.append(f"{_fmt(x)},{_fmt(y)}")
+        if pts:
+            runs.append(pts)
+        for run in runs:
+            dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+            out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.4"{dash_attr} points="{" ".join(run)}"/>')
+    return out
+
+
+def _figure(title: str, panels: list[tuple[str, dict[str, Sequence[float | None]]]], ymin: float, ymax: float,
+            xlabels: Sequence[str], note: str) -> str:
+    names: list[str] = []
+    for _, s in panels:
+        names += [k for k in s if k not in names]
+    rows = max(1, -(-len(panels) // COLS))
+    legend_h = 16 * max(1, len(names)) + 10
+    width, height = COLS * PANEL_W, 30 + rows * PANEL_H + legend_h + 16
+    body = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'font-family="sans-serif" role="img" aria-label="{escape(title)}">',
+            f"<title>{escape(title)}</title>",
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            f'<text x="8" y="18" font-size="13" font-weight="bold">{escape(title)}</text>']
+    if not panels:
+        body.append(f'<text x="8" y="50" font-size="12">{escape(note)}</text>')
+    for i, (ptitle, series) in enumerate(panels):
+        body += _panel((i % COLS) * PANEL_W, 30 + (i // COLS) * PANEL_H, ptitle, series, ymin, ymax, xlabels)
+    y = 30 + rows * PANEL_H + 8
+    for k, name in enumerate(names):
+        colour, dash = STYLE.get(name, ("#444", ""))
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        yy = y + 16 * k
+        body.append(f'<line x1="10" y1="{yy}" x2="34" y2="{yy}" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+        body.append(f'<text x="40" y="{yy + 4}" font-size="10">{escape(LABELS.get(name, name))}</text>')
+    if panels and note:
+        body.append(f'<text x="8" y="{height - 6}" font-size="9" fill="#555">{escape(note)}</text>')
+    body.append("</svg>")
+    return "\n".join(body) + "\n"
+
+
+def validation_plots(report: dict[str, Any]) -> dict[str, str]:
+    """File name -> SVG for the validation page (always every file; empty plots say why)."""
+    prof = report.get("seasons", {}).get("profiles", {})
+    absent = prof.get("note", "dated case series absent from this data load")
+    state_panels = [(f'{s["state"]}', {k: s[k] for k in ("recorded", "out_of_sample", "model_2_out_of_sample")})
+                    for s in prof.get("states", [])]
+    lga_panels = [(f'{s["lga"]} ({s["state_code"]})', {k: s[k] for k in ("recorded", "out_of_sample", "published")})
+                  for s in prof.get("lgas", [])]
+    months = report.get("months", {}) or {}
+    score_panels = [(f'{s["state_code"]}: r {s["r_monthly_level"]} / {s["r_month_to_month"]}',
+                     {"cases_over_mean": s["cases_over_mean"], "score_over_mean": s["score_over_mean"]})
+                    for s in months.get("score_against_cases", [])]
+    years = months.get("months", "")
+    first_year = int(years[:4]) if years[:4].isdigit() else 2020
+    month_labels = [f"{MONTH_LETTERS[k % 12]}{'' if k % 12 else str(first_year + k // 12)[2:]}" for k in range(48)]
+    return {
+        "season_states.svg": _figure("Dated states: recorded season against the season predicted without the state",
+                                     state_panels, 0.3, 1.0, list(MONTH_LETTERS),
+                                     "Scaled to peak 1. Recorded: 2020-2023 routine confirmed cases." if state_panels
+                                     else absent),
+        "season_lgas.svg": _figure("Sample of dated LGAs (first two by code in each state)", lga_panels, 0.2, 1.0,
+                                   list(MONTH_LETTERS),
+                                   "Published index is fitted with these LGAs; out of sample is not." if lga_panels
+                                   else absent),
+        "score_vs_cases.svg": _figure("Score against cases, month by month (each over its own mean)", score_panels,
+                                      0.4, 1.8, month_labels,
+                                      "r: monthly levels / month-to-month anomalies. The score's season and rain "
+                                      "coefficients are fitted without the state." if score_panels
+                                      else months.get("note", absent)),
+    }
