@@ -401,6 +401,65 @@ def test_every_csv_route_answers_csv_and_refuses_other_formats(api: httpx.Client
         assert bad.status_code == 400 and bad.json()["code"] == "INVALID_FORMAT" and bad.json()["parameter"] == "format"
 
 
+def test_one_call_histories_and_whole_country_month(api: httpx.Client):
+    """An LGA's and a state's history hold the very figures of the monthly reports; the whole-country
+    month is the 37 state reports merged; CSV and revalidation work like every data answer."""
+    periods = api.get("/v1/periods").json()
+    estimated = [m["period"] for m in periods["months"] if m["kind"] == "estimated"]
+    forecast = [m["period"] for m in periods["months"] if m["kind"] == "forecast"]
+    kano = api.get("/v1/risk/lgas", params={"state": "KN"}).json()
+    top = kano["lgas"][0]
+    hist = api.get("/v1/history/lgas", params={"lga": top["lga_code"]})
+    assert hist.status_code == 200 and hist.headers["cache-control"] == "private, max-age=300, must-revalidate"
+    doc = hist.json()
+    assert (doc["lga_code"], doc["lga"], doc["state_code"], doc["state"]) == (top["lga_code"], top["lga"], "KN", "Kano")
+    assert [m["period"] for m in doc["months"]] == estimated
+    for period in (estimated[0], estimated[len(estimated) // 2], estimated[-1]):
+        month = next(m for m in doc["months"] if m["period"] == period)
+        report = api.get("/v1/risk/lgas", params={"state": "KN", "period": period}).json()
+        rec = next(r for r in report["lgas"] if r["lga_code"] == top["lga_code"])
+        assert {k: month[k] for k in ("score", "score_low", "score_high", "level")} == \
+            {k: rec[k] for k in ("score", "score_low", "score_high", "level")}
+    assert api.get("/v1/history/lgas", params={"lga": top["lga_code"]},
+                   headers={"If-None-Match": hist.headers["etag"]}).status_code == 304
+    with_fc = api.get("/v1/history/lgas", params={"lga": top["lga_code"], "include": "forecasts"}).json()
+    assert [m["period"] for m in with_fc["months"]] == estimated + forecast
+    assert with_fc["months"][: len(estimated)] == doc["months"]
+    rows = _csv(api.get("/v1/history/lgas.csv", params={"lga": top["lga_code"]}).content)
+    assert [r["period"] for r in rows] == estimated and {r["state_code"] for r in rows} == {"KN"}
+
+    nasarawa = api.get("/v1/history/states", params={"state": "NA", "format": "csv"})
+    assert nasarawa.headers["content-type"] == "text/csv; charset=utf-8"
+    assert {r["state_code"] for r in _csv(nasarawa.content)} == {"NA"}  # as a string, read by csv
+
+    country = api.get("/v1/risk/lgas/all").json()
+    assert country["period"] == estimated[-1] and len(country["lgas"]) == 774
+    assert len({r["lga_code"] for r in country["lgas"]}) == 774
+    scores = [r["score"] for r in country["lgas"]]
+    assert scores == sorted(scores, reverse=True)
+    by_code = {r["lga_code"]: r for r in country["lgas"]}
+    for r in kano["lgas"]:
+        assert by_code[r["lga_code"]] == {**r, "state_code": "KN", "state": "Kano"}
+    refused = api.get("/v1/risk/lgas/all", params={"period": forecast[0]})
+    assert refused.status_code == 400 and refused.json()["code"] == "FORECAST_PERIOD"
+    unknown = api.get("/v1/history/lgas", params={"lga": "NG999999"})
+    assert unknown.status_code == 404 and unknown.json()["code"] == "UNKNOWN_LGA"
+
+
+def test_release_list_names_the_release_that_answers(api: httpx.Client, downloads: dict):
+    resp = api.get("/v1/releases")
+    assert resp.status_code == 200 and resp.headers["cache-control"].startswith("private, max-age=60")
+    doc = resp.json()
+    current = next(r for r in doc["releases"] if r["current"])
+    assert doc["current"] == current["release_id"] == resp.headers["x-release-id"] == downloads["release_id"]
+    assert current["model_version"] == downloads["model_version"]
+    periods = api.get("/v1/periods").json()
+    assert current["data_window"]["last_estimated"] == periods["last_estimated"]
+    assert current["data_window"]["last_forecast"] == periods["last_forecast"]
+    assert api.get(current["bundle"]).status_code == 200  # the pinned zip answers
+    assert api.get("/v1/releases", headers={"If-None-Match": resp.headers["etag"]}).status_code == 304
+
+
 def test_documented_python_snippet_reads_the_api(api: httpx.Client, downloads: dict):
     """docs/downloads.md's pandas/polars snippet, run as written against the local server."""
     import subprocess

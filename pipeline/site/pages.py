@@ -32,6 +32,7 @@ from edge.routes import (
     BUNDLE_ZIP,
     CSV_SUFFIX,
     DOWNLOAD_FILE,
+    INCLUDE_NONE,
     PUBLIC_PREFIX,
     ROUTES,
     SCOPES,
@@ -286,7 +287,9 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
         key = sorted(keys, key=score)[0]
         if params and params[-1].kind == "period":
             key = max(k for k in keys if k[:-1] == key[:-1])  # the latest month
-        query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False))
+        # a value the file key spells but the query leaves out (`include` absent = estimated months only)
+        query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False)
+                         if not (p.kind == "include" and v == INCLUDE_NONE))
         shown, was_cut = cut(documents[key])
         out[route.path] = (query, orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode(), was_cut)
     return out

@@ -332,3 +332,24 @@ def test_redirect_and_gzip_docs_on_the_direct_front(site_server: tuple[LiveServe
         zipped = c.get("/docs/", headers={"Accept-Encoding": "gzip"})
         assert zipped.status_code == 200 and zipped.headers["content-encoding"] == "gzip"
         assert "Getting a key" in zipped.text
+
+
+def test_every_example_query_is_one_the_gate_accepts() -> None:
+    """An example request on the API page validates: no file-key spelling (e.g. `include=estimated`)
+    leaks into a query a reader would copy."""
+    from edge.gate import _parse_query
+    from edge.routes import BY_PATH
+    from pipeline.release.render import merge_facts
+    from pipeline.site.pages import examples_from
+
+    produced = synthetic_produced()
+    facts, _ = merge_facts(produced)
+    examples = examples_from(produced)
+    assert "/v1/history/lgas" in examples and "/v1/risk/lgas/all" in examples
+    for path, (query, _, _) in examples.items():
+        route = BY_PATH[path]
+        parsed = _parse_query(query, route)
+        assert isinstance(parsed, dict), (path, query, parsed)
+        for p in route.params:
+            p.validate(parsed.get(p.name), facts)  # raises ParamError on a bad example
+    assert "include" not in examples["/v1/history/lgas"][0]
