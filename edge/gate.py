@@ -21,7 +21,8 @@ Order of checks (documented in docs/api.md and pinned by tests):
    bundle file: the release id must be the current or a kept release (else 404
    UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE).
 9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
-10. File → 200 (or 304 when If-None-Match matches), gzip when accepted.
+10. File → 200 (or 304 when If-None-Match matches), gzip when accepted and no `Range` is asked
+    (ranges are of the identity bytes; the server or the CDN answers 206/416 from the file).
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
@@ -35,10 +36,11 @@ from .files import FileEntry, PinnedReleases, ReleaseIndex
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
 from .routes import BY_PATH, DOWNLOAD_FILE, PUBLIC_PREFIX, RELEASE_ID_RE, ParamError, Route
+from .security import API_HEADERS, DOCS_HEADERS
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
-ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
-EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id"
+ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding, Range, If-Range"
+EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id, Content-Range, Accept-Ranges"
 SUCCESS_CACHE = "private, max-age=300, must-revalidate"
 ERROR_CACHE = "no-store"
 
@@ -111,7 +113,7 @@ def cors_headers() -> Headers:
 
 def error(code: str, detail: str, path: str, extra_headers: Headers | None = None, **members: object) -> Response:
     p = BY_CODE[code]
-    headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers()]
+    headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers(), *API_HEADERS]
     if extra_headers:
         headers.extend(extra_headers)
     return Response(p.status, headers, problem_body(code, detail, instance=path, **members))
@@ -327,7 +329,7 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
     """
     if req.path in ("/", "/docs"):
         return Response(301, [("Location", "/" + PUBLIC_PREFIX), ("Cache-Control", "public, max-age=300"),
-                              ("Content-Type", "text/plain; charset=utf-8"), *cors_headers()],
+                              ("Content-Type", "text/plain; charset=utf-8"), *cors_headers(), *DOCS_HEADERS],
                         b"See /" + PUBLIC_PREFIX.encode() + b"\n")
     key = req.path.lstrip("/")
     if key == "docs" or key.endswith("/"):
@@ -335,10 +337,10 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
     entry = release.entry(key)
     if entry is None:
         return error("NOT_FOUND", "No such documentation page.", req.path)
-    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
+    use_gzip = _use_gzip(req, entry)
     headers: Headers = [
         ("ETag", (entry.gzip_etag if use_gzip else None) or entry.etag), ("Cache-Control", "public, max-age=300"),
-        ("Vary", "Accept-Encoding"), ("X-Release-Id", release.release_id), *cors_headers(),
+        ("Vary", "Accept-Encoding"), ("X-Release-Id", release.release_id), *cors_headers(), *DOCS_HEADERS,
     ]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):
@@ -439,7 +441,7 @@ def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None
     key = DOWNLOAD_FILE.key(name)
     entry = target.entry(key)
     if entry is None:
-        return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{name}`; "
+        return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{_shown(name)}`; "
                      "/v1/downloads lists the current release's files.", req.path)
     resp = _file(req, key, entry, target.release_id)
     if target is not current:
@@ -447,8 +449,22 @@ def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None
     return resp
 
 
+def _use_gzip(req: Request, entry: FileEntry) -> bool:
+    """The precompressed copy when the client accepts gzip, except for a `Range` request: ranges are
+    always of the identity bytes (the size, SHA-256 and offsets the manifest and a resuming client
+    know), here and at the CDN alike (docs/limits.md#downloads)."""
+    return (entry.gzip_key is not None and "range" not in req.headers
+            and _accepts_gzip(req.headers.get("accept-encoding")))
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A short, printable prefix of client text for a problem's detail (never the whole of a long name)."""
+    shown = "".join(c if " " < c < "\x7f" and c != "`" else "?" for c in text[:limit])
+    return shown + "…" if len(text) > limit else shown
+
+
 def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response:
-    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
+    use_gzip = _use_gzip(req, entry)
     etag = entry.gzip_etag if use_gzip else entry.etag
     headers: Headers = [
         ("ETag", etag or entry.etag),
@@ -456,6 +472,7 @@ def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response
         ("Vary", "Accept-Encoding"),
         ("X-Release-Id", release_id),
         *cors_headers(),
+        *API_HEADERS,
     ]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):

@@ -63,6 +63,8 @@ CATALOGUE: tuple[Problem, ...] = (
             "The download path names a release id this service does not keep (never built, or pruned)."),
     Problem("UNKNOWN_FILE", 404, "No such download",
             "The download path names no file of that release's bundle (see /v1/downloads for the names)."),
+    Problem("RANGE_NOT_SATISFIABLE", 416, "Range not satisfiable",
+            "The `Range` header asks for bytes past the end of the file (`Content-Range` gives its size)."),
     # data availability (SPEC)
     Problem("TRANSMISSION_DATA_UNAVAILABLE", 503, "Transmission data unavailable",
             "Transmission data has not been loaded on the server."),
