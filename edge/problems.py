@@ -70,8 +70,9 @@ CATALOGUE: tuple[Problem, ...] = (
             "Transmission data has not been loaded on the server."),
     # the edge's dependencies (ours)
     Problem("TEMPORARILY_UNAVAILABLE", 503, "Temporarily unavailable",
-            "A store the service needs to decide (the key store or the release pointer) did not answer "
-            "in time; nothing was counted against the key. Retry after the `Retry-After` seconds."),
+            "A store the service needs to decide (the key store, the limit counters or the release pointer) "
+            "did not answer in time or is being repaired; nothing was counted against the key. Retry after "
+            "the `Retry-After` seconds."),
     # our own fault
     Problem("RELEASE_INCOMPLETE", 500, "Release incomplete",
             "The published release lacks a file the route table expects (a build defect; report it)."),

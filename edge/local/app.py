@@ -19,6 +19,7 @@ from typing import Any
 from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
 from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
+from ..stores.counters import CountersUnavailable
 from .settings import ServerSettings
 
 Clock = Callable[[], datetime]
@@ -89,7 +90,12 @@ class App:
             resp = error("RELEASE_INCOMPLETE", "No release can be served at the moment; the operator has "
                          "been told.", raw_path)
             return resp, resp.body or b""
-        resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+        try:
+            resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+        except CountersUnavailable as e:  # logged where it was found (edge/stores/counters.py)
+            resp = error("TEMPORARILY_UNAVAILABLE", "Requests cannot be counted against limits at the moment; "
+                         f"retry in {e.retry_after} s.", raw_path, [("Retry-After", str(e.retry_after))])
+            return resp, resp.body or b""
         if resp.file_key is not None:
             if resp.release_id is None:
                 try:

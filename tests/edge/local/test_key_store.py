@@ -82,3 +82,17 @@ def test_revocation_in_another_process_is_seen_by_the_very_next_lookup(tmp_path:
                         f"SQLiteKeyStore(sys.argv[1]).revoke({kid!r})", str(store.path)],
                        check=True, cwd=REPO_ROOT)
         assert cache.lookup(hash_key(key)).revoked
+
+
+def test_key_administration_never_opens_the_limit_counters(tmp_path: Path):
+    """`keys …` works whatever state the counters file is in: here it cannot even be opened."""
+    keys = tmp_path / "var" / "keys.sqlite"
+    counters_path = tmp_path / "var" / "keys.counters.map"
+    counters_path.mkdir(parents=True)  # opening it for writing fails, as a read-only file would for a non-root user
+    r = CliRunner().invoke(main, ["keys", "create", "--name", "k", "--scope", "risk_scores", "--keys", str(keys)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["keys", "list", "--keys", str(keys)])
+    assert r.exit_code == 0 and "k" in r.output, r.output
+    counters_path.rmdir()
+    r = CliRunner().invoke(main, ["keys", "list", "--keys", str(keys)])
+    assert r.exit_code == 0 and not counters_path.exists()

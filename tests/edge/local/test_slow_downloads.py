@@ -23,7 +23,6 @@ import pytest
 
 from edge.local.app import UNSATISFIABLE, App, byte_range
 from edge.routes import CSV, DOWNLOAD_FILE
-from pipeline.datasets.base import Produced
 from pipeline.datasets.downloads import BundleFile, bundle
 from pipeline.release.render import render_release
 from tests.conftest import LiveServer, synthetic_produced
