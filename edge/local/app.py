@@ -20,6 +20,7 @@ from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
 from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
 from ..stores.counters import CountersUnavailable
+from ..stores.sqlite import KeyStoreUnavailable
 from .settings import ServerSettings
 
 Clock = Callable[[], datetime]
@@ -92,8 +93,9 @@ class App:
             return resp, resp.body or b""
         try:
             resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
-        except CountersUnavailable as e:  # logged where it was found (edge/stores/counters.py)
-            resp = error("TEMPORARILY_UNAVAILABLE", "Requests cannot be counted against limits at the moment; "
+        except (CountersUnavailable, KeyStoreUnavailable) as e:  # logged where found (edge/stores/)
+            what = "counted against limits" if isinstance(e, CountersUnavailable) else "checked against the key store"
+            resp = error("TEMPORARILY_UNAVAILABLE", f"Requests cannot be {what} at the moment; "
                          f"retry in {e.retry_after} s.", raw_path, [("Retry-After", str(e.retry_after))])
             return resp, resp.body or b""
         if resp.file_key is not None:
