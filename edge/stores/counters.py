@@ -34,6 +34,7 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import json
 import logging
 import mmap
 import os
@@ -172,6 +173,7 @@ class CounterTableFull(RuntimeError):
 _MAGIC = b"MRCOUNT2"  # version 2: the shared mutex in the header
 _MAGIC_V1 = b"MRCOUNT1"
 _RETIRED = b"MRRETIRE"  # written over the magic of a damaged file that was replaced
+_MONTH_PREFIX = b"M:"  # the limiter's month windows (edge/limits.py), kept in the snapshot
 _HEADER = struct.Struct("<8sII")  # magic, slots, slot size
 _HEADER_SIZE = 64
 _SLOT = 64
@@ -332,6 +334,13 @@ class MappedCounter:
     lives for its length plus a grace (minutes: 3 min; months: the month + 1 day), so that
     is room for tens of thousands of live keys. A full table raises `CounterTableFull`
     rather than guessing.
+
+    Damage (the file truncated, zeroed, overwritten or removed under the processes that map
+    it) is looked for before every access (`_guard`: size, links and the header's fixed
+    bytes, so a truncated mapping is never touched, which would be SIGBUS) and by the probes
+    and the sweep (slot states, negative counts). It is never read as "no count yet": the
+    request raises `CountersUnavailable` (the server answers 503) and the file is rebuilt
+    (`_heal`).
     """
 
     _mm: mmap.mmap
@@ -477,9 +486,10 @@ class MappedCounter:
         built: a file of another identity at the path that checks out is taken as it is;
         otherwise the damaged file is moved aside (`<name>.damaged-<UTC time>`, kept for the
         operator), its mapped header marked retired (so every process mapping it notices on
-        its next request) and a fresh table renamed into place. Counts in the damaged file are
-        not trusted: this process answers 503 until the minute ends, then counts from zero
-        (docs/operations.md#counters-file).
+        its next request) and a fresh table renamed into place, holding the month counts of the
+        last sweep's snapshot (`<name>.months`, checksummed). Counts in the damaged file are
+        not trusted: this process answers 503 until the minute ends, then counts minutes from
+        zero and months from the snapshot (docs/operations.md#the-local-server-s-state-files).
         """
         with self._switching:
             now = time.time()
@@ -537,7 +547,56 @@ class MappedCounter:
             os.unlink(tmp)
             raise
         self._attach(fd, mm, slots, initialise=True)  # alone with it until the rename below
+        restored = self._restore_months()
         os.rename(tmp, self.path)
+        if restored:
+            log.warning("counters file %s rebuilt with %d monthly counts from %s", self.path, restored,
+                        self._months_path())
+
+    # -- the monthly counts' snapshot, so a rebuild does not hand out a new month ------------------
+    def _months_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".months")
+
+    def _save_months(self, months: list[tuple[str, int, int]]) -> None:
+        """Write the month windows' counts beside the file (at each minute's sweep), checksummed."""
+        body = json.dumps(months, separators=(",", ":")).encode()
+        target = self._months_path()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+
+    def _restore_months(self) -> int:
+        """Month counts from the last snapshot into the fresh table (which nothing else sees yet)."""
+        try:
+            digest, _, body = self._months_path().read_bytes().partition(b"\n")
+            if hashlib.sha256(body).hexdigest().encode() != digest:
+                raise ValueError("checksum differs")
+            months = [(str(name), int(n), int(expires)) for name, n, expires in json.loads(body)]
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, TypeError) as e:
+            log.error("counters file %s: the monthly snapshot is unusable (%s); monthly counts restart from zero",
+                      self.path, e)
+            return 0
+        now = time.time()
+        restored = 0
+        for name, n, expires in months:
+            b = name.encode()
+            if expires < now or n < 1 or len(b) > _NAME_MAX + 1:
+                continue
+            i, found = self._find(b)
+            if found:
+                continue
+            off = self._base + i * _SLOT
+            _SLOT_HEAD.pack_into(self._mm, off, n, expires, len(b))
+            self._mm[off + 17 : off + 17 + len(b)] = b
+            self._mm[self._states + i] = _USED
+            restored += 1
+        return restored
 
     def close(self) -> None:
         """Unmap and close the file (which also gives up this process's share of it)."""
@@ -655,6 +714,7 @@ class MappedCounter:
         self._guard()
         mm = self._mm
         start, end = self._states, self._states + self.slots
+        months: list[tuple[str, int, int]] = []
         try:
             self._lock.acquire()
             try:
@@ -663,8 +723,11 @@ class MappedCounter:
                 i = mm.find(b"\x01", start, end)
                 while i != -1:
                     off = self._base + (i - start) * _SLOT
-                    if _SLOT_HEAD.unpack_from(mm, off)[1] < before:
+                    n, expires, length = _SLOT_HEAD.unpack_from(mm, off)
+                    if expires < before:
                         mm[i] = _GONE
+                    elif mm[off + 17 : off + 19] == _MONTH_PREFIX and length <= _NAME_MAX:
+                        months.append((mm[off + 17 : off + 17 + length].decode("utf-8", "replace"), n, expires))
                     i = mm.find(b"\x01", i + 1, end)
                 if mm[start:end].count(b"\x02") * 2 > self.slots:
                     self._rehash()
@@ -673,6 +736,10 @@ class MappedCounter:
         except _Damaged as e:
             self._recover(str(e))
         mm.flush()  # outside the lock: writing the pages to disk may take a while
+        try:
+            self._save_months(months)
+        except OSError as e:  # the snapshot only narrows a rebuild's loss; counting goes on without it
+            log.warning("counters file %s: cannot write the monthly snapshot (%s)", self.path, e)
 
     def _rehash(self) -> None:
         mm = self._mm

@@ -21,6 +21,7 @@ from edge.stores import counters
 from edge.stores.counters import CountersUnavailable, MappedCounter
 
 FAR = 2**40
+MINUTE, MONTH = "m:key_0123456789:30000000", "M:key_0123456789:2027-01"  # the limiter's window names
 SLOTS = 64
 SIZE = 64 + SLOTS + SLOTS * 64
 
@@ -89,23 +90,44 @@ def test_damage_under_a_live_mapping_is_refused_then_counting_restarts_in_a_fres
         clock = Clock()
         clock.install()
         c = MappedCounter(path, slots=SLOTS)
-        assert [c.incr_pair("m", FAR, 5, "M", FAR) for _ in range(3)][-1] == (3, 3)
+        assert [c.incr_pair(MINUTE, FAR, 5, MONTH, FAR) for _ in range(3)][-1] == (3, 3)
+        c.sweep(0)  # the minute's sweep: it also snapshots the month counts beside the file
+        c.incr_pair(MINUTE, FAR, 5, MONTH, FAR)  # one more since the snapshot: it may be lost
         DAMAGE[damage](path)
         refused = []
         for _ in range(4):  # refused, never counted against a silently reset window
             try:
-                c.incr_pair("m", FAR, 5, "M", FAR)
+                c.incr_pair(MINUTE, FAR, 5, MONTH, FAR)
             except CountersUnavailable as e:
                 refused.append(e.retry_after)
-        clock.now += 50  # the next minute: a fresh file counts from zero
-        after = c.incr_pair("m", FAR, 5, "M", FAR)
+        clock.now += 50  # the next minute: a fresh file counts the minute from zero, the month from the snapshot
+        after = c.incr_pair(MINUTE, FAR, 5, MONTH, FAR)
         aside = sorted(p.name for p in path.parent.iterdir() if ".damaged-" in p.name)
-        return {"refused": refused, "after": after, "aside": aside, "sound": MappedCounter(path, SLOTS).value("m")}
+        return {"refused": refused, "after": after, "aside": aside,
+                "sound": MappedCounter(path, SLOTS).value(MONTH)}
 
     got = run_in_child(scenario, tmp_path / "c.map")
     assert got["refused"] == [50, 50, 50, 50]  # seconds until the minute ends
-    assert got["after"] == (1, 1) and got["sound"] == 1
+    assert got["after"] == (1, 4) and got["sound"] == 4  # the month goes on from the snapshot's 3
     assert len(got["aside"]) == (0 if damage == "removed" else 1)  # the damaged file is kept for the operator
+
+
+def test_an_unusable_month_snapshot_is_ignored_with_a_log_line(tmp_path: Path):
+    def scenario(path: Path) -> object:
+        clock = Clock()
+        clock.install()
+        c = MappedCounter(path, slots=SLOTS)
+        c.incr_pair(MINUTE, FAR, 5, MONTH, FAR)
+        c.sweep(0)
+        snapshot = path.with_name(path.name + ".months")
+        snapshot.write_bytes(snapshot.read_bytes().replace(b"[[", b"[[\"M:other\",99],["))  # edited by hand
+        truncate(path)
+        with pytest.raises(CountersUnavailable):
+            c.incr(MONTH, FAR)
+        clock.now += 50
+        return c.incr(MONTH, FAR)
+
+    assert run_in_child(scenario, tmp_path / "c.map") == 1  # checksum differs: months restart (logged)
 
 
 def test_two_processes_switch_to_the_one_rebuilt_file(tmp_path: Path):
@@ -118,8 +140,8 @@ def test_two_processes_switch_to_the_one_rebuilt_file(tmp_path: Path):
         clock.install()
         a = MappedCounter(path, slots=SLOTS)
         b = MappedCounter(path, slots=SLOTS)  # a second opener, as a second worker process would be
-        a.incr("m", FAR)
-        b.incr("m", FAR)
+        a.incr(MINUTE, FAR)
+        b.incr(MINUTE, FAR)
         randomise_states(path)
         seen: list[object] = []
         for who in (a, b):
@@ -128,7 +150,7 @@ def test_two_processes_switch_to_the_one_rebuilt_file(tmp_path: Path):
             except CountersUnavailable:
                 seen.append("refused")
         clock.now += 50
-        seen += [a.incr("m", FAR), b.incr("m", FAR), a.incr("m", FAR)]
+        seen += [a.incr(MINUTE, FAR), b.incr(MINUTE, FAR), a.incr(MINUTE, FAR)]
         return seen
 
     assert run_in_child(scenario, path) == ["refused", "refused", 1, 2, 3]
