@@ -41,7 +41,11 @@ TIMEOUT_S = 5  # the viewer-request maximum
 # (the function's rewrite puts the release id and the encoding in the URI).
 CACHING_OPTIMIZED = "658327ea-f89d-4fab-a63d-7e88639e58f6"
 RESPONSE_POLICY_NAME = "malaria-risk-api"
-EXPOSE = ["ETag", "RateLimit", "RateLimit-Policy", "Retry-After", "X-Release-Id"]
+# the gate's CORS lists (edge/gate.py), so the CDN and the local server allow and expose the same headers
+from edge.gate import ALLOW_HEADERS, EXPOSE_HEADERS  # noqa: E402
+
+EXPOSE = [h.strip() for h in EXPOSE_HEADERS.split(",")]
+ALLOW = [h.strip() for h in ALLOW_HEADERS.split(",")]
 TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Action": "sts:AssumeRole",
     "Principal": {"Service": ["lambda.amazonaws.com", "edgelambda.amazonaws.com"]}}]}
@@ -194,8 +198,7 @@ def response_headers_policy_config() -> dict[str, Any]:
         "Comment": "malaria-risk API: CORS and exposed headers",
         "CorsConfig": {
             "AccessControlAllowOrigins": {"Quantity": 1, "Items": ["*"]},
-            "AccessControlAllowHeaders": {"Quantity": 4, "Items": ["Authorization", "x-api-key", "If-None-Match",
-                                                                   "Accept-Encoding"]},
+            "AccessControlAllowHeaders": {"Quantity": len(ALLOW), "Items": ALLOW},
             "AccessControlAllowMethods": {"Quantity": 3, "Items": ["GET", "HEAD", "OPTIONS"]},
             "AccessControlAllowCredentials": False,
             "AccessControlExposeHeaders": {"Quantity": len(EXPOSE), "Items": EXPOSE},

@@ -24,7 +24,8 @@ Order of checks (documented in docs/api.md and pinned by tests):
    bundle file: the release id must be the current or a kept release (else 404
    UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE).
 9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
-10. File → 200 (or 304 when If-None-Match matches), gzip when accepted.
+10. File → 200 (or 304 when If-None-Match matches), gzip when accepted and no `Range` is asked
+    (ranges are of the identity bytes; the server or the CDN answers 206/416 from the file).
 """
 
 # Annotations are evaluated, not postponed: a NamedTuple compiles each string annotation when the
@@ -46,10 +47,11 @@ from .routes import (
     Route,
     csv_alias,
 )
+from .security import API_HEADERS, DOCS_HEADERS
 
 ALLOWED_METHODS = "GET, HEAD, OPTIONS"
-ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding"
-EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id"
+ALLOW_HEADERS = "Authorization, x-api-key, If-None-Match, Accept-Encoding, Range, If-Range"
+EXPOSE_HEADERS = "ETag, RateLimit, RateLimit-Policy, Retry-After, X-Release-Id, Content-Range, Accept-Ranges"
 SUCCESS_CACHE = "private, max-age=300, must-revalidate"
 LIST_CACHE = "private, max-age=60, must-revalidate"  # the release list changes with a publish or prune
 ERROR_CACHE = "no-store"
@@ -123,7 +125,7 @@ def cors_headers() -> Headers:
 
 def error(code: str, detail: str, path: str, extra_headers: Headers | None = None, **members: object) -> Response:
     p = BY_CODE[code]
-    headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers()]
+    headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers(), *API_HEADERS]
     if extra_headers:
         headers.extend(extra_headers)
     return Response(p.status, headers, problem_body(code, detail, instance=path, **members))
@@ -347,7 +349,7 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
     """
     if req.path in ("/", "/docs"):
         return Response(301, [("Location", "/" + PUBLIC_PREFIX), ("Cache-Control", "public, max-age=300"),
-                              ("Content-Type", "text/plain; charset=utf-8"), *cors_headers()],
+                              ("Content-Type", "text/plain; charset=utf-8"), *cors_headers(), *DOCS_HEADERS],
                         b"See /" + PUBLIC_PREFIX.encode() + b"\n")
     key = req.path.lstrip("/")
     if key == "docs" or key.endswith("/"):
@@ -355,10 +357,10 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
     entry = release.entry(key)
     if entry is None:
         return error("NOT_FOUND", "No such documentation page.", req.path)
-    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
+    use_gzip = _use_gzip(req, entry)
     headers: Headers = [
         ("ETag", (entry.gzip_etag if use_gzip else None) or entry.etag), ("Cache-Control", "public, max-age=300"),
-        ("Vary", "Accept-Encoding"), ("X-Release-Id", release.release_id), *cors_headers(),
+        ("Vary", "Accept-Encoding"), ("X-Release-Id", release.release_id), *cors_headers(), *DOCS_HEADERS,
     ]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):
@@ -465,7 +467,7 @@ def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None
     key = DOWNLOAD_FILE.key(name)
     entry = target.entry(key)
     if entry is None:
-        return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{name}`; "
+        return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{_shown(name)}`; "
                      "/v1/downloads lists the current release's files.", req.path)
     resp = _file(req, key, entry, target.release_id)
     if target is not current:
@@ -489,7 +491,7 @@ def _release_list(req: Request, route: Route, current: ReleaseIndex, pinned: Pin
         return error("TEMPORARILY_UNAVAILABLE", "The list of kept releases is not available right now; "
                      f"the current release is {current.release_id}.", req.path, [("Retry-After", "60")])
     headers: Headers = [("ETag", listing.etag), ("Cache-Control", LIST_CACHE), ("X-Release-Id", current.release_id),
-                        *cors_headers()]
+                        *cors_headers(), *API_HEADERS]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, listing.etag):
         return Response(304, headers)
@@ -497,8 +499,22 @@ def _release_list(req: Request, route: Route, current: ReleaseIndex, pinned: Pin
     return Response(200, headers, listing.body)
 
 
+def _use_gzip(req: Request, entry: FileEntry) -> bool:
+    """The precompressed copy when the client accepts gzip, except for a `Range` request: ranges are
+    always of the identity bytes (the size, SHA-256 and offsets the manifest and a resuming client
+    know), here and at the CDN alike (docs/limits.md#downloads)."""
+    return (entry.gzip_key is not None and "range" not in req.headers
+            and _accepts_gzip(req.headers.get("accept-encoding")))
+
+
+def _shown(text: str, limit: int = 40) -> str:
+    """A short, printable prefix of client text for a problem's detail (never the whole of a long name)."""
+    shown = "".join(c if " " < c < "\x7f" and c != "`" else "?" for c in text[:limit])
+    return shown + "…" if len(text) > limit else shown
+
+
 def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response:
-    use_gzip = entry.gzip_key is not None and _accepts_gzip(req.headers.get("accept-encoding"))
+    use_gzip = _use_gzip(req, entry)
     etag = entry.gzip_etag if use_gzip else entry.etag
     headers: Headers = [
         ("ETag", etag or entry.etag),
@@ -506,6 +522,7 @@ def _file(req: Request, key: str, entry: FileEntry, release_id: str) -> Response
         ("Vary", "Accept-Encoding"),
         ("X-Release-Id", release_id),
         *cors_headers(),
+        *API_HEADERS,
     ]
     inm = req.headers.get("if-none-match")
     if inm is not None and _etag_matches(inm, entry.etag, entry.gzip_etag):

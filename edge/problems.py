@@ -67,13 +67,16 @@ CATALOGUE: tuple[Problem, ...] = (
             "The download path names a release id this service does not keep (never built, or pruned)."),
     Problem("UNKNOWN_FILE", 404, "No such download",
             "The download path names no file of that release's bundle (see /v1/downloads for the names)."),
+    Problem("RANGE_NOT_SATISFIABLE", 416, "Range not satisfiable",
+            "The `Range` header asks for bytes past the end of the file (`Content-Range` gives its size)."),
     # data availability (SPEC)
     Problem("TRANSMISSION_DATA_UNAVAILABLE", 503, "Transmission data unavailable",
             "Transmission data has not been loaded on the server."),
     # the edge's dependencies (ours)
     Problem("TEMPORARILY_UNAVAILABLE", 503, "Temporarily unavailable",
-            "A store the service needs to decide (the key store or the release pointer) did not answer "
-            "in time; nothing was counted against the key. Retry after the `Retry-After` seconds."),
+            "A store the service needs to decide (the key store, the limit counters or the release pointer) "
+            "did not answer in time or is being repaired; nothing was counted against the key. Retry after "
+            "the `Retry-After` seconds."),
     # our own fault
     Problem("RELEASE_INCOMPLETE", 500, "Release incomplete",
             "The published release lacks a file the route table expects (a build defect; report it)."),

@@ -5,7 +5,8 @@ from its cache, so `edge/cloudfront.py` carries them on the rewritten request as
 `x-mr-*` headers and this function copies them onto the response. It also sets the
 viewer's Cache-Control: the gate's choice for answers it authorised (release objects
 sit in S3 with a year-long immutable Cache-Control meant for CloudFront alone) and
-`no-store` for an error from the origin. Kept apart from the viewer-request module so
+`no-store` for an error from the origin, and the security headers of edge/security.py
+(the docs pages' strict CSP, or the API's). Kept apart from the viewer-request module so
 this function's cold start imports nothing but the standard library's basics.
 """
 
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
+
+from .security import headers_for_key
 
 # gate header (lower case) → the request header that carries it → the name viewers see
 FORWARDED = {"ratelimit": "x-mr-ratelimit", "ratelimit-policy": "x-mr-ratelimit-policy",
@@ -31,6 +34,8 @@ def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
     headers = response.setdefault("headers", {})
     if "x-mr-release-id" not in request_headers:
         return response  # not a request the gate rewrote: leave CloudFront's answer alone
+    for name, value in headers_for_key(_file_key(cf.get("request", {}).get("uri", ""))):
+        headers[name.lower()] = [{"key": name, "value": value}]
     for public, fwd in FORWARDED.items():
         values = request_headers.get(fwd)
         if values:
@@ -40,6 +45,12 @@ def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
     if str(response.get("status")) not in ("200", "206", "304"):
         headers["cache-control"] = [{"key": "Cache-Control", "value": ORIGIN_ERROR_CACHE}]
     return response
+
+
+def _file_key(uri: str) -> str:
+    """`/<prefix>/releases/<id>/<key>` (the gate's rewrite) → `<key>`."""
+    _, sep, rest = uri.partition("/releases/")
+    return rest.partition("/")[2] if sep else ""
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:

@@ -39,11 +39,11 @@ store_option = click.option(
 
 def open_key_store(keys_path: str, store_spec: str | None) -> AdminStore:
     """The admin store named by --store, else the SQLite file named by --keys."""
-    from edge.stores import open_store
+    from edge.stores import open_keys
 
     spec = store_spec or f"sqlite:{keys_path}"
     refuse_store_inside(spec, None)
-    return open_store(spec)[0]
+    return open_keys(spec)  # never the limit counters: administering keys neither needs nor may damage them
 
 
 def refuse_store_inside(spec: str, root: Path | None) -> None:

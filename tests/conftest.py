@@ -166,9 +166,13 @@ class LiveServer:
     default front) or "uvicorn" (the same App as ASGI, on uvicorn's h11 protocol).
     """
 
-    def __init__(self, app: App, front: str = DEFAULT_FRONT):
+    def __init__(self, app: App, front: str = DEFAULT_FRONT, stall_window: float | None = None,
+                 min_rate: float | None = None, send_buffer: int | None = None):
         self.app = app
         self.front = front
+        # the direct front's write-stall bound, shortened by tests that would otherwise wait a minute
+        self.stall = {k: v for k, v in (("stall_window", stall_window), ("min_rate", min_rate),
+                                        ("send_buffer", send_buffer)) if v is not None}
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.started = threading.Event()
@@ -192,7 +196,7 @@ class LiveServer:
         async def main() -> None:
             self.loop = asyncio.get_running_loop()
             self.stop = self.loop.create_future()
-            await serve_socket(self.app, sock, self.stop, ready=self.started.set)
+            await serve_socket(self.app, sock, self.stop, ready=self.started.set, **self.stall)
 
         with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
             runner.run(main())

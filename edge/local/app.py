@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
@@ -18,6 +19,8 @@ from typing import Any
 from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
 from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
+from ..stores.counters import CountersUnavailable
+from ..stores.sqlite import KeyStoreUnavailable
 from .settings import ServerSettings
 
 Clock = Callable[[], datetime]
@@ -88,7 +91,13 @@ class App:
             resp = error("RELEASE_INCOMPLETE", "No release can be served at the moment; the operator has "
                          "been told.", raw_path)
             return resp, resp.body or b""
-        resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+        try:
+            resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
+        except (CountersUnavailable, KeyStoreUnavailable) as e:  # logged where found (edge/stores/)
+            what = "counted against limits" if isinstance(e, CountersUnavailable) else "checked against the key store"
+            resp = error("TEMPORARILY_UNAVAILABLE", f"Requests cannot be {what} at the moment; "
+                         f"retry in {e.retry_after} s.", raw_path, [("Retry-After", str(e.retry_after))])
+            return resp, resp.body or b""
         if resp.file_key is not None:
             if resp.release_id is None:
                 try:
@@ -101,22 +110,34 @@ class App:
                     bad.key_id = resp.key_id
                     return bad, bad.body or b""
             else:
-                pinned = self._pinned_file(resp.release_id, resp.file_key)
-                if pinned is None:  # pruned (or damaged) between the lookup and the read
-                    resp = error("UNKNOWN_RELEASE", f"Release {resp.release_id} is no longer kept here.", raw_path)
-                body = pinned if pinned is not None else resp.body or b""
+                pinned = self._pinned_file(resp, raw_path)
+                if isinstance(pinned, Response):
+                    return pinned, pinned.body or b""
+                body = pinned
+            if resp.status == 200:
+                return ranged(resp, body, method, headers, raw_path)
         else:
             body = resp.body or b""
         return resp, body
 
-    def _pinned_file(self, release_id: str, key: str) -> bytes | None:
-        source = self.releases.pinned(release_id)
-        if source is None:
-            return None
-        try:
-            return self.files.get(source, key)
-        except (FileNotFoundError, DamagedFile):
-            return None
+    def _pinned_file(self, resp: Response, raw_path: str) -> bytes | Response:
+        """A kept release's file; a problem when it was pruned meanwhile (404) or is damaged (500, logged)."""
+        assert resp.release_id is not None and resp.file_key is not None
+        source = self.releases.pinned(resp.release_id)
+        if source is not None:
+            try:
+                return self.files.get(source, resp.file_key)
+            except DamagedFile as e:
+                if self.releases.pinned(resp.release_id) is not None:  # still kept: damaged, not pruned
+                    log.error("not serving %s from kept release %s: %s; `malaria-risk verify` lists every damaged "
+                              "file", resp.file_key, resp.release_id, e)
+                    bad = error("RELEASE_INCOMPLETE", f"Release {resp.release_id} holds a damaged copy of this "
+                                "file, so it is not served; the operator has been told.", raw_path)
+                    bad.key_id = resp.key_id
+                    return bad
+        gone = error("UNKNOWN_RELEASE", f"Release {resp.release_id} is no longer kept here.", raw_path)
+        gone.key_id = resp.key_id
+        return gone
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -145,6 +166,70 @@ class App:
         await send({"type": "http.response.start", "status": resp.status, "headers": out_headers})
         send_body = b"" if scope["method"] == "HEAD" or resp.status in (204, 304) else body
         await send({"type": "http.response.body", "body": send_body})
+
+
+def ranged(resp: Response, body: bytes, method: str, headers: dict[str, str], raw_path: str) -> tuple[Response, bytes]:
+    """A 200 file answer, narrowed to one byte range when the client asked for one (RFC 9110 §14).
+
+    `Accept-Ranges: bytes` on every file answer. A `Range` is honoured on GET only, and only
+    when `If-Range` (if sent) is the answer's own strong ETag: otherwise the whole file is
+    sent, as the RFC asks, so a client resuming a file that changed gets the new file whole.
+    The gate never picks the gzip copy for a `Range` request, so offsets are of the identity
+    bytes, whose size and SHA-256 the manifest and the downloads index give. A single range
+    is served; a list of ranges, or a header that is not a bytes range, is ignored (200).
+    """
+    resp.headers.append(("Accept-Ranges", "bytes"))
+    spec = headers.get("range")
+    if spec is None or method.upper() != "GET":
+        return resp, body
+    if_range = headers.get("if-range")
+    if if_range is not None and (if_range.strip().startswith("W/") or if_range.strip() != _header(resp, "ETag")):
+        return resp, body
+    size = len(body)
+    wanted = byte_range(spec, size)
+    if wanted is None:
+        return resp, body
+    if wanted == UNSATISFIABLE:
+        bad = error("RANGE_NOT_SATISFIABLE", f"This file has {size} bytes; the range `{spec[:40]}` asks for none "
+                    "of them.", raw_path, [("Content-Range", f"bytes */{size}"), ("Accept-Ranges", "bytes")])
+        bad.key_id = resp.key_id
+        bad.headers.extend(h for h in resp.headers if h[0] in ("RateLimit", "RateLimit-Policy", "X-Release-Id"))
+        return bad, bad.body or b""
+    first, last = wanted
+    resp.status = 206
+    resp.headers.append(("Content-Range", f"bytes {first}-{last}/{size}"))
+    return resp, body[first:last + 1]
+
+
+UNSATISFIABLE = (-1, -1)
+_RANGE_RE = re.compile(r"\s*bytes\s*=\s*([0-9]*)-([0-9]*)\s*", re.ASCII | re.IGNORECASE)
+
+
+def byte_range(spec: str, size: int) -> tuple[int, int] | None:
+    """`bytes=a-b`, `bytes=a-` or `bytes=-n` → (first, last) inclusive, clipped to the file;
+    `UNSATISFIABLE` when it lies wholly past the end (or asks for a zero-length suffix);
+    None when the header is not one valid bytes range (it is then ignored)."""
+    m = _RANGE_RE.fullmatch(spec)
+    if m is None:
+        return None
+    start, end = m.group(1), m.group(2)
+    if start == end == "":
+        return None
+    if start == "":  # the last n bytes
+        n = int(end)
+        if n == 0 or size == 0:
+            return UNSATISFIABLE
+        return max(0, size - n), size - 1
+    first = int(start)
+    if end != "" and int(end) < first:
+        return None
+    if first >= size:
+        return UNSATISFIABLE
+    return first, min(size - 1, int(end)) if end != "" else size - 1
+
+
+def _header(resp: Response, name: str) -> str | None:
+    return next((v for k, v in resp.headers if k == name), None)
 
 
 def create_app(settings: ServerSettings | None = None) -> App:

@@ -19,7 +19,12 @@ is bounded (the numbers below; docs/limits.md#http-front):
 * pipelining: at most 32 requests wait for their answer, and only one write buffer
   (64 KiB high-water mark) of answers is held for a client that does not read: past
   either, the connection stops being read (its bytes stay in the kernel's socket buffer,
-  not in this process); a client that reads nothing for 60 s is dropped.
+  not in this process);
+* writing an answer: progress is what counts, not when the last write call happened. A
+  client that keeps reading is served however long the body takes; one whose answer
+  drains (moves from this process into the kernel's socket buffer) by fewer than
+  `MIN_RATE` bytes a second over a `STALL_WINDOW` (512 B/s over 60 s: 30 KiB a minute)
+  is dropped, so a client that reads nothing holds its connection for about a minute.
 
 Framing errors (400, 408, 413, 431, 500) are plain text, because they happen before
 there is a request for the gate to judge.
@@ -49,7 +54,8 @@ MAX_PENDING = 32  # pipelined requests parsed but not yet answered
 FEED_SLICE = 8 * 1024  # bytes handed to the parser at once, so a pause takes effect within a slice
 REQUEST_TIMEOUT = 10.0  # first byte of a request to its last
 IDLE_TIMEOUT = 5.0  # a connection with nothing in flight (uvicorn's keep-alive default)
-STALLED_TIMEOUT = 60.0  # a client that reads nothing of a response for this long is dropped
+STALL_WINDOW = 60.0  # an answer being written must drain at least MIN_RATE bytes/s over each such window
+MIN_RATE = 512  # bytes per second: slower than the slowest mobile link this service expects (docs/limits.md)
 SHUTDOWN_GRACE = 5.0
 
 
@@ -91,8 +97,9 @@ _Pending = tuple[str, bytes, dict[str, str], bool, str]
 class _Worker:
     """Per-process state shared by connections: the app, the open connections, the cached Date."""
 
-    def __init__(self, app: App):
+    def __init__(self, app: App, send_buffer: int | None = None):
         self.app = app
+        self.send_buffer = send_buffer
         self.connections: set[_Connection] = set()
         self.status_lines = _status_lines()
         self.targets: dict[bytes, tuple[str, str]] = {}  # request target -> (raw path, raw query)
@@ -137,11 +144,19 @@ class _Connection(asyncio.Protocol):
         self.completed = 0
         self.last_active = time.monotonic()
         self.request_started: float | None = None
+        self.sent = 0  # bytes handed to the transport; minus its buffer, what has drained to the socket
+        self.window_start: float | None = None  # while an answer is being written: the current stall window
+        self.window_drained = 0
+        self.window_buffered = 0
 
     # -- transport events ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport is not a subclass
         self.worker.connections.add(self)
+        if self.worker.send_buffer is not None:
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.worker.send_buffer)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closing = True
@@ -330,8 +345,10 @@ class _Connection(asyncio.Protocol):
                 transport.write(out + body)
             else:
                 transport.writelines([out, body])
+            self.sent += len(out) + len(body)
         else:
             transport.write(out)
+            self.sent += len(out)
         self.last_active = time.monotonic()
         if not keep_alive:
             self._close_after_flush()
@@ -347,50 +364,78 @@ class _Connection(asyncio.Protocol):
         """A framing-level error (not a gate decision): plain text, then close."""
         assert self.transport is not None
         start = self.worker.status_lines.get(status, f"HTTP/1.1 {status} \r\n".encode())
-        self.transport.write(start + self.worker.date() + b"content-type: text/plain; charset=utf-8\r\n"
-                             + f"content-length: {len(message)}\r\nconnection: close\r\n\r\n".encode() + message)
+        out = (start + self.worker.date() + b"content-type: text/plain; charset=utf-8\r\n"
+               + f"content-length: {len(message)}\r\nconnection: close\r\n\r\n".encode() + message)
+        self.transport.write(out)
+        self.sent += len(out)
         self._close_after_flush()
 
-    def expire(self, now: float) -> None:
+    def expire(self, now: float, stall_window: float, min_rate: float) -> None:
         """Enforce the deadlines: a request received too slowly, an idle or a stalled connection."""
         transport = self.transport
         if transport is None:
             return
-        if self.closing:
-            # a close waits for the write buffer to drain; a client that never reads would hold it
-            if now - self.last_active > STALLED_TIMEOUT:
-                transport.abort()
-            return
-        if self.paused or self.pending:
-            if now - self.last_active > STALLED_TIMEOUT:
-                self.closing = True
-                transport.abort()
+        if self._stalled(transport, now, stall_window, min_rate):
+            self.closing = True
+            transport.abort()
+        elif self.closing or self.window_start is not None:
+            return  # a close waits for its answer to drain; an answer being written is not idle
         elif self.request_started is not None and now - self.request_started > REQUEST_TIMEOUT:
             self._write_plain(408, b"Request not received in time.")
-        elif self.request_started is None and now - self.last_active > IDLE_TIMEOUT:
+        elif self.request_started is None and not self.pending and now - self.last_active > IDLE_TIMEOUT:
             self.closing = True
             transport.close()
 
+    def _stalled(self, transport: asyncio.Transport, now: float, stall_window: float, min_rate: float) -> bool:
+        """Whether an answer being written drained too little over the last stall window.
 
-async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None], ready: Callable[[], None] | None = None) -> None:
+        Drained bytes are those handed to the transport minus what it still buffers: the
+        bytes the kernel took, which it takes only as fast as the client reads. Each window
+        must drain `min_rate` bytes a second, or everything that was buffered when it began.
+        """
+        buffered = transport.get_write_buffer_size()
+        if not buffered and not self.paused:
+            self.window_start = None
+            return False
+        drained = self.sent - buffered
+        self.last_active = now
+        if self.window_start is None:
+            self.window_start, self.window_drained, self.window_buffered = now, drained, buffered
+            return False
+        if now - self.window_start < stall_window:
+            return False
+        if drained - self.window_drained < min(min_rate * stall_window, self.window_buffered):
+            return True
+        self.window_start, self.window_drained, self.window_buffered = now, drained, buffered
+        return False
+
+
+async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None], ready: Callable[[], None] | None = None,
+                       stall_window: float = STALL_WINDOW, min_rate: float = MIN_RATE,
+                       send_buffer: int | None = None) -> None:
     """Serve `app` on an already listening socket until `stop` completes.
 
     Takes the stop signal as a future so a test can run a server in a thread (where
-    signal handlers cannot be installed) and stop it from outside.
+    signal handlers cannot be installed) and stop it from outside. Tests also shorten the
+    stall window rather than wait a minute, and shrink the kernel's send buffer
+    (`send_buffer`, SO_SNDBUF): on loopback it grows to megabytes and would swallow a
+    whole test file, where a real slow link fills it after its first few hundred KB.
     """
     loop = asyncio.get_running_loop()
-    worker = _Worker(app)
+    worker = _Worker(app, send_buffer)
     server = await loop.create_server(lambda: _Connection(worker), sock=sock, backlog=2048)
     if ready is not None:
         ready()
 
+    every = min(1.0, stall_window / 4)
+
     def sweep() -> None:
         now = time.monotonic()
         for conn in list(worker.connections):
-            conn.expire(now)
-        handle[0] = loop.call_later(1.0, sweep)
+            conn.expire(now, stall_window, min_rate)
+        handle[0] = loop.call_later(every, sweep)
 
-    handle = [loop.call_later(1.0, sweep)]
+    handle = [loop.call_later(every, sweep)]
     await stop
     handle[0].cancel()
     server.close()
@@ -424,7 +469,7 @@ def _run_worker(sock: socket.socket) -> None:
         runner.run(main())
 
 
-def _supervise(sock: socket.socket, workers: int) -> None:
+def _supervise(sock: socket.socket, workers: int) -> int:
     """Fork `workers` processes on the shared socket; restart one that dies, stop all on a signal.
 
     Forked, not spawned: nothing but the socket is shared — each child builds its own app
@@ -433,6 +478,7 @@ def _supervise(sock: socket.socket, workers: int) -> None:
     """
     children: dict[int, float] = {}
     stopping = False
+    failed = False
 
     def spawn() -> None:
         pid = os.fork()
@@ -472,11 +518,13 @@ def _supervise(sock: socket.socket, workers: int) -> None:
             continue
         if time.monotonic() - started < 2.0:
             print(f"worker {pid} exited at start-up (status {status}); stopping", file=sys.stderr)
+            failed = True
             stop(signal.SIGTERM, None)
             continue
         print(f"worker {pid} died (status {status}); starting another", file=sys.stderr)
         spawn()
     sock.close()
+    return 1 if failed else 0
 
 
 def serve_direct(host: str, port: int, workers: int = 1) -> None:
@@ -485,5 +533,5 @@ def serve_direct(host: str, port: int, workers: int = 1) -> None:
     print(f"serving http://{host}:{port}/ with {workers} direct worker(s)  (Ctrl-C to stop)", file=sys.stderr)
     if workers == 1:
         _run_worker(sock)
-    else:
-        _supervise(sock, workers)
+    elif _supervise(sock, workers):
+        sys.exit(1)  # workers could not start: a non-zero exit, so a restart-on-failure policy acts

@@ -49,6 +49,21 @@ def store_inside_build_root(spec: str, root: Path | None) -> str | None:
     return None
 
 
+def open_keys(spec: str) -> AdminStore:
+    """The key store alone, for key administration: it never opens the limit counters (so a
+    read-only or damaged counters file does not stop `keys list`)."""
+    kind, sep, rest = spec.partition(":")
+    if not sep or kind not in ("sqlite", "dynamodb"):
+        kind, rest = "sqlite", spec
+    if kind == "dynamodb":
+        from .dynamodb import DynamoDBKeyStore
+
+        return DynamoDBKeyStore.from_env(rest)
+    from .sqlite import SQLiteKeyStore
+
+    return SQLiteKeyStore(rest)
+
+
 def open_store(spec: str, counters: str | None = None) -> tuple[AdminStore, Counter]:
     """`sqlite:PATH` or `dynamodb:TABLE_PREFIX` → (key store with admin methods, limit counter).
 

@@ -34,15 +34,21 @@ import ctypes
 import errno
 import fcntl
 import hashlib
+import json
+import logging
 import mmap
 import os
 import sqlite3
 import struct
 import sys
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
+
+log = logging.getLogger("malaria_risk.counters")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS counters (
@@ -144,6 +150,21 @@ def mapped_counters_path_for(keys_path: Path | str) -> Path:
     return p.with_name(p.stem + ".counters.map")
 
 
+class CountersUnavailable(RuntimeError):
+    """The counters file is damaged or was just rebuilt: requests cannot be counted exactly now.
+
+    The server answers 503 TEMPORARILY_UNAVAILABLE with `retry_after`; never raised for a
+    sound file."""
+
+    def __init__(self, reason: str, retry_after: int):
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+class _Damaged(Exception):
+    """Found damage in the counters file (the message says what); handled by `MappedCounter._recover`."""
+
+
 class CounterTableFull(RuntimeError):
     """More live windows than slots. The capacity (`MappedCounter(path, slots)`) is fixed
     when the file is created; a fresh file gets DEFAULT_SLOTS."""
@@ -151,6 +172,8 @@ class CounterTableFull(RuntimeError):
 
 _MAGIC = b"MRCOUNT2"  # version 2: the shared mutex in the header
 _MAGIC_V1 = b"MRCOUNT1"
+_RETIRED = b"MRRETIRE"  # written over the magic of a damaged file that was replaced
+_MONTH_PREFIX = b"M:"  # the limiter's month windows (edge/limits.py), kept in the snapshot
 _HEADER = struct.Struct("<8sII")  # magic, slots, slot size
 _HEADER_SIZE = 64
 _SLOT = 64
@@ -159,6 +182,7 @@ _NAME_MAX = 46
 _COUNT = struct.Struct("<q")
 _SLOT_HEAD = struct.Struct("<qqB")
 _EMPTY, _USED, _GONE = 0, 1, 2
+_STATES = bytes((_EMPTY, _USED, _GONE))
 DEFAULT_SLOTS = 1 << 16
 # an entry is never placed further than this from its home slot, so a lookup never scans
 # more; with linear probing a run this long only happens in a table close to full
@@ -310,14 +334,38 @@ class MappedCounter:
     lives for its length plus a grace (minutes: 3 min; months: the month + 1 day), so that
     is room for tens of thousands of live keys. A full table raises `CounterTableFull`
     rather than guessing.
+
+    Damage (the file truncated, zeroed, overwritten or removed under the processes that map
+    it) is looked for before every access (`_guard`: size, links and the header's fixed
+    bytes, so a truncated mapping is never touched, which would be SIGBUS) and by the probes
+    and the sweep (slot states, negative counts). It is never read as "no count yet": the
+    request raises `CountersUnavailable` (the server answers 503) and the file is rebuilt
+    (`_heal`).
     """
+
+    _mm: mmap.mmap
+    _cells: memoryview
+    _lock: _SharedMutex | _FileLock
 
     def __init__(self, path: Path | str, slots: int = DEFAULT_SLOTS):
         if slots < 8 or slots & (slots - 1):
             raise ValueError("slots must be a power of two ≥ 8")
         self.path = Path(path)
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd = self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._wanted_slots = slots
+        self._switching = threading.Lock()
+        self._retired: list[tuple[mmap.mmap, memoryview, object]] = []  # mappings given up: never touched again
+        self._closed_until = 0.0  # wall-clock second until which this process refuses to count (after damage)
+        self._fd = -1
+        try:
+            self._open_path(create=True)
+        except _Damaged as e:
+            self._heal(str(e))
+
+    # -- opening, checking and replacing the file ----------------------------------------------
+    def _open_path(self, create: bool) -> None:
+        """Open, lock, check and map the file at `self.path`; raises `_Damaged` when it is not sound."""
+        fd = os.open(self.path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
         shared = _PTHREAD is not None
         # With the shared mutex, every process that uses the file holds a shared flock of it
         # for as long as it lives, so one that gets it exclusively knows it is alone and may
@@ -332,39 +380,56 @@ class MappedCounter:
         else:
             fcntl.flock(fd, fcntl.LOCK_EX)
         try:
-            slots = self._check_header(slots, alone)
+            slots = self._check_header(fd, self._wanted_slots, alone)
             mm = mmap.mmap(fd, 0)
         except BaseException:
             os.close(fd)  # drops the flock too
             raise
+        self._attach(fd, mm, slots, initialise=alone)
+
+    def _attach(self, fd: int, mm: mmap.mmap, slots: int, initialise: bool) -> None:
+        """Make a checked mapping the one in use; the previous one (if any) is retired, not unmapped."""
+        if self._fd >= 0:
+            self._retired.append((self._mm, self._cells, self._lock))
+            with contextlib.suppress(OSError):
+                os.close(self._fd)  # the mapping stays; only this process's share of the old file goes
         self.slots = slots
         self._mask = slots - 1
         self._states = _HEADER_SIZE
         self._base = _HEADER_SIZE + slots
+        self._size = _HEADER_SIZE + slots + slots * _SLOT
+        self._header = bytes(mm[:_HEADER.size])  # never changes while the file is sound
         self._mm = mm
         # the mapping as int64 cells: a slot's count (its first 8 bytes) read and written in one step
         self._cells = memoryview(mm).cast("q")
         # name -> (length-prefixed name, slot) where this process last found it: tried first,
         # and trusted only if that slot is still in use under that very name
         self._where: dict[str, tuple[bytes, int]] = {}
-        self._lock: _SharedMutex | _FileLock
-        if shared:
+        self._fd = fd
+        if _PTHREAD is not None:
             self._lock = _SharedMutex(mm, _MUTEX_OFFSET)
-            if alone:
+            if initialise:
                 self._lock.initialise()
                 fcntl.flock(fd, fcntl.LOCK_SH)  # others may join now; held until the process ends
         else:
             fcntl.flock(fd, fcntl.LOCK_UN)
             self._lock = _FileLock(fd)
 
-    def _check_header(self, slots: int, alone: bool) -> int:
-        """Create the table in an empty file, upgrade the previous version's header, check it; → slots."""
-        fd = self._fd
-        if os.fstat(fd).st_size == 0:
+    def _check_header(self, fd: int, slots: int, alone: bool) -> int:
+        """Create the table in an empty file, upgrade the previous version's header, check it; → slots.
+
+        Raises `_Damaged` for a file that is not a sound counters file (truncated, zeroed,
+        overwritten, of another size), and ValueError only for one in use by an older version.
+        """
+        size = os.fstat(fd).st_size
+        if size == 0:
             if not alone:
-                raise ValueError(f"{self.path} is empty but in use by another process; retry when it has set it up")
+                raise _Damaged("is empty (truncated) while other processes use it")
             os.ftruncate(fd, _HEADER_SIZE + slots + slots * _SLOT)
             os.pwrite(fd, _HEADER.pack(_MAGIC, slots, _SLOT), 0)
+            size = os.fstat(fd).st_size
+        if size < _HEADER_SIZE:
+            raise _Damaged(f"is {size} bytes long, shorter than its header")
         magic, slots, slot_size = _HEADER.unpack(os.pread(fd, _HEADER.size, 0))
         if magic == _MAGIC_V1 and slot_size == _SLOT:
             # the same table; the header's spare bytes (zero in version 1) now hold the mutex
@@ -372,9 +437,166 @@ class MappedCounter:
                 raise ValueError(f"{self.path} is in use by a process of an earlier version; stop it first")
             os.pwrite(fd, _MAGIC, 0)
             magic = _MAGIC
-        if magic != _MAGIC or slot_size != _SLOT or os.fstat(fd).st_size != _HEADER_SIZE + slots + slots * _SLOT:
-            raise ValueError(f"{self.path} is not a counters file of this version")
+        if magic != _MAGIC or slot_size != _SLOT or slots < 8 or slots & (slots - 1):
+            raise _Damaged("has no valid counters header (overwritten or not a counters file of this version)")
+        if size != _HEADER_SIZE + slots + slots * _SLOT:
+            raise _Damaged(f"is {size} bytes long where its header says {_HEADER_SIZE + slots + slots * _SLOT}")
+        if alone:
+            states = os.pread(fd, slots, _HEADER_SIZE)
+            if states.translate(None, _STATES):
+                raise _Damaged("holds slot states that are not empty, used or gone (overwritten)")
         return int(slots)
+
+    def _guard(self) -> None:
+        """Before the mapping is touched: the file must still be as it was mapped.
+
+        The size first, from the file (a mapping of a file truncated under it faults with
+        SIGBUS when touched past the new end), then the header's fixed bytes, from the
+        mapping. Damage found here or inside the lock is handled by `_recover`.
+        """
+        if self._closed_until:
+            if time.time() < self._closed_until:
+                raise CountersUnavailable("the counters file was rebuilt this minute", self._retry_after())
+            self._closed_until = 0.0
+        try:
+            st = os.fstat(self._fd)
+        except OSError as e:
+            self._recover(f"cannot be checked ({e.strerror})")
+        size = st.st_size
+        if st.st_nlink == 0:
+            self._recover("was removed while in use")
+        if size != self._size:
+            self._recover(f"is {size} bytes long where {self._size} were mapped (truncated or replaced)")
+        if self._mm[:_HEADER.size] != self._header:
+            self._recover("has a changed header (overwritten, zeroed or retired after damage)")
+
+    def _retry_after(self) -> int:
+        left = self._closed_until - time.time()
+        return max(1, int(left) + (left > int(left)))
+
+    def _recover(self, reason: str) -> NoReturn:
+        """`_heal`, then refuse this request (503)."""
+        self._heal(reason)
+        raise CountersUnavailable(f"the counters file {reason}", self._retry_after())
+
+    def _heal(self, reason: str) -> None:
+        """Fail closed until the end of this minute and put a sound file in place of a damaged one.
+
+        Under a lock file beside it, so one process rebuilds and the others switch to what it
+        built: a file of another identity at the path that checks out is taken as it is;
+        otherwise the damaged file is moved aside (`<name>.damaged-<UTC time>`, kept for the
+        operator), its mapped header marked retired (so every process mapping it notices on
+        its next request) and a fresh table renamed into place, holding the month counts of the
+        last sweep's snapshot (`<name>.months`, checksummed). Counts in the damaged file are
+        not trusted: this process answers 503 until the minute ends, then counts minutes from
+        zero and months from the snapshot (docs/operations.md#the-local-server-s-state-files).
+        """
+        with self._switching:
+            now = time.time()
+            first = not self._closed_until
+            self._closed_until = (int(now) // 60 + 1) * 60
+            if first:
+                log.error("counters file %s %s: keyed requests answer 503 until the minute ends, then counting "
+                          "restarts from a fresh file", self.path, reason)
+            try:
+                self._replace()
+            except (OSError, _Damaged) as e:
+                log.error("counters file %s could not be rebuilt (%s); keyed requests keep answering 503", self.path,
+                          e)
+                self._closed_until = (int(now) // 60 + 1) * 60
+
+    def _replace(self) -> None:
+        lock_fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            try:
+                st: os.stat_result | None = os.stat(self.path)
+            except FileNotFoundError:
+                st = None
+            mine = os.fstat(self._fd) if self._fd >= 0 else None
+            if st is not None and (mine is None or (st.st_ino, st.st_dev) != (mine.st_ino, mine.st_dev)):
+                try:
+                    self._open_path(create=False)  # another process rebuilt it (or an operator replaced it)
+                    return
+                except _Damaged:
+                    pass
+            if st is not None:
+                aside = self.path.with_name(f"{self.path.name}.damaged-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}")
+                os.rename(self.path, aside)
+                log.error("moved the damaged counters file to %s", aside)
+            if self._fd >= 0:
+                with contextlib.suppress(OSError, ValueError):
+                    if os.fstat(self._fd).st_size >= _HEADER_SIZE:
+                        self._mm[:8] = _RETIRED  # every process still mapping it sees the change
+            self._create_fresh()
+        finally:
+            os.close(lock_fd)  # drops the lock
+
+    def _create_fresh(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            slots = self._wanted_slots
+            os.ftruncate(fd, _HEADER_SIZE + slots + slots * _SLOT)
+            os.pwrite(fd, _HEADER.pack(_MAGIC, slots, _SLOT), 0)
+            mm = mmap.mmap(fd, 0)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp)
+            raise
+        self._attach(fd, mm, slots, initialise=True)  # alone with it until the rename below
+        restored = self._restore_months()
+        os.rename(tmp, self.path)
+        if restored:
+            log.warning("counters file %s rebuilt with %d monthly counts from %s", self.path, restored,
+                        self._months_path())
+
+    # -- the monthly counts' snapshot, so a rebuild does not hand out a new month ------------------
+    def _months_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".months")
+
+    def _save_months(self, months: list[tuple[str, int, int]]) -> None:
+        """Write the month windows' counts beside the file (at each minute's sweep), checksummed."""
+        body = json.dumps(months, separators=(",", ":")).encode()
+        target = self._months_path()
+        tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            os.write(fd, hashlib.sha256(body).hexdigest().encode() + b"\n" + body)
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+
+    def _restore_months(self) -> int:
+        """Month counts from the last snapshot into the fresh table (which nothing else sees yet)."""
+        try:
+            digest, _, body = self._months_path().read_bytes().partition(b"\n")
+            if hashlib.sha256(body).hexdigest().encode() != digest:
+                raise ValueError("checksum differs")
+            months = [(str(name), int(n), int(expires)) for name, n, expires in json.loads(body)]
+        except FileNotFoundError:
+            return 0
+        except (OSError, ValueError, TypeError) as e:
+            log.error("counters file %s: the monthly snapshot is unusable (%s); monthly counts restart from zero",
+                      self.path, e)
+            return 0
+        now = time.time()
+        restored = 0
+        for name, n, expires in months:
+            b = name.encode()
+            if expires < now or n < 1 or len(b) > _NAME_MAX + 1:
+                continue
+            i, found = self._find(b)
+            if found:
+                continue
+            off = self._base + i * _SLOT
+            _SLOT_HEAD.pack_into(self._mm, off, n, expires, len(b))
+            self._mm[off + 17 : off + 17 + len(b)] = b
+            self._mm[self._states + i] = _USED
+            restored += 1
+        return restored
 
     def close(self) -> None:
         """Unmap and close the file (which also gives up this process's share of it)."""
@@ -382,6 +604,11 @@ class MappedCounter:
         self._cells.release()
         self._mm.close()
         os.close(self._fd)
+        for mm, cells, _ in self._retired:
+            cells.release()
+            with contextlib.suppress(BufferError):
+                mm.close()
+        self._retired.clear()
 
     @staticmethod
     def _encode(name: str) -> bytes:
@@ -407,6 +634,8 @@ class MappedCounter:
                 off = base + i * _SLOT + 16
                 if mm[off] == n and mm[off + 1 : off + 1 + n] == b:
                     return i, True
+            elif state != _GONE:
+                raise _Damaged(f"holds an invalid slot state ({state}) at slot {i} (overwritten)")
             elif free < 0:
                 free = i
             i = (i + 1) & mask
@@ -425,6 +654,8 @@ class MappedCounter:
             if mm[self._states + i] == _USED and mm[off + 16 : off + 16 + len(lp)] == lp:
                 cells = self._cells
                 n: int = cells[off >> 3] + 1
+                if n <= 0:
+                    raise _Damaged(f"holds a negative count at slot {i} (overwritten)")
                 cells[off >> 3] = n
                 return n
         b = self._encode(name)
@@ -432,6 +663,8 @@ class MappedCounter:
         off = self._base + i * _SLOT
         if found:
             n = _COUNT.unpack_from(mm, off)[0] + 1
+            if n <= 0:
+                raise _Damaged(f"holds a negative count at slot {i} (overwritten)")
             _COUNT.pack_into(mm, off, n)
         else:
             n = 1
@@ -444,45 +677,69 @@ class MappedCounter:
         return n
 
     def incr(self, name: str, expires_at: int) -> int:
+        self._guard()
         lock = self._lock
-        lock.acquire()
         try:
-            return self._bump(name, expires_at)
-        finally:
-            lock.release()
+            lock.acquire()
+            try:
+                return self._bump(name, expires_at)
+            finally:
+                lock.release()
+        except _Damaged as e:
+            self._recover(str(e))
 
     def incr_pair(self, first: str, first_expires: int, first_limit: int, second: str,
                   second_expires: int) -> tuple[int, int | None]:
         """`first` += 1, then `second` += 1 only if `first` stayed within `first_limit`, in one lock."""
+        self._guard()
         lock = self._lock
-        lock.acquire()
         try:
-            n = self._bump(first, first_expires)
-            return n, (self._bump(second, second_expires) if n <= first_limit else None)
-        finally:
-            lock.release()
+            lock.acquire()
+            try:
+                n = self._bump(first, first_expires)
+                return n, (self._bump(second, second_expires) if n <= first_limit else None)
+            finally:
+                lock.release()
+        except _Damaged as e:
+            self._recover(str(e))
 
     def sweep(self, before: int) -> None:
         """Mark windows that expired before `before` as gone, and flush the file to disk.
 
         Gone slots are reused by inserts; when more than half the table is gone the live
-        entries are re-inserted into a clean table so probes stay short.
+        entries are re-inserted into a clean table so probes stay short. Every slot state is
+        checked on the way (once a minute, a 64 KiB scan): damage the probes have not met yet
+        is found here.
         """
+        self._guard()
         mm = self._mm
         start, end = self._states, self._states + self.slots
-        self._lock.acquire()
+        months: list[tuple[str, int, int]] = []
         try:
-            i = mm.find(b"\x01", start, end)
-            while i != -1:
-                off = self._base + (i - start) * _SLOT
-                if _SLOT_HEAD.unpack_from(mm, off)[1] < before:
-                    mm[i] = _GONE
-                i = mm.find(b"\x01", i + 1, end)
-            if mm[start:end].count(b"\x02") * 2 > self.slots:
-                self._rehash()
-        finally:
-            self._lock.release()
+            self._lock.acquire()
+            try:
+                if mm[start:end].translate(None, _STATES):
+                    raise _Damaged("holds slot states that are not empty, used or gone (overwritten)")
+                i = mm.find(b"\x01", start, end)
+                while i != -1:
+                    off = self._base + (i - start) * _SLOT
+                    n, expires, length = _SLOT_HEAD.unpack_from(mm, off)
+                    if expires < before:
+                        mm[i] = _GONE
+                    elif mm[off + 17 : off + 19] == _MONTH_PREFIX and length <= _NAME_MAX:
+                        months.append((mm[off + 17 : off + 17 + length].decode("utf-8", "replace"), n, expires))
+                    i = mm.find(b"\x01", i + 1, end)
+                if mm[start:end].count(b"\x02") * 2 > self.slots:
+                    self._rehash()
+            finally:
+                self._lock.release()
+        except _Damaged as e:
+            self._recover(str(e))
         mm.flush()  # outside the lock: writing the pages to disk may take a while
+        try:
+            self._save_months(months)
+        except OSError as e:  # the snapshot only narrows a rebuild's loss; counting goes on without it
+            log.warning("counters file %s: cannot write the monthly snapshot (%s)", self.path, e)
 
     def _rehash(self) -> None:
         mm = self._mm
@@ -504,6 +761,7 @@ class MappedCounter:
     def value(self, name: str) -> int:
         """The current count (0 if none); for tests and operators, not the hot path."""
         b = self._encode(name)
+        self._guard()
         self._lock.acquire()
         try:
             i, found = self._find(b)

@@ -8,6 +8,7 @@ suspension or a removed account takes effect on the very next request.
 from __future__ import annotations
 
 import contextlib
+import logging
 import mmap
 import os
 import sqlite3
@@ -19,7 +20,8 @@ from typing import Any
 from ..keys import PREFIXES, AdminError, KeyRecord, KeyStore, hash_key, new_key, validate_new_key
 from ..routes import SCOPES
 
-__all__ = ["AdminError", "ChangeAwareKeyCache", "SQLiteKeyStore"]  # AdminError is re-exported for the CLI
+__all__ = ["AdminError", "ChangeAwareKeyCache", "KeyStoreUnavailable", "SQLiteKeyStore"]  # AdminError: for the CLI
+log = logging.getLogger("malaria_risk.keys")
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS orgs (
@@ -94,6 +96,13 @@ class SQLiteKeyStore:
             conn.execute("PRAGMA busy_timeout=10000")
             self._local.conn = conn
         return conn
+
+    def reconnect(self) -> None:
+        """Close this thread's connection; the next call opens the file now at the path."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
 
     # -- read side (the gate) -----------------------------------------------------
     def lookup(self, key_hash: str) -> KeyRecord | None:
@@ -194,6 +203,12 @@ class SQLiteKeyStore:
             )
 
 
+class KeyStoreUnavailable(RuntimeError):
+    """The key store file is missing: no key can be checked, so the server answers 503 (fail closed)."""
+
+    retry_after = 5
+
+
 class ChangeAwareKeyCache:
     """Key records cached in-process, dropped the moment the SQLite key file changes.
 
@@ -212,6 +227,19 @@ class ChangeAwareKeyCache:
     pragma is run only when it differs from the last one seen (read before the pragma, so
     a commit landing between the two is caught by the next request). Without WAL or a
     `-shm` file, the pragma runs on every lookup, as before.
+
+    A commit is not the only change: the file itself can be replaced (a backup restored
+    with `mv`) or removed. Neither shows in `data_version`, since connections keep reading
+    the file they opened. So every lookup also stats the path (one system call) and
+    compares its identity (inode, device) with the file the connections have open:
+
+    * replaced: the connections are closed and reopened on the new file, the cache
+      emptied, before this request is decided. The `-wal` and `-shm` beside it belong to the
+      old file while any process still has that open, and SQLite would read the old
+      file's pages from them into the new one; so side files older than the replacement
+      are set aside first (under a lock, so one process does it), see `_reopen`;
+    * removed: `KeyStoreUnavailable` (the server answers 503, logged) until a file is
+      back at the path; never an empty store silently created in its place.
     """
 
     def __init__(self, inner: KeyStore, path: Path | str, max_items: int = 10_000):
@@ -219,17 +247,34 @@ class ChangeAwareKeyCache:
         self.path = Path(path)
         self.max_items = max_items
         self._local = threading.local()
+        self._missing_logged = False
 
     def _state(self) -> _CacheState:
         st: _CacheState | None = getattr(self._local, "st", None)
         if st is None:
+            identity = self._identity()
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            st = _CacheState(conn, {}, -1, _map_wal_index(conn, self.path), b"")
+            st = _CacheState(conn, {}, -1, _map_wal_index(conn, self.path), b"", identity)
             self._local.st = st
         return st
 
+    def _identity(self) -> tuple[int, int]:
+        try:
+            found = os.stat(self.path)
+        except FileNotFoundError:
+            if not self._missing_logged:
+                self._missing_logged = True
+                log.error("key store %s is missing: keyed requests answer 503 until it is restored", self.path)
+            raise KeyStoreUnavailable(f"{self.path} is missing") from None
+        if self._missing_logged:
+            self._missing_logged = False
+            log.warning("key store %s is back", self.path)
+        return found.st_ino, found.st_dev
+
     def lookup(self, key_hash: str) -> KeyRecord | None:
         st = self._state()
+        if self._identity() != st.identity:
+            st = self._reopen(st)
         cache = st.cache
         shm = st.shm
         header = shm[:_WAL_HEADER] if shm is not None else None
@@ -252,25 +297,72 @@ class ChangeAwareKeyCache:
             cache[key_hash] = record
         return record
 
+    def _reopen(self, old: _CacheState) -> _CacheState:
+        """This thread's connections, moved to the file now at the path (see the class docstring)."""
+        import fcntl
+
+        old.conn.close()
+        reconnect = getattr(self.inner, "reconnect", None)
+        if reconnect is not None:
+            reconnect()
+        self._local.st = None
+        lock_fd = os.open(str(self.path) + "-replaced.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            _set_aside_stale_side_files(self.path)
+            st = self._state()
+        finally:
+            os.close(lock_fd)
+        log.warning("key store %s was replaced (a new file at the path); reading keys from the new file", self.path)
+        return st
+
     def __getattr__(self, name: str) -> Any:  # admin methods pass straight through
         return getattr(self.inner, name)
+
+
+def _set_aside_stale_side_files(path: Path) -> None:
+    """Move a `-wal` written before the file at `path` arrived there (and its `-shm` index) out of the way.
+
+    A rename sets the moved file's ctime, and the old file's WAL was last written before
+    it; a WAL the new file uses is created or written after. When the WAL goes, its index
+    goes with it (SQLite rebuilds the index from the WAL, or starts both afresh).
+    """
+    try:
+        main = os.stat(path)
+    except FileNotFoundError:
+        return
+    wal = Path(str(path) + "-wal")
+    shm = Path(str(path) + "-shm")
+    try:
+        stale = os.stat(wal).st_mtime_ns <= main.st_ctime_ns
+    except FileNotFoundError:
+        stale = True
+    if not stale:
+        return
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    with contextlib.suppress(FileNotFoundError):
+        os.rename(wal, wal.with_name(f"{wal.name}.stale-{stamp}"))
+        log.warning("set aside %s: it was written by the key store file that was replaced", wal)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(shm)
 
 
 _WAL_HEADER = 48  # the first copy of the WAL-index header (sqlite.org/walformat.html)
 
 
 class _CacheState:
-    """One thread's connection, cache, last data_version and last WAL-index header."""
+    """One thread's connection, cache, last data_version, last WAL-index header and file identity."""
 
-    __slots__ = ("cache", "conn", "header", "shm", "version")
+    __slots__ = ("cache", "conn", "header", "identity", "shm", "version")
 
     def __init__(self, conn: sqlite3.Connection, cache: dict[str, KeyRecord | None], version: int,
-                 shm: mmap.mmap | None, header: bytes):
+                 shm: mmap.mmap | None, header: bytes, identity: tuple[int, int]):
         self.conn = conn
         self.cache = cache
         self.version = version
         self.shm = shm
         self.header = header
+        self.identity = identity  # (inode, device) of the file `conn` has open
 
 
 def _map_wal_index(conn: sqlite3.Connection, path: Path) -> mmap.mmap | None:

@@ -512,10 +512,18 @@ def render_site(
     for slug in operator_slugs:
         put(slug, "page.html", "operator", title=pages[slug].title, page=pages[slug])
     files[f"{PUBLIC_PREFIX}openapi.json"] = ("application/json", orjson.dumps(doc, option=orjson.OPT_INDENT_2))
-    files[f"{PUBLIC_PREFIX}style.css"] = (CSS, stylesheet)
+    files[f"{PUBLIC_PREFIX}style.css"] = (CSS, stylesheet + swatch_rules(levels))
     for name, (ctype, data) in (assets or {}).items():
         files[f"{PUBLIC_PREFIX}{name}"] = (ctype, data)
     return files
+
+
+def swatch_rules(levels: list[dict[str, Any]]) -> bytes:
+    """The legend's colours as classes of the stylesheet: the pages' CSP allows no inline style."""
+    rules = [f".swatch-{lv['level']} {{ background: {lv['colour']}; }}" for lv in levels]
+    rules.append(".swatch-none { background: #d9dee7; }")
+    return ("\n/* risk levels (generated from the model's thresholds, pipeline/site/pages.py) */\n"
+            + "\n".join(rules) + "\n").encode()
 
 
 def _content_type(name: str) -> str:

@@ -330,6 +330,12 @@ def test_etag_304_and_gzip(release, store, all_scopes_key):
     assert dict(gz.headers)["ETag"] != etag
     no = get(release, store, "/v1/context/states", "", all_scopes_key, accept_encoding="gzip;q=0, identity")
     assert no.file_key == "v1/context/states.json"
+    # a Range request is answered from the identity bytes, at the CDN as locally: offsets are the manifest's
+    ranged = get(release, store, "/v1/context/states", "", all_scopes_key, accept_encoding="gzip", range="bytes=0-9")
+    assert ranged.file_key == "v1/context/states.json" and dict(ranged.headers)["ETag"] == etag
+    assert "Content-Encoding" not in dict(ranged.headers)
+    docs = get(release, store, "/docs/index.html", "", None, accept_encoding="gzip", range="bytes=0-9")
+    assert docs.file_key == "docs/index.html"
 
 
 def test_transmission_unavailable_is_503(tmp_path, store, all_scopes_key):

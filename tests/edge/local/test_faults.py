@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from edge.local.app import App
+from edge.routes import DOWNLOAD_FILE
 from pipeline.release.render import render_release
 from tests.conftest import ESTIMATED, LiveServer, free_port, synthetic_produced
 
@@ -157,3 +158,32 @@ def test_a_stray_file_does_not_make_current_unservable(release_root: Path, store
     (release_root / "releases" / second / "notes.txt~").write_text("editor backup")
     with LiveServer(App(release_root, store)) as live, httpx.Client(base_url=live.url) as c:
         assert c.get("/v1/periods", headers=auth(all_scopes_key)).headers["x-release-id"] == second
+
+
+def test_a_damaged_file_of_a_kept_release_is_a_logged_500_not_an_unknown_release(
+        release_root: Path, store, all_scopes_key: str, caplog: pytest.LogCaptureFixture):
+    first, second = two_releases(release_root)
+    damaged = release_root / "releases" / first / DOWNLOAD_FILE.key("gazetteer.csv")
+    damaged.write_bytes(damaged.read_bytes()[:-3] + b"XYZ")
+    with LiveServer(App(release_root, store)) as live, httpx.Client(base_url=live.url) as c, \
+            caplog.at_level(logging.ERROR, "malaria_risk.server"):
+        r = c.get(f"/v1/downloads/{first}/gazetteer.csv", headers=auth(all_scopes_key))
+        assert r.status_code == 500 and r.json()["code"] == "RELEASE_INCOMPLETE", r.text
+        assert "damaged" in r.json()["detail"] and first in r.json()["detail"]
+        no_server_path(r.content, release_root)
+        assert any(first in m and "gazetteer.csv" in m and "sha256" in m for m in caplog.messages), caplog.messages
+        # the same file of the current release, and the kept release's other files, are served
+        assert c.get(f"/v1/downloads/{second}/gazetteer.csv", headers=auth(all_scopes_key)).status_code == 200
+        assert c.get(f"/v1/downloads/{first}/README.md", headers=auth(all_scopes_key)).status_code == 200
+
+
+def test_an_unknown_file_name_is_echoed_only_as_a_short_prefix(release_root: Path, store, all_scopes_key: str):
+    rid = os.readlink(release_root / "current").split("/")[-1]
+    name = "x" * 60_000
+    with LiveServer(App(release_root, store)) as live, httpx.Client(base_url=live.url) as c:
+        r = c.get(f"/v1/downloads/{rid}/{name}", headers=auth(all_scopes_key))
+        assert r.status_code == 404 and r.json()["code"] == "UNKNOWN_FILE"
+        detail = r.json()["detail"]
+        assert "x" * 40 + "…" in detail and "x" * 41 not in detail and len(detail) < 200
+        odd = c.get(f"/v1/downloads/{rid}/%1b%5b31mred%60", headers=auth(all_scopes_key)).json()
+        assert odd["code"] == "UNKNOWN_FILE" and "31mred" not in odd["detail"]  # not a file name: not echoed

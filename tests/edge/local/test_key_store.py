@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import stat
 import subprocess
 import sys
@@ -82,3 +83,101 @@ def test_revocation_in_another_process_is_seen_by_the_very_next_lookup(tmp_path:
                         f"SQLiteKeyStore(sys.argv[1]).revoke({kid!r})", str(store.path)],
                        check=True, cwd=REPO_ROOT)
         assert cache.lookup(hash_key(key)).revoked
+
+
+def test_key_administration_never_opens_the_limit_counters(tmp_path: Path):
+    """`keys …` works whatever state the counters file is in: here it cannot even be opened."""
+    keys = tmp_path / "var" / "keys.sqlite"
+    counters_path = tmp_path / "var" / "keys.counters.map"
+    counters_path.mkdir(parents=True)  # opening it for writing fails, as a read-only file would for a non-root user
+    r = CliRunner().invoke(main, ["keys", "create", "--name", "k", "--scope", "risk_scores", "--keys", str(keys)])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["keys", "list", "--keys", str(keys)])
+    assert r.exit_code == 0 and "k" in r.output, r.output
+    counters_path.rmdir()
+    r = CliRunner().invoke(main, ["keys", "list", "--keys", str(keys)])
+    assert r.exit_code == 0 and not counters_path.exists()
+
+
+def _serve(root: Path, keys: Path, workers: int, log: Path):  # type: ignore[no-untyped-def]
+    from tests.conftest import free_port, wait_until_up
+
+    port = free_port()
+    with log.open("wb") as err:
+        proc = subprocess.Popen([str(Path(sys.executable).with_name("malaria-risk")), "serve", "--root", str(root),
+                                 "--port", str(port), "--keys", str(keys), "--workers", str(workers)],
+                                stdout=subprocess.DEVNULL, stderr=err)
+    url = f"http://127.0.0.1:{port}"
+    wait_until_up(url + "/docs/", proc, "malaria-risk serve")
+    return proc, url
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_restored_backup_is_read_on_the_very_next_request(release_root: Path, tmp_path: Path, workers: int):
+    """`mv backup keys.sqlite` while the server runs: a key revoked in the backup answers 401 at once,
+    from every worker, although the live file's WAL still holds newer pages of the old file."""
+    import sqlite3
+
+    import httpx
+
+    keys = tmp_path / "var" / "keys.sqlite"
+    live = SQLiteKeyStore(keys)
+    kid, key = live.create("k", ["risk_scores"], "live")
+    proc, url = _serve(release_root, keys, workers, tmp_path / "server.log")
+    try:
+        auth = {"Authorization": f"Bearer {key}", "Connection": "close"}
+        for _ in range(6):  # every worker has the key cached
+            assert httpx.get(url + "/v1/periods", headers=auth).status_code == 200
+        backup = tmp_path / "backup.sqlite"
+        with sqlite3.connect(keys) as src, sqlite3.connect(backup) as dst:
+            src.backup(dst)
+        restored = SQLiteKeyStore(backup)
+        restored.revoke(kid)
+        restored.reconnect()  # closed: its last connection writes the WAL back into the file
+        for i in range(20):  # the live store moves on: its WAL holds pages the backup lacks
+            live.create(f"later-{i}", ["risk_scores"], "test")
+        os.replace(backup, keys)
+        codes = [httpx.get(url + "/v1/periods", headers=auth) for _ in range(8)]
+        assert [r.status_code for r in codes] == [401] * 8
+        assert {r.json()["code"] for r in codes} == {"API_KEY_REVOKED"}
+        # the restored store is the live one from now on: a key made in it works, a revocation is seen at once
+        kid2, key2 = SQLiteKeyStore(keys).create("after", ["risk_scores"], "test")
+        auth2 = {"Authorization": f"Bearer {key2}", "Connection": "close"}
+        assert [httpx.get(url + "/v1/periods", headers=auth2).status_code for _ in range(4)] == [200] * 4
+        SQLiteKeyStore(keys).revoke(kid2)
+        assert [httpx.get(url + "/v1/periods", headers=auth2).status_code for _ in range(4)] == [401] * 4
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "was replaced" in (tmp_path / "server.log").read_text()
+
+
+def test_a_removed_store_fails_closed_and_recovers_when_restored(release_root: Path, tmp_path: Path):
+    import shutil
+
+    import httpx
+
+    keys = tmp_path / "var" / "keys.sqlite"
+    _, key = SQLiteKeyStore(keys).create("k", ["risk_scores"], "live")
+    proc, url = _serve(release_root, keys, 2, tmp_path / "server.log")
+    try:
+        auth = {"Authorization": f"Bearer {key}", "Connection": "close"}
+        assert httpx.get(url + "/v1/periods", headers=auth).status_code == 200
+        saved = tmp_path / "saved"
+        saved.mkdir()
+        with __import__("sqlite3").connect(keys) as src, __import__("sqlite3").connect(saved / "k.sqlite") as dst:
+            src.backup(dst)
+        for p in keys.parent.glob("keys.sqlite*"):
+            p.unlink()
+        for _ in range(6):
+            r = httpx.get(url + "/v1/periods", headers=auth)
+            assert r.status_code == 503 and r.json()["code"] == "TEMPORARILY_UNAVAILABLE", r.text
+            assert int(r.headers["retry-after"]) >= 1
+            assert httpx.get(url + "/docs/index.html", headers={"Connection": "close"}).status_code == 200
+        assert not keys.exists()  # no empty store was created in its place
+        shutil.copy(saved / "k.sqlite", keys)
+        assert [httpx.get(url + "/v1/periods", headers=auth).status_code for _ in range(6)] == [200] * 6
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    assert "is missing" in (tmp_path / "server.log").read_text()

@@ -541,3 +541,26 @@ def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, 
     page.select_option("#state-filter", "")  # forecast months of the whole country: no one-call answer
     assert page.is_disabled("#export-csv") and "choose a state" in page.text_content("#export-note")
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
+
+
+def test_the_map_runs_under_the_strict_content_security_policy(watched: Watched, real_site: RealSite) -> None:
+    """Leaflet, Chart.js and map.js draw the map, the legend and both charts with nothing the policy refuses."""
+    from edge.security import DOCS_CSP
+
+    page = watched.page
+    page.add_init_script("window.__violations = []; document.addEventListener('securitypolicyviolation', "
+                         "e => window.__violations.push(e.violatedDirective + ' ' + e.blockedURI));")
+    response = page.goto(real_site.url + "/docs/map.html")
+    assert response.headers["content-security-policy"] == DOCS_CSP
+    open_map(page, real_site.url, real_site.key)
+    code = first_lga_of(page, STATE)
+    page.wait_for_timeout(300)
+    x, y = point_inside(page, f"path.lga-{code}")
+    page.mouse.click(x, y)
+    page.wait_for_function("document.querySelectorAll('#season-table tbody tr').length === 12", timeout=30_000)
+    page.wait_for_selector("#season-chart")
+    # the legend's colours come from the stylesheet, not from inline styles the policy would refuse
+    swatch = page.eval_on_selector(".legend .swatch", "s => getComputedStyle(s).backgroundColor")
+    assert swatch not in ("rgba(0, 0, 0, 0)", "transparent")
+    assert page.evaluate("window.__violations") == []
+    assert not [e for e in watched.errors if "Content Security Policy" in e], watched.errors
