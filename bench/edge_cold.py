@@ -152,7 +152,7 @@ def ref_bundle(tmp: Path, ref: str, s3_url: str, ddb_url: str) -> Path:
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     subprocess.run([sys.executable, str(src / "deploy" / "build_bundle.py"), "--bucket", "edge-bench", "--prefix",
-                    "api", "--table-prefix", "bench-", "--s3-endpoint-url", s3_url, "--dynamodb-endpoint-url", ddb_url,
+                    "api", "--table-prefix", "bench-", "--region", "us-east-1", "--s3-endpoint-url", s3_url, "--dynamodb-endpoint-url", ddb_url,
                     "--out", str(tmp / "ref.zip")], check=True, capture_output=True)
     zipfile.ZipFile(tmp / "ref.zip").extractall(tmp / "ref-task")
     return tmp / "ref-task"
@@ -176,6 +176,7 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
     store.create_tables()
     _, key = store.create("bench", ["risk_scores"], "live", per_minute=10**6, monthly=10**9)
     size = build_bundle(tmp / "edge.zip", {"bucket": "edge-bench", "prefix": "api", "table_prefix": "bench-",
+                                           "region": "us-east-1",
                                            "s3_endpoint_url": s3p.url, "dynamodb_endpoint_url": ddbp.url})
     zipfile.ZipFile(tmp / "edge.zip").extractall(tmp / "task")
     event = json.dumps(event_for("/v1/context/lgas", "state=KN", authorization=f"Bearer {key}"))

@@ -177,7 +177,8 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     base = ServerSettings.from_env()
     settings = ServerSettings(root=root, store=store, counters=base.counters,
                               limits=limits, per_minute=base.per_minute, monthly=base.monthly,
-                              fixed_now=base.fixed_now, http=http_front)
+                              fixed_now=base.fixed_now, http=http_front, access_log=base.access_log,
+                              log_ok_every=base.log_ok_every)
     os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
     create_app(settings)  # fail here, once, with a readable error rather than in every worker
     serve_workers(host, port, workers, http=http_front)

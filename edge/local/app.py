@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import sys
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..accesslog import AccessLog
 from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
 from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
@@ -71,15 +74,27 @@ class FileCache:
 
 
 class App:
-    def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now):
-        """`root` is the build root; `current` under it is followed (edge/release.py)."""
+    def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now,
+                 access_log: AccessLog | None = None):
+        """`root` is the build root; `current` under it is followed (edge/release.py). `access_log`
+        receives one line per decision (edge/accesslog.py); None writes none."""
         self.releases = LocalReleases(root)
         self.keys = keys
         self.limiter = limiter
         self.clock = clock
         self.files = FileCache()
+        self.access_log = access_log
 
     def respond(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> tuple[Response, bytes]:
+        started = time.perf_counter()
+        resp, body, release_id = self._respond(method, raw_path, query, headers)
+        if self.access_log is not None:
+            self.access_log.record(method, raw_path, resp, release_id, started)
+        return resp, body
+
+    def _respond(self, method: str, raw_path: str, query: str,
+                 headers: dict[str, str]) -> tuple[Response, bytes, str | None]:
+        """(answer, body, id of the release it was decided against)."""
         req = Request(method, raw_path, query, headers)
         try:
             release = self.releases.current()
@@ -87,7 +102,7 @@ class App:
             # the reason (with paths) was logged by LocalReleases; the client learns no path
             resp = error("RELEASE_INCOMPLETE", "No release can be served at the moment; the operator has "
                          "been told.", raw_path)
-            return resp, resp.body or b""
+            return resp, resp.body or b"", None
         resp = handle(req, self.clock(), self.keys, release, self.limiter, self.releases)
         if resp.file_key is not None:
             if resp.release_id is None:
@@ -99,7 +114,7 @@ class App:
                     bad = error("RELEASE_INCOMPLETE", f"Release {release.release_id} holds a damaged copy of this "
                                 "response, so it is not served; it is repaired by the next build.", raw_path)
                     bad.key_id = resp.key_id
-                    return bad, bad.body or b""
+                    return bad, bad.body or b"", release.release_id
             else:
                 pinned = self._pinned_file(resp.release_id, resp.file_key)
                 if pinned is None:  # pruned (or damaged) between the lookup and the read
@@ -107,7 +122,7 @@ class App:
                 body = pinned if pinned is not None else resp.body or b""
         else:
             body = resp.body or b""
-        return resp, body
+        return resp, body, release.release_id
 
     def _pinned_file(self, release_id: str, key: str) -> bytes | None:
         source = self.releases.pinned(release_id)
@@ -166,4 +181,10 @@ def create_app(settings: ServerSettings | None = None) -> App:
         def clock() -> datetime:
             return frozen
 
-    return App(s.root, keys, limiter, clock)
+    access_log = AccessLog(_stderr_line, s.log_ok_every) if s.access_log else None
+    return App(s.root, keys, limiter, clock, access_log)
+
+
+def _stderr_line(text: str) -> None:
+    """One write per line: lines of several worker processes sharing stderr do not interleave."""
+    sys.stderr.write(text + "\n")
