@@ -250,15 +250,37 @@ def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> di
     return b
 
 
+STATUS_PATH = "/status.json"  # the canary's status.json, served keyless beside the API (docs/monitoring.md)
+
+
+def status_behaviour(origin_id: str, policy_id: str | None) -> dict[str, Any]:
+    """`/status.json` straight from the bucket: no function (it needs no key), cached for the object's
+    own max-age (60 s, set by the canary)."""
+    b: dict[str, Any] = {
+        "PathPattern": STATUS_PATH, "TargetOriginId": origin_id, "ViewerProtocolPolicy": "https-only",
+        "AllowedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"],
+                           "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}},
+        "CachePolicyId": CACHING_OPTIMIZED, "Compress": True,
+        "LambdaFunctionAssociations": {"Quantity": 0},
+    }
+    if policy_id:
+        b["ResponseHeadersPolicyId"] = policy_id
+    return b
+
+
 def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns: dict[str, str], oac_id: str,
-                      policy_id: str | None) -> tuple[str, str, str]:
+                      policy_id: str | None, prefix: str = "") -> tuple[str, str, str]:
     """The distribution (found by its Comment), created or brought to the wanted shape: (id, ARN, domain)."""
     comment = f"{name}: malaria-risk API"
     origin_id = f"{name}-releases"
     origin = {"Id": origin_id, "DomainName": f"{bucket}.s3.{bucket_region}.amazonaws.com", "OriginPath": "",
               "S3OriginConfig": {"OriginAccessIdentity": ""}, "OriginAccessControlId": oac_id,
               "CustomHeaders": {"Quantity": 0}}
+    status_id = f"{name}-status"
+    status_origin = {**origin, "Id": status_id,
+                     "OriginPath": "/" + "/".join(p for p in (prefix.strip("/"), "status") if p)}
     wanted_behaviour = behaviour(origin_id, arns, policy_id)
+    wanted_status = {"Quantity": 1, "Items": [status_behaviour(status_id, policy_id)]}
     found = None
     for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
         if item.get("Comment") == comment:
@@ -266,7 +288,8 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
     if found is None:
         created = cf.create_distribution(DistributionConfig={
             "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
-            "Origins": {"Quantity": 1, "Items": [origin]}, "DefaultCacheBehavior": wanted_behaviour,
+            "Origins": {"Quantity": 2, "Items": [origin, status_origin]}, "DefaultCacheBehavior": wanted_behaviour,
+            "CacheBehaviors": wanted_status,
             "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
         })["Distribution"]
         log(f"distribution {created['Id']}: created ({created['DomainName']})")
@@ -274,10 +297,13 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
     got = cf.get_distribution_config(Id=found["Id"])
     config, etag = got["DistributionConfig"], got["ETag"]
     current_origins = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    changed = not _subset(wanted_behaviour, config["DefaultCacheBehavior"]) or not _subset(
-        {k: v for k, v in origin.items() if k != "CustomHeaders"}, current_origins.get(origin_id))
+    changed = not _subset(wanted_behaviour, config["DefaultCacheBehavior"]) or any(not _subset(
+        {k: v for k, v in o.items() if k != "CustomHeaders"}, current_origins.get(o["Id"]))
+        for o in (origin, status_origin)) or not _subset(wanted_status, config.get("CacheBehaviors"))
     if changed:
-        current_origins[origin_id] = {**current_origins.get(origin_id, {}), **origin}
+        for o in (origin, status_origin):
+            current_origins[o["Id"]] = {**current_origins.get(o["Id"], {}), **o}
+        config["CacheBehaviors"] = wanted_status
         config["Origins"] = {"Quantity": len(current_origins), "Items": list(current_origins.values())}
         b = config["DefaultCacheBehavior"]
         for legacy in ("ForwardedValues", "MinTTL", "DefaultTTL", "MaxTTL"):
@@ -289,10 +315,12 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
 
 
 def bucket_policy_statement(bucket: str, prefix: str, distribution_arn: str) -> dict[str, Any]:
-    """CloudFront (through the origin access control) may read release objects, for this distribution only."""
+    """CloudFront (through the origin access control) may read release objects and the canary's
+    status.json, for this distribution only."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Sid": BUCKET_POLICY_SID, "Effect": "Allow", "Principal": {"Service": "cloudfront.amazonaws.com"},
-            "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{base}releases/*",
+            "Action": "s3:GetObject", "Resource": [f"arn:aws:s3:::{bucket}/{base}releases/*",
+                                                   f"arn:aws:s3:::{bucket}/{base}status/status.json"],
             "Condition": {"StringEquals": {"AWS:SourceArn": distribution_arn}}}
 
 
@@ -912,7 +940,8 @@ def main(argv: list[str] | None = None) -> int:
         cf = boto3.client("cloudfront")
         oac = step_oac(cf, a.name)
         policy = step_response_headers_policy(cf)
-        dist_id, dist_arn, domain = step_distribution(cf, a.name, a.bucket, bucket_region, arns, oac, policy)
+        dist_id, dist_arn, domain = step_distribution(cf, a.name, a.bucket, bucket_region, arns, oac, policy,
+                                                      a.prefix)
         step_bucket_policy(boto3.client("s3", region_name=bucket_region), a.bucket, a.prefix, dist_arn)
         log(f"distribution {dist_id}: https://{domain}/")
         if not a.no_wait:
