@@ -181,10 +181,9 @@ def create_app(settings: ServerSettings | None = None) -> App:
         def clock() -> datetime:
             return frozen
 
-    access_log = AccessLog(_stderr_line, s.log_ok_every) if s.access_log else None
+    access_log = None
+    if s.access_log:
+        from .loglines import BackgroundLines
+
+        access_log = AccessLog(BackgroundLines(sys.stderr.fileno()), s.log_ok_every)
     return App(s.root, keys, limiter, clock, access_log)
-
-
-def _stderr_line(text: str) -> None:
-    """One write per line: lines of several worker processes sharing stderr do not interleave."""
-    sys.stderr.write(text + "\n")

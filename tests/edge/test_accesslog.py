@@ -96,3 +96,44 @@ def test_server_settings_carry_the_log_settings_to_workers():
     assert (back.access_log, back.log_ok_every) == (False, 50)
     with pytest.raises(ValueError):
         ServerSettings(log_ok_every=-1)
+
+
+def test_a_stalled_log_reader_never_blocks_serving():
+    """Lines go to a pipe nobody reads: recording returns at once; the oldest lines are dropped and
+    counted; what is written is whole lines, and the drop is reported when the reader catches up."""
+    import os
+    import threading
+
+    from edge.local.loglines import BackgroundLines
+
+    r, w = os.pipe()
+    try:
+        out = BackgroundLines(w, max_lines=100, interval=0.01)
+        done = threading.Event()
+
+        def record() -> None:
+            for i in range(20_000):  # ~1.4 MB: far more than the pipe holds
+                out(json.dumps({"event": "edge_decision", "i": i, "pad": "x" * 40}))
+            done.set()
+
+        threading.Thread(target=record, daemon=True).start()
+        assert done.wait(timeout=30)  # a blocking sink would hang here once the pipe is full
+        assert out.dropped > 0
+        received = b""
+        os.set_blocking(r, False)
+        for _ in range(200):  # read until the writer has caught up and reported the drop
+            try:
+                received += os.read(r, 1 << 16)
+            except BlockingIOError:
+                if b"access_log_dropped" in received:
+                    break
+                threading.Event().wait(0.02)
+        docs = [json.loads(line) for line in received.decode().splitlines()]  # whole lines only
+        dropped = [d for d in docs if d["event"] == "access_log_dropped"]
+        assert dropped and sum(d["lines"] for d in dropped) <= out.dropped
+        assert docs[-1]["event"] == "access_log_dropped" or docs[-1]["i"] == 19_999
+        out.stop()
+        assert out._thread is not None and not out._thread.is_alive()  # nothing writes to the fd any more
+    finally:
+        os.close(r)
+        os.close(w)
