@@ -13,12 +13,13 @@ carrying `sample` = `ok_every` so a count of logged successes times `sample` est
 the real count.
 
 Part of the edge bundle: standard library only, and only modules the CDN function has
-already loaded (`json`, `time`), so the cold start pays nothing to import it.
+already loaded (`json`, `re`, `time`), so the cold start pays nothing to import it.
 """
 
 # Annotations are evaluated, not postponed, like the rest of the bundle's cold path.
 
 import json
+import re
 import time
 from collections.abc import Callable
 
@@ -57,21 +58,19 @@ class AccessLog:
 
     def line(self, method: str, path: str, resp: Response, release_id: str | None, latency_ms: float,
              sample: int = 1) -> str:
-        """The JSON text of one decision (compact, keys in a fixed order)."""
+        """The JSON text of one decision (compact, keys in a fixed order).
+
+        Formatted by hand rather than by `json.dumps`, which cost as much as the whole decision
+        it describes (~12 µs against ~20 µs on the local server): every string here is a route
+        label, a problem code, a key or release id, whose characters need no escaping, and any
+        that would is escaped by `json.dumps` after all (`_str`); tests compare with json."""
         method = method.upper()
-        return json.dumps({
-            "event": EVENT,
-            "time": round(time.time(), 3),
-            "runtime": self.runtime,
-            "method": method if method in METHODS else "other",
-            "route": route_label(path),
-            "status": resp.status,
-            "problem": resp.extra.get("problem"),
-            "key_id": resp.key_id,
-            "release": resp.release_id or release_id,
-            "latency_ms": round(latency_ms, 3),
-            "sample": sample,
-        }, separators=(",", ":"))
+        problem = resp.extra.get("problem")
+        return (f'{{"event":"{EVENT}","time":{time.time():.3f},"runtime":{_str(self.runtime)},'
+                f'"method":"{method if method in METHODS else "other"}","route":{_str(route_label(path))},'
+                f'"status":{int(resp.status)},"problem":{_str(problem)},"key_id":{_str(resp.key_id)},'
+                f'"release":{_str(resp.release_id or release_id)},"latency_ms":{latency_ms:.3f},'
+                f'"sample":{int(sample)}}}')
 
     def record(self, method: str, path: str, resp: Response, release_id: str | None, started: float) -> str | None:
         """Write the decision for `resp` if it is a problem or its success is sampled; `started` is the
@@ -87,6 +86,24 @@ class AccessLog:
         text = self.line(method, path, resp, release_id, (time.perf_counter() - started) * 1000.0, sample)
         self.sink(text)
         return text
+
+
+_PLAIN = re.compile(r"[A-Za-z0-9_.:{}/ -]*")  # characters a JSON string holds as they are
+
+
+_QUOTED: dict[object, str] = {None: "null"}  # the few ids and labels of a process, quoted once
+
+
+def _str(value: object) -> str:
+    quoted = _QUOTED.get(value)
+    if quoted is None:
+        text = str(value)
+        quoted = f'"{text}"' if _PLAIN.fullmatch(text) else json.dumps(text)
+        if len(_QUOTED) >= 4096:
+            _QUOTED.clear()
+            _QUOTED[None] = "null"
+        _QUOTED[value] = quoted
+    return quoted
 
 
 def event_line(event: str, **fields: object) -> str:

@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ..accesslog import DEFAULT_OK_EVERY
 from ..limits import DEFAULT_MONTHLY, DEFAULT_PER_MINUTE
 
 ENV_ROOT = "MALARIA_RISK_ROOT"
@@ -26,11 +25,14 @@ ENV_MONTHLY = "MALARIA_RISK_MONTHLY"
 ENV_FIXED_NOW = "MALARIA_RISK_FIXED_NOW"  # tests and benchmarks only: freeze the gate's clock
 ENV_HTTP = "MALARIA_RISK_HTTP"  # "direct" (default, edge/local/direct.py) or "uvicorn"
 ENV_ACCESS_LOG = "MALARIA_RISK_ACCESS_LOG"  # "on" (default): one JSON line per decision on stderr; "off"
-ENV_LOG_OK_EVERY = "MALARIA_RISK_LOG_OK_EVERY"  # successes logged one in N (default 1: all; 0: none)
+ENV_LOG_OK_EVERY = "MALARIA_RISK_LOG_OK_EVERY"  # successes logged one in N (default 100; 1: all; 0: none)
 
 DEFAULT_ROOT = "build"
 DEFAULT_STORE = "sqlite:var/keys.sqlite"
 FRONTS = ("direct", "uvicorn")
+# Problems are always logged; successes one in 100 by default: a line for every success adds ~40 % to
+# a decision's CPU here (bench/access_log.py); the CDN function logs every one (docs/monitoring.md).
+LOCAL_OK_EVERY = 100
 DEFAULT_FRONT = "direct"
 
 
@@ -45,7 +47,7 @@ class ServerSettings:
     fixed_now: datetime | None = None
     http: str = DEFAULT_FRONT
     access_log: bool = True
-    log_ok_every: int = DEFAULT_OK_EVERY
+    log_ok_every: int = LOCAL_OK_EVERY
 
     def __post_init__(self) -> None:
         if self.http not in FRONTS:
@@ -67,7 +69,7 @@ class ServerSettings:
             fixed_now=datetime.fromisoformat(fixed.replace("Z", "+00:00")).astimezone(UTC) if fixed else None,
             http=e.get(ENV_HTTP, DEFAULT_FRONT),
             access_log=e.get(ENV_ACCESS_LOG, "on") != "off",
-            log_ok_every=int(e.get(ENV_LOG_OK_EVERY, DEFAULT_OK_EVERY)),
+            log_ok_every=int(e.get(ENV_LOG_OK_EVERY, LOCAL_OK_EVERY)),
         )
 
     def to_env(self) -> dict[str, str]:

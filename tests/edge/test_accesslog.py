@@ -11,8 +11,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from edge.accesslog import AccessLog, route_label
+from edge.accesslog import METHODS, AccessLog, route_label
 from edge.gate import Response, error
 from edge.local.app import App
 from edge.local.settings import ServerSettings
@@ -137,3 +139,21 @@ def test_a_stalled_log_reader_never_blocks_serving():
     finally:
         os.close(r)
         os.close(w)
+
+
+@settings(max_examples=200)
+@given(key_id=st.none() | st.text(max_size=20), release=st.none() | st.text(max_size=30),
+       status=st.integers(100, 599), sample=st.integers(1, 10_000), latency=st.floats(0, 1e6),
+       method=st.text(max_size=8), path=st.text(max_size=40))
+def test_the_hand_formatted_line_is_the_json_it_claims(key_id: str | None, release: str | None, status: int,
+                                                       sample: int, latency: float, method: str, path: str):
+    """Whatever a store or a client put into the fields, the line parses and says exactly that."""
+    resp = Response(status, [], key_id=key_id)
+    resp.extra["problem"] = "RATE_LIMITED" if status == 429 else None
+    doc = json.loads(AccessLog(lambda _t: None, runtime='cloud"front').line(method, path, resp, release, latency,
+                                                                            sample))
+    assert list(doc) == FIELDS
+    assert (doc["key_id"], doc["release"], doc["status"], doc["sample"]) == (key_id, release, status, sample)
+    assert doc["runtime"] == 'cloud"front' and doc["route"] == route_label(path)
+    assert doc["method"] == (method.upper() if method.upper() in METHODS else "other")
+    assert doc["problem"] == resp.extra["problem"] and abs(doc["latency_ms"] - latency) <= 0.0005
