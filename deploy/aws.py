@@ -1,16 +1,26 @@
-"""Scripted boto3 procedure for the CDN edge: role, tables, function versions, distribution.
+"""Scripted boto3 procedure for the service on AWS: bucket, role, tables, functions, distribution, monitoring, schedule.
 
 Every step describes what exists first and changes only what differs, so running a step
 (or `all`) twice is harmless and a second run changes nothing. Steps take boto3 clients
 as arguments so tests drive them against moto's server (see docs/deploy.md for what
 that emulator can and cannot show); `main` makes the real clients.
 
-    python deploy/aws.py role    --name malaria-risk-edge --bucket B --prefix api --table-prefix mr- --region eu-west-1
-    python deploy/aws.py tables  --table-prefix mr- --region eu-west-1
+    python deploy/aws.py role    --name malaria-risk-edge --bucket B --prefix api --table-prefix mr-
+    python deploy/aws.py tables  --table-prefix mr-            # + deletion protection, point-in-time recovery
     python deploy/aws.py function --name malaria-risk-edge --role-arn ARN --bundle build-edge/edge.zip
     python deploy/aws.py distribution --name malaria-risk-edge --bucket B --bucket-region eu-west-1 \
         --request-arn ARN:N --response-arn ARN:N
+    python deploy/aws.py bucket --bucket B --prefix api                    # versioned, private, create-only releases
+    python deploy/aws.py monitoring --name malaria-risk-edge --log-regions eu-west-2 --distribution-id E… \
+        --alarm-email ops@example.org                                      # log retention, metric filters, alarms
+    python deploy/aws.py source --bucket B --prefix api                    # the jobs' code: git archive of HEAD
+    python deploy/aws.py schedule --bucket B --prefix api --table-prefix mr- --base-url https://… [--dry-run]
+    python deploy/aws.py backup|restore --table-prefix mr- [--backup-arn ARN]
     python deploy/aws.py all ... (every option above; role and function ARNs are passed along)
+
+The region of every step but the functions' is the one setting MALARIA_RISK_REGION (or --region);
+there is no default. `--dry-run` (bucket, monitoring, source, schedule, all) reads everything and
+prints each change it would make as `would: …`, making none.
 
 Lambda@Edge functions must live in us-east-1 and be referenced by a *numbered version*;
 CloudFront replicates them to its edge locations. The operator's own permissions are
@@ -708,6 +718,8 @@ def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: 
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ListPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": b,
          "Condition": {"StringLike": {"s3:prefix": [f"{base}*"] if base else ["*"]}}},
+        {"Sid": "SourceAndCacheBucket", "Effect": "Allow",  # CodeBuild checks the bucket of its source and cache
+         "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": b},
         {"Sid": "PublishReleases", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": [f"{b}/{base}releases/*", f"{b}/{base}current.json"]},
         {"Sid": "RepairDamagedReleaseObjects", "Effect": "Allow", "Action": "s3:DeleteObject",
@@ -927,6 +939,7 @@ def main(argv: list[str] | None = None) -> int:
         step_restore(boto3.client("dynamodb", region_name=region), a.table_prefix, a.backup_arn)
     arns = {"viewer-request": a.request_arn, "viewer-response": a.response_arn}
     dist_id = a.distribution_id
+    base_url = a.base_url
     if a.step == "function" or (every and not dry):
         if not role_arn:
             p.error("--role-arn is required")
@@ -944,6 +957,7 @@ def main(argv: list[str] | None = None) -> int:
                                                       a.prefix)
         step_bucket_policy(boto3.client("s3", region_name=bucket_region), a.bucket, a.prefix, dist_arn)
         log(f"distribution {dist_id}: https://{domain}/")
+        base_url = base_url or f"https://{domain}"  # the canary's target until a domain of its own
         if not a.no_wait:
             wait_deployed(cf, dist_id)
     if a.step in ("monitoring", "all"):
@@ -964,11 +978,11 @@ def main(argv: list[str] | None = None) -> int:
             p.error("--bucket is required")
         step_source(boto3.client("s3", region_name=bucket_region), a.bucket, a.prefix, a.source_ref, dry)
     if a.step in ("schedule", "all"):
-        if not (a.bucket and a.table_prefix and a.base_url):
+        if not (a.bucket and a.table_prefix and base_url):
             p.error("--bucket, --table-prefix and --base-url are required")
         step_schedule(boto3.client("iam"), boto3.client("codebuild", region_name=region),
                       boto3.client("events", region_name=region), boto3.client("logs", region_name=region),
-                      a.name, a.bucket, a.prefix, a.table_prefix, region, a.base_url, a.max_lag_days,
+                      a.name, a.bucket, a.prefix, a.table_prefix, region, base_url, a.max_lag_days,
                       a.retention_days, dry)
     return 0
 
