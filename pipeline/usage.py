@@ -31,10 +31,6 @@ MONTH_RE = re.compile(r"^\d{4}-(0[1-9]|1[0-2])$")
 FIELDS = ("month", "key_id", "name", "kind", "org", "owner", "requests", "complete")
 
 
-class UsageError(OperatorError):
-    """The month cannot be exported (malformed, in the future, or its counters are gone)."""
-
-
 def _month_index(month: str) -> int:
     return int(month[:4]) * 12 + int(month[5:7]) - 1
 
@@ -44,21 +40,21 @@ def check_month(month: str, now: datetime, edge: bool) -> bool:
     from edge.limits import MONTH_GRACE, month_window
 
     if not MONTH_RE.fullmatch(month):
-        raise UsageError(f"--month {month!r} is not YYYY-MM")
+        raise OperatorError(f"--month {month!r} is not YYYY-MM")
     current = f"{now.year:04d}-{now.month:02d}"
     if month > current:
-        raise UsageError(f"{month} has not begun (it is {current})")
+        raise OperatorError(f"{month} has not begun (it is {current})")
     if month == current:
         return False
     if edge:
         if _month_index(current) - _month_index(month) > 1:
-            raise UsageError(f"the edge's counters of {month} are removed two months on (kept for {current} and "
+            raise OperatorError(f"the edge's counters of {month} are removed two months on (kept for {current} and "
                              "the month before only); the export must run before then (docs/monitoring.md)")
         return True
     start = datetime(int(month[:4]), int(month[5:7]), 1, tzinfo=UTC)
     expires = month_window(start).ends_at + MONTH_GRACE
     if now.timestamp() >= expires:
-        raise UsageError(f"the local counters of {month} expired at "
+        raise OperatorError(f"the local counters of {month} expired at "
                          f"{datetime.fromtimestamp(expires, UTC):%Y-%m-%d %H:%M} UTC (one day after the month); "
                          "export on the first day of the next month (docs/monitoring.md)")
     return True

@@ -47,7 +47,7 @@ class BackgroundLines:
         # are read, so a thread made earlier would not be theirs)
         self._thread = threading.Thread(target=self._run, name="log-lines", daemon=True)
         self._thread.start()
-        atexit.register(self.flush)
+        atexit.register(self._flush_at_exit)
 
     def _run(self) -> None:
         while not self._stopped:
@@ -64,24 +64,46 @@ class BackgroundLines:
 
     def flush(self) -> None:
         with self._lock:
-            lines = self._lines
-            chunk: list[bytes] = []
-            size = 0
-            while lines:
-                b = (lines.popleft() + "\n").encode("utf-8", "replace")
-                if size + len(b) > PIPE_BUF and chunk:
-                    self._write(b"".join(chunk))
-                    chunk, size = [], 0
-                chunk.append(b)
-                size += len(b)
-            if chunk:
-                self._write(b"".join(chunk))
-            if self.dropped != self._reported:
-                self._write((event_line("access_log_dropped", lines=self.dropped - self._reported,
-                                        reason="the log reader fell behind") + "\n").encode())
-                self._reported = self.dropped
+            self._drain(guarded=False)
 
-    def _write(self, data: bytes) -> None:
+    def _flush_at_exit(self) -> None:
+        """What is left, without ever holding up the process's exit: if the writer is stuck on a
+        reader that stopped reading, or the log cannot take more now, the rest is dropped."""
+        if not self._lock.acquire(timeout=0.5):
+            return
+        try:
+            self._drain(guarded=True)
+        finally:
+            self._lock.release()
+
+    def _drain(self, guarded: bool) -> None:
+        lines = self._lines
+        chunk: list[bytes] = []
+        size = 0
+        while lines:
+            b = (lines.popleft() + "\n").encode("utf-8", "replace")
+            if size + len(b) > PIPE_BUF and chunk:
+                if not self._write(b"".join(chunk), guarded):
+                    return
+                chunk, size = [], 0
+            chunk.append(b)
+            size += len(b)
+        if chunk and not self._write(b"".join(chunk), guarded):
+            return
+        if self.dropped != self._reported:
+            self._write((event_line("access_log_dropped", lines=self.dropped - self._reported,
+                                    reason="the log reader fell behind") + "\n").encode(), guarded)
+            self._reported = self.dropped
+
+    def _write(self, data: bytes, guarded: bool = False) -> bool:
+        """Write all of `data`; False when `guarded` and the log cannot take it within 0.2 s, or it is gone."""
+        if guarded:
+            try:
+                _, ready, _ = select.select([], [self.fd], [], 0.2)
+            except (OSError, ValueError):
+                return False
+            if not ready:  # a chunk is at most PIPE_BUF: a writable pipe takes it without blocking
+                return False
         view = memoryview(data)
         while view:
             try:
@@ -89,5 +111,6 @@ class BackgroundLines:
             except InterruptedError:
                 continue
             except OSError:
-                return  # the log is gone (closed pipe): serving goes on without it
+                return False  # the log is gone (closed pipe): serving goes on without it
             view = view[n:]
+        return True

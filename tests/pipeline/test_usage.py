@@ -21,7 +21,8 @@ from edge.limits import Limiter
 from edge.local.app import App
 from edge.stores import open_store
 from pipeline.cli import main
-from pipeline.usage import UsageError, check_month, usage_export
+from pipeline.errors import OperatorError
+from pipeline.usage import check_month, usage_export
 
 NOW = datetime(2026, 11, 22, 12, 0, tzinfo=UTC)
 
@@ -54,14 +55,14 @@ def test_local_totals_per_key_and_month(tmp_path: Path, release_root: Path):
 def test_months_whose_counters_are_gone_are_refused_not_zero():
     # local: the month's counter expires a day after the month ends
     assert check_month("2026-10", datetime(2026, 11, 1, 23, 59, tzinfo=UTC), edge=False) is True
-    with pytest.raises(UsageError, match="expired at 2026-11-02"):
+    with pytest.raises(OperatorError, match="expired at 2026-11-02"):
         check_month("2026-10", datetime(2026, 11, 2, 0, 1, tzinfo=UTC), edge=False)
     # edge: kept through the month after
     assert check_month("2026-10", datetime(2026, 11, 30, 23, 0, tzinfo=UTC), edge=True) is True
-    with pytest.raises(UsageError, match="removed two months on"):
+    with pytest.raises(OperatorError, match="removed two months on"):
         check_month("2026-10", datetime(2026, 12, 1, 0, 1, tzinfo=UTC), edge=True)
     for bad in ("2026-13", "26-11", "2026-12"):
-        with pytest.raises(UsageError):
+        with pytest.raises(OperatorError):
             check_month(bad, NOW, edge=True)
 
 
