@@ -36,16 +36,33 @@ import json
 import sys
 import time
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from deploy.common import EDGE_EVENTS, log, subset  # noqa: E402
+from deploy.monitoring import (  # noqa: E402
+    LOG_RETENTION_DAYS,
+    global_alarms,
+    jobs_alarm,
+    regional_alarms,
+    step_alarms,
+    step_edge_logs,
+    step_topic,
+)
+from deploy.schedule import step_schedule, step_source  # noqa: E402
+from deploy.storage import (  # noqa: E402
+    NONCURRENT_DAYS,
+    step_backup,
+    step_bucket,
+    step_restore,
+    step_table_protection,
+)
+
 LAMBDA_REGION = "us-east-1"  # a Lambda@Edge requirement, not a choice
-HANDLERS = {"viewer-request": "edge.cloudfront.handler",
-            "viewer-response": "edge.viewer_response.handler"}
+HANDLERS = dict(zip(EDGE_EVENTS, ("edge.cloudfront.handler", "edge.viewer_response.handler"), strict=True))
 MEMORY_MB = 128
 TIMEOUT_S = 5  # the viewer-request maximum
 # Managed cache policy "CachingOptimized": no cookies, headers or query strings in the key
@@ -57,10 +74,6 @@ TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Action": "sts:AssumeRole",
     "Principal": {"Service": ["lambda.amazonaws.com", "edgelambda.amazonaws.com"]}}]}
 BUCKET_POLICY_SID = "MalariaRiskCloudFrontReadsReleases"
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 # --- the function's role --------------------------------------------------------------------
@@ -222,7 +235,7 @@ def step_response_headers_policy(cf: Any) -> str:
         policy = item["ResponseHeadersPolicy"]
         if policy["ResponseHeadersPolicyConfig"]["Name"] == RESPONSE_POLICY_NAME:
             got = cf.get_response_headers_policy_config(Id=policy["Id"])
-            if _subset(config, got["ResponseHeadersPolicyConfig"]):
+            if subset(config, got["ResponseHeadersPolicyConfig"]):
                 return str(policy["Id"])
             cf.update_response_headers_policy(Id=policy["Id"], IfMatch=got["ETag"],
                                               ResponseHeadersPolicyConfig=config)
@@ -231,15 +244,6 @@ def step_response_headers_policy(cf: Any) -> str:
     created = cf.create_response_headers_policy(ResponseHeadersPolicyConfig=config)
     log("response headers policy: created")
     return str(created["ResponseHeadersPolicy"]["Id"])
-
-
-def _subset(wanted: Any, got: Any) -> bool:
-    """Whether every value we set is already so (AWS adds defaults we did not ask for)."""
-    if isinstance(wanted, dict):
-        return isinstance(got, dict) and all(_subset(v, got.get(k)) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return isinstance(got, list) and len(wanted) == len(got) and all(_subset(a, b) for a, b in zip(wanted, got, strict=True))
-    return bool(wanted == got)
 
 
 def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> dict[str, Any]:
@@ -307,9 +311,9 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
     got = cf.get_distribution_config(Id=found["Id"])
     config, etag = got["DistributionConfig"], got["ETag"]
     current_origins = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    changed = not _subset(wanted_behaviour, config["DefaultCacheBehavior"]) or any(not _subset(
+    changed = not subset(wanted_behaviour, config["DefaultCacheBehavior"]) or any(not subset(
         {k: v for k, v in o.items() if k != "CustomHeaders"}, current_origins.get(o["Id"]))
-        for o in (origin, status_origin)) or not _subset(wanted_status, config.get("CacheBehaviors"))
+        for o in (origin, status_origin)) or not subset(wanted_status, config.get("CacheBehaviors"))
     if changed:
         for o in (origin, status_origin):
             current_origins[o["Id"]] = {**current_origins.get(o["Id"], {}), **o}
@@ -359,506 +363,6 @@ def wait_deployed(cf: Any, distribution_id: str, timeout: float = 1800) -> None:
             return
         time.sleep(20)
     log("deployed")
-
-
-# --- dry run -------------------------------------------------------------------------------------
-
-
-def change(dry: bool, what: str, fn: Callable[[], Any]) -> Any:
-    """Make one change and say so, or with `dry` only say it would be made (every read still happens,
-    so a dry run lists exactly what a real run would change, and a dry run after a real one lists nothing)."""
-    if dry:
-        log(f"would: {what}")
-        return None
-    result = fn()
-    log(what)
-    return result
-
-
-def _code(e: Exception) -> str:
-    return str(getattr(e, "response", {}).get("Error", {}).get("Code", ""))
-
-
-# --- the release bucket ---------------------------------------------------------------------------
-
-LIFECYCLE_RULE_ID = "malaria-risk-old-versions"
-NONCURRENT_DAYS = 90  # a deleted or replaced object stays recoverable this long (docs/runbook.md)
-CREATE_ONLY_SID = "MalariaRiskReleaseObjectsCreateOnly"
-BLOCK_ALL = {"BlockPublicAcls": True, "IgnorePublicAcls": True, "BlockPublicPolicy": True,
-             "RestrictPublicBuckets": True}
-
-
-def lifecycle_rule(noncurrent_days: int = NONCURRENT_DAYS) -> dict[str, Any]:
-    """Old versions (a pruned release, a replaced pointer or status) kept `noncurrent_days`, then
-    removed; abandoned multipart uploads after a week; delete markers with nothing behind them dropped."""
-    return {"ID": LIFECYCLE_RULE_ID, "Status": "Enabled", "Filter": {"Prefix": ""},
-            "NoncurrentVersionExpiration": {"NoncurrentDays": noncurrent_days},
-            "AbortIncompleteMultipartUpload": {"DaysAfterInitiation": 7}}
-
-
-def create_only_statement(bucket: str, prefix: str) -> dict[str, Any]:
-    """Any PutObject under releases/ without `If-None-Match` is refused, whoever sends it: release objects
-    are created, never replaced (the publisher sends the header, pipeline/publish/s3/upload.py)."""
-    base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    return {"Sid": CREATE_ONLY_SID, "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
-            "Resource": f"arn:aws:s3:::{bucket}/{base}releases/*",
-            "Condition": {"Null": {"s3:if-none-match": "true"}}}
-
-
-def step_bucket(s3: Any, bucket: str, region: str, prefix: str = "", noncurrent_days: int = NONCURRENT_DAYS,
-                dry: bool = False) -> None:
-    """The release bucket: created in the home region, versioned, public access blocked, old versions
-    expired, release objects create-only. Every setting is read first and written only if it differs."""
-    try:
-        s3.head_bucket(Bucket=bucket)
-        exists = True
-    except s3.exceptions.ClientError as e:
-        if _code(e) not in ("404", "NoSuchBucket", "NotFound"):
-            raise
-        exists = False
-    if not exists:
-        where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
-        change(dry, f"bucket {bucket}: created in {region}", lambda: s3.create_bucket(Bucket=bucket, **where))
-    if not exists and dry:
-        for what in ("versioning enabled", "public access blocked",
-                     f"old versions expire after {noncurrent_days} days", "release objects create-only"):
-            log(f"would: bucket {bucket}: {what}")
-        return
-    if s3.get_bucket_versioning(Bucket=bucket).get("Status") != "Enabled":
-        change(dry, f"bucket {bucket}: versioning enabled", lambda: s3.put_bucket_versioning(
-            Bucket=bucket, VersioningConfiguration={"Status": "Enabled"}))
-    try:
-        block = s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"]
-    except s3.exceptions.ClientError as e:
-        if _code(e) != "NoSuchPublicAccessBlockConfiguration":
-            raise
-        block = {}
-    if any(block.get(k) is not True for k in BLOCK_ALL):
-        change(dry, f"bucket {bucket}: public access blocked", lambda: s3.put_public_access_block(
-            Bucket=bucket, PublicAccessBlockConfiguration=BLOCK_ALL))
-    try:
-        rules = s3.get_bucket_lifecycle_configuration(Bucket=bucket).get("Rules", [])
-    except s3.exceptions.ClientError as e:
-        if _code(e) != "NoSuchLifecycleConfiguration":
-            raise
-        rules = []
-    wanted = lifecycle_rule(noncurrent_days)
-    ours = [r for r in rules if r.get("ID") == LIFECYCLE_RULE_ID]
-    if len(ours) != 1 or not _subset(wanted, ours[0]):
-        others = [r for r in rules if r.get("ID") != LIFECYCLE_RULE_ID]
-        change(dry, f"bucket {bucket}: old versions expire after {noncurrent_days} days",
-               lambda: s3.put_bucket_lifecycle_configuration(
-                   Bucket=bucket, LifecycleConfiguration={"Rules": [*others, wanted]}))
-    upsert_bucket_statement(s3, bucket, create_only_statement(bucket, prefix), "release objects create-only", dry)
-
-
-def upsert_bucket_statement(s3: Any, bucket: str, statement: dict[str, Any], what: str, dry: bool = False) -> None:
-    """One statement of the bucket policy (found by its Sid) added or replaced; others kept."""
-    try:
-        policy = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])
-    except s3.exceptions.ClientError as e:
-        if _code(e) != "NoSuchBucketPolicy":
-            raise
-        policy = {"Version": "2012-10-17", "Statement": []}
-    sid = statement["Sid"]
-    if [s for s in policy.get("Statement", []) if s.get("Sid") == sid] == [statement]:
-        return
-    policy["Statement"] = [*[s for s in policy.get("Statement", []) if s.get("Sid") != sid], statement]
-    change(dry, f"bucket {bucket}: {what}", lambda: s3.put_bucket_policy(Bucket=bucket, Policy=json.dumps(policy)))
-
-
-# --- tables: recovery and protection ---------------------------------------------------------------
-
-
-def step_table_protection(ddb: Any, table_prefix: str, dry: bool = False) -> None:
-    """Point-in-time recovery on the key table (keys exist only as hashes: a lost table means re-issuing
-    every key) and deletion protection on both tables. The counters table needs no recovery: it holds
-    nothing but minute and month windows of the local server's DynamoDB mode."""
-    keys, counters = f"{table_prefix}keys", f"{table_prefix}counters"
-    missing = {keys, counters} - set(ddb.list_tables().get("TableNames", []))
-    if missing and dry:
-        log(f"would: tables {', '.join(sorted(missing))} created, with deletion protection; {keys} with "
-            "point-in-time recovery")
-        return
-    for table in (keys, counters):
-        if not ddb.describe_table(TableName=table)["Table"].get("DeletionProtectionEnabled"):
-            change(dry, f"table {table}: deletion protection on", lambda t=table: ddb.update_table(
-                TableName=t, DeletionProtectionEnabled=True))
-    pitr = ddb.describe_continuous_backups(TableName=keys)["ContinuousBackupsDescription"]
-    if pitr.get("PointInTimeRecoveryDescription", {}).get("PointInTimeRecoveryStatus") != "ENABLED":
-        change(dry, f"table {keys}: point-in-time recovery on (35 days)", lambda: ddb.update_continuous_backups(
-            TableName=keys, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}))
-
-
-def step_backup(ddb: Any, table_prefix: str, stamp: str | None = None) -> str:
-    """An on-demand backup of the key table (kept until deleted, unlike the 35 days of PITR); its ARN."""
-    table = f"{table_prefix}keys"
-    name = f"{table}-{stamp or time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}"
-    arn = str(ddb.create_backup(TableName=table, BackupName=name)["BackupDetails"]["BackupArn"])
-    log(f"table {table}: backup {name} ({arn})")
-    return arn
-
-
-def step_restore(ddb: Any, table_prefix: str, backup_arn: str | None = None) -> str:
-    """The key table restored from a backup into its own name, after it was lost; then protected again.
-
-    DynamoDB restores only into a table that does not exist, so a table still there is refused
-    (restore into another prefix instead and point the bundle at it: docs/runbook.md). Without an ARN
-    the newest backup of the table is used: an on-demand one, or the system backup DynamoDB makes of a
-    table with point-in-time recovery when it is deleted. Restored tables carry neither point-in-time
-    recovery nor deletion protection: both are set again here.
-    """
-    table = f"{table_prefix}keys"
-    if table in ddb.list_tables().get("TableNames", []):
-        raise SystemExit(f"table {table} exists: DynamoDB restores only into a missing table; restore into "
-                         "another prefix (--table-prefix) and rebuild the bundle with it (docs/runbook.md)")
-    if backup_arn is None:
-        backups = ddb.list_backups(TableName=table, BackupType="ALL").get("BackupSummaries", [])
-        usable = [b for b in backups if b.get("BackupStatus") == "AVAILABLE"]
-        if not usable:
-            raise SystemExit(f"no backup of {table} to restore from (list_backups found none)")
-        backup_arn = str(max(usable, key=lambda b: b["BackupCreationDateTime"])["BackupArn"])
-    ddb.restore_table_from_backup(TargetTableName=table, BackupArn=backup_arn)
-    ddb.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 2, "MaxAttempts": 300})
-    log(f"table {table}: restored from {backup_arn}")
-    ddb.update_table(TableName=table, DeletionProtectionEnabled=True)
-    ddb.update_continuous_backups(TableName=table,
-                                  PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True})
-    log(f"table {table}: deletion protection and point-in-time recovery on again")
-    return backup_arn
-
-
-# --- logs, metric filters, alarms -------------------------------------------------------------------
-
-NAMESPACE = "MalariaRisk"
-LOG_RETENTION_DAYS = 30
-FIVE_XX_PERCENT = 5.0  # of the edge's decisions, over 5 minutes, two periods of three
-
-
-def edge_log_groups(name: str) -> list[str]:
-    """Lambda@Edge writes in each region that runs a replica, to a group named after us-east-1."""
-    return [f"/aws/lambda/us-east-1.{name}-{event}" for event in HANDLERS]
-
-
-def metric_filters(name: str) -> list[dict[str, Any]]:
-    """Metrics from the edge's JSON lines (edge/accesslog.py): decisions weighted by their sample
-    factor (so sampled successes still count fully), 5xx answers, and the function's own problems."""
-    def mt(metric: str, value: str) -> list[dict[str, Any]]:
-        return [{"metricName": metric, "metricNamespace": NAMESPACE, "metricValue": value, "defaultValue": 0.0}]
-
-    return [
-        {"filterName": f"{name}-decisions", "filterPattern": '{ $.event = "edge_decision" }',
-         "metricTransformations": mt("EdgeDecisions", "$.sample")},
-        {"filterName": f"{name}-5xx", "filterPattern": '{ $.event = "edge_decision" && $.status >= 500 }',
-         "metricTransformations": mt("Edge5xx", "1")},
-        {"filterName": f"{name}-problems", "filterPattern": '{ $.event = "edge_problem" }',
-         "metricTransformations": mt("EdgeProblems", "1")},
-    ]
-
-
-def regional_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
-    """Alarms in each region that runs the function: its 5xx rate (from the log lines), its errors and
-    throttles (Lambda's own metrics of the replica, named after us-east-1)."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
-    common = {"EvaluationPeriods": 3, "DatapointsToAlarm": 2, "TreatMissingData": "notBreaching", **actions}
-    fn = f"us-east-1.{name}-viewer-request"
-    return [
-        {"AlarmName": f"{name}-edge-5xx-rate", "AlarmDescription": f"over {FIVE_XX_PERCENT:g}% of the edge's answers "
-         "are 5xx (docs/runbook.md#alarms)", "ComparisonOperator": "GreaterThanThreshold",
-         "Threshold": FIVE_XX_PERCENT, "Metrics": [
-             {"Id": "errors", "ReturnData": False, "MetricStat": {"Metric": {"Namespace": NAMESPACE,
-              "MetricName": "Edge5xx"}, "Period": 300, "Stat": "Sum"}},
-             {"Id": "all", "ReturnData": False, "MetricStat": {"Metric": {"Namespace": NAMESPACE,
-              "MetricName": "EdgeDecisions"}, "Period": 300, "Stat": "Sum"}},
-             {"Id": "rate", "ReturnData": True, "Label": "5xx %", "Expression": "100 * errors / MAX([all, 1])"}],
-         **common},
-        {"AlarmName": f"{name}-edge-function-errors", "AlarmDescription": "the viewer-request function failed "
-         "(uncaught error or timeout)", "Namespace": "AWS/Lambda", "MetricName": "Errors",
-         "Dimensions": [{"Name": "FunctionName", "Value": fn}], "Statistic": "Sum", "Period": 300,
-         "ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": 1.0, **common},
-        {"AlarmName": f"{name}-edge-function-throttles", "AlarmDescription": "the viewer-request function was "
-         "throttled (concurrency quota of the region)", "Namespace": "AWS/Lambda", "MetricName": "Throttles",
-         "Dimensions": [{"Name": "FunctionName", "Value": fn}], "Statistic": "Sum", "Period": 300,
-         "ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": 1.0, **common},
-    ]
-
-
-def global_alarms(name: str, distribution_id: str, topic_arn: str | None) -> list[dict[str, Any]]:
-    """CloudFront's own view, in us-east-1: 5xx rate of the distribution and Lambda@Edge errors and
-    throttles as CloudFront counts them (every edge region in one metric)."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
-    dims = [{"Name": "DistributionId", "Value": distribution_id}, {"Name": "Region", "Value": "Global"}]
-    common = {"Namespace": "AWS/CloudFront", "Dimensions": dims, "Period": 300, "EvaluationPeriods": 3,
-              "DatapointsToAlarm": 2, "TreatMissingData": "notBreaching", **actions}
-    return [
-        {"AlarmName": f"{name}-cdn-5xx-rate", "AlarmDescription": "CloudFront answers over "
-         f"{FIVE_XX_PERCENT:g}% 5xx", "MetricName": "5xxErrorRate", "Statistic": "Average",
-         "ComparisonOperator": "GreaterThanThreshold", "Threshold": FIVE_XX_PERCENT, **common},
-        {"AlarmName": f"{name}-cdn-function-errors", "AlarmDescription": "Lambda@Edge execution errors",
-         "MetricName": "LambdaExecutionError", "Statistic": "Sum",
-         "ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": 1.0, **common},
-        {"AlarmName": f"{name}-cdn-function-throttles", "AlarmDescription": "Lambda@Edge throttled",
-         "MetricName": "LambdaLimitExceededErrors", "Statistic": "Sum",
-         "ComparisonOperator": "GreaterThanOrEqualToThreshold", "Threshold": 1.0, **common},
-    ]
-
-
-def jobs_alarm(name: str, topic_arn: str | None) -> dict[str, Any]:
-    """A scheduled job (refresh, canary, usage export) failed: CodeBuild's count of failed builds."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
-    return {"AlarmName": f"{name}-jobs-failed", "AlarmDescription": "a scheduled job failed: its build log "
-            "says which and why (docs/runbook.md#alarms)", "Namespace": "AWS/CodeBuild",
-            "MetricName": "FailedBuilds", "Dimensions": [{"Name": "ProjectName", "Value": f"{name}-jobs"}],
-            "Statistic": "Sum", "Period": 3600, "EvaluationPeriods": 1, "Threshold": 1.0,
-            "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching", **actions}
-
-
-def step_topic(sns: Any, name: str, email: str | None, dry: bool = False) -> str | None:
-    """The alarms' SNS topic in this region (creating it is idempotent), with an e-mail subscription."""
-    topic = f"{name}-alarms"
-    found = [t["TopicArn"] for t in sns.list_topics().get("Topics", []) if t["TopicArn"].endswith(f":{topic}")]
-    arn = found[0] if found else change(dry, f"topic {topic}: created", lambda: sns.create_topic(Name=topic)["TopicArn"])
-    if email and arn:
-        subs = sns.list_subscriptions_by_topic(TopicArn=arn).get("Subscriptions", [])
-        if not any(s.get("Endpoint") == email for s in subs):
-            change(dry, f"topic {topic}: {email} subscribed (confirm by e-mail)", lambda: sns.subscribe(
-                TopicArn=arn, Protocol="email", Endpoint=email))
-    return str(arn) if arn else None
-
-
-def step_log_group(logs: Any, group: str, retention_days: int, dry: bool = False) -> None:
-    found = [g for g in logs.describe_log_groups(logGroupNamePrefix=group).get("logGroups", [])
-             if g["logGroupName"] == group]
-    if not found:
-        change(dry, f"log group {group}: created", lambda: logs.create_log_group(logGroupName=group))
-    if not found or found[0].get("retentionInDays") != retention_days:
-        change(dry, f"log group {group}: kept {retention_days} days", lambda: logs.put_retention_policy(
-            logGroupName=group, retentionInDays=retention_days))
-
-
-def step_edge_logs(logs: Any, name: str, retention_days: int = LOG_RETENTION_DAYS, dry: bool = False) -> None:
-    """In one region: the function's log groups made ahead of its first run there (so retention applies
-    from the first line; Lambda would create them without one, kept forever) and the metric filters."""
-    for group in edge_log_groups(name):
-        step_log_group(logs, group, retention_days, dry)
-    group = edge_log_groups(name)[0]  # decisions are logged by the viewer-request function only
-    have = {f["filterName"]: f for f in logs.describe_metric_filters(logGroupName=group).get("metricFilters", [])}
-    for f in metric_filters(name):
-        got = have.get(f["filterName"])
-        if got is None or not _subset(f, got):
-            change(dry, f"log group {group}: metric filter {f['filterName']}", lambda f=f: logs.put_metric_filter(
-                logGroupName=group, **f))
-
-
-def step_alarms(cw: Any, alarms: list[dict[str, Any]], dry: bool = False) -> None:
-    names = [a["AlarmName"] for a in alarms]
-    have = {a["AlarmName"]: a for a in cw.describe_alarms(AlarmNames=names).get("MetricAlarms", [])}
-    for alarm in alarms:
-        got = have.get(alarm["AlarmName"])
-        if got is None or not _subset(alarm, got):
-            change(dry, f"alarm {alarm['AlarmName']}: {'updated' if got else 'created'}",
-                   lambda a=alarm: cw.put_metric_alarm(**a))
-
-
-# --- the schedule: refresh, usage export and canary as CodeBuild builds started by EventBridge ---------
-
-JOBS_IMAGE = "aws/codebuild/standard:7.0"  # Ubuntu 22.04 with Python 3.11 and the AWS CLI
-JOBS_TIMEOUT_MIN = 30
-CANARY_KEY_PARAMETER = "/{name}/canary-key"  # SecureString: an API key with every scope (docs/monitoring.md)
-SCHEDULES = {
-    # job: (schedule expression, why this time)
-    "refresh": ("cron(0 5 * * ? *)", "daily 05:00 UTC: a new month is picked up within a day of its "
-                "publication; an unchanged source builds and publishes nothing"),
-    "usage-export": ("cron(30 0 1-7 * ? *)", "00:30 UTC on days 1–7: last month's totals, long before "
-                     "its counters are removed (at the key's first request two months on)"),
-    "canary": ("rate(1 hour)", "hourly: staleness and a sample of routes, status.json"),
-}
-BUILDSPEC = """version: 0.2
-env:
-  shell: bash
-phases:
-  install:
-    runtime-versions:
-      python: 3.11
-    commands:
-      - python -m venv /tmp/venv && /tmp/venv/bin/pip install -q .
-  build:
-    commands:
-      - PATH=/tmp/venv/bin:$PATH bash deploy/job.sh "$JOB"
-cache:
-  paths:
-    - /root/.cache/pip/**/*
-    - build/**/*
-"""
-
-
-def ops_prefix(prefix: str) -> str:
-    base = prefix.strip("/")
-    return f"{base}/ops" if base else "ops"
-
-
-def jobs_trust() -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                   "Principal": {"Service": "codebuild.amazonaws.com"}}]}
-
-
-def events_trust() -> dict[str, Any]:
-    return {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "sts:AssumeRole",
-                                                   "Principal": {"Service": "events.amazonaws.com"}}]}
-
-
-def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
-    """What the scheduled jobs may do, and nothing else: publish releases and the pointer under the
-    prefix (create-only objects: no s3:DeleteObject on releases except through `release prune`, which is
-    not scheduled), read and write the data directory, the build cache and the usage exports under
-    ops/, write status.json, read the key table (usage export: Scan), read the canary's key, log."""
-    base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
-    ops = ops_prefix(prefix)
-    b = f"arn:aws:s3:::{bucket}"
-    return {"Version": "2012-10-17", "Statement": [
-        {"Sid": "ListPrefix", "Effect": "Allow", "Action": "s3:ListBucket", "Resource": b,
-         "Condition": {"StringLike": {"s3:prefix": [f"{base}*"] if base else ["*"]}}},
-        {"Sid": "SourceAndCacheBucket", "Effect": "Allow",  # CodeBuild checks the bucket of its source and cache
-         "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": b},
-        {"Sid": "PublishReleases", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": [f"{b}/{base}releases/*", f"{b}/{base}current.json"]},
-        {"Sid": "RepairDamagedReleaseObjects", "Effect": "Allow", "Action": "s3:DeleteObject",
-         "Resource": f"{b}/{base}releases/*"},
-        {"Sid": "OpsFiles", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": [f"{b}/{ops}/*", f"{b}/{base}status/status.json"]},
-        {"Sid": "UsageExport", "Effect": "Allow", "Action": "dynamodb:Scan",
-         "Resource": f"arn:aws:dynamodb:{region}:*:table/{table_prefix}keys"},
-        {"Sid": "CanaryKey", "Effect": "Allow", "Action": "ssm:GetParameters",
-         "Resource": f"arn:aws:ssm:{region}:*:parameter{CANARY_KEY_PARAMETER.format(name=name)}"},
-        {"Sid": "Logs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-         "Resource": f"arn:aws:logs:{region}:*:log-group:/aws/codebuild/{name}-jobs:*"},
-    ]}
-
-
-def ensure_role(iam: Any, role: str, trust: dict[str, Any], policy: dict[str, Any], description: str,
-                dry: bool = False) -> str:
-    """A role with exactly this trust and this one inline policy; its ARN (a placeholder in a dry run
-    of a role that does not exist yet)."""
-    try:
-        got = iam.get_role(RoleName=role)["Role"]
-    except iam.exceptions.NoSuchEntityException:
-        made = change(dry, f"role {role}: created", lambda: iam.create_role(
-            RoleName=role, AssumeRolePolicyDocument=json.dumps(trust), Description=description))
-        if made is None:
-            log(f"would: role {role}: permissions set")
-            return f"arn:aws:iam::000000000000:role/{role}"
-        got = made["Role"]
-    current = got.get("AssumeRolePolicyDocument")
-    if (json.loads(current) if isinstance(current, str) else current) != trust:
-        change(dry, f"role {role}: trust policy updated", lambda: iam.update_assume_role_policy(
-            RoleName=role, PolicyDocument=json.dumps(trust)))
-    try:
-        doc = iam.get_role_policy(RoleName=role, PolicyName="jobs")["PolicyDocument"]
-        same = (json.loads(doc) if isinstance(doc, str) else doc) == policy
-    except iam.exceptions.NoSuchEntityException:
-        same = False
-    if not same:
-        change(dry, f"role {role}: permissions set", lambda: iam.put_role_policy(
-            RoleName=role, PolicyName="jobs", PolicyDocument=json.dumps(policy)))
-    return str(got["Arn"])
-
-
-def project_config(name: str, role_arn: str, bucket: str, prefix: str, table_prefix: str, region: str,
-                   base_url: str, max_lag_days: int) -> dict[str, Any]:
-    """The CodeBuild project running every job: source is the code zip `deploy/aws.py source` put in the
-    bucket; the job's name comes from each schedule's JOB override. The build root is carried from run to
-    run in CodeBuild's S3 cache, so an unchanged refresh recognises the current release and builds nothing."""
-    ops = ops_prefix(prefix)
-
-    def env(k: str, v: str, kind: str = "PLAINTEXT") -> dict[str, str]:
-        return {"name": k, "value": v, "type": kind}
-
-    return {
-        "name": f"{name}-jobs",
-        "description": "malaria-risk scheduled jobs: refresh, usage-export, canary (deploy/job.sh)",
-        "source": {"type": "S3", "location": f"{bucket}/{ops}/source.zip", "buildspec": BUILDSPEC},
-        "artifacts": {"type": "NO_ARTIFACTS"},
-        "cache": {"type": "S3", "location": f"{bucket}/{ops}/cache"},
-        "environment": {"type": "LINUX_CONTAINER", "image": JOBS_IMAGE, "computeType": "BUILD_GENERAL1_SMALL",
-                        "environmentVariables": [
-                            env("JOB", "refresh"), env("BUCKET", bucket), env("PREFIX", prefix.strip("/")),
-                            env("TABLE_PREFIX", table_prefix), env("MALARIA_RISK_REGION", region),
-                            env("BASE_URL", base_url), env("MAX_LAG_DAYS", str(max_lag_days)),
-                            env("CANARY_KEY", CANARY_KEY_PARAMETER.format(name=name), "PARAMETER_STORE")]},
-        "serviceRole": role_arn,
-        "timeoutInMinutes": JOBS_TIMEOUT_MIN,
-        "logsConfig": {"cloudWatchLogs": {"status": "ENABLED", "groupName": f"/aws/codebuild/{name}-jobs"}},
-    }
-
-
-def step_project(cb: Any, config: dict[str, Any], dry: bool = False) -> str:
-    """Created, or updated only where it differs from `config`; its ARN."""
-    found = cb.batch_get_projects(names=[config["name"]]).get("projects", [])
-    if not found:
-        made = change(dry, f"project {config['name']}: created", lambda: cb.create_project(**config))
-        return str(made["project"]["arn"]) if made else f"arn:aws:codebuild:::project/{config['name']}"
-    if not _subset(config, found[0]):
-        change(dry, f"project {config['name']}: updated", lambda: cb.update_project(**config))
-    return str(found[0]["arn"])
-
-
-def step_rules(events: Any, name: str, project_arn: str, role_arn: str, dry: bool = False) -> None:
-    """One EventBridge rule per job, each starting the project with its JOB."""
-    for job, (expression, why) in SCHEDULES.items():
-        rule = f"{name}-{job}"
-        try:
-            got = events.describe_rule(Name=rule)
-        except events.exceptions.ResourceNotFoundException:
-            got = None
-        description = f"malaria-risk {job}: {why}"
-        if got is None or (got.get("ScheduleExpression"), got.get("State"), got.get("Description")) != (
-                expression, "ENABLED", description):
-            change(dry, f"rule {rule}: {expression}", lambda r=rule, e=expression, d=description: events.put_rule(
-                Name=r, ScheduleExpression=e, State="ENABLED", Description=d))
-        target = {"Id": "jobs", "Arn": project_arn, "RoleArn": role_arn, "Input": json.dumps(
-            {"environmentVariablesOverride": [{"name": "JOB", "value": job, "type": "PLAINTEXT"}]})}
-        targets = [] if got is None else events.list_targets_by_rule(Rule=rule).get("Targets", [])
-        if targets != [target]:
-            change(dry, f"rule {rule}: starts {project_arn.rsplit('/', 1)[-1]} with JOB={job}",
-                   lambda r=rule, t=target: events.put_targets(Rule=r, Targets=[t]))
-
-
-def step_schedule(iam: Any, cb: Any, events: Any, logs: Any, name: str, bucket: str, prefix: str,
-                  table_prefix: str, region: str, base_url: str, max_lag_days: int = 60,
-                  retention_days: int = LOG_RETENTION_DAYS, dry: bool = False) -> str:
-    """Roles, log group, project and rules of the scheduled jobs; the project's ARN."""
-    role_arn = ensure_role(iam, f"{name}-jobs", jobs_trust(),
-                           jobs_policy(name, bucket, prefix, table_prefix, region),
-                           "malaria-risk scheduled jobs (CodeBuild)", dry)
-    step_log_group(logs, f"/aws/codebuild/{name}-jobs", retention_days, dry)
-    project_arn = step_project(cb, project_config(name, role_arn, bucket, prefix, table_prefix, region, base_url,
-                                                  max_lag_days), dry)
-    start = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "codebuild:StartBuild",
-                                                     "Resource": project_arn}]}
-    events_role = ensure_role(iam, f"{name}-schedule", events_trust(), start,
-                              "malaria-risk: EventBridge starts the scheduled jobs", dry)
-    step_rules(events, name, project_arn, events_role, dry)
-    return project_arn
-
-
-def step_source(s3: Any, bucket: str, prefix: str, ref: str = "HEAD", dry: bool = False) -> str:
-    """The committed tree at `ref` as the jobs' source zip (`git archive`: nothing uncommitted, nothing
-    ignored, no data files), uploaded only when it differs."""
-    import subprocess
-
-    body = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=zip", ref], check=True,
-                          capture_output=True).stdout
-    commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", ref], check=True, capture_output=True,
-                            text=True).stdout.strip()
-    key = f"{ops_prefix(prefix)}/source.zip"
-    try:
-        same = s3.head_object(Bucket=bucket, Key=key).get("Metadata", {}).get("commit") == commit
-    except s3.exceptions.ClientError:
-        same = False
-    if not same:
-        change(dry, f"s3://{bucket}/{key}: source at {commit[:12]}", lambda: s3.put_object(
-            Bucket=bucket, Key=key, Body=body, Metadata={"commit": commit}))
-    return commit
 
 
 # --- command line -------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""deploy/aws.py's production defaults, monitoring and schedule against moto's server on 127.0.0.1.
+"""deploy/'s production defaults, monitoring and schedule against moto's server on 127.0.0.1.
 
 Every step runs twice (the second run changes nothing) and a dry run before and after (the one
 before lists every change and makes none; the one after lists nothing). What moto cannot show
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from deploy import aws as deploy
+from deploy import aws, monitoring, schedule, storage
 from edge.keys import hash_key
 from edge.stores.dynamodb import DynamoDBKeyStore
 
@@ -43,31 +43,31 @@ def test_bucket_and_tables_are_safe_by_default_and_a_second_run_changes_nothing(
     bucket, prefix = f"safe-{n}", f"s{n}-"
     s3, ddb = client(endpoint, "s3"), client(endpoint, "dynamodb")
 
-    deploy.step_bucket(s3, bucket, REGION, "api", dry=True)
-    deploy.step_table_protection(ddb, prefix, dry=True)
+    storage.step_bucket(s3, bucket, REGION, "api", dry=True)
+    storage.step_table_protection(ddb, prefix, dry=True)
     planned = lines(capsys)
     assert planned and all(line.startswith("would: ") for line in planned)
     assert any("created" in line for line in planned) and any("create-only" in line for line in planned)
     assert bucket not in [b["Name"] for b in s3.list_buckets()["Buckets"]]  # the dry run changed nothing
 
     def run() -> list[str]:
-        deploy.step_bucket(s3, bucket, REGION, "api")
-        deploy.step_tables(ddb, prefix)
-        deploy.step_table_protection(ddb, prefix)
+        storage.step_bucket(s3, bucket, REGION, "api")
+        aws.step_tables(ddb, prefix)
+        storage.step_table_protection(ddb, prefix)
         return [line for line in lines(capsys) if not line.startswith("tables ready")]
 
     first = run()
     assert any("versioning" in line for line in first) and any("point-in-time" in line for line in first)
     assert run() == []  # describe before update: nothing left to change
-    deploy.step_bucket(s3, bucket, REGION, "api", dry=True)
-    deploy.step_table_protection(ddb, prefix, dry=True)
+    storage.step_bucket(s3, bucket, REGION, "api", dry=True)
+    storage.step_table_protection(ddb, prefix, dry=True)
     assert lines(capsys) == []
 
     assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] == REGION
     assert s3.get_bucket_versioning(Bucket=bucket)["Status"] == "Enabled"
-    assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"] == deploy.BLOCK_ALL
+    assert s3.get_public_access_block(Bucket=bucket)["PublicAccessBlockConfiguration"] == storage.BLOCK_ALL
     (rule,) = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
-    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == deploy.NONCURRENT_DAYS
+    assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == storage.NONCURRENT_DAYS
     (statement,) = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"]
     assert statement["Effect"] == "Deny" and statement["Resource"] == f"arn:aws:s3:::{bucket}/api/releases/*"
     assert statement["Condition"] == {"Null": {"s3:if-none-match": "true"}}
@@ -96,20 +96,20 @@ def test_the_key_table_is_restored_from_a_backup_after_it_is_lost(endpoint: str,
     ddb = client(endpoint, "dynamodb")
     store = DynamoDBKeyStore(ddb, prefix)
     store.create_tables()
-    deploy.step_table_protection(ddb, prefix)
+    storage.step_table_protection(ddb, prefix)
     kid, key = store.create("partner", ["risk_scores"], "live", org="ngo", now=NOW)
-    arn = deploy.step_backup(ddb, prefix, stamp="20261122T120000Z")
+    arn = storage.step_backup(ddb, prefix, stamp="20261122T120000Z")
     store.create("after the backup", ["risk_scores"], "test", now=NOW)
 
     with pytest.raises(SystemExit, match="exists"):  # never over a table that is still there
-        deploy.step_restore(ddb, prefix)
+        storage.step_restore(ddb, prefix)
 
     # the loss: protection must be switched off first, so it takes two deliberate calls
     ddb.update_table(TableName=f"{prefix}keys", DeletionProtectionEnabled=False)
     ddb.delete_table(TableName=f"{prefix}keys")
     assert f"{prefix}keys" not in ddb.list_tables()["TableNames"]
 
-    assert deploy.step_restore(ddb, prefix) == arn  # the newest backup, found without being named
+    assert storage.step_restore(ddb, prefix) == arn  # the newest backup, found without being named
     restored = DynamoDBKeyStore(ddb, prefix)
     record = restored.lookup(hash_key(key))
     assert record is not None and record.id == kid and record.org == "ngo"
@@ -131,10 +131,10 @@ def test_logs_metric_filters_and_alarms_twice(endpoint: str, capsys: pytest.Capt
     logs, cw, sns = client(endpoint, "logs"), client(endpoint, "cloudwatch"), client(endpoint, "sns")
 
     def run(dry: bool = False) -> list[str]:
-        topic = deploy.step_topic(sns, name, "ops@example.org", dry)
-        deploy.step_edge_logs(logs, name, 30, dry)
-        deploy.step_alarms(cw, deploy.regional_alarms(name, topic) + [deploy.jobs_alarm(name, topic)], dry)
-        deploy.step_alarms(cw, deploy.global_alarms(name, "E2EXAMPLE", topic), dry)
+        topic = monitoring.step_topic(sns, name, "ops@example.org", dry)
+        monitoring.step_edge_logs(logs, name, 30, dry)
+        monitoring.step_alarms(cw, monitoring.regional_alarms(name, topic) + [monitoring.jobs_alarm(name, topic)], dry)
+        monitoring.step_alarms(cw, monitoring.global_alarms(name, "E2EXAMPLE", topic), dry)
         return lines(capsys)
 
     planned = run(dry=True)
@@ -146,9 +146,9 @@ def test_logs_metric_filters_and_alarms_twice(endpoint: str, capsys: pytest.Capt
 
     groups = {g["logGroupName"]: g for g in logs.describe_log_groups(logGroupNamePrefix="/aws/lambda/us-east-1."
                                                                                        f"{name}-")["logGroups"]}
-    assert sorted(groups) == sorted(deploy.edge_log_groups(name))
+    assert sorted(groups) == sorted(monitoring.edge_log_groups(name))
     assert {g["retentionInDays"] for g in groups.values()} == {30}
-    filters = logs.describe_metric_filters(logGroupName=deploy.edge_log_groups(name)[0])["metricFilters"]
+    filters = logs.describe_metric_filters(logGroupName=monitoring.edge_log_groups(name)[0])["metricFilters"]
     assert {f["filterName"] for f in filters} == {f"{name}-decisions", f"{name}-5xx", f"{name}-problems"}
     alarms = {a["AlarmName"]: a for a in cw.describe_alarms(AlarmNamePrefix=name)["MetricAlarms"]}
     assert set(alarms) == {f"{name}-{x}" for x in ("edge-5xx-rate", "edge-function-errors",
@@ -171,7 +171,7 @@ def test_the_metric_filters_match_the_edge_log_lines():
     ok = json.loads(log.line("GET", "/v1/periods", Response(200, []), "r1", 2.0, sample=10))
     bad = json.loads(log.line("GET", "/v1/periods", error("TEMPORARILY_UNAVAILABLE", "x", "/v1/periods"), "r1", 9.0))
     problem = json.loads(event_line("edge_problem", what="key store unavailable"))
-    patterns = {f["filterName"].rsplit("-", 1)[1]: f for f in deploy.metric_filters("n")}
+    patterns = {f["filterName"].rsplit("-", 1)[1]: f for f in monitoring.metric_filters("n")}
     # the patterns select on the fields the formatter writes, with these values
     assert '$.event = "edge_decision"' in patterns["decisions"]["filterPattern"]
     assert patterns["decisions"]["metricTransformations"][0]["metricValue"] == "$.sample"
@@ -186,7 +186,7 @@ def test_the_schedule_dry_run_changes_nothing_then_deploys_twice(endpoint: str,
     iam, cb, events, logs = (client(endpoint, s) for s in ("iam", "codebuild", "events", "logs"))
 
     def run(dry: bool = False) -> str:
-        return deploy.step_schedule(iam, cb, events, logs, name, "sched-bucket", "api", "mr-", REGION,
+        return schedule.step_schedule(iam, cb, events, logs, name, "sched-bucket", "api", "mr-", REGION,
                                     "https://api.example.org", 60, 30, dry)
 
     run(dry=True)
@@ -211,8 +211,8 @@ def test_the_schedule_dry_run_changes_nothing_then_deploys_twice(endpoint: str,
     assert "deploy/job.sh" in project["source"]["buildspec"]
     rules = {r["Name"]: r for r in events.list_rules(NamePrefix=name)["Rules"]}
     assert {k: v["ScheduleExpression"] for k, v in rules.items()} == {
-        f"{name}-{job}": expr for job, (expr, _) in deploy.SCHEDULES.items()}
-    for job in deploy.SCHEDULES:
+        f"{name}-{job}": expr for job, (expr, _) in schedule.SCHEDULES.items()}
+    for job in schedule.SCHEDULES:
         (target,) = events.list_targets_by_rule(Rule=f"{name}-{job}")["Targets"]
         assert target["Arn"] == arn
         assert json.loads(target["Input"])["environmentVariablesOverride"] == [
@@ -237,11 +237,11 @@ def test_the_deploy_needs_the_region_and_a_bundle_of_the_same_region(tmp_path: P
 
     monkeypatch.delenv("MALARIA_RISK_REGION", raising=False)
     with pytest.raises(SystemExit) as e:
-        deploy.main(["tables", "--table-prefix", "x-"])
+        aws.main(["tables", "--table-prefix", "x-"])
     assert e.value.code == 2 and "MALARIA_RISK_REGION" in capsys.readouterr().err
     bundle = tmp_path / "edge.zip"
     build_bundle(bundle, {"bucket": "bucket-b", "table_prefix": "x-", "region": "eu-west-1"})
     with pytest.raises(SystemExit) as e:
-        deploy.main(["function", "--region", "eu-west-2", "--role-arn", "arn:aws:iam::1:role/r",
+        aws.main(["function", "--region", "eu-west-2", "--role-arn", "arn:aws:iam::1:role/r",
                      "--bundle", str(bundle)])
     assert e.value.code == 2 and "built for region 'eu-west-1'" in capsys.readouterr().err
