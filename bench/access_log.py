@@ -6,7 +6,7 @@ logged through the background writer (`edge/local/loglines.py`, to /dev/null); o
 (the local default); and, to split the cost, every line formatted but handed to a no-op.
 Process CPU time, so the writer thread's share is counted.
 
-    .venv/bin/python bench/access_log.py [--rounds 7] [--requests 20000]
+    make bench-access-log   (or .venv/bin/python bench/access_log.py [--rounds 7] [--requests 20000])
 """
 
 from __future__ import annotations
