@@ -11,7 +11,7 @@ SITE := pipeline/site
 export DATA_DIR
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
-	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish clean
+	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean
 
 # What running needs (the package and its runtime dependencies) ...
 $(VENV)/.runtime: pyproject.toml
@@ -89,7 +89,10 @@ EDGE_COLD_ARGS ?=
 bench-edge-cold: install
 	$(BIN)/python bench/edge_cold.py $(EDGE_COLD_ARGS)
 
-bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold
+bench-access-log: install
+	$(BIN)/python bench/access_log.py
+
+bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold bench-access-log
 
 clean:
 	rm -rf build .pytest_cache

@@ -52,6 +52,8 @@ PERIOD_US = (20_000, 100_000)  # CFS periods of the quota; Lambda's own is not d
 PROBE = r"""
 import json, sys, time
 t0 = time.process_time(); w0 = time.perf_counter()
+# the function's own log lines (one per decision) are written, as on Lambda, but not into our pipe
+import os; report = sys.stdout; sys.stdout = open(os.devnull, "w")
 sys.path.insert(0, TASK)
 import edge.cloudfront as c
 import edge.aws
@@ -63,7 +65,7 @@ cold_cpu = time.process_time() - t0; cold_wall = time.perf_counter() - w0
 assert "uri" in out, out
 ep = (c._gate.releases.source.endpoint, c._gate.accounts.call.endpoint)
 cold_calls = (ep[0].calls, ep[1].calls)
-print(json.dumps({"cold_cpu": cold_cpu, "cold_wall": cold_wall, "cold_calls": cold_calls}), flush=True)
+print(json.dumps({"cold_cpu": cold_cpu, "cold_wall": cold_wall, "cold_calls": cold_calls}), flush=True, file=report)
 for line in sys.stdin:
     cmd = json.loads(line)
     before = (ep[0].calls, ep[1].calls); walls = []; c0 = time.process_time()
@@ -71,7 +73,7 @@ for line in sys.stdin:
         w = time.perf_counter(); out = c.handler(json.loads(EVENT), None); walls.append(time.perf_counter() - w)
     cpu = (time.process_time() - c0) / cmd["n"]
     print(json.dumps({"walls": walls, "cpu": cpu, "status": out.get("status", "rewrite"),
-                      "calls": [(ep[i].calls - before[i]) / cmd["n"] for i in (0, 1)]}), flush=True)
+                      "calls": [(ep[i].calls - before[i]) / cmd["n"] for i in (0, 1)]}), flush=True, file=report)
 """
 
 BOTO3_PROBE = r"""
@@ -152,7 +154,7 @@ def ref_bundle(tmp: Path, ref: str, s3_url: str, ddb_url: str) -> Path:
                              check=True).stdout
     subprocess.run(["tar", "-x", "-C", str(src)], input=archive, check=True)
     subprocess.run([sys.executable, str(src / "deploy" / "build_bundle.py"), "--bucket", "edge-bench", "--prefix",
-                    "api", "--table-prefix", "bench-", "--s3-endpoint-url", s3_url, "--dynamodb-endpoint-url", ddb_url,
+                    "api", "--table-prefix", "bench-", "--region", "us-east-1", "--s3-endpoint-url", s3_url, "--dynamodb-endpoint-url", ddb_url,
                     "--out", str(tmp / "ref.zip")], check=True, capture_output=True)
     zipfile.ZipFile(tmp / "ref.zip").extractall(tmp / "ref-task")
     return tmp / "ref-task"
@@ -176,6 +178,7 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
     store.create_tables()
     _, key = store.create("bench", ["risk_scores"], "live", per_minute=10**6, monthly=10**9)
     size = build_bundle(tmp / "edge.zip", {"bucket": "edge-bench", "prefix": "api", "table_prefix": "bench-",
+                                           "region": "us-east-1",
                                            "s3_endpoint_url": s3p.url, "dynamodb_endpoint_url": ddbp.url})
     zipfile.ZipFile(tmp / "edge.zip").extractall(tmp / "task")
     event = json.dumps(event_for("/v1/context/lgas", "state=KN", authorization=f"Bearer {key}"))

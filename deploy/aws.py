@@ -1,16 +1,26 @@
-"""Scripted boto3 procedure for the CDN edge: role, tables, function versions, distribution.
+"""Scripted boto3 procedure for the service on AWS: bucket, role, tables, functions, distribution, monitoring, schedule.
 
 Every step describes what exists first and changes only what differs, so running a step
 (or `all`) twice is harmless and a second run changes nothing. Steps take boto3 clients
 as arguments so tests drive them against moto's server (see docs/deploy.md for what
 that emulator can and cannot show); `main` makes the real clients.
 
-    python deploy/aws.py role    --name malaria-risk-edge --bucket B --prefix api --table-prefix mr- --region eu-west-1
-    python deploy/aws.py tables  --table-prefix mr- --region eu-west-1
+    python deploy/aws.py role    --name malaria-risk-edge --bucket B --prefix api --table-prefix mr-
+    python deploy/aws.py tables  --table-prefix mr-            # + deletion protection, point-in-time recovery
     python deploy/aws.py function --name malaria-risk-edge --role-arn ARN --bundle build-edge/edge.zip
     python deploy/aws.py distribution --name malaria-risk-edge --bucket B --bucket-region eu-west-1 \
         --request-arn ARN:N --response-arn ARN:N
+    python deploy/aws.py bucket --bucket B --prefix api                    # versioned, private, create-only releases
+    python deploy/aws.py monitoring --name malaria-risk-edge --log-regions eu-west-2 --distribution-id E… \
+        --alarm-email ops@example.org                                      # log retention, metric filters, alarms
+    python deploy/aws.py source --bucket B --prefix api                    # the jobs' code: git archive of HEAD
+    python deploy/aws.py schedule --bucket B --prefix api --table-prefix mr- --base-url https://… [--dry-run]
+    python deploy/aws.py backup|restore --table-prefix mr- [--backup-arn ARN]
     python deploy/aws.py all ... (every option above; role and function ARNs are passed along)
+
+The region of every step but the functions' is the one setting MALARIA_RISK_REGION (or --region);
+there is no default. `--dry-run` (bucket, monitoring, source, schedule, all) reads everything and
+prints each change it would make as `would: …`, making none.
 
 Lambda@Edge functions must live in us-east-1 and be referenced by a *numbered version*;
 CloudFront replicates them to its edge locations. The operator's own permissions are
@@ -32,9 +42,27 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from deploy.common import EDGE_EVENTS, log, subset  # noqa: E402
+from deploy.monitoring import (  # noqa: E402
+    LOG_RETENTION_DAYS,
+    global_alarms,
+    jobs_alarm,
+    regional_alarms,
+    step_alarms,
+    step_edge_logs,
+    step_topic,
+)
+from deploy.schedule import step_schedule, step_source  # noqa: E402
+from deploy.storage import (  # noqa: E402
+    NONCURRENT_DAYS,
+    step_backup,
+    step_bucket,
+    step_restore,
+    step_table_protection,
+)
+
 LAMBDA_REGION = "us-east-1"  # a Lambda@Edge requirement, not a choice
-HANDLERS = {"viewer-request": "edge.cloudfront.handler",
-            "viewer-response": "edge.viewer_response.handler"}
+HANDLERS = dict(zip(EDGE_EVENTS, ("edge.cloudfront.handler", "edge.viewer_response.handler"), strict=True))
 MEMORY_MB = 128
 TIMEOUT_S = 5  # the viewer-request maximum
 # Managed cache policy "CachingOptimized": no cookies, headers or query strings in the key
@@ -50,10 +78,6 @@ TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Action": "sts:AssumeRole",
     "Principal": {"Service": ["lambda.amazonaws.com", "edgelambda.amazonaws.com"]}}]}
 BUCKET_POLICY_SID = "MalariaRiskCloudFrontReadsReleases"
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 # --- the function's role --------------------------------------------------------------------
@@ -215,7 +239,7 @@ def step_response_headers_policy(cf: Any) -> str:
         policy = item["ResponseHeadersPolicy"]
         if policy["ResponseHeadersPolicyConfig"]["Name"] == RESPONSE_POLICY_NAME:
             got = cf.get_response_headers_policy_config(Id=policy["Id"])
-            if _subset(config, got["ResponseHeadersPolicyConfig"]):
+            if subset(config, got["ResponseHeadersPolicyConfig"]):
                 return str(policy["Id"])
             cf.update_response_headers_policy(Id=policy["Id"], IfMatch=got["ETag"],
                                               ResponseHeadersPolicyConfig=config)
@@ -224,15 +248,6 @@ def step_response_headers_policy(cf: Any) -> str:
     created = cf.create_response_headers_policy(ResponseHeadersPolicyConfig=config)
     log("response headers policy: created")
     return str(created["ResponseHeadersPolicy"]["Id"])
-
-
-def _subset(wanted: Any, got: Any) -> bool:
-    """Whether every value we set is already so (AWS adds defaults we did not ask for)."""
-    if isinstance(wanted, dict):
-        return isinstance(got, dict) and all(_subset(v, got.get(k)) for k, v in wanted.items())
-    if isinstance(wanted, list):
-        return isinstance(got, list) and len(wanted) == len(got) and all(_subset(a, b) for a, b in zip(wanted, got, strict=True))
-    return bool(wanted == got)
 
 
 def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> dict[str, Any]:
@@ -253,15 +268,37 @@ def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> di
     return b
 
 
+STATUS_PATH = "/status.json"  # the canary's status.json, served keyless beside the API (docs/monitoring.md)
+
+
+def status_behaviour(origin_id: str, policy_id: str | None) -> dict[str, Any]:
+    """`/status.json` straight from the bucket: no function (it needs no key), cached for the object's
+    own max-age (60 s, set by the canary)."""
+    b: dict[str, Any] = {
+        "PathPattern": STATUS_PATH, "TargetOriginId": origin_id, "ViewerProtocolPolicy": "https-only",
+        "AllowedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"],
+                           "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}},
+        "CachePolicyId": CACHING_OPTIMIZED, "Compress": True,
+        "LambdaFunctionAssociations": {"Quantity": 0},
+    }
+    if policy_id:
+        b["ResponseHeadersPolicyId"] = policy_id
+    return b
+
+
 def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns: dict[str, str], oac_id: str,
-                      policy_id: str | None) -> tuple[str, str, str]:
+                      policy_id: str | None, prefix: str = "") -> tuple[str, str, str]:
     """The distribution (found by its Comment), created or brought to the wanted shape: (id, ARN, domain)."""
     comment = f"{name}: malaria-risk API"
     origin_id = f"{name}-releases"
     origin = {"Id": origin_id, "DomainName": f"{bucket}.s3.{bucket_region}.amazonaws.com", "OriginPath": "",
               "S3OriginConfig": {"OriginAccessIdentity": ""}, "OriginAccessControlId": oac_id,
               "CustomHeaders": {"Quantity": 0}}
+    status_id = f"{name}-status"
+    status_origin = {**origin, "Id": status_id,
+                     "OriginPath": "/" + "/".join(p for p in (prefix.strip("/"), "status") if p)}
     wanted_behaviour = behaviour(origin_id, arns, policy_id)
+    wanted_status = {"Quantity": 1, "Items": [status_behaviour(status_id, policy_id)]}
     found = None
     for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
         if item.get("Comment") == comment:
@@ -269,7 +306,8 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
     if found is None:
         created = cf.create_distribution(DistributionConfig={
             "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
-            "Origins": {"Quantity": 1, "Items": [origin]}, "DefaultCacheBehavior": wanted_behaviour,
+            "Origins": {"Quantity": 2, "Items": [origin, status_origin]}, "DefaultCacheBehavior": wanted_behaviour,
+            "CacheBehaviors": wanted_status,
             "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
         })["Distribution"]
         log(f"distribution {created['Id']}: created ({created['DomainName']})")
@@ -277,10 +315,13 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
     got = cf.get_distribution_config(Id=found["Id"])
     config, etag = got["DistributionConfig"], got["ETag"]
     current_origins = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    changed = not _subset(wanted_behaviour, config["DefaultCacheBehavior"]) or not _subset(
-        {k: v for k, v in origin.items() if k != "CustomHeaders"}, current_origins.get(origin_id))
+    changed = not subset(wanted_behaviour, config["DefaultCacheBehavior"]) or any(not subset(
+        {k: v for k, v in o.items() if k != "CustomHeaders"}, current_origins.get(o["Id"]))
+        for o in (origin, status_origin)) or not subset(wanted_status, config.get("CacheBehaviors"))
     if changed:
-        current_origins[origin_id] = {**current_origins.get(origin_id, {}), **origin}
+        for o in (origin, status_origin):
+            current_origins[o["Id"]] = {**current_origins.get(o["Id"], {}), **o}
+        config["CacheBehaviors"] = wanted_status
         config["Origins"] = {"Quantity": len(current_origins), "Items": list(current_origins.values())}
         b = config["DefaultCacheBehavior"]
         for legacy in ("ForwardedValues", "MinTTL", "DefaultTTL", "MaxTTL"):
@@ -292,10 +333,12 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
 
 
 def bucket_policy_statement(bucket: str, prefix: str, distribution_arn: str) -> dict[str, Any]:
-    """CloudFront (through the origin access control) may read release objects, for this distribution only."""
+    """CloudFront (through the origin access control) may read release objects and the canary's
+    status.json, for this distribution only."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Sid": BUCKET_POLICY_SID, "Effect": "Allow", "Principal": {"Service": "cloudfront.amazonaws.com"},
-            "Action": "s3:GetObject", "Resource": f"arn:aws:s3:::{bucket}/{base}releases/*",
+            "Action": "s3:GetObject", "Resource": [f"arn:aws:s3:::{bucket}/{base}releases/*",
+                                                   f"arn:aws:s3:::{bucket}/{base}status/status.json"],
             "Condition": {"StringEquals": {"AWS:SourceArn": distribution_arn}}}
 
 
@@ -329,50 +372,126 @@ def wait_deployed(cf: Any, distribution_id: str, timeout: float = 1800) -> None:
 # --- command line -------------------------------------------------------------------------------
 
 
+STEPS = ["bucket", "role", "tables", "function", "distribution", "monitoring", "source", "schedule", "all",
+         "backup", "restore"]
+
+
+def bundle_region(bundle: Path) -> str:
+    with zipfile.ZipFile(bundle) as z:
+        return str(json.loads(z.read("edge_config.json")).get("region", ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     import boto3  # type: ignore[import-untyped]
 
+    from edge.settings import REGION_ENV, SettingsError, home_region
+
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("step", choices=["role", "tables", "function", "distribution", "all"])
+    p.add_argument("step", choices=STEPS, help="`all` runs every step from bucket to schedule, in that order")
     p.add_argument("--name", default="malaria-risk-edge")
     p.add_argument("--table-prefix")
-    p.add_argument("--region", default="us-east-1", help="home region of the table (docs/deploy.md)")
+    p.add_argument("--region", help=f"home region of the table and the bucket (default ${REGION_ENV}; no "
+                   "fallback; docs/deploy.md#home-region). The functions go to us-east-1 whatever it is")
     p.add_argument("--bucket")
-    p.add_argument("--bucket-region", default="us-east-1")
+    p.add_argument("--bucket-region", help="default: the home region")
     p.add_argument("--prefix", default="")
     p.add_argument("--role-arn")
     p.add_argument("--bundle", type=Path, default=ROOT / "build-edge" / "edge.zip")
     p.add_argument("--request-arn", help="for `distribution` alone: the viewer-request version ARN")
     p.add_argument("--response-arn", help="for `distribution` alone: the viewer-response version ARN")
+    p.add_argument("--distribution-id", help="for `monitoring` alone: the distribution's CloudFront alarms")
     p.add_argument("--no-wait", action="store_true", help="do not wait for CloudFront to deploy")
+    p.add_argument("--log-regions", default="", help="comma-separated regions whose edge caches run the "
+                   "function (its logs, metric filters and alarms go there); the home region is always one")
+    p.add_argument("--retention-days", type=int, default=LOG_RETENTION_DAYS)
+    p.add_argument("--noncurrent-days", type=int, default=NONCURRENT_DAYS)
+    p.add_argument("--alarm-email", help="subscribe this address to the alarms' topics")
+    p.add_argument("--base-url", help="the served API, for the canary and refresh's served check")
+    p.add_argument("--max-lag-days", type=int, default=60, help="canary: how old /v1/periods may get")
+    p.add_argument("--source-ref", default="HEAD", help="`source`: the commit the jobs run")
+    p.add_argument("--backup-arn", help="`restore`: the backup (default: the newest of the key table)")
+    p.add_argument("--dry-run", action="store_true", help="read everything, change nothing, say what would change "
+                   "(bucket, tables' protection, monitoring, source, schedule)")
     a = p.parse_args(argv)
+    try:
+        region = home_region(a.region)
+    except SettingsError as e:
+        p.error(str(e))
+    bucket_region = a.bucket_region or region
+    dry = a.dry_run
+    if dry and a.step in ("role", "function", "distribution", "tables", "backup", "restore"):
+        p.error(f"--dry-run covers bucket, monitoring, source, schedule and all, not {a.step}")
+    every = a.step == "all"
+    if a.step in ("bucket", "all"):
+        if not a.bucket:
+            p.error("--bucket is required")
+        step_bucket(boto3.client("s3", region_name=bucket_region), a.bucket, bucket_region, a.prefix,
+                    a.noncurrent_days, dry)
     role_arn = a.role_arn
-    if a.step in ("role", "all"):
+    if a.step == "role" or (every and not dry):
         if not (a.bucket and a.table_prefix):
             p.error("--bucket and --table-prefix are required")
         role_arn = step_role(boto3.client("iam"), a.name,
-                             role_policy(a.name, a.bucket, a.prefix, a.table_prefix, a.region))
+                             role_policy(a.name, a.bucket, a.prefix, a.table_prefix, region))
         log(f"role: {role_arn}")
     if a.step in ("tables", "all"):
         if not a.table_prefix:
             p.error("--table-prefix is required")
-        step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
+        ddb = boto3.client("dynamodb", region_name=region)
+        if not dry:
+            step_tables(ddb, a.table_prefix)
+        step_table_protection(ddb, a.table_prefix, dry)
+    if a.step == "backup":
+        step_backup(boto3.client("dynamodb", region_name=region), a.table_prefix)
+    if a.step == "restore":
+        step_restore(boto3.client("dynamodb", region_name=region), a.table_prefix, a.backup_arn)
     arns = {"viewer-request": a.request_arn, "viewer-response": a.response_arn}
-    if a.step in ("function", "all"):
+    dist_id = a.distribution_id
+    base_url = a.base_url
+    if a.step == "function" or (every and not dry):
         if not role_arn:
             p.error("--role-arn is required")
+        if bundle_region(a.bundle) != region:
+            p.error(f"{a.bundle} was built for region {bundle_region(a.bundle)!r}, this deploy is for {region!r}: "
+                    f"rebuild it with the same {REGION_ENV}")
         arns = step_function(boto3.client("lambda", region_name=LAMBDA_REGION), a.name, role_arn, a.bundle)
-    if a.step in ("distribution", "all"):
+    if a.step == "distribution" or (every and not dry):
         if not a.bucket or not all(arns.values()):
             p.error("--bucket and both function version ARNs are required")
         cf = boto3.client("cloudfront")
         oac = step_oac(cf, a.name)
         policy = step_response_headers_policy(cf)
-        dist_id, dist_arn, domain = step_distribution(cf, a.name, a.bucket, a.bucket_region, arns, oac, policy)
-        step_bucket_policy(boto3.client("s3", region_name=a.bucket_region), a.bucket, a.prefix, dist_arn)
+        dist_id, dist_arn, domain = step_distribution(cf, a.name, a.bucket, bucket_region, arns, oac, policy,
+                                                      a.prefix)
+        step_bucket_policy(boto3.client("s3", region_name=bucket_region), a.bucket, a.prefix, dist_arn)
         log(f"distribution {dist_id}: https://{domain}/")
+        base_url = base_url or f"https://{domain}"  # the canary's target until a domain of its own
         if not a.no_wait:
             wait_deployed(cf, dist_id)
+    if a.step in ("monitoring", "all"):
+        regions = list(dict.fromkeys([region, *(r.strip() for r in a.log_regions.split(",") if r.strip())]))
+        for r in regions:
+            topic = step_topic(boto3.client("sns", region_name=r), a.name, a.alarm_email, dry)
+            step_edge_logs(boto3.client("logs", region_name=r), a.name, a.retention_days, dry)
+            alarms = regional_alarms(a.name, topic) + ([jobs_alarm(a.name, topic)] if r == region else [])
+            step_alarms(boto3.client("cloudwatch", region_name=r), alarms, dry)
+        if dist_id:
+            topic = step_topic(boto3.client("sns", region_name=LAMBDA_REGION), a.name, a.alarm_email, dry)
+            step_alarms(boto3.client("cloudwatch", region_name=LAMBDA_REGION),
+                        global_alarms(a.name, dist_id, topic), dry)
+        else:
+            log("no --distribution-id: CloudFront's own alarms (us-east-1) skipped")
+    if a.step in ("source", "all"):
+        if not a.bucket:
+            p.error("--bucket is required")
+        step_source(boto3.client("s3", region_name=bucket_region), a.bucket, a.prefix, a.source_ref, dry)
+    if a.step in ("schedule", "all"):
+        if not (a.bucket and a.table_prefix and base_url):
+            p.error("--bucket, --table-prefix and --base-url are required")
+        step_schedule(boto3.client("iam"), boto3.client("codebuild", region_name=region),
+                      boto3.client("events", region_name=region), boto3.client("logs", region_name=region),
+                      a.name, a.bucket, a.prefix, a.table_prefix, region, base_url, a.max_lag_days,
+                      a.retention_days, dry)
     return 0
 
 

@@ -29,7 +29,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from edge.settings import EdgeSettings, SettingsError  # noqa: E402
+from edge.settings import REGION_ENV, EdgeSettings, SettingsError, home_region  # noqa: E402
 
 MAX_BYTES = 1024 * 1024  # Lambda@Edge limit for viewer-triggered functions
 LOCAL_ONLY = "local"  # edge/local/ is the development server; everything else in edge/ ships
@@ -128,24 +128,30 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     p.add_argument("--bucket", required=True)
     p.add_argument("--prefix", default="")
-    p.add_argument("--bucket-region", default="us-east-1", help="region of the bucket (the pointer)")
+    p.add_argument("--bucket-region", help="region of the bucket (the pointer); default: the home region")
     p.add_argument("--table-prefix", required=True)
-    p.add_argument("--region", default="us-east-1",
-                   help="home region of the DynamoDB table: the region near the viewers (docs/deploy.md)")
+    p.add_argument("--region", help="home region of the DynamoDB table and the bucket, near the viewers "
+                   f"(docs/deploy.md#home-region); default ${REGION_ENV}, no fallback")
     p.add_argument("--s3-endpoint-url", help="e.g. a local S3-compatible server, for tests")
     p.add_argument("--dynamodb-endpoint-url", help="e.g. a local DynamoDB endpoint, for tests")
     p.add_argument("--key-ttl", type=float, help="seconds a refused key is remembered per instance (2)")
     p.add_argument("--pointer-ttl", type=float, help="seconds between reads of current.json (5)")
     p.add_argument("--per-minute", type=int)
     p.add_argument("--monthly", type=int)
+    p.add_argument("--log-ok-every", type=int, help="log one successful decision in N (1: all, 0: none; "
+                   "problems are always logged; docs/monitoring.md)")
     p.add_argument("--ca-bundle", choices=["amazon", "system"], default="amazon",
                    help="trust store for https: the Amazon Trust Services roots (fast) or the runtime's")
     p.add_argument("--out", type=Path, default=ROOT / "build-edge" / "edge.zip")
     a = p.parse_args(argv)
-    config = {"bucket": a.bucket, "prefix": a.prefix, "bucket_region": a.bucket_region,
-              "table_prefix": a.table_prefix, "region": a.region, "s3_endpoint_url": a.s3_endpoint_url,
+    try:
+        region = home_region(a.region)
+    except SettingsError as e:
+        p.error(str(e))
+    config = {"bucket": a.bucket, "prefix": a.prefix, "bucket_region": a.bucket_region or region,
+              "table_prefix": a.table_prefix, "region": region, "s3_endpoint_url": a.s3_endpoint_url,
               "dynamodb_endpoint_url": a.dynamodb_endpoint_url, "key_ttl": a.key_ttl, "pointer_ttl": a.pointer_ttl,
-              "per_minute": a.per_minute, "monthly": a.monthly}
+              "per_minute": a.per_minute, "monthly": a.monthly, "log_ok_every": a.log_ok_every}
     try:
         size = build_bundle(a.out, {k: v for k, v in config.items() if v is not None}, a.ca_bundle)
     except ValueError as e:

@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from .accesslog import AccessLog, event_line
 from .aws import AWSError, Credentials, Unavailable
 from .files import FileEntry, ReleaseList
 from .gate import Headers, Limiter, Request, Response, error, handle
@@ -212,7 +213,7 @@ class PointerReleases:
                     release = self._read(min(deadline, time.monotonic() + REFRESH_BUDGET), 1)
                 except (Unavailable, AWSError, ValueError) as e:
                     self.failures += 1
-                    log("pointer refresh failed, keeping", self._current.release_id, repr(e))
+                    log("pointer refresh failed, keeping the known release", self._current.release_id, repr(e))
                     release = self._current
             self._current = release
             self._checked = now
@@ -329,53 +330,69 @@ def rewrite(cf_request: dict[str, Any], resp: Response, release_id: str, prefix:
     return cf_request
 
 
-def unavailable(path: str, method: str, what: str, retry_after: int) -> dict[str, Any]:
-    resp = error("TEMPORARILY_UNAVAILABLE", f"{what} did not answer in time; retry in {retry_after} s.", path,
+def unavailable_response(path: str, what: str, retry_after: int) -> Response:
+    return error("TEMPORARILY_UNAVAILABLE", f"{what} did not answer in time; retry in {retry_after} s.", path,
                  [("Retry-After", str(retry_after))])
-    return generated_response(resp, method)
 
 
-def log(*parts: object) -> None:
-    """One line to the function's log (CloudWatch, in the region that ran it)."""
-    print("malaria-risk-edge:", *parts, file=sys.stderr)
+def unavailable(path: str, method: str, what: str, retry_after: int) -> dict[str, Any]:
+    return generated_response(unavailable_response(path, what, retry_after), method)
+
+
+def log(what: str, *parts: object) -> None:
+    """One JSON line to the function's log (CloudWatch, in the region that ran it): `what` happened."""
+    print(event_line("edge_problem", what=what, detail=" ".join(str(p) for p in parts)), file=sys.stderr)
+
+
+def stdout_line(text: str) -> None:
+    """Decision lines go to stdout (CloudWatch Logs, like stderr); problems of the function itself to stderr."""
+    print(text)
 
 
 class EdgeGate:
     """Everything a viewer-request decision needs; built once per function instance."""
 
     def __init__(self, accounts: Accounts, releases: PointerReleases, clock: Callable[[], datetime] = utc_now,
-                 deadline: float = 3.0, retry_after: int = 5):
+                 deadline: float = 3.0, retry_after: int = 5, access_log: AccessLog | None = None):
         self.accounts = accounts
         self.releases = releases
         self.clock = clock
         self.deadline = deadline  # seconds for all dependency calls of one request
         self.retry_after = retry_after
+        self.access_log = access_log  # one line per decision (edge/accesslog.py); None: none
 
     def __call__(self, event: Mapping[str, Any], context: Any = None) -> dict[str, Any]:
+        started = time.perf_counter()
         cf_request = event["Records"][0]["cf"]["request"]
         req = request_from_event(cf_request)
+        resp, release_id = self._decide(req)
+        if self.access_log is not None:
+            self.access_log.record(req.method, req.path, resp, release_id, started)
+        if resp.file_key is not None and resp.status == 200:  # a pinned download names its own release
+            assert release_id is not None
+            return rewrite(cf_request, resp, resp.release_id or release_id, self.releases.prefix)
+        return generated_response(resp, req.method)
+
+    def _decide(self, req: Request) -> tuple[Response, str | None]:
+        """The gate's answer and the id of the release it was decided against (None: no release known)."""
         deadline = time.monotonic() + self.deadline
         try:
             release = self.releases.current(deadline)
         except AWSError as e:
             if e.status != 404:
-                log("pointer unreadable:", repr(e))
-                return unavailable(req.path, req.method, "The release pointer", self.retry_after)
-            return generated_response(error("RELEASE_INCOMPLETE", "No release is published yet.", req.path),
-                                      req.method)
+                log("pointer unreadable", repr(e))
+                return unavailable_response(req.path, "The release pointer", self.retry_after), None
+            return error("RELEASE_INCOMPLETE", "No release is published yet.", req.path), None
         except (Unavailable, ValueError) as e:
-            log("pointer unavailable:", repr(e))
-            return unavailable(req.path, req.method, "The release pointer", self.retry_after)
+            log("pointer unavailable", repr(e))
+            return unavailable_response(req.path, "The release pointer", self.retry_after), None
         now = self.clock()
         keys, limiter = self.accounts.for_request(now, deadline)
         try:
-            resp = handle(req, now, keys, release, limiter, self.releases)
+            return handle(req, now, keys, release, limiter, self.releases), release.release_id
         except (Unavailable, AWSError, ValueError) as e:  # ValueError: an answer the store cannot explain
-            log("key store unavailable:", repr(e))
-            return unavailable(req.path, req.method, "The key store", self.retry_after)
-        if resp.file_key is not None and resp.status == 200:  # a pinned download names its own release
-            return rewrite(cf_request, resp, resp.release_id or release.release_id, self.releases.prefix)
-        return generated_response(resp, req.method)
+            log("key store unavailable", repr(e))
+            return unavailable_response(req.path, "The key store", self.retry_after), release.release_id
 
 
 # --- the Lambda entry point ---------------------------------------------------------------
@@ -393,11 +410,12 @@ def build_gate(settings: EdgeSettings, env: Mapping[str, str] = os.environ) -> E
     if ca_file is not None and not os.path.isabs(ca_file):
         ca_file = os.path.join(os.path.dirname(CONFIG_FILE), ca_file)
     budget = Budget(settings.connect_timeout, settings.read_timeout, ca_file=ca_file)
-    s3 = S3(settings.bucket, settings.bucket_region, lambda: creds, settings.s3_endpoint_url, budget)
+    s3 = S3(settings.bucket, settings.bucket_region or settings.region, lambda: creds, settings.s3_endpoint_url, budget)
     ddb = DynamoDB(settings.region, lambda: creds, settings.dynamodb_endpoint_url, budget)
     accounts = EdgeAccounts(ddb, settings.table_prefix, settings.per_minute, settings.monthly, settings.key_ttl)
+    access_log = AccessLog(stdout_line, settings.log_ok_every, "cloudfront")
     return EdgeGate(accounts, PointerReleases(s3, settings.clean_prefix, settings.pointer_ttl),
-                    deadline=settings.deadline, retry_after=settings.retry_after)
+                    deadline=settings.deadline, retry_after=settings.retry_after, access_log=access_log)
 
 
 def load_gate(path: str = CONFIG_FILE) -> EdgeGate | None:

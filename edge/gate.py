@@ -128,7 +128,7 @@ def error(code: str, detail: str, path: str, extra_headers: Headers | None = Non
     headers = [("Content-Type", PROBLEM_JSON), ("Cache-Control", ERROR_CACHE), *cors_headers(), *API_HEADERS]
     if extra_headers:
         headers.extend(extra_headers)
-    return Response(p.status, headers, problem_body(code, detail, instance=path, **members))
+    return Response(p.status, headers, problem_body(code, detail, instance=path, **members), extra={"problem": code})
 
 
 def preflight() -> Response:

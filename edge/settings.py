@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from .accesslog import DEFAULT_OK_EVERY
 from .limits import DEFAULT_MONTHLY, DEFAULT_PER_MINUTE
 
 # S3 bucket names and DynamoDB table names, as AWS defines them (the latter shortened by the suffixes)
@@ -23,8 +24,33 @@ _REGION_RE = re.compile(r"^[a-z]{2}(-[a-z]+)+-\d+$")
 _URL_RE = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(:\d+)?/?$")
 
 
+# The one region setting: the home region of the key table and the release bucket, read by the CLI
+# (key stores, publishing), written into the bundle by deploy/build_bundle.py and used by deploy/aws.py.
+# There is no default: a wrong region fails late and confusingly, a missing one fails here, at once.
+REGION_ENV = "MALARIA_RISK_REGION"
+
+
 class SettingsError(ValueError):
     """The bundled configuration is missing a value or holds one the edge cannot use."""
+
+
+def home_region(explicit: str | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The home region: `explicit` (a --region option) if given, else $MALARIA_RISK_REGION; never a default.
+
+    Lambda@Edge functions themselves must be created in us-east-1 (an AWS requirement, not this
+    setting): deploy/aws.py puts them there whatever the home region is.
+    """
+    if env is None:
+        import os
+
+        env = os.environ
+    region = explicit or env.get(REGION_ENV, "")
+    if not region:
+        raise SettingsError(f"no AWS region: set {REGION_ENV} (the home region of the key table and the "
+                            "release bucket, e.g. eu-west-1; docs/deploy.md#home-region) or pass --region")
+    if not _REGION_RE.fullmatch(region):
+        raise SettingsError(f"{region!r} is not an AWS region name (such as eu-west-1)")
+    return region
 
 
 class EdgeSettings(NamedTuple):
@@ -33,8 +59,8 @@ class EdgeSettings(NamedTuple):
     bucket: str
     table_prefix: str
     prefix: str = ""
-    region: str = "us-east-1"  # the home region of the DynamoDB table
-    bucket_region: str = "us-east-1"
+    region: str = ""  # the home region of the DynamoDB table (and the bucket): required, no default
+    bucket_region: str = ""  # "": the home region
     s3_endpoint_url: str | None = None  # None: the regional AWS endpoint
     dynamodb_endpoint_url: str | None = None
     pointer_ttl: float = 5.0  # seconds between reads of current.json
@@ -47,6 +73,7 @@ class EdgeSettings(NamedTuple):
     retry_after: int = 5  # seconds, on the 503 a silent dependency causes
     ca_file: str | None = None  # trust store for https, relative to the bundle root; None: the system's
     runtime: str | None = None  # the Lambda runtime the bundle's .pyc files were compiled for
+    log_ok_every: int = DEFAULT_OK_EVERY  # successful decisions logged one in N (0: none); problems always
 
     @classmethod
     def from_json(cls, raw: str | bytes) -> "EdgeSettings":
@@ -81,9 +108,10 @@ class EdgeSettings(NamedTuple):
                     raise SettingsError(f"{name} must be a number, not {value!r}")
                 value = float(value)
             values[name] = value
-        for required in ("bucket", "table_prefix"):
+        for required in ("bucket", "table_prefix", "region"):
             if not values.get(required):
                 raise SettingsError(f"edge_config.json needs {required}")
+        values.setdefault("bucket_region", values["region"])
         settings = cls(**values)
         settings.check()
         return settings
@@ -96,7 +124,7 @@ class EdgeSettings(NamedTuple):
         if any(part in (".", "..") for part in self.prefix.split("/")) and self.prefix.strip("/"):
             raise SettingsError(f"prefix {self.prefix!r} may not contain '.' or '..' segments")
         for name in ("region", "bucket_region"):
-            if not _REGION_RE.fullmatch(getattr(self, name)):
+            if (name == "region" or getattr(self, name)) and not _REGION_RE.fullmatch(getattr(self, name)):
                 raise SettingsError(f"{name} {getattr(self, name)!r} is not an AWS region name")
         for name in ("s3_endpoint_url", "dynamodb_endpoint_url"):
             url = getattr(self, name)
@@ -108,6 +136,8 @@ class EdgeSettings(NamedTuple):
         for name in ("per_minute", "monthly", "retry_after"):
             if getattr(self, name) < 1:
                 raise SettingsError(f"{name} must be at least 1")
+        if self.log_ok_every < 0:
+            raise SettingsError("log_ok_every must be 0 (log no successes) or N ≥ 1 (one in N)")
         if not 0 < self.connect_timeout <= self.deadline or not 0 < self.read_timeout <= self.deadline:
             raise SettingsError("connect_timeout and read_timeout must be positive and within the deadline")
         if not 0 < self.deadline < 5:

@@ -177,7 +177,8 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     base = ServerSettings.from_env()
     settings = ServerSettings(root=root, store=store, counters=base.counters,
                               limits=limits, per_minute=base.per_minute, monthly=base.monthly,
-                              fixed_now=base.fixed_now, http=http_front)
+                              fixed_now=base.fixed_now, http=http_front, access_log=base.access_log,
+                              log_ok_every=base.log_ok_every)
     os.environ.update(settings.to_env())  # the workers are new processes: settings travel in the environment
     create_app(settings)  # fail here, once, with a readable error rather than in every worker
     serve_workers(host, port, workers, http=http_front)
@@ -315,6 +316,82 @@ def keys_revoke(key_id: str, keys_path: str, store_spec: str | None) -> None:
     """Revoke a key by id; the next request with it gets 401."""
     open_key_store(keys_path, store_spec).revoke(key_id)
     click.echo(f"revoked {key_id}")
+
+
+@keys.command("usage-export", epilog=example(
+    "malaria-risk keys usage-export --store dynamodb:mr- --month 2026-10 --out usage-2026-10.csv",
+    "malaria-risk keys usage-export --keys var/keys.sqlite --month 2026-11 --format json",
+))  # fmt: skip
+@click.option("--month", required=True, help="YYYY-MM: the current month (partial) or a finished one whose "
+              "counters are still kept (the month before, at the edge; locally, until a day after it ends).")
+@click.option("--format", "fmt", type=click.Choice(["csv", "json"]), default=None,
+              help="Default: from --out's suffix, else csv.")
+@click.option("--out", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Write here (atomically) instead of standard output.")
+@keys_option
+@store_option
+def keys_usage_export(month: str, fmt: str | None, out: Path | None, keys_path: str, store_spec: str | None) -> None:
+    """Per-key request totals of one month, before its counters expire (docs/monitoring.md#usage-exports)."""
+    from pipeline.usage import render, usage_export, write_atomically
+
+    spec = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(spec, None)
+    rows = usage_export(spec, month)
+    text = render(rows, fmt or ("json" if out is not None and out.suffix == ".json" else "csv"))
+    if out is None:
+        click.echo(text, nl=False)
+    else:
+        write_atomically(out, text)
+        click.echo(f"{out}: {len(rows)} key(s), {month}", err=True)
+
+
+# -- canary ------------------------------------------------------------------------------
+
+
+@click.command("canary", epilog=example(
+    "malaria-risk canary --base-url https://api.example.org --key-file /run/secrets/canary-key "
+    "--max-lag-days 60 --publish-status malaria-api --status-prefix prod",
+    "malaria-risk canary --base-url http://127.0.0.1:8080 --key-file var/local-test-key --status-file status.json",
+))  # fmt: skip
+@click.option("--base-url", required=True, help="The served API, e.g. https://api.example.org.")
+@click.option("--key-file", required=True, type=click.Path(dir_okay=False, exists=True, path_type=Path),
+              help="File holding an API key with every scope (its first line).")
+@click.option("--max-lag-days", default=60, show_default=True, type=click.IntRange(0),
+              help="Days after the newest estimated month's end before /v1/periods counts as stale.")
+@click.option("--publish-status", "status_bucket", default=None, metavar="BUCKET",
+              help="Put status.json into this bucket, under STATUS_PREFIX/status/.")
+@click.option("--status-prefix", default="", help="Key prefix for --publish-status (the releases' prefix).")
+@click.option("--endpoint-url", default=None, help="S3-compatible endpoint for --publish-status.")
+@click.option("--status-file", default=None, type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write status.json here.")
+@click.option("--state", default="KN", show_default=True, help="The state the sampled LGA routes ask for.")
+@click.option("--today", default=None, help="YYYY-MM-DD to judge staleness against (default: today, UTC).")
+def canary_cmd(base_url: str, key_file: Path, max_lag_days: int, status_bucket: str | None, status_prefix: str,
+               endpoint_url: str | None, status_file: Path | None, state: str, today: str | None) -> None:
+    """Fail (exit 1, one line) when /v1/periods is stale or a sample of routes fails; write status.json."""
+    from datetime import date
+
+    from pipeline.canary import publish_status, run_canary, status_bytes
+    from pipeline.usage import write_atomically
+
+    key = key_file.read_text(encoding="utf-8").strip().splitlines()[0] if key_file.stat().st_size else ""
+    if not key:
+        raise click.ClickException(f"{key_file} holds no key")
+    try:
+        day = date.fromisoformat(today) if today else None
+    except ValueError:
+        raise click.ClickException(f"--today {today!r} is not YYYY-MM-DD") from None
+    result = run_canary(base_url, key, max_lag_days, day, state)
+    if status_file is not None:
+        write_atomically(status_file, status_bytes(result).decode())
+    if status_bucket:
+        publish_status(result, status_bucket, status_prefix, endpoint_url)
+    if not result.ok:
+        raise click.ClickException(f"canary: {result.reason}")
+    click.echo(f"canary {result.reason}")
+
+
+main.add_command(canary_cmd)
 
 
 @main.group()

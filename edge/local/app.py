@@ -10,12 +10,15 @@ from __future__ import annotations
 import hashlib
 import logging
 import re
+import sys
+import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ..accesslog import AccessLog
 from ..gate import Limiter, Request, Response, error, handle
 from ..keys import KeyStore
 from ..release import LocalReleases, ManifestRelease, ReleaseUnavailable
@@ -74,15 +77,34 @@ class FileCache:
 
 
 class App:
-    def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now):
+    def __init__(self, root: Path, keys: KeyStore, limiter: Limiter | None = None, clock: Clock = utc_now,
+                 access_log: AccessLog | None = None):
         """`root` is the build root; `current` under it is followed (edge/release.py)."""
         self.releases = LocalReleases(root)
         self.keys = keys
         self.limiter = limiter
         self.clock = clock
         self.files = FileCache()
+        self.access_log = access_log
 
     def respond(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> tuple[Response, bytes]:
+        started = time.perf_counter()
+        resp, body = self._respond(method, raw_path, query, headers)
+        if self.access_log is not None:
+            self.access_log.record(method, raw_path, resp, self._decided_against(resp), started)
+        return resp, body
+
+    def _decided_against(self, resp: Response) -> str | None:
+        """The release an answer was decided against: its own header, else the release being served."""
+        for name, value in resp.headers:
+            if name == "X-Release-Id":
+                return value
+        try:
+            return self.releases.current().release_id
+        except ReleaseUnavailable:
+            return None
+
+    def _respond(self, method: str, raw_path: str, query: str, headers: dict[str, str]) -> tuple[Response, bytes]:
         req = Request(method, raw_path, query, headers)
         try:
             release = self.releases.current()
@@ -251,4 +273,9 @@ def create_app(settings: ServerSettings | None = None) -> App:
         def clock() -> datetime:
             return frozen
 
-    return App(s.root, keys, limiter, clock)
+    access_log = None
+    if s.access_log:
+        from .loglines import BackgroundLines
+
+        access_log = AccessLog(BackgroundLines(sys.stderr.fileno()), s.log_ok_every)
+    return App(s.root, keys, limiter, clock, access_log)

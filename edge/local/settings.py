@@ -24,10 +24,15 @@ ENV_PER_MINUTE = "MALARIA_RISK_PER_MINUTE"
 ENV_MONTHLY = "MALARIA_RISK_MONTHLY"
 ENV_FIXED_NOW = "MALARIA_RISK_FIXED_NOW"  # tests and benchmarks only: freeze the gate's clock
 ENV_HTTP = "MALARIA_RISK_HTTP"  # "direct" (default, edge/local/direct.py) or "uvicorn"
+ENV_ACCESS_LOG = "MALARIA_RISK_ACCESS_LOG"  # "on" (default): one JSON line per decision on stderr; "off"
+ENV_LOG_OK_EVERY = "MALARIA_RISK_LOG_OK_EVERY"  # successes logged one in N (default 100; 1: all; 0: none)
 
 DEFAULT_ROOT = "build"
 DEFAULT_STORE = "sqlite:var/keys.sqlite"
 FRONTS = ("direct", "uvicorn")
+# Problems are always logged; successes one in 100 by default: a line for every success adds ~40 % to
+# a decision's CPU here (bench/access_log.py); the CDN function logs every one (docs/monitoring.md).
+LOCAL_OK_EVERY = 100
 DEFAULT_FRONT = "direct"
 
 
@@ -41,10 +46,14 @@ class ServerSettings:
     monthly: int = DEFAULT_MONTHLY
     fixed_now: datetime | None = None
     http: str = DEFAULT_FRONT
+    access_log: bool = True
+    log_ok_every: int = LOCAL_OK_EVERY
 
     def __post_init__(self) -> None:
         if self.http not in FRONTS:
             raise ValueError(f"unknown HTTP front {self.http!r}; choose one of {', '.join(FRONTS)}")
+        if self.log_ok_every < 0:
+            raise ValueError(f"{ENV_LOG_OK_EVERY} must be 0 (log no successes) or N ≥ 1 (one in N)")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -59,6 +68,8 @@ class ServerSettings:
             monthly=int(e.get(ENV_MONTHLY, DEFAULT_MONTHLY)),
             fixed_now=datetime.fromisoformat(fixed.replace("Z", "+00:00")).astimezone(UTC) if fixed else None,
             http=e.get(ENV_HTTP, DEFAULT_FRONT),
+            access_log=e.get(ENV_ACCESS_LOG, "on") != "off",
+            log_ok_every=int(e.get(ENV_LOG_OK_EVERY, LOCAL_OK_EVERY)),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -70,6 +81,8 @@ class ServerSettings:
             ENV_PER_MINUTE: str(self.per_minute),
             ENV_MONTHLY: str(self.monthly),
             ENV_HTTP: self.http,
+            ENV_ACCESS_LOG: "on" if self.access_log else "off",
+            ENV_LOG_OK_EVERY: str(self.log_ok_every),
         }
         if self.counters:
             env[ENV_COUNTERS] = self.counters

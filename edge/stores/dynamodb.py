@@ -76,14 +76,19 @@ class DynamoDBKeyStore:
 
     @classmethod
     def from_env(cls, table_prefix: str) -> DynamoDBKeyStore:
-        """For the CLI: region and endpoint from the usual AWS variables (AWS_ENDPOINT_URL_DYNAMODB too)."""
+        """For the CLI: region from $MALARIA_RISK_REGION, endpoint from AWS_ENDPOINT_URL_DYNAMODB if set."""
         import boto3
+
+        from ..settings import SettingsError, home_region
 
         kwargs: dict[str, Any] = {}
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
         if endpoint:
             kwargs["endpoint_url"] = endpoint
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        try:  # the one region setting, no silent default (edge/settings.py)
+            region = home_region()
+        except SettingsError as e:
+            raise AdminError(str(e)) from None
         return cls(boto3.client("dynamodb", region_name=region, **kwargs), table_prefix)
 
     @property

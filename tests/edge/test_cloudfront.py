@@ -102,7 +102,8 @@ def make_edge(endpoint: str, release_root: Path, **overrides: Any) -> Iterator[E
     store = DynamoDBKeyStore(boto_client(endpoint), f"e{n}-")
     store.create_tables()
     with proxy(endpoint) as s3p, proxy(endpoint) as ddbp:
-        settings_ = EdgeSettings(bucket=bucket, table_prefix=f"e{n}-", prefix="api", s3_endpoint_url=s3p.url,
+        settings_ = EdgeSettings(bucket=bucket, table_prefix=f"e{n}-", prefix="api", region="us-east-1",
+                                 s3_endpoint_url=s3p.url,
                                  dynamodb_endpoint_url=ddbp.url, **overrides)
         gate = build_gate(settings_, env=CREDS)
         gate.clock = lambda: NOW
@@ -219,7 +220,7 @@ def test_a_pointer_without_the_docs_list_still_serves_the_flat_site(edge: Edge):
 
 
 def settings_of(edge: Edge) -> EdgeSettings:
-    return EdgeSettings(bucket=edge.bucket, table_prefix=edge.store.prefix, prefix="api",
+    return EdgeSettings(bucket=edge.bucket, table_prefix=edge.store.prefix, prefix="api", region="us-east-1",
                         s3_endpoint_url=edge.s3_proxy.url, dynamodb_endpoint_url=edge.ddb_proxy.url)
 
 
@@ -453,6 +454,7 @@ def test_bundle_is_small_compiled_and_runs_from_its_folder(tmp_path: Path, endpo
         _, key = edge.store.create("b", ["risk_scores"], "live", now=NOW)
         out = tmp_path / "edge.zip"
         size = build_bundle(out, {"bucket": edge.bucket, "table_prefix": edge.store.prefix, "prefix": "api",
+                                  "region": "us-east-1",
                                   "s3_endpoint_url": endpoint, "dynamodb_endpoint_url": endpoint})
         assert 0 < size <= MAX_BYTES
         names = zipfile.ZipFile(out).namelist()
@@ -471,7 +473,12 @@ def test_bundle_is_small_compiled_and_runs_from_its_folder(tmp_path: Path, endpo
         res = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True, cwd=tmp_path,
                              env=CREDS, timeout=60)
         assert res.returncode == 0, res.stderr
-        answer, modules, costly = res.stdout.splitlines()
+        lines = res.stdout.splitlines()
+        logged = [json.loads(line) for line in lines if line.startswith('{"event":"edge_decision"')]
+        answer, modules, costly = [line for line in lines if not line.startswith('{"event"')]
+        assert [(d["route"], d["status"], d["runtime"], d["key_id"]) for d in logged] == [
+            ("/v1/context/lgas", 200, "cloudfront", edge.store.list(NOW)[0]["id"])]
+        assert key not in res.stdout + res.stderr
         assert json.loads(answer)["uri"] == f"/api/releases/{edge.release_id}/v1/context/lgas/KN.json"
         assert modules == "[]"
         assert costly == "[]"

@@ -35,7 +35,7 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
         deploy.step_tables(ddb, "dp-")
         arns = deploy.step_function(lam, "mr", role, bundle)
         oac = deploy.step_oac(cf, "mr")
-        dist = deploy.step_distribution(cf, "mr", "deploy-releases", "eu-west-1", arns, oac, None)
+        dist = deploy.step_distribution(cf, "mr", "deploy-releases", "eu-west-1", arns, oac, None, "api")
         deploy.step_bucket_policy(s3, "deploy-releases", "api", dist[1])
         return role, arns, dist
 
@@ -67,15 +67,23 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is False
     assert behaviour["ViewerProtocolPolicy"] == "https-only"
     assert config["Origins"]["Items"][0]["DomainName"] == "deploy-releases.s3.eu-west-1.amazonaws.com"
+    # the canary's status.json: its own origin under <prefix>/status, no function, keyless
+    status_origin = {o["Id"]: o for o in config["Origins"]["Items"]}["mr-status"]
+    assert status_origin["OriginPath"] == "/api/status"
+    (status,) = config["CacheBehaviors"]["Items"]
+    assert (status["PathPattern"], status["TargetOriginId"]) == ("/status.json", "mr-status")
+    assert status["LambdaFunctionAssociations"]["Quantity"] == 0
     policy = json.loads(s3.get_bucket_policy(Bucket="deploy-releases")["Policy"])
     sids = [s["Sid"] for s in policy["Statement"]]
     assert sids == ["Other", deploy.BUCKET_POLICY_SID]  # another statement is kept
     ours = policy["Statement"][1]
-    assert ours["Resource"] == "arn:aws:s3:::deploy-releases/api/releases/*"
+    assert ours["Resource"] == ["arn:aws:s3:::deploy-releases/api/releases/*",
+                                "arn:aws:s3:::deploy-releases/api/status/status.json"]
     assert ours["Condition"]["StringEquals"]["AWS:SourceArn"] == dist_arn
 
     # a new bundle publishes new versions and moves the distribution to them
-    build_bundle(bundle, {"bucket": "deploy-releases", "table_prefix": "dp-", "prefix": "api", "per_minute": 61})
+    build_bundle(bundle, {"bucket": "deploy-releases", "table_prefix": "dp-", "prefix": "api", "per_minute": 61,
+                          "region": "eu-west-1"})
     _, arns2, dist2 = run()
     assert arns2["viewer-request"].endswith(":2") and dist2[0] == dist_id
 

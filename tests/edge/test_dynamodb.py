@@ -111,7 +111,12 @@ def test_cli_against_dynamodb(endpoint: str, monkeypatch: pytest.MonkeyPatch):
     for k, v in CREDS.items():
         monkeypatch.setenv(k, v)
     monkeypatch.setenv("AWS_ENDPOINT_URL_DYNAMODB", endpoint)
+    monkeypatch.delenv("MALARIA_RISK_REGION", raising=False)
     prefix = f"cli{next(_n)}-"
+    unset = CliRunner().invoke(cli, ["keys", "list", "--store", f"dynamodb:{prefix}"])
+    assert unset.exit_code == 1 and "MALARIA_RISK_REGION" in unset.output  # no silent us-east-1
+    assert "Traceback" not in unset.output
+    monkeypatch.setenv("MALARIA_RISK_REGION", "us-east-1")
     DynamoDBKeyStore(client(endpoint), prefix).create_tables()
     spec = f"dynamodb:{prefix}"
     runner = CliRunner()

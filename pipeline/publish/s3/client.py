@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from typing import Any, TypeVar
@@ -55,6 +56,7 @@ def make_client(
     import boto3
     from botocore.config import Config
 
+    region = publish_region(endpoint_url)
     session = session or boto3.session.Session()
     if session.get_credentials() is None:
         raise PublishError(NO_CREDENTIALS)
@@ -70,8 +72,22 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    region = session.region_name or "us-east-1"
     return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+
+
+def publish_region(endpoint_url: str | None, env: Mapping[str, str] | None = None) -> str:
+    """The bucket's region: the one region setting ($MALARIA_RISK_REGION, shared with the key
+    store and the edge bundle). Only an S3-compatible server of our own (`--endpoint-url`) may
+    go without it, where the region is a signing formality."""
+    from edge.settings import REGION_ENV, SettingsError, home_region
+
+    env = os.environ if env is None else env
+    if endpoint_url and not env.get(REGION_ENV):
+        return "us-east-1"  # any valid name: the server behind --endpoint-url is not AWS
+    try:
+        return home_region(None, env)
+    except SettingsError as e:
+        raise PublishError(str(e)) from None
 
 
 def endpoint_of(client: S3Client) -> str:

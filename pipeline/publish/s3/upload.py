@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
 from pipeline.errors import PublishError
 from pipeline.publish.s3.client import (
     DEFAULT_WORKERS,
@@ -71,6 +73,7 @@ class Plan:
     headers_unchecked: int  # of those, trusted on the listing alone
     strays: list[str]  # keys under the release prefix that the manifest does not list
     md5s: dict[str, str] = field(default_factory=dict)  # rel -> MD5 hex of the local bytes
+    damaged: list[str] = field(default_factory=list)  # keys of `todo` present with other bytes or headers
 
     @property
     def release_id(self) -> str:
@@ -157,30 +160,54 @@ def plan(
         headers_unchecked=by_listing,
         strays=strays,
         md5s=md5s,
+        damaged=[target.object_key(rid, e.rel) for e in doubtful if e.rel not in good],
     )
 
 
 def _put(client: S3Client, target: Target, release_id: str, exp: Expected, body: bytes) -> str:
-    """PUT one object with all its headers; returns the MD5 hex of the body.
+    """PUT one object with all its headers, create-only; returns the MD5 hex of the body.
 
     Content-MD5 makes the server reject a body damaged in transit (BadDigest), which
     botocore then retries; it also costs less than botocore's default CRC trailer.
+
+    `If-None-Match: *` makes the PUT create-only: S3 refuses (412) to replace an object
+    that exists, so nothing — a second publisher, a rerun, a mistake — overwrites an
+    object of a release. A 412 for an object that holds exactly our bytes is our own
+    earlier attempt (botocore retried after a lost answer) and counts as done. A server
+    without conditional writes (501) gets HEAD-then-PUT: a second writer between the
+    two calls can still be overwritten (docs/operations.md#create-only-release-objects).
     """
     digest = hashlib.md5(body, usedforsecurity=False).digest()
     extra: dict[str, Any] = {"ContentMD5": base64.b64encode(digest).decode()}
     if exp.content_encoding:
         extra["ContentEncoding"] = exp.content_encoding
     key = target.object_key(release_id, exp.rel)
-    with s3_errors(client, target.bucket, f"upload {target.url(key)}"):
-        client.put_object(
-            Bucket=target.bucket,
-            Key=key,
-            Body=body,
-            ContentType=exp.content_type,
-            CacheControl=exp.cache_control,
-            Metadata={SHA_META: exp.sha256},
-            **extra,
-        )
+    url = target.url(key)
+
+    def put(**cond: str) -> None:
+        client.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=exp.content_type,
+                          CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
+
+    with s3_errors(client, target.bucket, f"upload {url}"):
+        try:
+            put(IfNoneMatch="*")
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                head = head_object(client, target.bucket, key)
+                if head is None or check_head(head, exp, digest.hex()):
+                    raise PublishError(
+                        f"{url} already exists with other bytes: release objects are create-only and "
+                        "never overwritten (another publisher at work? `release verify` lists damage, "
+                        "republishing repairs it)"
+                    ) from None
+            elif code == "NotImplemented" or status == 501:  # no conditional writes: HEAD, then PUT
+                if head_object(client, target.bucket, key) is not None:
+                    raise PublishError(f"{url} already exists: release objects are never overwritten") from None
+                put()
+            else:
+                raise
     return digest.hex()
 
 
@@ -209,6 +236,10 @@ def upload(
         )
         delete_keys(client, target, plan.strays)
         result.strays_deleted = len(plan.strays)
+    if plan.damaged:
+        # puts are create-only: a damaged copy is deleted first (versioning keeps it) and written anew
+        log(f"replacing {len(plan.damaged)} object(s) that differ from the manifest")
+        delete_keys(client, target, plan.damaged)
 
     lock = threading.Lock()
 
@@ -288,6 +319,8 @@ def seal(client: S3Client, target: Target, plan: Plan, result: PublishResult) ->
     if plan.remote_manifest is not None and not check_head(plan.remote_manifest, manifest_exp):
         result.already_present += 1
         return
+    if plan.remote_manifest is not None:  # same manifest, headers damaged: replaced (puts are create-only)
+        delete_keys(client, target, [target.object_key(plan.release_id, MANIFEST_NAME)])
     _put(client, target, plan.release_id, manifest_exp, local.manifest_bytes)
     result.uploaded += 1
     result.bytes_uploaded += len(local.manifest_bytes)

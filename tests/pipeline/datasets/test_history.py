@@ -4,6 +4,7 @@ in order, and the whole-country month is every LGA of every state's report, high
 
 from __future__ import annotations
 
+from pathlib import Path
 import csv
 import io
 
@@ -115,7 +116,7 @@ def test_history_csv_has_one_row_per_month(built):
 
 
 def test_without_the_risk_documents_the_routes_are_unavailable():
-    ctx = BuildContext(data_dir=None, updated_at="2019-07-02T10:00:00Z", geography=small_geo(),  # type: ignore[arg-type]
+    ctx = BuildContext(data_dir=Path("no-data-needed"), updated_at="2019-07-02T10:00:00Z", geography=small_geo(),
                        produced=[Produced("geography", {})])
     with pytest.raises(DatasetUnavailable):
         history.produce(ctx)

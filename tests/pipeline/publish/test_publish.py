@@ -16,12 +16,15 @@ from typing import Any
 
 import orjson
 import pytest
+from botocore.exceptions import ClientError
 from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
 from pipeline.cli import main
+from pipeline.errors import PublishError
 from pipeline.publish import s3
+from pipeline.publish.s3.upload import _put
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
 from tests.s3server import S3Server
@@ -761,3 +764,34 @@ def test_release_list_follows_publish_rollback_and_prune(
     doc = release_list(s3_server, target)
     assert [r["release_id"] for r in doc["releases"]] == ["r3", "r1"]
     assert {r.release_id for r in s3.list_releases(client, target)} == {"r1", "r3"}
+
+
+# --- release objects are create-only (If-None-Match: *) --------------------------------
+# SeaweedFS honours conditional PUTs, as AWS does since 2024 (and moto too).
+
+
+def _expected(rel: str, body: bytes) -> s3.Expected:
+    return s3.Expected(rel, len(body), hashlib.sha256(body).hexdigest(), "application/json", None)
+
+
+def test_a_create_only_upload_refuses_to_overwrite(s3_server: S3Server, client: Any,
+                                                   target: s3.Target) -> None:
+    first, second = b'{"v": 1}', b'{"v": 2}'
+    _put(client, target, "r1", _expected("v1/periods.json", first), first)
+    key = target.object_key("r1", "v1/periods.json")
+    with pytest.raises(PublishError, match="create-only"):
+        _put(client, target, "r1", _expected("v1/periods.json", second), second)
+    assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
+    # the same bytes again (a retry whose first answer was lost) is not an error, and changes nothing
+    _put(client, target, "r1", _expected("v1/periods.json", first), first)
+    assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
+
+
+def test_the_server_itself_refuses_the_conditional_put(s3_server: S3Server, client: Any,
+                                                       target: s3.Target) -> None:
+    """What `_put` rests on, shown without it: the second create-only PUT gets 412."""
+    key = target.object_key("r2", "x.json")
+    client.put_object(Bucket=target.bucket, Key=key, Body=b"1", IfNoneMatch="*")
+    with pytest.raises(ClientError) as e:
+        client.put_object(Bucket=target.bucket, Key=key, Body=b"2", IfNoneMatch="*")
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
