@@ -4,9 +4,9 @@ in order, and the whole-country month is every LGA of every state's report, high
 
 from __future__ import annotations
 
-from pathlib import Path
 import csv
 import io
+from pathlib import Path
 
 import pytest
 
