@@ -441,6 +441,10 @@ class Dashboard:
         self.store.set_removed(email, _iso(self.now()))
         self._audit(staff, "account_removed", account=email, target=email)
 
+    def set_org_suspended(self, staff: str, org: str, suspended: bool) -> None:
+        self.keys.set_org_suspended(org, suspended, self.now())
+        self._audit(staff, "org_suspended" if suspended else "org_restored", org=org, target=org)
+
     def staff_create_key(self, staff: str, name: str, scopes: list[str], kind: str, expires_on: str | None,
                          owner: str | None, org: str | None, per_minute: int | None,
                          monthly: int | None) -> tuple[str, str]:
