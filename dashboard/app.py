@@ -650,8 +650,8 @@ class DashboardApp:
         w = csv.writer(out, lineterminator="\r\n")
         w.writerow(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"])
         for r in rows:
-            w.writerow([r["seq"], r["at"], wat(r["at"]), r["actor"], r["action"], r["target"] or "",
-                        _csv_safe(r["detail"])])
+            w.writerow([r["seq"], r["at"], wat(r["at"]), _csv_safe(r["actor"]), r["action"],
+                        _csv_safe(r["target"] or ""), _csv_safe(r["detail"])])
         name = f"audit-{space.id if space.kind == 'org' else 'me'}.csv"
         return Response(out.getvalue().encode(), media_type="text/csv; charset=utf-8",
                         headers={"content-disposition": f'attachment; filename="{name}"'})
