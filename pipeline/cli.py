@@ -211,7 +211,7 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     serve_workers(host, port, workers, http=http_front)
 
 
-def port_problem(host: str, port: int) -> str | None:
+def port_problem(host: str, port: int, make_var: str = "PORT") -> str | None:
     """Why `host:port` cannot be listened on, or None when it can: checked before a long build, not after."""
     import socket
 
@@ -227,7 +227,7 @@ def port_problem(host: str, port: int) -> str | None:
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
                 return (f"port {port} on {host} is already in use (another `make run` or server?). "
-                        f"Stop that server, or choose another port: `make run PORT={_other_port(port)}`.")
+                        f"Stop that server, or choose another port: `make run {make_var}={_other_port(port)}`.")
             return f"cannot listen on {host}:{port}: {e.strerror}"
     return None
 
@@ -236,8 +236,8 @@ def _other_port(port: int) -> int:
     return port + 1 if port < 65535 else 8081
 
 
-def _require_free_port(host: str, port: int) -> None:
-    problem = port_problem(host, port)
+def _require_free_port(host: str, port: int, make_var: str = "PORT") -> None:
+    problem = port_problem(host, port, make_var)
     if problem is not None:
         raise click.ClickException(problem)
 
@@ -245,9 +245,11 @@ def _require_free_port(host: str, port: int) -> None:
 @main.command("check-port", epilog=example("malaria-risk check-port --host 127.0.0.1 --port 8080"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-def check_port(host: str, port: int) -> None:
-    """Fail with the fix when the port is taken; `make run` asks this before it builds."""
-    _require_free_port(host, port)
+@click.option("--make-var", default="PORT", show_default=True, hidden=True,
+              help="The `make run` variable the fix names (DASH_PORT for the dashboard's port).")
+def check_port(host: str, port: int, make_var: str) -> None:
+    """Fail with the fix when the port is taken; `make run` asks this (API and dashboard ports) before it builds."""
+    _require_free_port(host, port, make_var)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------
@@ -475,7 +477,7 @@ def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mail
 
     spec = store_spec or f"sqlite:{keys_path}"
     refuse_store_inside(spec, None)
-    _require_free_port(host, port)
+    _require_free_port(host, port, "DASH_PORT")
     settings = DashboardSettings(store=spec, dashboard=dashboard_store or "", counters=ServerSettings.from_env().counters,
                                  mailer=mailer, base_url=base_url or f"http://{host}:{port}", api_url=api_url,
                                  secure_cookie=not insecure_cookie)

@@ -142,6 +142,11 @@ def test_a_busy_port_is_reported_with_the_fix(tmp_path: Path):
         bad = cli("check-port", "--host", "127.0.0.1", "--port", str(port), ok=False)
         assert bad.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in bad.stderr
         assert f"make run PORT={port + 1}" in bad.stderr and "Traceback" not in bad.stderr
+        # the dashboard's port, as `make run` checks it, names its own variable
+        bad = cli("check-port", "--host", "127.0.0.1", "--port", str(port), "--make-var", "DASH_PORT", ok=False)
+        assert f"make run DASH_PORT={port + 1}" in bad.stderr
+        bad = cli("dashboard", "--port", str(port), "--keys", str(tmp_path / "k.sqlite"), ok=False)
+        assert bad.returncode == 1 and f"make run DASH_PORT={port + 1}" in bad.stderr
     cli("check-port", "--host", "127.0.0.1", "--port", str(port))  # released: free again
 
 
