@@ -691,9 +691,12 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
 
 
 def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
-    """The service over the stores the settings name, and the app over it."""
+    """The service over the stores the settings name, and the app over it.
+
+    The dashboard store defaults to the key store's kind: `dashboard.sqlite` beside a SQLite
+    key store, the `<prefix>dashboard` and `<prefix>audit` tables beside DynamoDB keys.
+    """
     from edge.stores import sqlite_path
-    from edge.stores.counters import mapped_counters_path_for
 
     from .mailer import open_mailer
     from .store import SQLiteDashboardStore, dashboard_path_for
@@ -706,16 +709,22 @@ def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
 
         store: Any = DynamoDBKeyStore.from_env(rest)
         usage: Any = EdgeItemUsage(store)
-        default_dashboard = Path("var/dashboard.sqlite")
+        default_dashboard = f"dynamodb:{rest}"
     else:
-        from edge.stores.counters import MappedCounter, SQLiteCounter
+        from edge.stores.counters import MappedCounter, SQLiteCounter, mapped_counters_path_for
         from edge.stores.sqlite import SQLiteKeyStore
 
         store = SQLiteKeyStore(path)
         counters = settings.counters
         usage = CounterUsage(SQLiteCounter(counters) if counters and counters.endswith(".sqlite")
                              else MappedCounter(counters or mapped_counters_path_for(path)))
-        default_dashboard = dashboard_path_for(path)
-    service = Dashboard(store, SQLiteDashboardStore(settings.dashboard or default_dashboard),
-                        open_mailer(settings.mailer), settings.base_url, usage=usage)
+        default_dashboard = str(dashboard_path_for(path))
+    spec = settings.dashboard or default_dashboard
+    if spec.startswith("dynamodb:"):
+        from .dynamodb import DynamoDBDashboardStore
+
+        state: Any = DynamoDBDashboardStore.from_env(spec.partition(":")[2])
+    else:
+        state = SQLiteDashboardStore(spec.removeprefix("sqlite:"))
+    service = Dashboard(store, state, open_mailer(settings.mailer), settings.base_url, usage=usage)
     return service, create_app(service, settings)

@@ -26,7 +26,6 @@ from edge.routes import SCOPES
 from pipeline.errors import OperatorError
 
 from .mailer import Mailer
-from .store import SQLiteDashboardStore
 
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTVWXYZ"  # no 0/O, 1/I/L, U: read aloud and typed on phones
 CODE_LENGTH = 8  # 30^8 ≈ 6.6e11
@@ -95,7 +94,7 @@ def _iso(t: datetime) -> str:
 
 
 class Dashboard:
-    def __init__(self, keys: AdminStore, store: SQLiteDashboardStore, mailer: Mailer, base_url: str = "",
+    def __init__(self, keys: AdminStore, store: Any, mailer: Mailer, base_url: str = "",
                  clock: Callable[[], datetime] | None = None, usage: Any = None):
         self.keys: Any = keys  # the admin store, with the holder-aware methods of both stores
         self.store = store
@@ -345,7 +344,7 @@ class Dashboard:
 
     def accept_invitation(self, email: str, token: str) -> str:
         inv = self.invitation(email, token)
-        if not self.store.use_invitation(inv["id"], _iso(self.now())):
+        if not self.store.use_invitation(inv, _iso(self.now())):
             raise NotFound("this invitation was already used")
         if self.store.role(inv["org"], email) is None:
             self.store.set_role(inv["org"], email, inv["role"], _iso(self.now()))

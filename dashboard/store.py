@@ -181,7 +181,7 @@ class SQLiteDashboardStore:
         self._write("INSERT INTO memberships (org, email, role, since) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT(org, email) DO UPDATE SET role = excluded.role", (org, email, role, now))
 
-    def change_role_keeping_an_admin(self, org: str, email: str, role: str | None) -> bool:
+    def change_role_keeping_an_admin(self, org: str, email: str, role: str | None, force: bool = False) -> bool:
         """Set (or with None remove) a membership unless that would leave the organisation without an
         administrator; one transaction, so two administrators demoting each other cannot both succeed."""
         c = self._conn()
@@ -189,7 +189,7 @@ class SQLiteDashboardStore:
         try:
             admins = c.execute("SELECT email FROM memberships WHERE org = ? AND role = 'admin'", (org,)).fetchall()
             others = [r[0] for r in admins if r[0] != email]
-            if role != "admin" and not others:
+            if role != "admin" and not others and not force:
                 c.execute("ROLLBACK")
                 return False
             if role is None:
@@ -210,10 +210,10 @@ class SQLiteDashboardStore:
     def invitation_by_token(self, token_hash: str) -> dict[str, Any] | None:
         return self._one("SELECT * FROM invitations WHERE token_hash = ?", (token_hash,))
 
-    def use_invitation(self, inv_id: str, now: str) -> bool:
+    def use_invitation(self, inv: dict[str, Any], now: str) -> bool:
         """Single use: only the first of two racing acceptances sees True."""
         return self._write("UPDATE invitations SET used_at = ? WHERE id = ? AND used_at IS NULL"
-                           " AND cancelled_at IS NULL AND expires_at > ?", (now, inv_id, now)) == 1
+                           " AND cancelled_at IS NULL AND expires_at > ?", (now, inv["id"], now)) == 1
 
     def cancel_invitation(self, org: str, inv_id: str, now: str) -> bool:
         return self._write("UPDATE invitations SET cancelled_at = ? WHERE id = ? AND org = ? AND used_at IS NULL"

@@ -41,13 +41,15 @@ class Clock:
 
 
 class World:
-    def __init__(self, tmp: Path, clock: Clock | None = None):
+    """Key store, dashboard store, mailer and clock; SQLite unless DynamoDB stores are given."""
+
+    def __init__(self, tmp: Path, clock: Clock | None = None, keys: Any = None, store: Any = None):
         self.tmp = tmp
         self.keys_path = tmp / "var" / "keys.sqlite"
-        self.keys = SQLiteKeyStore(self.keys_path)
+        self.keys = keys if keys is not None else SQLiteKeyStore(self.keys_path)
         self.counters_path = tmp / "var" / "keys.counters.sqlite"
         self.counter = SQLiteCounter(self.counters_path)
-        self.store = SQLiteDashboardStore(tmp / "var" / "dashboard.sqlite")
+        self.store = store if store is not None else SQLiteDashboardStore(tmp / "var" / "dashboard.sqlite")
         self.mail = FileMailer(tmp / "mail.jsonl")
         self.clock = clock or Clock()
         self.service = Dashboard(self.keys, self.store, self.mail, "http://dashboard.test", clock=self.clock,

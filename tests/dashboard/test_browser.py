@@ -25,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from dashboard.dynamodb import DynamoDBDashboardStore
 from dashboard.mailer import FileMailer
 from dashboard.service import Dashboard
 from dashboard.store import SQLiteDashboardStore
@@ -73,20 +74,20 @@ class Setup:
         raise AssertionError("no code mailed")
 
 
-def make_org(keys: Any, dashboard_store: Path, mail: FileMailer) -> None:
-    Dashboard(keys, SQLiteDashboardStore(dashboard_store), mail).create_org("staff:test", "ngo", "Health NGO", ANN)
+def make_org(keys: Any, state: Any, mail: FileMailer) -> None:
+    Dashboard(keys, state, mail).create_org("staff:test", "ngo", "Health NGO", ANN)
 
 
 def dashboard_args(tmp: Path, port: int, store: str, api_url: str) -> list[str]:
-    return ["dashboard", "--port", str(port), "--store", store, "--dashboard-store", str(tmp / "dashboard.sqlite"),
-            "--mailer", f"file:{tmp / 'mail.jsonl'}", "--api-url", api_url]
+    return ["dashboard", "--port", str(port), "--store", store, "--mailer", f"file:{tmp / 'mail.jsonl'}",
+            "--api-url", api_url]
 
 
 @pytest.fixture
 def local(tmp_path: Path, release_root: Path) -> Iterator[Setup]:
     keys = tmp_path / "var" / "keys.sqlite"
     mail = FileMailer(tmp_path / "mail.jsonl")
-    make_org(SQLiteKeyStore(keys), tmp_path / "dashboard.sqlite", mail)
+    make_org(SQLiteKeyStore(keys), SQLiteDashboardStore(keys.with_name("dashboard.sqlite")), mail)
     api_port, dash_port = free_port(), free_port()
     api_url, dash_url = f"http://127.0.0.1:{api_port}", f"http://127.0.0.1:{dash_port}"
     api = start(["serve", "--root", str(release_root), "--port", str(api_port), "--workers", "2", "--keys", str(keys)],
@@ -114,7 +115,9 @@ def cloudfront(tmp_path: Path, release_root: Path, endpoint: str) -> Iterator[Se
     edge = next(edges)
     edge.gate.clock = lambda: datetime.now(UTC)
     mail = FileMailer(tmp_path / "mail.jsonl")
-    make_org(edge.store, tmp_path / "dashboard.sqlite", mail)
+    state = DynamoDBDashboardStore(edge.store.client, edge.store.prefix)  # production's pair of stores
+    state.create_tables()
+    make_org(edge.store, state, mail)
     dash_port = free_port()
     dash_url = f"http://127.0.0.1:{dash_port}"
     env = {**CREDS, "AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_REGION": "us-east-1"}
