@@ -61,7 +61,7 @@ serve: install-run
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
-	$(BIN)/ruff check pipeline edge tests bench deploy
+	$(BIN)/ruff check pipeline edge dashboard tests bench deploy
 	$(BIN)/mypy
 
 test: install lint

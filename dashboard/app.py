@@ -441,12 +441,11 @@ class DashboardApp:
         space = self.space(request, s)
         f = dict(pairs)
         scopes = [v for k, v in pairs if k == "scope"]
-        values = {"name": f.get("name", ""), "scopes": scopes, "kind": f.get("kind", "test"),
-                  "expires": f.get("expires", "")}
+        name, kind, expires = f.get("name", ""), f.get("kind", "test"), f.get("expires", "")
+        values = {"name": name, "scopes": scopes, "kind": kind, "expires": expires}
         try:
-            kid, key = self.service.create_key(s["email"], space, values["name"], scopes, values["kind"],
-                                               values["expires"] or None, f.get("form_token", "") or secrets.token_urlsafe(16),
-                                               s["verified_at"])
+            kid, key = self.service.create_key(s["email"], space, name, scopes, kind, expires or None,
+                                               f.get("form_token", "") or secrets.token_urlsafe(16), s["verified_at"])
         except AlreadySubmitted as e:
             return self.render(request, "already.html", s, space=space, base=self.base(space), key_id=e.key_id)
         except NeedsFreshCode:

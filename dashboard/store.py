@@ -309,6 +309,7 @@ class SQLiteDashboardStore:
                     (at, actor, org, account, action, target, detail))
 
     def audit(self, *, org: str | None = None, account: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        args: tuple[str, ...]
         if org is not None:
             sql, args = "SELECT * FROM audit WHERE org = ? ORDER BY seq DESC", (org,)
         elif account is not None:

@@ -7,6 +7,7 @@ suspension or a removed account takes effect on the very next request.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import mmap
 import os
@@ -214,14 +215,14 @@ class SQLiteKeyStore:
         return rows[0] if rows else None
 
     def list_for(self, *, org: str | None = None, owner: str | None = None,
-                 now: datetime | None = None) -> list[dict[str, Any]]:
+                 now: datetime | None = None) -> builtins.list[dict[str, Any]]:
         """An organisation's keys, or an account's own keys, newest first (indexed, no full read)."""
         if org is None and owner is None:
             raise AdminError("list_for needs an organisation or an owner")
         where, args = _holder(org, owner)
         return self._rows("WHERE 1=1" + where, args, now)
 
-    def _rows(self, where: str, args: tuple[str, ...], now: datetime | None) -> list[dict[str, Any]]:
+    def _rows(self, where: str, args: tuple[str, ...], now: datetime | None) -> builtins.list[dict[str, Any]]:
         now = now or datetime.now(UTC)
         cols = ", ".join(f"keys.{c}" for c in ROW_COLUMNS)
         found = self._conn().execute(

@@ -108,7 +108,7 @@ def local(tmp_path: Path, release_root: Path) -> Iterator[Setup]:
 
 
 @pytest.fixture
-def cloudfront(tmp_path: Path, release_root: Path, endpoint: str) -> Iterator[Setup]:
+def cloudfront(tmp_path: Path, release_root: Path, endpoint: str) -> Iterator[Setup]:  # noqa: F811
     from tests.edge.test_cloudfront import event_for, make_edge
 
     edges = make_edge(endpoint, release_root)

@@ -20,7 +20,6 @@ from dashboard.service import (
     Space,
 )
 from edge.keys import hash_key
-
 from tests.edge.conftest import boto_client
 from tests.edge.conftest import endpoint as endpoint  # noqa: F401  (moto's server, for the DynamoDB stores)
 

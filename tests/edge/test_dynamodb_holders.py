@@ -12,7 +12,14 @@ import pytest
 
 from dashboard.usage import EdgeItemUsage
 from edge.keys import AdminError, hash_key
-from edge.stores.dynamodb import DAY_ATTR, DAYS_KEPT, LAST_USED_ATTR, ORG_INDEX, OWNER_INDEX, DynamoDBKeyStore
+from edge.stores.dynamodb import (
+    DAY_ATTR,
+    DAYS_KEPT,
+    LAST_USED_ATTR,
+    ORG_INDEX,
+    OWNER_INDEX,
+    DynamoDBKeyStore,
+)
 from tests.conftest import NOW
 
 from .conftest import boto_client as client
@@ -100,7 +107,6 @@ def test_an_older_table_gains_the_holder_indexes(endpoint: str):
 def test_the_one_update_records_usage_for_the_dashboard(ddb: DynamoDBKeyStore, endpoint: str):
     kid, key = ddb.create("k", ["risk_scores"], "test", org="ngo", now=NOW)
     accounts = edge_accounts(endpoint, ddb)
-    calls = Calls(ddb.client)
     n = 5
     for _ in range(n):
         assert accounts.authorise(hash_key(key), NOW, time.monotonic() + 3).refused is None
