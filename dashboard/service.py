@@ -96,7 +96,7 @@ def _iso(t: datetime) -> str:
 class Dashboard:
     def __init__(self, keys: AdminStore, store: Any, mailer: Mailer, base_url: str = "",
                  clock: Callable[[], datetime] | None = None, usage: Any = None):
-        self.keys: Any = keys  # the admin store, with the holder-aware methods of both stores
+        self.keys = keys
         self.store = store
         self.mailer = mailer
         self.base_url = base_url.rstrip("/")
