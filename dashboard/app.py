@@ -350,6 +350,10 @@ class DashboardApp:
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=str(e))
         self.service.store.delete_session(s["hash"])  # a new id at sign-in: a planted id is worth nothing
         sid, _ = self.new_session(email, verified=True)
+        now = self.service.now()
+        self.service.store.forget_expired(_iso(now - timedelta(hours=self.settings.absolute_hours)),
+                                          _iso(now - timedelta(minutes=self.settings.idle_minutes)),
+                                          _iso(now - timedelta(days=2)))
         response = RedirectResponse(nxt if SAFE_NEXT.match(nxt) else "/", 303)
         self.set_cookie(response, sid)
         return response

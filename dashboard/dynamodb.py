@@ -100,6 +100,16 @@ class DynamoDBDashboardStore:
             self.client.update_time_to_live(TableName=self.table,
                                             TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"})
 
+    def require_tables(self) -> None:
+        """Refuse, before any change, to work without the tables the audit rows go to (one line, the fix)."""
+        existing = set(self.client.list_tables().get("TableNames", []))
+        missing = [t for t in (self.table, self.audit_table) if t not in existing]
+        if missing:
+            from pipeline.errors import OperatorError
+
+            raise OperatorError(f"table(s) {', '.join(missing)} do not exist: create them with "
+                                f"`python deploy/dashboard.py tables --table-prefix {self.table[:-len('dashboard')]}`")
+
     # -- helpers -------------------------------------------------------------------------------------
     def _get(self, pk: str, sk: str) -> dict[str, Any] | None:
         got = self.client.get_item(TableName=self.table, Key={"pk": {"S": pk}, "sk": {"S": sk}}, ConsistentRead=True)
@@ -338,6 +348,9 @@ class DynamoDBDashboardStore:
 
     def delete_session(self, sid_hash: str) -> None:
         self.client.delete_item(TableName=self.table, Key={"pk": {"S": f"session#{sid_hash}"}, "sk": {"S": "session"}})
+
+    def forget_expired(self, created_before: str, idle_before: str, stale_before: str) -> None:
+        """Nothing to do: sessions, codes and form tokens carry a TTL and DynamoDB removes them."""
 
     # -- forms submitted once ------------------------------------------------------------------------------------
     def claim_form(self, token: str, now: str) -> bool:

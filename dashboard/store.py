@@ -265,8 +265,13 @@ class SQLiteDashboardStore:
     def delete_session(self, sid_hash: str) -> None:
         self._write("DELETE FROM sessions WHERE sid_hash = ?", (sid_hash,))
 
-    def delete_sessions_before(self, created_before: str, idle_before: str) -> None:
-        self._write("DELETE FROM sessions WHERE created_at < ? OR last_seen < ?", (created_before, idle_before))
+    def forget_expired(self, created_before: str, idle_before: str, stale_before: str) -> None:
+        """Drop sessions past their timeouts, and codes and form tokens older than `stale_before`
+        (DynamoDB expires the same items by TTL)."""
+        with self._conn() as c:
+            c.execute("DELETE FROM sessions WHERE created_at < ? OR last_seen < ?", (created_before, idle_before))
+            c.execute("DELETE FROM codes WHERE created_at < ?", (stale_before,))
+            c.execute("DELETE FROM forms WHERE created_at < ?", (stale_before,))
 
     # -- forms submitted once ------------------------------------------------------------------
     def claim_form(self, token: str, now: str) -> bool:

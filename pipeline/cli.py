@@ -55,6 +55,8 @@ def open_service(keys_path: str, store_spec: str | None, dashboard_store: str | 
     spec = store_spec or f"sqlite:{keys_path}"
     refuse_store_inside(spec, None)
     service, _ = build_dashboard(DashboardSettings(store=spec, dashboard=dashboard_store or ""))
+    if hasattr(service.store, "require_tables"):  # DynamoDB: nothing changes unless it can be audited
+        service.store.require_tables()
     return service
 
 

@@ -360,3 +360,18 @@ def test_no_full_key_in_any_store_or_log(orgs: World, browser_for, tmp_path: Pat
     for key in keys:
         for blob in haystack:
             assert key.encode() not in blob and key[9:].encode() not in blob
+
+
+def test_abandoned_sessions_are_forgotten(orgs: World, browser_for):
+    import hashlib
+    import sqlite3
+
+    idle = browser_for()
+    idle.get("/sign-in")  # an anonymous session nobody comes back to
+    row = "SELECT count(*) FROM sessions WHERE sid_hash = ?"
+    sid_hash = hashlib.sha256(idle.sid.encode()).hexdigest()
+    db = sqlite3.connect(orgs.store.path)
+    assert db.execute(row, (sid_hash,)).fetchone()[0] == 1
+    orgs.clock.t += timedelta(minutes=31)
+    browser_for().sign_in(orgs, ANN)  # sign-ins sweep what has timed out
+    assert db.execute(row, (sid_hash,)).fetchone()[0] == 0
