@@ -15,7 +15,7 @@ from typing import Any, NamedTuple
 from edge.limits import day_counter
 
 DAYS_SHOWN = 7
-LOOK_BACK_DAYS = 62  # the counters keep days through the end of the following month
+LOOK_BACK_DAYS = 38  # the counters keep days until a week after their month (edge.limits.DAY_GRACE)
 
 
 class Usage(NamedTuple):

@@ -44,9 +44,10 @@ MONTH_POLICY = "month"
 # vanished row mid-window; the stores delete (SQLite) or expire (DynamoDB TTL) after
 MINUTE_TTL = 120
 MONTH_GRACE = 86_400
-# daily usage (what the dashboard shows: requests per day, last used) is kept through the end of
-# the following month, so "this month" and "last month" can both be summed from days
-DAY_GRACE = 32 * 86_400
+# daily usage (what the dashboard shows: requests per day, this month, last used) is kept until a
+# week after its month ends: "this month" is summed from days, and a key used every day takes
+# at most ~38 slots of the counters file
+DAY_GRACE = 7 * 86_400
 
 
 def day_counter(key_id: str, day: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlencode
 
 import httpx
 import pytest
@@ -375,3 +376,24 @@ def test_abandoned_sessions_are_forgotten(orgs: World, browser_for):
     orgs.clock.t += timedelta(minutes=31)
     browser_for().sign_in(orgs, ANN)  # sign-ins sweep what has timed out
     assert db.execute(row, (sid_hash,)).fetchone()[0] == 0
+
+
+def test_racing_submissions_of_one_form_make_one_key(orgs: World, browser_for):
+    from concurrent.futures import ThreadPoolExecutor
+
+    b = browser_for()
+    b.sign_in(orgs, ANN)
+    page = b.get("/o/ngo/keys/new")
+    body = urlencode([("name", "raced"), ("scope", "risk_scores"), ("kind", "test"),
+                      ("form_token", form_token(page.text)), ("csrf", b.csrf(page.text))])
+    headers = b._headers({"content-type": "application/x-www-form-urlencoded", "sec-fetch-site": "same-origin"})
+
+    def submit(_: int) -> str:
+        with httpx.Client(base_url=b.base, timeout=30) as c:
+            return c.post("/o/ngo/keys/new", content=body, headers=headers).text
+
+    with ThreadPoolExecutor(8) as pool:
+        answers = list(pool.map(submit, range(8)))
+    shown = [a for a in answers if re.search(r"svc_test_[A-Za-z0-9_-]{32}", a)]
+    assert len(shown) == 1 and sum("already sent" in a for a in answers) == 7
+    assert [k["name"] for k in keys_of(orgs, "ngo")] == ["raced"]
