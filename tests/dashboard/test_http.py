@@ -397,3 +397,16 @@ def test_racing_submissions_of_one_form_make_one_key(orgs: World, browser_for):
     shown = [a for a in answers if re.search(r"svc_test_[A-Za-z0-9_-]{32}", a)]
     assert len(shown) == 1 and sum("already sent" in a for a in answers) == 7
     assert [k["name"] for k in keys_of(orgs, "ngo")] == ["raced"]
+
+
+def test_pages_are_small_for_slow_connections(orgs: World, browser_for):
+    """Every page and the one stylesheet stay small: no scripts, no fonts, no images."""
+    b = browser_for()
+    b.sign_in(orgs, ANN)
+    for i in range(10):
+        orgs.service.create_key(ANN, Space("org", "ngo"), f"key number {i}", ["risk_scores", "forecasts"], "test",
+                                None, f"t{i}")
+    sizes = {path: len(b.get(path).content) for path in ("/o/ngo/keys", "/o/ngo/keys/new", "/o/ngo/members",
+                                                         "/o/ngo/audit", "/static/dashboard.css")}
+    assert all(n < 20_000 for n in sizes.values()), sizes
+    assert "<script" not in b.get("/o/ngo/keys").text
