@@ -263,7 +263,7 @@ def test_one_audit_row_per_change_and_none_for_no_change(orgs: World):
 
 def test_the_audit_log_cannot_be_rewritten(orgs: World):
     if not hasattr(orgs.store, "path"):
-        pytest.skip("DynamoDB: the dashboard's role may only PutItem and Query the audit table (tests/edge/test_deploy_dashboard.py)")
+        pytest.skip("DynamoDB: the dashboard's role may only PutItem and Query the audit table (tests/dashboard/test_deploy.py checks the role)")
     conn = sqlite3.connect(orgs.store.path)
     for statement in ("UPDATE audit SET action = 'nothing'", "DELETE FROM audit"):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
