@@ -5,6 +5,7 @@ BIN := $(VENV)/bin
 DATA_DIR ?= ../shared/data
 HOST ?= 127.0.0.1
 PORT ?= 8080
+DASH_PORT ?= 8090
 KEYS ?= var/keys.sqlite
 KEY_FILE ?= var/local-test-key
 SITE := pipeline/site
@@ -44,17 +45,23 @@ key: install-run
 	echo "  curl -H \"Authorization: Bearer $$key\" \"http://$(HOST):$(PORT)/v1/boundaries/lgas?state=KN\""; \
 	echo "Docs and the risk map: http://$(HOST):$(PORT)/docs/  (paste the key on the map page)"; echo
 
-# The port is checked first: a busy port is reported before a build of a minute or more, with the fix.
+# The ports are checked first: a busy port is reported before a build of a minute or more, with the fix.
+# The key dashboard runs beside the API on its own port (its own origin) and stops with it.
 run: install-run
 	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(PORT)
+	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(DASH_PORT) --make-var DASH_PORT
 	@$(MAKE) --no-print-directory build key
+	@echo "API and docs:       http://$(HOST):$(PORT)/docs/"
+	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (sign-in codes are printed here; docs/dashboard.md)"
+	@$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) & \
+	dash=$$!; trap 'kill $$dash 2>/dev/null; wait $$dash 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 serve: install-run
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 lint: install
-	$(BIN)/ruff check pipeline edge tests bench deploy clients/python
+	$(BIN)/ruff check pipeline edge dashboard tests bench deploy clients/python
 	$(BIN)/mypy
 
 test: install lint

@@ -44,6 +44,15 @@ MONTH_POLICY = "month"
 # vanished row mid-window; the stores delete (SQLite) or expire (DynamoDB TTL) after
 MINUTE_TTL = 120
 MONTH_GRACE = 86_400
+# daily usage (what the dashboard shows: requests per day, this month, last used) is kept until a
+# week after its month ends: "this month" is summed from days, and a key used every day takes
+# at most ~38 slots of the counters file
+DAY_GRACE = 7 * 86_400
+
+
+def day_counter(key_id: str, day: str) -> str:
+    """The counter name of a key's requests on one UTC day (YYYY-MM-DD); read by the dashboard."""
+    return f"d:{key_id}:{day}"
 
 
 class Counter(Protocol):
@@ -137,6 +146,7 @@ class _Tick(NamedTuple):
     month_ends: int
     month_length: int
     month_reset: int
+    day: str  # YYYY-MM-DD (UTC): the usage counter's bucket
 
 
 def _tick(second: int) -> _Tick:
@@ -145,7 +155,8 @@ def _tick(second: int) -> _Tick:
     day = datetime.fromtimestamp(second, UTC)
     month_ends, month_length = _month_bounds(day.year, day.month)
     return _Tick(second, str(index), minute_ends, max(1, minute_ends - second),
-                 f"{day.year:04d}-{day.month:02d}", month_ends, month_length, max(1, month_ends - second))
+                 f"{day.year:04d}-{day.month:02d}", month_ends, month_length, max(1, month_ends - second),
+                 day.date().isoformat())
 
 
 class Limiter:
@@ -188,14 +199,22 @@ class Limiter:
             self.counter.sweep(int(now.timestamp()))
         minute_name = f"m:{record.id}:{tick.minute_bucket}"
         minute_expires = tick.minute_ends + MINUTE_TTL
+        day_name = day_counter(record.id, tick.day)
+        day_expires = tick.month_ends + DAY_GRACE
+        day_counted = False
         if monthly is not None and self._pair is not None:
             used, used_month = self._pair(minute_name, minute_expires, per_minute,
                                           f"M:{record.id}:{tick.month_bucket}", tick.month_ends + MONTH_GRACE)
+        elif self._pair is not None:  # a test key: the day's count rides in the minute's transaction
+            used, day_used = self._pair(minute_name, minute_expires, per_minute, day_name, day_expires)
+            used_month, day_counted = None, day_used is not None
         else:
             used = self.counter.incr(minute_name, minute_expires)
             used_month = None
         if used > per_minute:
             return _minute_refused(policy_header, per_minute, tick)
+        if not day_counted:  # usage the dashboard shows: every request the minute let through
+            self.counter.incr(day_name, day_expires)
         if monthly is None:
             return _allowed(policy_header, per_minute, used, None, 0, tick)
         if used_month is None:

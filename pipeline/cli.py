@@ -46,6 +46,36 @@ def open_key_store(keys_path: str, store_spec: str | None) -> AdminStore:
     return open_keys(spec)  # never the limit counters: administering keys neither needs nor may damage them
 
 
+def open_service(keys_path: str, store_spec: str | None, dashboard_store: str | None = None) -> Any:
+    """The dashboard's service over the key store (and the dashboard store beside it), so staff
+    commands check, change and audit exactly as the dashboard does."""
+    from dashboard.app import build as build_dashboard
+    from dashboard.settings import DashboardSettings
+
+    spec = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(spec, None)
+    service, _ = build_dashboard(DashboardSettings(store=spec, dashboard=dashboard_store or ""))
+    if hasattr(service.store, "require_tables"):  # DynamoDB: nothing changes unless it can be audited
+        service.store.require_tables()
+    return service
+
+
+def staff() -> str:
+    """Who the audit log says made a change from the command line."""
+    import getpass
+
+    try:
+        return f"staff:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "staff"
+
+
+dashboard_store_option = click.option(
+    "--dashboard-store", default=None, metavar="PATH",
+    help="The dashboard's own store (accounts, audit log); default dashboard.sqlite beside the key store.",
+)
+
+
 def refuse_store_inside(spec: str, root: Path | None) -> None:
     """A key store under a build root would be published with the release: refuse it.
 
@@ -184,7 +214,7 @@ def serve(root: Path, host: str, port: int, workers: int, http_front: str, limit
     serve_workers(host, port, workers, http=http_front)
 
 
-def port_problem(host: str, port: int) -> str | None:
+def port_problem(host: str, port: int, make_var: str = "PORT") -> str | None:
     """Why `host:port` cannot be listened on, or None when it can: checked before a long build, not after."""
     import socket
 
@@ -200,7 +230,7 @@ def port_problem(host: str, port: int) -> str | None:
         except OSError as e:
             if e.errno == errno.EADDRINUSE:
                 return (f"port {port} on {host} is already in use (another `make run` or server?). "
-                        f"Stop that server, or choose another port: `make run PORT={_other_port(port)}`.")
+                        f"Stop that server, or choose another port: `make run {make_var}={_other_port(port)}`.")
             return f"cannot listen on {host}:{port}: {e.strerror}"
     return None
 
@@ -209,8 +239,8 @@ def _other_port(port: int) -> int:
     return port + 1 if port < 65535 else 8081
 
 
-def _require_free_port(host: str, port: int) -> None:
-    problem = port_problem(host, port)
+def _require_free_port(host: str, port: int, make_var: str = "PORT") -> None:
+    problem = port_problem(host, port, make_var)
     if problem is not None:
         raise click.ClickException(problem)
 
@@ -218,9 +248,11 @@ def _require_free_port(host: str, port: int) -> None:
 @main.command("check-port", epilog=example("malaria-risk check-port --host 127.0.0.1 --port 8080"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-def check_port(host: str, port: int) -> None:
-    """Fail with the fix when the port is taken; `make run` asks this before it builds."""
-    _require_free_port(host, port)
+@click.option("--make-var", default="PORT", show_default=True, hidden=True,
+              help="The `make run` variable the fix names (DASH_PORT for the dashboard's port).")
+def check_port(host: str, port: int, make_var: str) -> None:
+    """Fail with the fix when the port is taken; `make run` asks this (API and dashboard ports) before it builds."""
+    _require_free_port(host, port, make_var)
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------
@@ -245,12 +277,19 @@ def keys() -> None:
 @click.option("--monthly", type=int, default=None, help="Monthly allowance, live keys (default: service default).")
 @keys_option
 @store_option
+@dashboard_store_option
 def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | None, org: str | None,
                 owner: str | None, per_minute: int | None, monthly: int | None, keys_path: str,
-                store_spec: str | None) -> None:
-    """Create a key. The key is printed once, as the last line, and never shown again."""
-    store = open_key_store(keys_path, store_spec)
-    kid, key = store.create(name, list(scopes), kind, expires, owner, org, per_minute, monthly)
+                store_spec: str | None, dashboard_store: str | None) -> None:
+    """Create a key. The key is printed once, as the last line, and never shown again.
+
+    An organisation's key (--org) belongs to the organisation: give no --owner, so removing
+    an account never stops it. The audit log records who created it.
+    """
+    if org is not None and owner is not None:
+        raise click.ClickException("give --org (the organisation's key) or --owner (an account's own key), not both")
+    service = open_service(keys_path, store_spec, dashboard_store)
+    kid, key = service.staff_create_key(staff(), name, list(scopes), kind, expires, owner, org, per_minute, monthly)
     click.echo(f"created {kid} ({kind}, scopes: {' '.join(sorted(set(scopes)))}). Store this key now; it is not shown again:", err=True)
     click.echo(key)
 
@@ -312,9 +351,10 @@ def keys_list(keys_path: str, store_spec: str | None) -> None:
 @click.argument("key_id")
 @keys_option
 @store_option
-def keys_revoke(key_id: str, keys_path: str, store_spec: str | None) -> None:
+@dashboard_store_option
+def keys_revoke(key_id: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Revoke a key by id; the next request with it gets 401."""
-    open_key_store(keys_path, store_spec).revoke(key_id)
+    open_service(keys_path, store_spec, dashboard_store).staff_revoke_key(staff(), key_id)
     click.echo(f"revoked {key_id}")
 
 
@@ -403,9 +443,10 @@ def orgs() -> None:
 @click.argument("org")
 @keys_option
 @store_option
-def orgs_suspend(org: str, keys_path: str, store_spec: str | None) -> None:
+@dashboard_store_option
+def orgs_suspend(org: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Suspend an organisation: its keys answer 401 from the next request on."""
-    open_key_store(keys_path, store_spec).set_org_suspended(org, True)
+    open_service(keys_path, store_spec, dashboard_store).set_org_suspended(staff(), org, True)
     click.echo(f"suspended {org}")
 
 
@@ -413,25 +454,115 @@ def orgs_suspend(org: str, keys_path: str, store_spec: str | None) -> None:
 @click.argument("org")
 @keys_option
 @store_option
-def orgs_restore(org: str, keys_path: str, store_spec: str | None) -> None:
+@dashboard_store_option
+def orgs_restore(org: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Lift a suspension: the organisation's keys work again (unless revoked or expired)."""
-    open_key_store(keys_path, store_spec).set_org_suspended(org, False)
+    open_service(keys_path, store_spec, dashboard_store).set_org_suspended(staff(), org, False)
     click.echo(f"restored {org}")
+
+
+@orgs.command("create", epilog=example(
+    'malaria-risk orgs create ngo --name "Health NGO" --admin ann@ngo.example'))  # fmt: skip
+@click.argument("org")
+@click.option("--name", required=True, help="The organisation's name, as the dashboard shows it.")
+@click.option("--admin", required=True, help="Email of its first administrator (who then invites the others).")
+@keys_option
+@store_option
+@dashboard_store_option
+def orgs_create(org: str, name: str, admin: str, keys_path: str, store_spec: str | None,
+                dashboard_store: str | None) -> None:
+    """Create an organisation in the dashboard with its first administrator."""
+    open_service(keys_path, store_spec, dashboard_store).create_org(staff(), org, name, admin)
+    click.echo(f"created {org}; {admin} signs in to the dashboard with their email and administers it")
 
 
 @main.group()
 def accounts() -> None:
-    """Account administration."""
+    """Account administration: remove accounts, unlock researchers' API access."""
 
 
-@accounts.command("remove", epilog=example("malaria-risk accounts remove ann --keys var/keys.sqlite"))
+@accounts.command("remove", epilog=example("malaria-risk accounts remove ann@ngo.example --keys var/keys.sqlite"))
 @click.argument("account")
 @keys_option
 @store_option
-def accounts_remove(account: str, keys_path: str, store_spec: str | None) -> None:
-    """Remove an account: every key it owns answers 401 from the next request on."""
-    open_key_store(keys_path, store_spec).remove_account(account)
+@dashboard_store_option
+def accounts_remove(account: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Remove an account: every key it owns answers 401 from the next request on; its
+    organisations' keys keep working (they belong to the organisation)."""
+    open_service(keys_path, store_spec, dashboard_store).remove_account(staff(), account)
     click.echo(f"removed {account}")
+
+
+@accounts.command("unlock", epilog=example("malaria-risk accounts unlock ada@uni.example"))
+@click.argument("email")
+@keys_option
+@store_option
+@dashboard_store_option
+def accounts_unlock(email: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Unlock a researcher's API access: they can then create their own keys in the dashboard."""
+    open_service(keys_path, store_spec, dashboard_store).set_unlocked(staff(), email, True)
+    click.echo(f"unlocked API access for {email}")
+
+
+@accounts.command("lock", epilog=example("malaria-risk accounts lock ada@uni.example"))
+@click.argument("email")
+@keys_option
+@store_option
+@dashboard_store_option
+def accounts_lock(email: str, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Lock a researcher's API access again: no new keys (revoke existing ones with `keys revoke`)."""
+    open_service(keys_path, store_spec, dashboard_store).set_unlocked(staff(), email, False)
+    click.echo(f"locked API access for {email}")
+
+
+@accounts.command("requests", epilog=example("malaria-risk accounts requests"))
+@keys_option
+@store_option
+@dashboard_store_option
+def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Researchers' open requests for API access: when, who, and what for (answer with `accounts unlock`)."""
+    rows = open_service(keys_path, store_spec, dashboard_store).store.access_requests()
+    for r in rows:
+        click.echo("\t".join([r["created_at"], r["email"], r["reason"]]))
+    if not rows:
+        click.echo("no open requests", err=True)
+
+
+# -- the dashboard -----------------------------------------------------------------------
+
+
+@main.command("dashboard", epilog=example("malaria-risk dashboard --port 8090 --keys var/keys.sqlite"))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8090, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--api-url", default="http://127.0.0.1:8080", show_default=True,
+              help="The API's origin, for the ready curl / Python / R lines.")
+@click.option("--base-url", default=None, help="The dashboard's own origin (default http://HOST:PORT).")
+@click.option("--mailer", default="console", show_default=True, metavar="console|file:PATH|ses:FROM",
+              help="Where sign-in codes and invitations go; console prints them here.")
+@click.option("--insecure-cookie", is_flag=True,
+              help="A plain `session` cookie without Secure, for a plain-HTTP host name that is not loopback.")
+@keys_option
+@store_option
+@dashboard_store_option
+def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mailer: str, insecure_cookie: bool,
+                  keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Serve the key dashboard (sign-in, API access, members, audit log) on its own port."""
+    import uvicorn
+
+    from dashboard.app import build as build_dashboard
+    from dashboard.settings import DashboardSettings
+    from edge.local.asgi import HARDENED
+    from edge.local.settings import ServerSettings
+
+    spec = store_spec or f"sqlite:{keys_path}"
+    refuse_store_inside(spec, None)
+    _require_free_port(host, port, "DASH_PORT")
+    settings = DashboardSettings(store=spec, dashboard=dashboard_store or "", counters=ServerSettings.from_env().counters,
+                                 mailer=mailer, base_url=base_url or f"http://{host}:{port}", api_url=api_url,
+                                 secure_cookie=not insecure_cookie)
+    _, app = build_dashboard(settings)
+    click.echo(f"dashboard on {settings.base_url}/ (sign-in codes go to: {mailer})", err=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **HARDENED)
 
 
 # -- local releases: verify, prune ------------------------------------------------------

@@ -12,7 +12,10 @@ Tables (created by deploy/aws.py):
   name, kind, scopes, expiry, revocation, owner, org, limits, hint, and the flags
   `owner_removed_at` / `org_suspended_at` copied from its owner and org), `org#<org>`
   (suspended_at) and `account#<account>` (removed_at). A sparse global secondary index
-  `by_id` on `key_id` finds a key by id for `keys revoke`.
+  `by_id` on `key_id` finds a key by id for `keys revoke`; sparse indexes `by_org` (an
+  organisation's keys: `org`, `created_at`) and `by_owner` (a researcher's own keys: `owner`,
+  `created_at`) list a holder's keys without reading the table. They project the key's
+  descriptive attributes only, never its counters, so counting a request never writes an index.
 - `<prefix>counters`, partition key `name` (S), `n` (N), TTL attribute `expires_at`:
   the counters of the local server when it runs on DynamoDB (`DynamoDBCounter`).
 
@@ -32,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
@@ -42,6 +45,17 @@ if TYPE_CHECKING:
     from ..gate import LimitDecision
 
 ID_INDEX = "by_id"
+ORG_INDEX = "by_org"
+OWNER_INDEX = "by_owner"
+# what the holder indexes carry: everything a key list shows, nothing a request changes
+LISTED = ["key_id", "name", "kind", "scopes", "expires_on", "revoked_at", "owner", "org", "prefix", "last4",
+          "created_by", "owner_removed_at", "org_suspended_at"]
+
+
+def _holder_index(name: str, attr: str) -> dict[str, Any]:
+    return {"IndexName": name,
+            "KeySchema": [{"AttributeName": attr, "KeyType": "HASH"}, {"AttributeName": "created_at", "KeyType": "RANGE"}],
+            "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": LISTED}}
 
 
 def _s(item: Mapping[str, Any], name: str) -> str | None:
@@ -101,16 +115,17 @@ class DynamoDBKeyStore:
         if self.keys_table not in existing:
             self.client.create_table(
                 TableName=self.keys_table,
-                AttributeDefinitions=[{"AttributeName": "pk", "AttributeType": "S"},
-                                      {"AttributeName": "key_id", "AttributeType": "S"}],
+                AttributeDefinitions=self._attribute_definitions(),
                 KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}],
                 GlobalSecondaryIndexes=[{
                     "IndexName": ID_INDEX,
                     "KeySchema": [{"AttributeName": "key_id", "KeyType": "HASH"}],
                     "Projection": {"ProjectionType": "KEYS_ONLY"},
-                }],
+                }, _holder_index(ORG_INDEX, "org"), _holder_index(OWNER_INDEX, "owner")],
                 BillingMode=billing,
             )
+        else:
+            self._add_holder_indexes()
         if self.counters_table_name not in existing:
             self.client.create_table(
                 TableName=self.counters_table_name,
@@ -131,6 +146,20 @@ class DynamoDBKeyStore:
             raise AdminError(f"{self.counters_table_name} has TTL on {ttl.get('AttributeName')!r}, "
                              "not expires_at; fix it by hand")
 
+    @staticmethod
+    def _attribute_definitions() -> list[dict[str, str]]:
+        return [{"AttributeName": a, "AttributeType": "S"} for a in ("pk", "key_id", "org", "owner", "created_at")]
+
+    def _add_holder_indexes(self) -> None:
+        """A keys table made before the holder indexes gains them (one index per update, as DynamoDB requires)."""
+        for name, attr in ((ORG_INDEX, "org"), (OWNER_INDEX, "owner")):
+            table = self.client.describe_table(TableName=self.keys_table)["Table"]
+            if any(i["IndexName"] == name for i in table.get("GlobalSecondaryIndexes", [])):
+                continue
+            self.client.update_table(TableName=self.keys_table, AttributeDefinitions=self._attribute_definitions(),
+                                     GlobalSecondaryIndexUpdates=[{"Create": _holder_index(name, attr)}])
+            self.client.get_waiter("table_exists").wait(TableName=self.keys_table)
+
     # -- read side (the gate) -------------------------------------------------------------
     def lookup(self, key_hash: str) -> KeyRecord | None:
         """One strongly consistent GetItem: owner and org flags are copied onto the key item."""
@@ -142,7 +171,8 @@ class DynamoDBKeyStore:
     # -- admin side -------------------------------------------------------------------------
     def create(self, name: str, scopes: list[str], kind: str = "test", expires_on: str | None = None,
                owner: str | None = None, org: str | None = None, per_minute: int | None = None,
-               monthly: int | None = None, now: datetime | None = None) -> tuple[str, str]:
+               monthly: int | None = None, now: datetime | None = None,
+               created_by: str | None = None) -> tuple[str, str]:
         """Same rules and messages as SQLiteKeyStore.create; the key itself is never stored."""
         now = now or datetime.now(UTC)
         validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
@@ -156,7 +186,7 @@ class DynamoDBKeyStore:
             "scopes": {"S": " ".join(sorted(set(scopes)))}, "created_at": {"S": now.isoformat(timespec="seconds")},
             "prefix": {"S": PREFIXES[kind]}, "last4": {"S": key[-4:]},
         }
-        for attr, value in (("expires_on", expires_on), ("owner", owner), ("org", org)):
+        for attr, value in (("expires_on", expires_on), ("owner", owner), ("org", org), ("created_by", created_by)):
             if value is not None:
                 item[attr] = {"S": value}
         for attr, num in (("per_minute", per_minute), ("monthly", monthly)):
@@ -178,9 +208,7 @@ class DynamoDBKeyStore:
 
     def _copy_flag(self, attr: str, value: str, flag: str, stamp: str | None) -> None:
         """Set (or clear) `flag` on every key whose `attr` is `value`: the edge reads only the key item."""
-        for item in self._key_items():
-            if _s(item, attr) != value:
-                continue
+        for item in self._holder_items(attr, value):
             if stamp is None:
                 self.client.update_item(TableName=self.keys_table, Key={"pk": item["pk"]},
                                         UpdateExpression="REMOVE #f", ExpressionAttributeNames={"#f": flag})
@@ -200,6 +228,58 @@ class DynamoDBKeyStore:
                 return items
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
+    def _holder_items(self, attr: str, value: str) -> list[dict[str, Any]]:
+        """Every key item of one organisation (`attr` "org") or owner, newest first, through its sparse index."""
+        index = ORG_INDEX if attr == "org" else OWNER_INDEX
+        items: list[dict[str, Any]] = []
+        kwargs: dict[str, Any] = {"TableName": self.keys_table, "IndexName": index, "ScanIndexForward": False,
+                                  "KeyConditionExpression": "#h = :v", "ExpressionAttributeNames": {"#h": attr},
+                                  "ExpressionAttributeValues": {":v": {"S": value}}}
+        while True:
+            page = self.client.query(**kwargs)
+            items.extend(page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return items
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def list_for(self, *, org: str | None = None, owner: str | None = None,
+                 now: datetime | None = None) -> list[dict[str, Any]]:
+        """An organisation's keys, or an account's own keys (not its organisations'), newest first.
+
+        Read from an index, which is eventually consistent: a key created a moment ago may be
+        missing for a moment, which is why the dashboard shows a new key from the create call.
+        """
+        now = now or datetime.now(UTC)
+        if org is not None:
+            items = self._holder_items("org", org)
+        elif owner is not None:
+            items = [i for i in self._holder_items("owner", owner) if _s(i, "org") is None]
+        else:
+            raise AdminError("list_for needs an organisation or an owner")
+        return [_row(i, now) for i in items]
+
+    def get(self, key_id: str, *, org: str | None = None, owner: str | None = None,
+            now: datetime | None = None) -> dict[str, Any] | None:
+        """One key's row, strongly consistent, or None when there is none or it is not the holder's."""
+        item = self._item_by_id(key_id)
+        if item is None or not _held_by(item, org, owner):
+            return None
+        return _row(item, now or datetime.now(UTC))
+
+    def _item_by_id(self, key_id: str) -> dict[str, Any] | None:
+        found = self.client.query(TableName=self.keys_table, IndexName=ID_INDEX,
+                                  KeyConditionExpression="key_id = :k",
+                                  ExpressionAttributeValues={":k": {"S": key_id}}).get("Items", [])
+        if not found:
+            return None
+        item: dict[str, Any] | None = self.client.get_item(TableName=self.keys_table, Key={"pk": found[0]["pk"]},
+                                                           ConsistentRead=True).get("Item")
+        return item
+
+    def usage_item(self, key_id: str) -> dict[str, Any] | None:
+        """The key's whole item, with the counters the edge keeps on it (see `usage_from_item`)."""
+        return self._item_by_id(key_id)
+
     def list(self, now: datetime | None = None) -> list[dict[str, Any]]:
         now = now or datetime.now(UTC)
         rows = []
@@ -213,22 +293,48 @@ class DynamoDBKeyStore:
             })
         return rows
 
-    def revoke(self, key_id: str, now: datetime | None = None) -> None:
+    def revoke(self, key_id: str, now: datetime | None = None, *, org: str | None = None,
+               owner: str | None = None) -> None:
+        """Revoke a key; with `org` (or `owner`) a conditional write that touches only that holder's key,
+        so an id of someone else's key answers exactly like an unknown one."""
         now = now or datetime.now(UTC)
         found = self.client.query(TableName=self.keys_table, IndexName=ID_INDEX,
                                   KeyConditionExpression="key_id = :k",
                                   ExpressionAttributeValues={":k": {"S": key_id}}).get("Items", [])
         if not found:
             raise AdminError(f"no key with id {key_id!r} (see `keys list`)")
+        condition, names, values = _holder_condition(org, owner)
         for item in found:
+            try:
+                self.client.update_item(
+                    TableName=self.keys_table, Key={"pk": item["pk"]},
+                    UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :t)",
+                    ConditionExpression=condition, **({"ExpressionAttributeNames": names} if names else {}),
+                    ExpressionAttributeValues={":t": {"S": now.isoformat(timespec="seconds")}, **values},
+                )
+            except self.client.exceptions.ConditionalCheckFailedException:
+                raise AdminError(f"no key with id {key_id!r} (see `keys list`)") from None
+
+    def shorten_expiry(self, key_id: str, expires_on: str, *, org: str | None = None,
+                       owner: str | None = None) -> None:
+        """Bring a key's expiry forward (a roll's grace period), never later than it was; conditional like revoke."""
+        item = self._item_by_id(key_id)
+        if item is None:
+            raise AdminError(f"no key with id {key_id!r} (see `keys list`)")
+        condition, names, values = _holder_condition(org, owner)
+        try:
             self.client.update_item(
-                TableName=self.keys_table, Key={"pk": item["pk"]},
-                UpdateExpression="SET revoked_at = if_not_exists(revoked_at, :t)",
-                ExpressionAttributeValues={":t": {"S": now.isoformat(timespec="seconds")}},
+                TableName=self.keys_table, Key={"pk": item["pk"]}, UpdateExpression="SET #ex = :e",
+                ConditionExpression=condition + " AND attribute_not_exists(revoked_at)"
+                                                " AND (attribute_not_exists(#ex) OR #ex >= :e)",
+                ExpressionAttributeNames={**names, "#ex": "expires_on"},
+                ExpressionAttributeValues={":e": {"S": expires_on}, **values},
             )
+        except self.client.exceptions.ConditionalCheckFailedException:
+            raise AdminError(f"key {key_id!r} cannot be given an expiry of {expires_on}") from None
 
     def _owns_keys(self, attr: str, value: str) -> bool:
-        return any(_s(i, attr) == value for i in self._key_items())
+        return bool(self._holder_items(attr, value))
 
     def set_org_suspended(self, org: str, suspended: bool, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
@@ -244,14 +350,43 @@ class DynamoDBKeyStore:
             self.client.put_item(TableName=self.keys_table, Item={"pk": {"S": f"org#{org}"}})
         self._copy_flag("org", org, "org_suspended_at", stamp if suspended else None)
 
-    def remove_account(self, account: str, now: datetime | None = None) -> None:
+    def remove_account(self, account: str, now: datetime | None = None, *, require_keys: bool = True) -> None:
         now = now or datetime.now(UTC)
-        if not self._owns_keys("owner", account):
+        if require_keys and not self._owns_keys("owner", account):
             raise AdminError(f"no account {account!r} owns any key")
         stamp = now.isoformat(timespec="seconds")
         self.client.put_item(TableName=self.keys_table, Item={
             "pk": {"S": f"account#{account}"}, "removed_at": {"S": stamp}})
         self._copy_flag("owner", account, "owner_removed_at", stamp)
+
+
+def _holder_condition(org: str | None, owner: str | None) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """The condition that limits a write to one holder's key (none: any existing key, the operator)."""
+    if org is not None:
+        return "#org = :holder", {"#org": "org"}, {":holder": {"S": org}}
+    if owner is not None:
+        return ("#owner = :holder AND attribute_not_exists(#org)", {"#owner": "owner", "#org": "org"},
+                {":holder": {"S": owner}})
+    return "attribute_exists(pk)", {}, {}
+
+
+def _held_by(item: Mapping[str, Any], org: str | None, owner: str | None) -> bool:
+    if org is not None:
+        return _s(item, "org") == org
+    if owner is not None:
+        return _s(item, "owner") == owner and _s(item, "org") is None
+    return True
+
+
+def _row(item: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+    """A key item (or its index projection) as the row the dashboard and `keys list` show."""
+    record = record_from_item(item)
+    return {
+        "id": record.id, "name": record.name, "kind": record.kind, "scopes": _s(item, "scopes") or "",
+        "status": record.status(now), "owner": record.owner, "org": record.org, "expires_on": record.expires_on,
+        "hint": f"{_s(item, 'prefix')}…{_s(item, 'last4')}", "created_at": _s(item, "created_at"),
+        "created_by": _s(item, "created_by"), "revoked_at": _s(item, "revoked_at"),
+    }
 
 
 class DynamoDBCounter:
@@ -277,6 +412,9 @@ class DynamoDBCounter:
 
 MINUTE_ATTR = "cm_"  # + minute index since the epoch
 MONTH_ATTR = "cM_"  # + YYYY-MM
+DAY_ATTR = "cd_"  # + YYYY-MM-DD: requests counted that day (the dashboard's usage), kept DAYS_KEPT days
+LAST_USED_ATTR = "last_used"  # YYYY-MM-DD (UTC) of the last counted request
+DAYS_KEPT = 8
 _ACTIVE_AND_UNDER = (
     "attribute_exists(#pk) AND attribute_not_exists(#rv) AND attribute_not_exists(#or)"
     " AND attribute_not_exists(#os) AND (attribute_not_exists(#ex) OR #ex > :today)"
@@ -297,30 +435,39 @@ class Windows:
     behind may still be counting it. Anything older is never counted again.
     """
 
-    __slots__ = ("minute", "month", "minute_index", "month_key", "today")
+    __slots__ = ("minute", "month", "minute_index", "month_key", "today", "day", "oldest_day")
 
-    def __init__(self, minute: str, month: str, minute_index: int, month_key: str, today: str):
+    def __init__(self, minute: str, month: str, minute_index: int, month_key: str, today: str,
+                 oldest_day: str = ""):
         self.minute = minute
         self.month = month
         self.minute_index = minute_index
         self.month_key = month_key
         self.today = today
+        self.day = f"{DAY_ATTR}{today}"
+        self.oldest_day = oldest_day  # the oldest day whose count is kept
 
     @classmethod
     def at(cls, now: datetime) -> Windows:
         now = now.astimezone(UTC)
         index = int(now.timestamp() // 60)
         month = f"{now.year:04d}-{now.month:02d}"
-        return cls(f"{MINUTE_ATTR}{index}", f"{MONTH_ATTR}{month}", index, month, now.date().isoformat())
+        oldest = (now - timedelta(days=DAYS_KEPT - 1)).date().isoformat()
+        return cls(f"{MINUTE_ATTR}{index}", f"{MONTH_ATTR}{month}", index, month, now.date().isoformat(), oldest)
 
     @property
-    def expired(self) -> tuple[str, str]:
-        """The window before the previous one, of each kind: never counted again, always safe to drop."""
+    def expired(self) -> tuple[str, str, str]:
+        """The window before the previous one, of each kind, and the day before the oldest kept: never
+        counted again, always safe to drop."""
         year, month = int(self.month_key[:4]), int(self.month_key[5:])
         back = year * 12 + month - 1 - 2
-        return f"{MINUTE_ATTR}{self.minute_index - 2}", f"{MONTH_ATTR}{back // 12:04d}-{back % 12 + 1:02d}"
+        day = (datetime.fromisoformat(self.today) - timedelta(days=DAYS_KEPT)).date().isoformat()
+        return (f"{MINUTE_ATTR}{self.minute_index - 2}", f"{MONTH_ATTR}{back // 12:04d}-{back % 12 + 1:02d}",
+                f"{DAY_ATTR}{day}")
 
     def stale(self, name: str) -> bool:
+        if name.startswith(DAY_ATTR):
+            return name[len(DAY_ATTR):] < self.oldest_day
         if name.startswith(MINUTE_ATTR):
             try:
                 return int(name[len(MINUTE_ATTR):]) < self.minute_index - 1
@@ -336,8 +483,8 @@ class Windows:
 def authorise_request(table: str, key_hash: str, windows: Windows, per_minute: int, monthly: int,
                       remove: tuple[str, ...] = ()) -> dict[str, Any]:
     """The UpdateItem that counts one request iff the key is active and under both limits."""
-    names = dict(_NAMES, **{"#m": windows.minute, "#M": windows.month})
-    update = "ADD #m :one, #M :one"
+    names = dict(_NAMES, **{"#m": windows.minute, "#M": windows.month, "#d": windows.day, "#lu": LAST_USED_ATTR})
+    update = "ADD #m :one, #M :one, #d :one SET #lu = :today"
     if remove:
         placeholders = []
         for i, name in enumerate(remove[:MAX_REMOVALS]):

@@ -7,6 +7,7 @@ suspension or a removed account takes effect on the very next request.
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import logging
 import mmap
@@ -46,9 +47,20 @@ CREATE TABLE IF NOT EXISTS keys (
     owner TEXT,
     org TEXT,
     per_minute INTEGER,
-    monthly INTEGER
+    monthly INTEGER,
+    created_by TEXT
 );
 """
+
+# added after the first release of the schema: existing files gain them on open
+LATER_COLUMNS = {"created_by": "TEXT"}
+INDEXES = """
+CREATE INDEX IF NOT EXISTS keys_by_org ON keys (org, created_at) WHERE org IS NOT NULL;
+CREATE INDEX IF NOT EXISTS keys_by_owner ON keys (owner, created_at) WHERE owner IS NOT NULL;
+"""
+
+ROW_COLUMNS = ("id", "name", "kind", "scopes", "owner", "org", "expires_on", "prefix", "last4", "created_at",
+               "created_by", "revoked_at", "key_hash")
 
 LOOKUP = """
 SELECT k.id, k.name, k.kind, k.scopes, k.revoked_at, k.expires_on, k.owner, k.org,
@@ -86,6 +98,11 @@ class SQLiteKeyStore:
         self._local = threading.local()
         with self._conn() as c:
             c.executescript(SCHEMA)
+            have = {row[1] for row in c.execute("PRAGMA table_info(keys)")}
+            for column, kind in LATER_COLUMNS.items():
+                if column not in have:
+                    c.execute(f"ALTER TABLE keys ADD COLUMN {column} {kind}")
+            c.executescript(INDEXES)
 
     def _conn(self) -> sqlite3.Connection:
         """One connection per thread: sqlite3 connections must not cross threads."""
@@ -130,8 +147,13 @@ class SQLiteKeyStore:
         per_minute: int | None = None,
         monthly: int | None = None,
         now: datetime | None = None,
+        created_by: str | None = None,
     ) -> tuple[str, str]:
-        """Create a key; returns (key id, the key itself). The key is not stored and never shown again."""
+        """Create a key; returns (key id, the key itself). The key is not stored and never shown again.
+
+        An organisation's key has no `owner` (it belongs to the organisation, so removing the
+        account that made it leaves it working); `created_by` records who made it.
+        """
         now = now or datetime.now(UTC)
         validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
         if owner is not None and self._removed(owner):
@@ -141,9 +163,9 @@ class SQLiteKeyStore:
         with self._conn() as c:
             c.execute(
                 "INSERT INTO keys (id, key_hash, prefix, last4, name, kind, scopes, created_at,"
-                " expires_on, owner, org, per_minute, monthly) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                " expires_on, owner, org, per_minute, monthly, created_by) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 (kid, hash_key(key), PREFIXES[kind], key[-4:], name, kind, " ".join(sorted(set(scopes))),
-                 now.isoformat(timespec="seconds"), expires_on, owner, org, per_minute, monthly),
+                 now.isoformat(timespec="seconds"), expires_on, owner, org, per_minute, monthly, created_by),
             )
         return kid, key
 
@@ -167,15 +189,67 @@ class SQLiteKeyStore:
             })
         return out
 
-    def revoke(self, key_id: str, now: datetime | None = None) -> None:
+    def revoke(self, key_id: str, now: datetime | None = None, *, org: str | None = None,
+               owner: str | None = None) -> None:
+        """Revoke a key. With `org` (or `owner`) only a key of that organisation (or that
+        account's own key) is touched: anyone else's id answers as if it did not exist."""
         now = now or datetime.now(UTC)
+        where, args = _holder(org, owner)
         with self._conn() as c:
             cur = c.execute(
-                "UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?",
-                (now.isoformat(timespec="seconds"), key_id),
+                f"UPDATE keys SET revoked_at = COALESCE(revoked_at, ?) WHERE id = ?{where}",
+                (now.isoformat(timespec="seconds"), key_id, *args),
             )
             if cur.rowcount == 0:
                 raise AdminError(f"no key with id {key_id!r} (see `keys list`)")
+
+    def shorten_expiry(self, key_id: str, expires_on: str, *, org: str | None = None,
+                       owner: str | None = None) -> None:
+        """Bring a key's expiry forward to `expires_on` (a roll's grace period), never later than it was."""
+        where, args = _holder(org, owner)
+        with self._conn() as c:
+            cur = c.execute(
+                f"UPDATE keys SET expires_on = ? WHERE id = ? AND revoked_at IS NULL"
+                f" AND (expires_on IS NULL OR expires_on >= ?){where}",
+                (expires_on, key_id, expires_on, *args),
+            )
+            if cur.rowcount == 0:
+                raise AdminError(f"key {key_id!r} cannot be given an expiry of {expires_on}")
+
+    def get(self, key_id: str, *, org: str | None = None, owner: str | None = None,
+            now: datetime | None = None) -> dict[str, Any] | None:
+        """One key's row (as `list_for` gives it), or None when it is not the holder's."""
+        where, args = _holder(org, owner)
+        rows = self._rows(f"WHERE keys.id = ?{where}", (key_id, *args), now)
+        return rows[0] if rows else None
+
+    def list_for(self, *, org: str | None = None, owner: str | None = None,
+                 now: datetime | None = None) -> builtins.list[dict[str, Any]]:
+        """An organisation's keys, or an account's own keys, newest first (indexed, no full read)."""
+        if org is None and owner is None:
+            raise AdminError("list_for needs an organisation or an owner")
+        where, args = _holder(org, owner)
+        return self._rows("WHERE 1=1" + where, args, now)
+
+    def _rows(self, where: str, args: tuple[str, ...], now: datetime | None) -> builtins.list[dict[str, Any]]:
+        now = now or datetime.now(UTC)
+        cols = ", ".join(f"keys.{c}" for c in ROW_COLUMNS)
+        found = self._conn().execute(
+            f"SELECT {cols}, a.removed_at, o.suspended_at FROM keys LEFT JOIN accounts a ON a.account = keys.owner"
+            f" LEFT JOIN orgs o ON o.org = keys.org {where} ORDER BY keys.created_at DESC, keys.id", args).fetchall()
+        out = []
+        for row in found:
+            r = dict(zip(ROW_COLUMNS, row[:len(ROW_COLUMNS)], strict=True))
+            removed_at, suspended_at = row[len(ROW_COLUMNS):]
+            record = KeyRecord(id=r["id"], name=r["name"], kind=r["kind"], scopes=tuple(r["scopes"].split()),
+                               revoked=r["revoked_at"] is not None, expires_on=r["expires_on"],
+                               owner=r["owner"], org=r["org"], owner_removed=removed_at is not None,
+                               org_suspended=suspended_at is not None)
+            r["status"] = record.status(now)
+            r["hint"] = f"{r.pop('prefix')}…{r.pop('last4')}"
+            del r["key_hash"]
+            out.append(r)
+        return out
 
     def set_org_suspended(self, org: str, suspended: bool, now: datetime | None = None) -> None:
         now = now or datetime.now(UTC)
@@ -190,11 +264,13 @@ class SQLiteKeyStore:
                 (org, now.isoformat(timespec="seconds") if suspended else None),
             )
 
-    def remove_account(self, account: str, now: datetime | None = None) -> None:
+    def remove_account(self, account: str, now: datetime | None = None, *, require_keys: bool = True) -> None:
+        """Mark an account removed: its own keys answer 401. The dashboard, which knows accounts
+        that own no key, passes `require_keys=False`."""
         now = now or datetime.now(UTC)
         with self._conn() as c:
             known = c.execute("SELECT 1 FROM keys WHERE owner=?", (account,)).fetchone()
-            if known is None:
+            if known is None and require_keys:
                 raise AdminError(f"no account {account!r} owns any key")
             c.execute(
                 "INSERT INTO accounts (account, removed_at) VALUES (?, ?)"
@@ -207,6 +283,15 @@ class KeyStoreUnavailable(RuntimeError):
     """The key store file is missing: no key can be checked, so the server answers 503 (fail closed)."""
 
     retry_after = 5
+
+
+def _holder(org: str | None, owner: str | None) -> tuple[str, tuple[str, ...]]:
+    """The SQL condition that limits a statement to one holder's keys (none: any key, the operator)."""
+    if org is not None:
+        return " AND keys.org = ?", (org,)
+    if owner is not None:
+        return " AND keys.owner = ? AND keys.org IS NULL", (owner,)
+    return "", ()
 
 
 class ChangeAwareKeyCache:

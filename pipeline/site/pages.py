@@ -62,9 +62,9 @@ BASE = "/" + PUBLIC_PREFIX  # "/docs/"
 # a page of its own: its text becomes the introduction of the generated page.
 GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "operating")
 # Reading order of the Markdown pages; anything else follows alphabetically.
-DOC_ORDER = ("quickstart", "geography", "context", "model", "seasons", "rate-limits", "downloads")
+DOC_ORDER = ("quickstart", "keys", "geography", "context", "model", "seasons", "rate-limits", "downloads")
 # Pages for the people who run the service; they have their own section and navigation.
-OPERATOR_PAGES = ("architecture", "operations", "deploy", "monitoring", "runbook", "limits")
+OPERATOR_PAGES = ("architecture", "operations", "deploy", "monitoring", "runbook", "limits", "dashboard")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):

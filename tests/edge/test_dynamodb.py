@@ -120,6 +120,13 @@ def test_cli_against_dynamodb(endpoint: str, monkeypatch: pytest.MonkeyPatch):
     DynamoDBKeyStore(client(endpoint), prefix).create_tables()
     spec = f"dynamodb:{prefix}"
     runner = CliRunner()
+    # staff changes are audited in the dashboard's tables: without them nothing is changed
+    refused = runner.invoke(cli, ["keys", "create", "--store", spec, "--name", "c", "--scope", "risk_scores"])
+    assert refused.exit_code == 1 and "deploy/dashboard.py tables" in refused.output
+    assert DynamoDBKeyStore(client(endpoint), prefix).list_for(org="ngo") == []
+    from dashboard.dynamodb import DynamoDBDashboardStore
+
+    DynamoDBDashboardStore(client(endpoint), prefix).create_tables()
     made = runner.invoke(cli, ["keys", "create", "--store", spec, "--name", "c", "--scope", "risk_scores",
                                "--org", "ngo"])
     assert made.exit_code == 0, made.output
@@ -134,6 +141,8 @@ def test_cli_against_dynamodb(endpoint: str, monkeypatch: pytest.MonkeyPatch):
     assert store.lookup(hash_key(key)).revoked
     bad = runner.invoke(cli, ["keys", "revoke", "key_nothing", "--store", spec])
     assert bad.exit_code != 0 and "no key with id" in bad.output
+    audit = DynamoDBDashboardStore(client(endpoint), prefix).audit(org="ngo")
+    assert [r["action"] for r in audit] == ["key_revoked", "org_suspended", "key_created"]
 
 
 def edge_accounts(endpoint: str, store: DynamoDBKeyStore, per_minute: int = 60, monthly: int = 10_000) -> EdgeAccounts:

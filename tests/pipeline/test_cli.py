@@ -26,7 +26,7 @@ def cli(*args: str, ok: bool = True) -> subprocess.CompletedProcess:
 def test_create_list_revoke(tmp_path: Path):
     db = str(tmp_path / "k.sqlite")
     out = cli("keys", "create", "--keys", db, "--name", "dash", "--scope", "risk_scores", "--scope", "forecasts",
-              "--kind", "live", "--org", "ngo", "--owner", "ann", "--expires", "2099-01-01")
+              "--kind", "live", "--org", "ngo", "--expires", "2099-01-01")
     key = out.stdout.strip().splitlines()[-1]
     assert looks_like_key(key) and key.startswith("svc_live_")
     record = SQLiteKeyStore(db).lookup(hash_key(key))
@@ -37,14 +37,27 @@ def test_create_list_revoke(tmp_path: Path):
     fields = listing[0].split("\t")
     assert fields[0] == record.id and fields[1] == "dash" and fields[2] == "live"
     assert fields[3] == "forecasts,risk_scores" and fields[4] == "active"
-    assert fields[5:8] == ["ann", "ngo", "2099-01-01"]
+    assert fields[5:8] == ["-", "ngo", "2099-01-01"]  # an organisation's key has no owner (SPEC §5.6)
     assert fields[8] == f"svc_live_…{key[-4:]}" and key not in listing[0]
 
     cli("keys", "revoke", "--keys", db, record.id)
     assert cli("keys", "list", "--keys", db).stdout.split("\t")[4] == "revoked"
     cli("orgs", "suspend", "--keys", db, "ngo")
     cli("orgs", "restore", "--keys", db, "ngo")
+    own = cli("keys", "create", "--keys", db, "--name", "own", "--scope", "risk_scores", "--owner", "ann")
     cli("accounts", "remove", "--keys", db, "ann")
+    gone = SQLiteKeyStore(db).lookup(hash_key(own.stdout.strip().splitlines()[-1]))
+    assert gone is not None and gone.owner_removed
+
+    # every change above is in the audit log beside the key store, once, with the operator as actor
+    from dashboard.store import SQLiteDashboardStore
+
+    actions = [r["action"] for r in SQLiteDashboardStore(tmp_path / "dashboard.sqlite").audit()][::-1]
+    assert actions == ["key_created", "key_revoked", "org_suspended", "org_restored", "key_created",
+                       "account_removed"]
+    both = cli("keys", "create", "--keys", db, "--name", "x", "--scope", "risk_scores", "--org", "ngo",
+               "--owner", "ann", ok=False)
+    assert both.returncode == 1 and "not both" in both.stderr
 
 
 def test_cli_errors_are_one_line(tmp_path: Path):
@@ -95,7 +108,8 @@ def test_readme_command_list_matches_help() -> None:
     assert set(listed) == set(commands)
     for path, line in listed.items():
         known = {opt for p in commands[path].params for opt in (*p.opts, *p.secondary_opts)}
-        if path in ("keys list", "keys revoke", "orgs suspend", "orgs restore", "accounts remove"):
+        if path in ("keys list", "keys revoke", "orgs suspend", "orgs restore", "accounts remove", "accounts unlock",
+                    "accounts lock", "accounts requests", "orgs create"):
             continue  # their shared --keys/--store are given once, as a comment
         mentioned = set(re.findall(r"(?<![\w-])--[a-z][a-z-]*", line.split("#")[0]))
         assert mentioned <= known, (path, mentioned - known)
@@ -128,6 +142,11 @@ def test_a_busy_port_is_reported_with_the_fix(tmp_path: Path):
         bad = cli("check-port", "--host", "127.0.0.1", "--port", str(port), ok=False)
         assert bad.returncode == 1 and f"port {port} on 127.0.0.1 is already in use" in bad.stderr
         assert f"make run PORT={port + 1}" in bad.stderr and "Traceback" not in bad.stderr
+        # the dashboard's port, as `make run` checks it, names its own variable
+        bad = cli("check-port", "--host", "127.0.0.1", "--port", str(port), "--make-var", "DASH_PORT", ok=False)
+        assert f"make run DASH_PORT={port + 1}" in bad.stderr
+        bad = cli("dashboard", "--port", str(port), "--keys", str(tmp_path / "k.sqlite"), ok=False)
+        assert bad.returncode == 1 and f"make run DASH_PORT={port + 1}" in bad.stderr
     cli("check-port", "--host", "127.0.0.1", "--port", str(port))  # released: free again
 
 

@@ -1,0 +1,474 @@
+"""What the dashboard and the staff commands may do, and the audit row each change writes.
+
+Every state change goes through one method here, which checks who asks, makes the change
+in the key store or the dashboard store, and appends exactly one audit row. The web app
+(`dashboard.app`) and the command line (`malaria-risk keys|orgs|accounts`) both call these
+methods, so a key created or revoked by an operator shows in the organisation's audit log
+like one made in the browser.
+
+A *space* is where keys live: an organisation (`Space("org", ORG)`), whose keys belong to
+it (no owner, `created_by` recorded), or a researcher's own (`Space("me", EMAIL)`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from typing import Any
+
+from edge.keys import AdminError, AdminStore
+from edge.routes import SCOPES
+from pipeline.errors import OperatorError
+
+from .mailer import Mailer
+
+CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTVWXYZ"  # no 0/O, 1/I/L, U: read aloud and typed on phones
+CODE_LENGTH = 8  # 30^8 ≈ 6.6e11
+CODE_MINUTES = 15
+CODE_TRIES = 5  # wrong attempts per code; then it is dead
+CODES_PER_HOUR = 3  # per address
+INVITATION_DAYS = 7
+REAUTH_MINUTES = 10  # a live key or a role change needs a code entered this recently
+NAME_MAX = 80
+EMAIL_RE = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,63}$")
+ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
+ROLES = ("admin", "member")
+
+
+class DashboardError(OperatorError):
+    """A request the dashboard refuses, with a message fit to show the person who asked."""
+
+
+class NotFound(DashboardError):
+    """No such thing, or not yours: both answer the same, so ids of others cannot be probed."""
+
+
+class Forbidden(DashboardError):
+    """You may see this but not change it (a member, a locked researcher)."""
+
+
+class AlreadySubmitted(DashboardError):
+    """A repeated submission of a form that already created a key."""
+
+    def __init__(self, key_id: str | None):
+        super().__init__("this form was already submitted")
+        self.key_id = key_id
+
+
+class NeedsFreshCode(DashboardError):
+    """The action needs a sign-in code entered in the last few minutes."""
+
+
+@dataclass(frozen=True)
+class Space:
+    kind: str  # "org" | "me"
+    id: str
+
+    def holder(self) -> dict[str, str]:
+        return {"org": self.id} if self.kind == "org" else {"owner": self.id}
+
+
+def normalise_email(email: str) -> str:
+    return email.strip().lower()
+
+
+def valid_email(email: str) -> bool:
+    return EMAIL_RE.fullmatch(email) is not None
+
+
+def normalise_code(code: str) -> str:
+    return "".join(ch for ch in code.upper() if ch.isalnum())
+
+
+def _digest(*parts: str) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat(timespec="seconds")
+
+
+class Dashboard:
+    def __init__(self, keys: AdminStore, store: Any, mailer: Mailer, base_url: str = "",
+                 clock: Callable[[], datetime] | None = None, usage: Any = None):
+        self.keys = keys
+        self.store = store
+        self.mailer = mailer
+        self.base_url = base_url.rstrip("/")
+        self.clock = clock or (lambda: datetime.now(UTC))
+        self.usage = usage
+
+    def now(self) -> datetime:
+        return self.clock()
+
+    def _audit(self, actor: str, action: str, *, org: str | None = None, account: str | None = None,
+               target: str | None = None, detail: str = "") -> None:
+        self.store.append_audit(_iso(self.now()), actor, org, account, action, target, detail)
+
+    # -- sign-in -------------------------------------------------------------------------------
+    def request_code(self, email: str) -> None:
+        """Mail a sign-in code, unless this address had its share this hour. The caller answers the
+        same in every case (sent, throttled, new address, removed account), so the page tells
+        nobody whether an address has an account."""
+        email = normalise_email(email)
+        if not valid_email(email):
+            raise DashboardError("enter an email address, like name@example.org")
+        now = self.now()
+        code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+        throttled = self.store.codes_since(email, _iso(now - timedelta(hours=1))) >= CODES_PER_HOUR
+        account = self.store.get_account(email)
+        if throttled or (account is not None and account["removed_at"] is not None):
+            return
+        self.store.add_code(email, _digest(email, code), _iso(now), _iso(now + timedelta(minutes=CODE_MINUTES)))
+        shown = f"{code[:4]}-{code[4:]}"
+        link = f"{self.base_url}/sign-in/confirm?email={_q(email)}&code={code}"
+        self.mailer.send(email, f"Your sign-in code: {shown}", (
+            f"Your code for the malaria risk data service dashboard is {shown}.\n\n"
+            f"Or open this link and press the button on the page:\n{link}\n\n"
+            f"The code works once, for {CODE_MINUTES} minutes. If you did not ask for it, ignore this email."))
+
+    def check_code(self, email: str, code: str) -> str:
+        """The account's email if `code` is its live code; every failure answers alike."""
+        email = normalise_email(email)
+        now = self.now()
+        failed = DashboardError("that code is not valid: check it, or ask for a new one")
+        row = self.store.live_code(email, _iso(now)) if valid_email(email) else None
+        if row is None:
+            hmac.compare_digest(_digest(email, normalise_code(code)), "0" * 64)  # the same work as a real check
+            raise failed
+        if not self.store.spend_try(row["id"], CODE_TRIES):
+            raise failed
+        if not hmac.compare_digest(_digest(email, normalise_code(code)), row["code_hash"]):
+            raise failed
+        if not self.store.use_code(row["id"], _iso(now)):
+            raise failed
+        account = self.store.ensure_account(email, _iso(now))
+        if account["removed_at"] is not None:
+            raise failed
+        return email
+
+    def sign_in(self, email: str, code: str) -> str:
+        email = self.check_code(email, code)
+        self._audit(email, "sign_in", account=email)
+        return email
+
+    def confirm_identity(self, email: str, code: str) -> None:
+        """Re-entering a code before a sensitive action: one audit row, like a sign-in."""
+        self.check_code(email, code)
+        self._audit(email, "identity_confirmed", account=email)
+
+    def needs_fresh_code(self, verified_at: str | None) -> bool:
+        if verified_at is None:
+            return True
+        return self.now() - datetime.fromisoformat(verified_at) > timedelta(minutes=REAUTH_MINUTES)
+
+    # -- who may do what -------------------------------------------------------------------------
+    def spaces(self, email: str) -> list[dict[str, Any]]:
+        """The places this account can see keys: its organisations, then its own (researcher) space."""
+        out = [{"space": Space("org", o["org"]), "name": o["name"], "role": o["role"]}
+               for o in self.store.orgs_of(email)]
+        account = self.store.get_account(email) or {}
+        out.append({"space": Space("me", email), "name": "My own keys (researcher)",
+                    "role": "owner" if account.get("unlocked_at") else "locked"})
+        return out
+
+    def role_in(self, email: str, space: Space) -> str:
+        """`admin`, `member`, `owner` (own unlocked space), `locked` (own space, not unlocked); NotFound otherwise."""
+        account = self.store.get_account(email)
+        if account is None or account["removed_at"] is not None:
+            raise NotFound("no such page")
+        if space.kind == "org":
+            role = self.store.role(space.id, email)
+            if role is None:
+                raise NotFound("no such organisation")
+            return role
+        if space.id != email:
+            raise NotFound("no such page")
+        return "owner" if account["unlocked_at"] else "locked"
+
+    def _may_manage_keys(self, email: str, space: Space) -> None:
+        role = self.role_in(email, space)
+        if role == "member":
+            raise Forbidden("only the organisation's administrators can create, roll or revoke its keys")
+        if role == "locked":
+            raise Forbidden("API access is not unlocked for this account yet: request it on this page")
+
+    def _may_manage_members(self, email: str, space: Space) -> None:
+        if space.kind != "org" or self.role_in(email, space) != "admin":
+            raise Forbidden("only the organisation's administrators can manage its members")
+
+    # -- keys ----------------------------------------------------------------------------------
+    def list_keys(self, email: str, space: Space) -> list[dict[str, Any]]:
+        self.role_in(email, space)
+        rows: list[dict[str, Any]] = self.keys.list_for(**space.holder(), now=self.now())
+        return [self._with_usage(r) for r in rows]
+
+    def get_key(self, email: str, space: Space, key_id: str) -> dict[str, Any]:
+        self.role_in(email, space)
+        row = self.keys.get(key_id, **space.holder(), now=self.now())
+        if row is None:
+            raise NotFound("no such key")
+        return self._with_usage(row)
+
+    def _with_usage(self, row: dict[str, Any]) -> dict[str, Any]:
+        if self.usage is None:
+            return {**row, "usage": None}
+        usage = self.usage.read(row["id"], self.now())
+        if usage.last_used:
+            self.store.remember_last_used(row["id"], usage.last_used)
+        else:
+            usage = usage._replace(last_used=self.store.last_used(row["id"]))
+        return {**row, "usage": usage}
+
+    def _check_new_key(self, name: str, scopes: list[str], kind: str, expires_on: str | None) -> str:
+        name = " ".join(name.split())
+        if len(name) > NAME_MAX:
+            raise DashboardError(f"a key name has at most {NAME_MAX} characters")
+        try:
+            from edge.keys import validate_new_key
+
+            validate_new_key(name, scopes, kind, expires_on, None, None, self.now(), SCOPES)
+        except AdminError as e:
+            raise DashboardError(str(e).replace("--expires", "the expiry")) from None
+        return name
+
+    def create_key(self, email: str, space: Space, name: str, scopes: list[str], kind: str,
+                   expires_on: str | None, form_token: str, verified_at: str | None = None) -> tuple[str, str]:
+        """(key id, key). A repeated `form_token` raises AlreadySubmitted naming the first key."""
+        self._may_manage_keys(email, space)
+        name = self._check_new_key(name, scopes, kind, expires_on)
+        if kind == "live" and self.needs_fresh_code(verified_at):
+            raise NeedsFreshCode("creating a live key needs a fresh sign-in code")
+        if not self.store.claim_form(form_token, _iso(self.now())):
+            raise AlreadySubmitted(self.store.form_result(form_token))
+        owner = space.id if space.kind == "me" else None
+        org = space.id if space.kind == "org" else None
+        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, now=self.now(), created_by=email)
+        self.store.set_form_result(form_token, kid)
+        self._audit(email, "key_created", org=org, account=owner, target=kid,
+                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                   expires=expires_on or "never"))
+        return kid, key
+
+    def revoke_key(self, email: str, space: Space, key_id: str) -> None:
+        self._may_manage_keys(email, space)
+        row = self.keys.get(key_id, **space.holder(), now=self.now())
+        if row is None:
+            raise NotFound("no such key")
+        if row["revoked_at"] is not None:
+            return  # nothing changes, nothing to record
+        try:
+            self.keys.revoke(key_id, self.now(), **space.holder())
+        except AdminError:
+            raise NotFound("no such key") from None
+        self._audit(email, "key_revoked", org=space.id if space.kind == "org" else None,
+                    account=space.id if space.kind == "me" else None, target=key_id, detail=_detail(name=row["name"]))
+
+    def roll_key(self, email: str, space: Space, key_id: str, old_until: str, form_token: str,
+                 verified_at: str | None = None) -> tuple[str, str]:
+        """A new key with the same name, scopes, kind and expiry; the old one keeps working until
+        `old_until` (00:00 UTC), never later than its own expiry."""
+        self._may_manage_keys(email, space)
+        row = self.keys.get(key_id, **space.holder(), now=self.now())
+        if row is None:
+            raise NotFound("no such key")
+        if row["status"] != "active":
+            raise DashboardError("only an active key can be rolled")
+        try:
+            until = date.fromisoformat(old_until)
+        except ValueError:
+            raise DashboardError("the date the old key stops working must be YYYY-MM-DD") from None
+        today = self.now().astimezone(UTC).date()
+        if until <= today:
+            raise DashboardError("the old key's last day must be after today (revoke it to stop it now)")
+        if row["expires_on"] is not None and until.isoformat() > row["expires_on"]:
+            raise DashboardError(f"the old key expires on {row['expires_on']} already; choose that day or earlier")
+        if row["kind"] == "live" and self.needs_fresh_code(verified_at):
+            raise NeedsFreshCode("rolling a live key needs a fresh sign-in code")
+        if not self.store.claim_form(form_token, _iso(self.now())):
+            raise AlreadySubmitted(self.store.form_result(form_token))
+        owner = space.id if space.kind == "me" else None
+        org = space.id if space.kind == "org" else None
+        kid, key = self.keys.create(row["name"], row["scopes"].split(), row["kind"], row["expires_on"], owner, org,
+                                    now=self.now(), created_by=email)
+        self.keys.shorten_expiry(key_id, until.isoformat(), **space.holder())
+        self.store.set_form_result(form_token, kid)
+        self._audit(email, "key_rolled", org=org, account=owner, target=key_id,
+                    detail=_detail(new_key=kid, old_key_until=until.isoformat()))
+        return kid, key
+
+    # -- organisations, members, invitations -------------------------------------------------------
+    def members(self, email: str, space: Space) -> dict[str, Any]:
+        self.role_in(email, space)
+        if space.kind != "org":
+            raise NotFound("no such page")
+        return {"members": self.store.members(space.id),
+                "invitations": self.store.pending_invitations(space.id, _iso(self.now()))}
+
+    def invite(self, email: str, space: Space, invitee: str, role: str, verified_at: str | None = None) -> None:
+        self._may_manage_members(email, space)
+        invitee = normalise_email(invitee)
+        if not valid_email(invitee):
+            raise DashboardError("enter the email address of the person to invite")
+        if role not in ROLES:
+            raise DashboardError("the role is admin or member")
+        if role == "admin" and self.needs_fresh_code(verified_at):
+            raise NeedsFreshCode("inviting an administrator needs a fresh sign-in code")
+        if self.store.role(space.id, invitee) is not None:
+            raise DashboardError(f"{invitee} is already a member")
+        token = secrets.token_urlsafe(24)
+        now = self.now()
+        inv_id = "inv_" + secrets.token_hex(5)
+        self.store.add_invitation({"id": inv_id, "token_hash": _digest(token), "org": space.id, "email": invitee,
+                                   "role": role, "invited_by": email, "created_at": _iso(now),
+                                   "expires_at": _iso(now + timedelta(days=INVITATION_DAYS))})
+        org = self.store.get_org(space.id) or {"name": space.id}
+        self.mailer.send(invitee, f"Invitation to {org['name']} on the malaria risk data service", (
+            f"{email} invites you to join {org['name']} as {role} on the malaria risk data service dashboard.\n\n"
+            f"Open this link, sign in with this email address, and press the button to accept:\n"
+            f"{self.base_url}/invitations/{token}\n\nThe invitation works once, for {INVITATION_DAYS} days."))
+        self._audit(email, "member_invited", org=space.id, target=invitee, detail=_detail(role=role, id=inv_id))
+
+    def invitation(self, email: str, token: str) -> dict[str, Any]:
+        inv = self.store.invitation_by_token(_digest(token))
+        if inv is None or inv["used_at"] or inv["cancelled_at"] or inv["expires_at"] <= _iso(self.now()) \
+                or inv["email"] != email:
+            raise NotFound("this invitation is not valid for this account (used, expired, or sent to another address)")
+        org = self.store.get_org(inv["org"]) or {"name": inv["org"]}
+        return {**inv, "org_name": org["name"]}
+
+    def accept_invitation(self, email: str, token: str) -> str:
+        inv = self.invitation(email, token)
+        if not self.store.use_invitation(inv, _iso(self.now())):
+            raise NotFound("this invitation was already used")
+        if self.store.role(inv["org"], email) is None:
+            self.store.set_role(inv["org"], email, inv["role"], _iso(self.now()))
+        self._audit(email, "member_joined", org=inv["org"], target=email, detail=_detail(role=inv["role"], id=inv["id"]))
+        return str(inv["org"])
+
+    def cancel_invitation(self, email: str, space: Space, inv_id: str) -> None:
+        self._may_manage_members(email, space)
+        if not self.store.cancel_invitation(space.id, inv_id, _iso(self.now())):
+            raise NotFound("no such invitation")
+        self._audit(email, "invitation_cancelled", org=space.id, target=inv_id)
+
+    def set_role(self, email: str, space: Space, member: str, role: str | None,
+                 verified_at: str | None = None) -> None:
+        """Change a member's role, or with None remove them; the last administrator stays."""
+        self._may_manage_members(email, space)
+        if role is not None and role not in ROLES:
+            raise DashboardError("the role is admin or member")
+        current = self.store.role(space.id, member)
+        if current is None:
+            raise NotFound("no such member")
+        if current == role:
+            return
+        if self.needs_fresh_code(verified_at):
+            raise NeedsFreshCode("changing a role needs a fresh sign-in code")
+        if not self.store.change_role_keeping_an_admin(space.id, member, role):
+            raise DashboardError("an organisation keeps at least one administrator: make someone else one first")
+        if role is None:
+            self._audit(email, "member_removed", org=space.id, target=member)
+        else:
+            self._audit(email, "role_changed", org=space.id, target=member, detail=_detail(role=role))
+
+    # -- researchers ------------------------------------------------------------------------------------
+    def request_access(self, email: str, reason: str) -> None:
+        reason = " ".join(reason.split())
+        if not 10 <= len(reason) <= 1000:
+            raise DashboardError("tell us in 10 to 1000 characters what you will use the API for")
+        self.store.add_access_request(email, reason, _iso(self.now()))
+        self._audit(email, "access_requested", account=email, detail=reason[:200])
+
+    def audit(self, email: str, space: Space) -> list[dict[str, Any]]:
+        self.role_in(email, space)
+        if space.kind == "org":
+            return self.store.audit(org=space.id)
+        return self.store.audit(account=space.id)
+
+    # -- the service team (command line) ------------------------------------------------------------------
+    def create_org(self, staff: str, org: str, name: str, admin: str) -> None:
+        admin = normalise_email(admin)
+        if not ORG_RE.fullmatch(org):
+            raise DashboardError(f"organisation id {org!r}: 2-40 of a-z, 0-9 and -, starting with a letter or digit")
+        if not valid_email(admin):
+            raise DashboardError(f"{admin!r} is not an email address")
+        if not name.strip():
+            raise DashboardError("an organisation needs a name")
+        now = _iso(self.now())
+        if not self.store.create_org(org, " ".join(name.split()), now):
+            raise DashboardError(f"organisation {org!r} exists already")
+        self.store.ensure_account(admin, now)
+        self.store.set_role(org, admin, "admin", now)
+        self._audit(staff, "org_created", org=org, target=admin, detail=_detail(name=name, admin=admin))
+
+    def set_unlocked(self, staff: str, email: str, unlocked: bool) -> None:
+        email = normalise_email(email)
+        account = self.store.get_account(email)
+        if account is None or account["removed_at"] is not None:
+            raise DashboardError(f"no account {email!r} (it is made when its owner first signs in)")
+        if bool(account["unlocked_at"]) == unlocked:
+            return
+        now = _iso(self.now())
+        self.store.set_unlocked(email, now if unlocked else None)
+        if unlocked:
+            self.store.answer_access_requests(email, now)
+        self._audit(staff, "api_access_unlocked" if unlocked else "api_access_locked", account=email, target=email)
+
+    def remove_account(self, staff: str, email: str) -> None:
+        """The account's own keys answer 401 from the next request; its organisations' keys keep working."""
+        email = normalise_email(email)
+        account = self.store.get_account(email)
+        if account is None:
+            try:  # an account known only to the key store (made with `keys create --owner`)
+                self.keys.remove_account(email, self.now())
+            except AdminError:
+                raise DashboardError(f"no account {email!r}") from None
+            self._audit(staff, "account_removed", account=email, target=email)
+            return
+        if account["removed_at"] is not None:
+            return
+        for org in self.store.orgs_of(email):
+            if org["role"] == "admin" and sum(m["role"] == "admin" for m in self.store.members(org["org"])) == 1:
+                raise DashboardError(f"{email} is the last administrator of {org['org']}: make someone else one first")
+        self.keys.remove_account(email, self.now(), require_keys=False)
+        self.store.set_removed(email, _iso(self.now()))
+        self._audit(staff, "account_removed", account=email, target=email)
+
+    def set_org_suspended(self, staff: str, org: str, suspended: bool) -> None:
+        self.keys.set_org_suspended(org, suspended, self.now())
+        self._audit(staff, "org_suspended" if suspended else "org_restored", org=org, target=org)
+
+    def staff_create_key(self, staff: str, name: str, scopes: list[str], kind: str, expires_on: str | None,
+                         owner: str | None, org: str | None, per_minute: int | None,
+                         monthly: int | None) -> tuple[str, str]:
+        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,
+                                    now=self.now(), created_by=staff)
+        self._audit(staff, "key_created", org=org, account=owner if org is None else None, target=kid,
+                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                   expires=expires_on or "never"))
+        return kid, key
+
+    def staff_revoke_key(self, staff: str, key_id: str) -> None:
+        row = self.keys.get(key_id, now=self.now()) if hasattr(self.keys, "get") else None
+        self.keys.revoke(key_id, self.now())
+        if row is not None and row["revoked_at"] is not None:
+            return
+        self._audit(staff, "key_revoked", org=row["org"] if row else None,
+                    account=row["owner"] if row and not row["org"] else None, target=key_id,
+                    detail=_detail(name=row["name"]) if row else "")
+
+
+def _detail(**fields: str) -> str:
+    return " ".join(f"{k}={v!r}" if " " in v else f"{k}={v}" for k, v in fields.items())
+
+
+def _q(s: str) -> str:
+    from urllib.parse import quote
+
+    return quote(s, safe="")
