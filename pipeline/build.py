@@ -14,12 +14,16 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline import buildkey
 from pipeline.datasets import boundaries, context, downloads, risk, transmission
 from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
-from pipeline.release.render import RenderStats, render_release
+from pipeline.release.render import RenderStats, merge_facts, render_release
+from pipeline.settings import BuildSettings
 from pipeline.site import pages
+from pipeline.sources.checks import RainfallReport, check_rainfall
+from pipeline.window import check_window
 
 Producer = Callable[[BuildContext], Produced]
 
@@ -40,6 +44,9 @@ class BuildResult:
     unavailable: list[tuple[str, str]]  # (producer, reason)
     out: Path
     timings: dict[str, float] = field(default_factory=dict)  # seconds per producer (module's last name)
+    unchanged: bool = False  # inputs and code as for the current release: nothing was built
+    rainfall: RainfallReport | None = None  # the checked recorded-rainfall window (None when unchanged)
+    key: str | None = None  # content address of the inputs and code (pipeline.buildkey)
 
 
 def now_iso() -> str:
@@ -74,13 +81,39 @@ def build(
     progress: Progress | None = None,
     updated_at: str | None = None,
     producers: tuple[Producer, ...] = PRODUCERS,
+    *,
+    allow_shrink: bool = False,
+    force: bool = False,
 ) -> BuildResult:
+    """Check the inputs, run the producers and render a release, unless nothing changed.
+
+    Unchanged inputs and code (the content address of `pipeline.buildkey`) reuse the current
+    release (`unchanged`), unless `force`. The recorded window must not move backwards
+    against `OUT/current` (checked on the inputs before the model runs, and on the
+    producers' facts before anything is written) unless `allow_shrink`.
+    """
     started = time.perf_counter()
+    out = Path(out)
+    key = buildkey.input_key(Path(data_dir), BuildSettings().docs_dir) if producers is PRODUCERS else None
+    if key is not None and not force:
+        same = buildkey.unchanged_release(out, key)
+        if same is not None:
+            stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
+            return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key)
     if progress:
         progress("reading geography", 0, 1)
     geography = load_geography(Path(data_dir))
+    report = check_rainfall(Path(data_dir), geography)
+    current = buildkey.current_manifest(out)
+    published = list(current.facts.get("estimated", [])) if current else []
+    against = f"{out / 'current'} ({current.release_id})" if current else ""
+    if published:  # cheap first check on the inputs, before the model runs
+        check_window(published, [published[0], report.last], against, allow_shrink)
     ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
-    stats = render_release(Path(out), produced, ctx.updated_at, progress)
-    return BuildResult(stats, time.perf_counter() - started, unavailable, Path(out), timings)
+    check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
+    stats = render_release(out, produced, ctx.updated_at, progress)
+    if key is not None:
+        buildkey.record_key(out, stats.release_id, key)
+    return BuildResult(stats, time.perf_counter() - started, unavailable, out, timings, rainfall=report, key=key)
