@@ -36,7 +36,7 @@ def data() -> None:
 @data_dir_option
 @click.option("--url", default=None, help="Source URL (default: the build settings' rainfall_url, "
                                           "or $MALARIA_RAINFALL_URL).")
-@click.option("--sha256", default=None, help="Published SHA-256 to verify the download against "
+@click.option("--checksum", "sha256", default=None, help="Published SHA-256 to verify the download against "
                                              "(or $MALARIA_RAINFALL_SHA256).")
 @click.option("--allow-shrink", is_flag=True, help="Install even if the download ends earlier than the installed file.")
 def fetch_cmd(data_dir: Path, url: str | None, sha256: str | None, allow_shrink: bool) -> None:
@@ -81,7 +81,7 @@ def check_cmd(data_dir: Path) -> None:
               help="Build root (releases/ and current).")
 @click.option("--no-fetch", is_flag=True, help="Use the data directory as it is.")
 @click.option("--url", default=None, help="Rainfall source URL (default: the build settings').")
-@click.option("--sha256", default=None, help="Published SHA-256 of the rainfall file, when there is one.")
+@click.option("--checksum", "sha256", default=None, help="Published SHA-256 of the rainfall file, when there is one.")
 @click.option("--bucket", default=None, envvar="MALARIA_BUCKET", help="Publish to this S3 bucket (or $MALARIA_BUCKET); "
                                                                       "without one, nothing is published.")
 @click.option("--prefix", default="", envvar="MALARIA_PREFIX", help="Key prefix inside the bucket.")
@@ -95,9 +95,11 @@ def check_cmd(data_dir: Path) -> None:
 @click.option("--allow-shrink", is_flag=True, help="Let the estimated months end earlier than before (fetch, "
                                                    "build and publish).")
 @click.option("--dry-run", is_flag=True, help="Read and check everything, change nothing; say what would happen.")
+@click.option("--thorough-verify", is_flag=True, help="Verify by a HEAD of every published object "
+                                                     "(`release verify`), not one listing.")
 def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha256: str | None, bucket: str | None,
                 prefix: str, endpoint_url: str | None, workers: int, base_url: str | None, key_file: Path | None,
-                served_timeout: float, allow_shrink: bool, dry_run: bool) -> None:
+                served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool) -> None:
     """Fetch, check, build, publish, verify and confirm the served /v1/periods moved; one summary line.
 
     Idempotent: unchanged inputs build and upload nothing. Exit 0 (updated or nothing changed),
@@ -107,7 +109,7 @@ def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha2
     opts = RefreshOptions(data_dir=data_dir, out=out, fetch=not no_fetch, url=url, sha256=sha256, bucket=bucket,
                           prefix=prefix, endpoint_url=endpoint_url, workers=workers, base_url=base_url,
                           key_file=key_file, served_timeout=served_timeout, allow_shrink=allow_shrink,
-                          dry_run=dry_run)
+                          dry_run=dry_run, thorough_verify=thorough_verify)
     outcome = refresh(opts, log=lambda m: click.echo(m, err=True))
     click.echo(outcome.summary, err=outcome.code != 0)
     if outcome.code:

@@ -54,7 +54,7 @@ GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "ope
 # Reading order of the Markdown pages; anything else follows alphabetically.
 DOC_ORDER = ("quickstart", "geography", "context", "model", "seasons", "rate-limits", "downloads")
 # Pages for the people who run the service; they have their own section and navigation.
-OPERATOR_PAGES = ("architecture", "operations", "deploy", "limits")
+OPERATOR_PAGES = ("architecture", "operations", "data-load", "deploy", "limits")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):
