@@ -73,7 +73,7 @@ def main() -> None:
         ]
         full_s = runs[0][1]
         print(f"{'build':<32}{'seconds':>9}{'/ full':>8}{'files':>8}{'written':>9}{'reused':>8}"
-              f"{'producers':>11}{"rest":>8}")
+              f"{'producers':>11}{'rest':>8}")
         for name, seconds, r in runs:
             producers = sum(r.timings.values())
             render = seconds - producers if not r.unchanged else 0.0

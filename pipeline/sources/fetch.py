@@ -20,7 +20,6 @@ import contextlib
 import hashlib
 import http.client
 import os
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -140,7 +139,7 @@ def _download(url: str, dest: Path, settings: BuildSettings, headers: dict[str, 
         except http.client.IncompleteRead as e:
             raise _Retry(f"truncated: the connection closed after {total + len(e.partial):,} of "
                          f"{length:,} bytes" if length else "truncated download") from None
-        except (TimeoutError, socket.timeout):
+        except TimeoutError:
             raise _Retry(f"stalled: no data for {settings.fetch_timeout:g} s after {total:,} bytes") from None
         except (OSError, http.client.HTTPException) as e:
             raise _Retry(f"connection failed after {total:,} bytes: {e}") from None

@@ -8,7 +8,12 @@ import polars as pl
 import pytest
 
 from pipeline.errors import InputError
-from pipeline.sources.checks import check_chirps_file, check_rainfall_file, check_wfp_file, plausible_upper
+from pipeline.sources.checks import (
+    check_chirps_file,
+    check_rainfall_file,
+    check_wfp_file,
+    plausible_upper,
+)
 from pipeline.sources.rainfall import CHIRPS_MONTHLY, read_recorded_rainfall
 from tests.paths import DATA_DIR, needs_data
 from tests.rainfall_files import LGAS, STATES, wfp_file, wfp_lines, wfp_row
