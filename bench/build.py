@@ -72,13 +72,12 @@ def main() -> None:
             ("unchanged, --force", *timed(data_dir, out, force=True)),
         ]
         full_s = runs[0][1]
-        print(f"{'build':<32}{'seconds':>9}{'/ full':>8}{'files':>8}{'written':>9}{'reused':>8}"
-              f"{'producers':>11}{'rest':>8}")
+        phases = ("key", "geography", "checks", "producers", "render")
+        print(f"{'build':<30}{'seconds':>8}{'/ full':>7}{'files':>7}{'written':>8}{'reused':>7}"
+              + "".join(f"{p:>10}" for p in phases))
         for name, seconds, r in runs:
-            producers = sum(r.timings.values())
-            render = seconds - producers if not r.unchanged else 0.0
-            print(f"{name:<32}{seconds:>9.2f}{seconds / full_s:>8.2f}{r.stats.files:>8}{r.stats.written:>9}"
-                  f"{r.stats.linked:>8}{producers:>11.2f}{render:>8.2f}")
+            print(f"{name:<30}{seconds:>8.2f}{seconds / full_s:>7.2f}{r.stats.files:>7}{r.stats.written:>8}"
+                  f"{r.stats.linked:>7}" + "".join(f"{r.phases.get(p, 0.0):>10.2f}" for p in phases))
         releases = sorted(p.name for p in (out / "releases").iterdir())
         print(f"releases made: {len(releases)} (unchanged inputs made none)")
     finally:

@@ -47,6 +47,7 @@ class BuildResult:
     unchanged: bool = False  # inputs and code as for the current release: nothing was built
     rainfall: RainfallReport | None = None  # the checked recorded-rainfall window (None when unchanged)
     key: str | None = None  # content address of the inputs and code (pipeline.buildkey)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: key, geography, checks, producers, render
 
 
 def now_iso() -> str:
@@ -93,27 +94,40 @@ def build(
     producers' facts before anything is written) unless `allow_shrink`.
     """
     started = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[name] = now - since
+        return now
+
     out = Path(out)
     key = buildkey.input_key(Path(data_dir), BuildSettings().docs_dir) if producers is PRODUCERS else None
+    t = lap("key", started)
     if key is not None and not force:
         same = buildkey.unchanged_release(out, key)
         if same is not None:
             stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
-            return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key)
+            return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)
     if progress:
         progress("reading geography", 0, 1)
     geography = load_geography(Path(data_dir))
+    t = lap("geography", t)
     report = check_rainfall(Path(data_dir), geography)
     current = buildkey.current_manifest(out)
     published = list(current.facts.get("estimated", [])) if current else []
     against = f"{out / 'current'} ({current.release_id})" if current else ""
     if published:  # cheap first check on the inputs, before the model runs
         check_window(published, [published[0], report.last], against, allow_shrink)
+    t = lap("checks", t)
     ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
     check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
+    t = lap("producers", t)
     stats = render_release(out, produced, ctx.updated_at, progress)
     if key is not None:
         buildkey.record_key(out, stats.release_id, key)
-    return BuildResult(stats, time.perf_counter() - started, unavailable, out, timings, rainfall=report, key=key)
+    lap("render", t)
+    return BuildResult(stats, time.perf_counter() - started, unavailable, out, timings, rainfall=report, key=key,
+                       phases=phases)

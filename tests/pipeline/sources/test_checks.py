@@ -165,3 +165,26 @@ def test_real_series_passes_and_a_keying_error_fails(tmp_path: Path):
     with pytest.raises(InputError) as e:
         check_rainfall_file(write(tmp_path / "c.csv", lines))
     assert e.value.row == j and "NG020 2025-08" in e.value.reason
+
+
+@needs_data("admin", "rainfall", "malaria")
+def test_data_check_command_on_the_real_directory_and_a_broken_copy(tmp_path: Path):
+    from click.testing import CliRunner
+
+    from pipeline.cli import main
+
+    ok = CliRunner().invoke(main, ["data", "check", "--data-dir", str(DATA_DIR)])
+    assert ok.exit_code == 0, ok.output
+    assert "ok: 37 states, 774 LGAs" in ok.output and "1981-01..2026-06" in ok.output
+    data = tmp_path / "data"
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file() and rel != Path(CHIRPS_MONTHLY):
+            (data / rel).parent.mkdir(parents=True, exist_ok=True)
+            (data / rel).symlink_to(path.resolve())
+    lines = (DATA_DIR / CHIRPS_MONTHLY).read_text().splitlines()
+    lines.append(lines[-1])  # the newest row twice
+    (data / CHIRPS_MONTHLY).write_text("\n".join(lines) + "\n")
+    bad = CliRunner().invoke(main, ["data", "check", "--data-dir", str(data)])
+    assert bad.exit_code == 1 and f"row {len(lines)}: duplicate state month" in bad.output
+    assert "Traceback" not in bad.output
