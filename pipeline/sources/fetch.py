@@ -184,7 +184,8 @@ def fetch_rainfall(
     tmp = work_dir / f".{target.name}.part-{os.getpid()}"
     record = read_record(data_dir)
     headers: dict[str, str] = {}
-    if target.exists() and record.get("sha256"):
+    # ask conditionally only when the installed file is the one recorded (not replaced by hand)
+    if target.exists() and record.get("sha256") and sha256_file(target) == record["sha256"]:
         if record.get("etag"):
             headers["If-None-Match"] = str(record["etag"])
         if record.get("last_modified"):

@@ -133,3 +133,14 @@ def test_cli_fetch_one_line_each_way(data_dir: Path, monkeypatch: pytest.MonkeyP
     with serving(Behaviour(b"", modes=["404"])) as url:
         bad = runner.invoke(main, ["data", "fetch", "--data-dir", str(data_dir), "--url", url])
     assert bad.exit_code == 1 and "HTTP 404" in bad.output and "Traceback" not in bad.output
+
+
+def test_a_file_replaced_by_hand_is_not_taken_for_the_recorded_one(data_dir: Path):
+    new = body(last="2020-06")
+    b = Behaviour(new)
+    with serving(b) as url:
+        assert fetch_rainfall(data_dir, FAST, url=url).status == "updated"
+        (data_dir / WFP_SUBNATIONAL).write_bytes(body(last="2020-06", prelim=0))  # edited by hand
+        got = fetch_rainfall(data_dir, FAST, url=url)
+    assert "If-None-Match" not in b.requests[-1]  # no 304 for a file we did not fetch
+    assert got.status == "updated" and (data_dir / WFP_SUBNATIONAL).read_bytes() == new
