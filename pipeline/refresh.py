@@ -77,7 +77,7 @@ class RefreshOutcome:
     steps: dict[str, str] = field(default_factory=dict)  # step -> what it did, in order
 
 
-class StepFailed(Exception):
+class _StepFailed(Exception):
     def __init__(self, step: str, message: str):
         super().__init__(message)
         self.step = step
@@ -88,12 +88,12 @@ def _step(step: str) -> Iterator[None]:
     """Every operator error inside the block fails `step` (input errors fail `check`)."""
     try:
         yield
-    except StepFailed:
+    except _StepFailed:
         raise
     except (InputError, WindowShrinks) as e:
-        raise StepFailed("check" if step in ("fetch", "check", "build") else step, str(e)) from e
+        raise _StepFailed("check" if step in ("fetch", "check", "build") else step, str(e)) from e
     except OperatorError as e:
-        raise StepFailed(step, str(e)) from e
+        raise _StepFailed(step, str(e)) from e
 
 
 def _overlay(data_dir: Path, replaced: dict[str, Path], into: Path) -> Path:
@@ -115,7 +115,7 @@ def _overlay(data_dir: Path, replaced: dict[str, Path], into: Path) -> Path:
 
 
 def served_periods(base_url: str, key: str, timeout: float = 30.0) -> dict[str, Any]:
-    """GET /v1/periods with the key; the parsed document, or StepFailed('served')."""
+    """GET /v1/periods with the key; the parsed document, or _StepFailed('served')."""
     req = urllib.request.Request(base_url.rstrip("/") + "/v1/periods",
                                  headers={"Authorization": f"Bearer {key}", "Cache-Control": "no-cache",
                                           "User-Agent": "malaria-risk refresh"})
@@ -123,11 +123,11 @@ def served_periods(base_url: str, key: str, timeout: float = 30.0) -> dict[str, 
         with urllib.request.urlopen(req, timeout=timeout) as resp:  # noqa: S310 (operator's URL)
             doc = orjson.loads(resp.read())
     except urllib.error.HTTPError as e:
-        raise StepFailed("served", f"{base_url}/v1/periods answered HTTP {e.code}") from None
+        raise _StepFailed("served", f"{base_url}/v1/periods answered HTTP {e.code}") from None
     except (urllib.error.URLError, OSError, orjson.JSONDecodeError) as e:
-        raise StepFailed("served", f"{base_url}/v1/periods: {getattr(e, 'reason', e)}") from None
+        raise _StepFailed("served", f"{base_url}/v1/periods: {getattr(e, 'reason', e)}") from None
     if not isinstance(doc, dict):
-        raise StepFailed("served", f"{base_url}/v1/periods is not a JSON object")
+        raise _StepFailed("served", f"{base_url}/v1/periods is not a JSON object")
     return doc
 
 
@@ -140,7 +140,7 @@ def wait_until_served(base_url: str, key: str, last_estimated: str, updated_at: 
         if doc.get("last_estimated") == last_estimated and doc.get("updated_at") == updated_at:
             return doc
         if time.monotonic() + interval > deadline:
-            raise StepFailed("served", f"{base_url}/v1/periods still shows last_estimated "
+            raise _StepFailed("served", f"{base_url}/v1/periods still shows last_estimated "
                                        f"{doc.get('last_estimated')!r} (updated_at {doc.get('updated_at')!r}), "
                                        f"expected {last_estimated} ({updated_at}) after {timeout:g} s")
         sleep(interval)
@@ -154,7 +154,7 @@ def refresh(opts: RefreshOptions, log: Callable[[str], None] = lambda _m: None) 
     tmp = Path(tempfile.mkdtemp(prefix="malaria-refresh-"))
     try:
         _run(opts, outcome, tmp, log)
-    except StepFailed as e:
+    except _StepFailed as e:
         outcome.code, outcome.step = EXIT_CODES[e.step], e.step
         outcome.summary = f"refresh FAILED at {e.step} (exit {outcome.code}): {e}"
         return outcome
@@ -176,7 +176,7 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
     steps = outcome.steps
     data_dir = Path(opts.data_dir)
     if not data_dir.is_dir():
-        raise StepFailed("check", f"data directory {data_dir} does not exist (set DATA_DIR or --data-dir)")
+        raise _StepFailed("check", f"data directory {data_dir} does not exist (set DATA_DIR or --data-dir)")
 
     def geography() -> Any:
         from pipeline.geography import load_geography
@@ -192,7 +192,7 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
                                      allow_shrink=opts.allow_shrink, install=not opts.dry_run,
                                      into=tmp / "download.csv" if opts.dry_run else None, log=log)
             except FetchError as e:
-                raise StepFailed("fetch", str(e)) from e
+                raise _StepFailed("fetch", str(e)) from e
         window = f", {got.report.first}..{got.report.last}" if got.report else ""
         steps["fetch"] = f"{got.status} ({got.bytes / 1e6:.1f} MB, sha256 {got.sha256[:12]}{window})"
         if opts.dry_run and got.status == "updated":
@@ -233,11 +233,11 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
     # 6. served
     if opts.base_url and not opts.dry_run and manifest is not None:
         if opts.key_file is None:
-            raise StepFailed("served", "--base-url needs --key-file (a file holding an API key)")
+            raise _StepFailed("served", "--base-url needs --key-file (a file holding an API key)")
         try:
             key = opts.key_file.read_text(encoding="ascii").strip()
         except (OSError, UnicodeDecodeError) as e:
-            raise StepFailed("served", f"cannot read the key file {opts.key_file}: {e}") from None
+            raise _StepFailed("served", f"cannot read the key file {opts.key_file}: {e}") from None
         wait_until_served(opts.base_url, key, outcome.last_estimated or "", manifest.updated_at,
                           opts.served_timeout, opts.served_interval)
         steps["served"] = f"/v1/periods shows {outcome.last_estimated}"
@@ -305,7 +305,7 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
     with _step("verify"):
         problems = verify_published(client, target, local, thorough=opts.thorough_verify, workers=opts.workers)
         if problems:
-            raise StepFailed("verify", f"release {local.release_id}: {len(problems)} difference(s) from its "
+            raise _StepFailed("verify", f"release {local.release_id}: {len(problems)} difference(s) from its "
                                        f"manifest; first: {problems[0]}")
     steps["verify"] = ("every object matches the manifest (HEAD each)" if opts.thorough_verify else
                        "every object listed with the size and MD5 of the local file")
