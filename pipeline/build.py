@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from pipeline import buildkey
 from pipeline.datasets import (
     boundaries,
     context,
@@ -26,8 +27,11 @@ from pipeline.datasets import (
 from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
-from pipeline.release.render import RenderStats, render_release
+from pipeline.release.render import RenderStats, merge_facts, render_release
+from pipeline.settings import BuildSettings
 from pipeline.site import pages
+from pipeline.sources.checks import RainfallReport, check_rainfall
+from pipeline.window import check_window
 
 Producer = Callable[[BuildContext], Produced]
 
@@ -50,6 +54,10 @@ class BuildResult:
     unavailable: list[tuple[str, str]]  # (producer, reason)
     out: Path
     timings: dict[str, float] = field(default_factory=dict)  # seconds per producer (module's last name)
+    unchanged: bool = False  # inputs and code as for the current release: nothing was built
+    rainfall: RainfallReport | None = None  # the checked recorded-rainfall window (None when unchanged)
+    key: str | None = None  # content address of the inputs and code (pipeline.buildkey)
+    phases: dict[str, float] = field(default_factory=dict)  # seconds: key, geography, checks, producers, render
 
 
 def now_iso() -> str:
@@ -85,17 +93,57 @@ def build(
     updated_at: str | None = None,
     producers: tuple[Producer, ...] = PRODUCERS,
     base_url: str | None = None,
+    *,
+    allow_shrink: bool = False,
+    force: bool = False,
 ) -> BuildResult:
-    """`base_url` (default: the settings' PUBLIC_BASE_URL) is the address citations link to."""
+    """Check the inputs, run the producers and render a release, unless nothing changed.
+
+    Unchanged inputs and code (the content address of `pipeline.buildkey`) reuse the current
+    release (`unchanged`), unless `force`. The recorded window must not move backwards
+    against `OUT/current` (checked on the inputs before the model runs, and on the
+    producers' facts before anything is written) unless `allow_shrink`. `base_url` (default:
+    the settings' PUBLIC_BASE_URL) is the address citations link to.
+    """
     from pipeline.settings import BuildSettings
 
     started = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def lap(name: str, since: float) -> float:
+        now = time.perf_counter()
+        phases[name] = now - since
+        return now
+
+    out = Path(out)
+    base_url = base_url or BuildSettings.from_env().base_url
+    key = (buildkey.input_key(Path(data_dir), BuildSettings().docs_dir, settings=(f"base_url={base_url}",))
+           if producers is PRODUCERS else None)
+    t = lap("key", started)
+    if key is not None and not force:
+        same = buildkey.unchanged_release(out, key)
+        if same is not None:
+            stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
+            return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)
     if progress:
         progress("reading geography", 0, 1)
     geography = load_geography(Path(data_dir))
-    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress,
-                       base_url=base_url or BuildSettings.from_env().base_url)
+    t = lap("geography", t)
+    report = check_rainfall(Path(data_dir), geography)
+    current = buildkey.current_manifest(out)
+    published = list(current.facts.get("estimated", [])) if current else []
+    against = f"{out / 'current'} ({current.release_id})" if current else ""
+    if published:  # cheap first check on the inputs, before the model runs
+        check_window(published, [published[0], report.last], against, allow_shrink)
+    t = lap("checks", t)
+    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress, base_url=base_url)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
-    stats = render_release(Path(out), produced, ctx.updated_at, progress)
-    return BuildResult(stats, time.perf_counter() - started, unavailable, Path(out), timings)
+    check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
+    t = lap("producers", t)
+    stats = render_release(out, produced, ctx.updated_at, progress)
+    if key is not None:
+        buildkey.record_key(out, stats.release_id, key)
+    lap("render", t)
+    return BuildResult(stats, time.perf_counter() - started, unavailable, out, timings, rainfall=report, key=key,
+                       phases=phases)

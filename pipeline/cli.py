@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from edge.keys import AdminError, AdminStore
+from pipeline.data_cli import data, refresh_cmd
 from pipeline.errors import OperatorError
 from pipeline.publish.cli import aliases, example, release
 from pipeline.settings import default_data_dir
@@ -136,8 +137,13 @@ def main() -> None:
 @click.option("--out", default="build", show_default=True, type=click.Path(file_okay=False, path_type=Path),
               help="Output root; the release goes to OUT/releases/<id> and OUT/current points at it.")
 @click.option("--quiet", is_flag=True, help="No progress display.")
-def build(data_dir: Path, out: Path, quiet: bool) -> None:
-    """Render every response into a new immutable release and switch `current` to it."""
+@click.option("--allow-shrink", is_flag=True,
+              help="Build even if the estimated months end earlier than in OUT/current (docs/data-load.md).")
+@click.option("--force", is_flag=True, help="Build a new release even when inputs and code are unchanged.")
+def build(data_dir: Path, out: Path, quiet: bool, allow_shrink: bool, force: bool) -> None:
+    """Render every response into a new immutable release and switch `current` to it.
+
+    Inputs are checked first (docs/data-load.md); unchanged inputs and code build nothing."""
     from pipeline.build import build as run_build
 
     if not data_dir.is_dir():
@@ -149,8 +155,12 @@ def build(data_dir: Path, out: Path, quiet: bool) -> None:
             if done == total:
                 click.echo("", err=True)
 
-    result = run_build(data_dir, out, progress)
+    result = run_build(data_dir, out, progress, allow_shrink=allow_shrink, force=force)
     s = result.stats
+    if result.unchanged:
+        click.echo(f"nothing changed: release {s.release_id} is current and was built from the same inputs and "
+                   f"code ({result.seconds:.1f} s; --force builds anyway)")
+        return
     for name, reason in result.unavailable:
         click.echo(f"note: {name} skipped, its endpoints answer their unavailable error: {reason}", err=True)
     click.echo(
@@ -643,8 +653,10 @@ class LocalOrPublished(click.Command):
         return cmd.main(args, prog_name=ctx.command_path, standalone_mode=False)
 
 
-# -- release, report --------------------------------------------------------------------
+# -- data, refresh, release, report -----------------------------------------------------
 
+main.add_command(data)
+main.add_command(refresh_cmd)
 main.add_command(release)
 _local = {"verify": verify_local_cmd, "prune": prune_local_cmd}
 for _alias in aliases:

@@ -15,6 +15,9 @@ escapes is a bug and keeps its traceback.
     │   ├── UnknownFigure     a documentation page quotes a figure no producer provides
     │   └── SiteError         the site's front-end libraries (npm ci) are not installed
     ├── LocalReleaseError     a local build root cannot be verified or pruned as asked
+    ├── WindowShrinks         the estimated months would move backwards against the built or
+    │                         published release (refused unless --allow-shrink)
+    ├── FetchError            downloading an input failed; the data directory is unchanged
     └── PublishError          publishing to S3 failed or was refused (wrong key, missing
         │                     bucket, unsound release tree, failed verification)
         └── PointerConflict   current.json moved while we worked; nothing was switched
@@ -77,3 +80,13 @@ class PublishError(OperatorError):
 class PointerConflict(PublishError):
     """current.json changed between our read and our conditional write: another
     publisher (or a rollback) got there first, and we refuse to overwrite it blindly."""
+
+
+class WindowShrinks(OperatorError):
+    """The recorded window (the estimated months) would move backwards against the release
+    already built or published; refused unless the operator passes --allow-shrink."""
+
+
+class FetchError(OperatorError):
+    """Downloading an input failed or gave something that is not the file (truncated, an error
+    page, too large, wrong checksum, failing the input rules); the data directory is unchanged."""

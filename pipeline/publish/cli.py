@@ -117,6 +117,11 @@ def release() -> None:
     help="HEAD every object already in the bucket, not just the doubtful ones "
     "(checks headers and SHA-256 metadata changed in place).",
 )
+@click.option(
+    "--allow-shrink",
+    is_flag=True,
+    help="Publish even if the release's estimated months end earlier than the live one's.",
+)
 def publish_cmd(
     client: Any,
     target: s3.Target,
@@ -125,8 +130,11 @@ def publish_cmd(
     root: Path,
     no_switch: bool,
     thorough: bool,
+    allow_shrink: bool,
 ) -> None:
-    """Upload a release, verify every uploaded object, then switch current.json to it."""
+    """Upload a release, verify every uploaded object, then switch current.json to it.
+
+    Refused, before any upload, when its estimated months end earlier than the live release's."""
     local = s3.open_local_release(root, release_id)
     result = s3.publish_release(
         client,
@@ -137,6 +145,7 @@ def publish_cmd(
         switch=not no_switch,
         thorough=thorough,
         log=_err,
+        allow_shrink=allow_shrink,
     )
     rate = result.uploaded / result.seconds["upload"] if result.seconds.get("upload") else 0.0
     click.echo(

@@ -322,13 +322,17 @@ def render_release(
             if parent not in made_dirs:
                 parent.mkdir(parents=True, exist_ok=True)
                 made_dirs.add(parent)
+        # batches of 64 files per task: a thread pool ignores map's chunksize, and one future per
+        # file costs more than writing a small file
+        batches = [files[i:i + 64] for i in range(0, len(files), 64)]
         with ThreadPoolExecutor(max_workers=4) as pool:
-            for pairs, linked in pool.map(write_one, files, chunksize=64):
-                counters["linked" if linked else "written"] += len(pairs)
-                for k, e in pairs:
-                    entries[k] = e
-                counters["done"] += 1
-                if progress and (counters["done"] % 200 == 0 or counters["done"] == len(files)):
+            for done in pool.map(lambda batch: [write_one(item) for item in batch], batches):
+                for pairs, linked in done:
+                    counters["linked" if linked else "written"] += len(pairs)
+                    for k, e in pairs:
+                        entries[k] = e
+                counters["done"] += len(done)
+                if progress and (counters["done"] % 640 == 0 or counters["done"] == len(files)):
                     progress("writing files", counters["done"], len(files))
 
         manifest = Manifest(release_id, updated_at, model_version, facts.to_json(), dict(sorted(entries.items())))

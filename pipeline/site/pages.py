@@ -64,7 +64,7 @@ GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "ope
 # Reading order of the Markdown pages; anything else follows alphabetically.
 DOC_ORDER = ("quickstart", "keys", "geography", "context", "model", "seasons", "rate-limits", "downloads")
 # Pages for the people who run the service; they have their own section and navigation.
-OPERATOR_PAGES = ("architecture", "operations", "deploy", "monitoring", "runbook", "limits", "dashboard")
+OPERATOR_PAGES = ("architecture", "operations", "data-load", "deploy", "monitoring", "runbook", "limits", "dashboard")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):

@@ -20,7 +20,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import read_csv_text, read_text_columns
+from pipeline.sources._csv import read_csv_text
 
 CHIRPS_MONTHLY = "rainfall/nga_state_chirps_monthly_1981_2026.csv"
 CHIRPS_CLIMATOLOGY = "rainfall/nga_state_chirps_climatology_monthly.csv"
@@ -33,6 +33,8 @@ PROVISIONAL_TRAILING_MONTHS = 2
 
 CHIRPS_SOURCE = "CHIRPS v2.0 (UCSB Climate Hazards Center), state means by WFP (HDX 'Rainfall Indicators at Subnational Level'); public domain / CC BY-IGO"
 LGA_CLIM_SOURCE = "IDM/GSOD station-interpolated LGA climatology 2001-2016 (numalariamodeling/hbhi-nigeria-publication-2021, Apache-2.0), used for within-state shape only"
+
+VERSIONS = ("final", "prelim", "forecast")  # WFP's `version` values: CHIRPS final, CHIRPS-prelim, CHIRPS-GEFS
 
 WFP_COLUMNS = (
     "date", "adm_level", "adm_id", "PCODE", "n_pixels", "rfh", "rfh_avg", "r1h", "r1h_avg",
@@ -55,37 +57,77 @@ class RecordedRainfall:
     file: str
 
 
+_WFP_MEMO: list[tuple[tuple[str, int, int], pl.DataFrame]] = []  # the last file read (a build reads it thrice)
+
+
+def _file_key(path: Path) -> tuple[str, int, int]:
+    st = path.stat()
+    return (str(path.resolve()), st.st_size, st.st_mtime_ns)
+
+
 def _require(path: Path) -> Path:
     if not path.exists():
         raise InputError(path, "file not found")
     return path
 
 
-def read_state_chirps_monthly(data_dir: Path) -> pl.DataFrame:
-    """ocha_pcode, state_name, period, rainfall_mm, provisional (trailing months)."""
-    path = _require(Path(data_dir) / CHIRPS_MONTHLY)
-    raw = read_text_columns(path, ["pcode", "state_name", "month", "rainfall_mm"]).with_row_index("row", offset=2)
+def chirps_rows(path: Path) -> pl.DataFrame:
+    """The CHIRPS monthly CSV, row by row: row (file line), pcode, state_name, month, rainfall_mm,
+    version (lower-case text, or null when the file has no `version` column)."""
+    path = _require(Path(path))
+    cols = ["pcode", "state_name", "month", "rainfall_mm"]
+    raw = read_csv_text(path)
+    raw = raw.rename({c: c.strip() for c in raw.columns})
+    has_version = "version" in raw.columns
+    cols = [*cols, "version"] if has_version else cols
+    missing = [c for c in cols if c not in raw.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}; found {', '.join(raw.columns)}")
+    raw = raw.select(cols).with_columns(pl.col(c).str.strip_chars() for c in cols).with_row_index("row", offset=2)
     df = raw.with_columns(pl.col("rainfall_mm").cast(pl.Float64, strict=False).alias("mm"))
     bad_month = df.filter(~pl.col("month").str.contains(r"^\d{4}-(0[1-9]|1[0-2])$"))
     if bad_month.height:
         raise InputError(path, f"month {bad_month['month'][0]!r} is not YYYY-MM", int(bad_month["row"][0]))
-    bad_mm = df.filter(pl.col("mm").is_null() | pl.col("mm").is_nan())
+    bad_mm = df.filter(pl.col("mm").is_null() | pl.col("mm").is_nan() | pl.col("mm").is_infinite())
     if bad_mm.height:
         value = bad_mm["rainfall_mm"][0]
         reason = "rainfall_mm is missing" if not value else f"rainfall_mm {value!r} is not a number"
         raise InputError(path, reason, int(bad_mm["row"][0]))
-    df = df.drop("rainfall_mm", "row").rename({"mm": "rainfall_mm"})
-    negative = df.with_row_index("row", offset=2).filter(pl.col("rainfall_mm") < 0)
+    df = df.drop("rainfall_mm").rename({"mm": "rainfall_mm"})
+    negative = df.filter(pl.col("rainfall_mm") < 0)
     if negative.height:
         raise InputError(path, f"negative rainfall_mm {negative['rainfall_mm'][0]}", int(negative["row"][0]))
-    months = sorted(df["month"].unique())
-    prov = set(months[-PROVISIONAL_TRAILING_MONTHS:])
+    if has_version:
+        df = df.with_columns(pl.col("version").str.to_lowercase())
+        unknown = df.filter(~pl.col("version").is_in(list(VERSIONS)))
+        if unknown.height:
+            raise InputError(path, f"unknown version {unknown['version'][0]!r} (expected final, prelim or forecast)",
+                             int(unknown["row"][0]))
+    else:
+        df = df.with_columns(pl.lit(None, dtype=pl.Utf8).alias("version"))
+    return df.with_columns(pl.col("row").cast(pl.Int64))
+
+
+def read_state_chirps_monthly(data_dir: Path) -> pl.DataFrame:
+    """ocha_pcode, state_name, period, rainfall_mm, provisional.
+
+    `provisional` comes from the file's own `version` column when it has one (`prelim`;
+    `forecast` months are not recorded at all); the data directory's copy lost that column,
+    so there its trailing PROVISIONAL_TRAILING_MONTHS months are flagged (SOURCES.md).
+    """
+    df = chirps_rows(Path(data_dir) / CHIRPS_MONTHLY)
+    if df["version"].null_count() == 0:
+        df = df.filter(pl.col("version") != "forecast")
+        prov = pl.col("version") == "prelim"
+    else:
+        months = sorted(df["month"].unique())
+        prov = pl.col("month").is_in(months[-PROVISIONAL_TRAILING_MONTHS:])
     return df.select(
         pl.col("pcode").alias("ocha_pcode"),
         "state_name",
         pl.col("month").alias("period"),
         "rainfall_mm",
-        pl.col("month").is_in(list(prov)).alias("provisional"),
+        prov.alias("provisional"),
     ).sort("ocha_pcode", "period")
 
 
@@ -119,47 +161,76 @@ def read_lga_climatology(data_dir: Path) -> pl.DataFrame:
     )
 
 
+def wfp_rows(path: Path) -> pl.DataFrame:
+    """WFP HDX dekadal file, row by row: row (file line), adm_level, pcode, d (dekad date), rfh,
+    version. Every value is checked here, so later rules can name a row."""
+    path = _require(Path(path))
+    key = _file_key(path)
+    if _WFP_MEMO and _WFP_MEMO[0][0] == key:
+        return _WFP_MEMO[0][1]
+    df = read_csv_text(path)
+    missing = [c for c in WFP_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(path, f"missing WFP columns {missing}")
+    # line numbers: 1 is the header; the HXL tag row ("#date", "#adm1+code", ...) sits under it
+    df = df.with_row_index("row", offset=2).filter(~pl.col("date").str.starts_with("#"))
+    df = df.select(
+        pl.col("row").cast(pl.Int64),
+        pl.col("date"),
+        pl.col("date").str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).alias("d"),
+        pl.col("adm_level").cast(pl.Int64, strict=False),
+        pl.col("PCODE").str.strip_chars().alias("pcode"),
+        pl.col("rfh").cast(pl.Float64, strict=False),
+        pl.col("version").str.strip_chars().str.to_lowercase(),
+    )
+    bad = df.filter(pl.col("d").is_null() | pl.col("adm_level").is_null() | pl.col("rfh").is_null()
+                    | pl.col("rfh").is_nan() | pl.col("rfh").is_infinite())
+    if bad.height:
+        raise InputError(path, "unreadable date, adm_level or rfh", int(bad["row"][0]))
+    negative = df.filter(pl.col("rfh") < 0)
+    if negative.height:
+        raise InputError(path, f"negative rfh {negative['rfh'][0]}", int(negative["row"][0]))
+    unknown = df.filter(~pl.col("version").is_in(list(VERSIONS)) | pl.col("version").is_null())
+    if unknown.height:
+        raise InputError(path, f"unknown version {unknown['version'][0]!r} (expected final, prelim or forecast)",
+                         int(unknown["row"][0]))
+    not_dekad = df.filter(~pl.col("d").dt.day().is_in([1, 11, 21]))
+    if not_dekad.height:
+        raise InputError(path, f"date {not_dekad['date'][0]!r} is not a dekad start (day 1, 11 or 21)",
+                         int(not_dekad["row"][0]))
+    df = df.drop("date")
+    _WFP_MEMO[:] = [(key, df)]
+    return df
+
+
+def wfp_monthly(rows: pl.DataFrame) -> pl.DataFrame:
+    """Dekadal rows -> adm_level, pcode, period, rainfall_mm, provisional, dekads, row.
+
+    Forecast dekads are not data and are left out; `dekads` counts the recorded ones (a month
+    counts once it has all three); `provisional` when any of them is `prelim`; `row` is the
+    line of the month's wettest dekad, for messages.
+    """
+    rec = rows.filter(pl.col("version") != "forecast")
+    return (
+        rec.group_by("adm_level", "pcode", pl.col("d").dt.strftime("%Y-%m").alias("period"))
+        .agg(
+            pl.col("d").dt.day().n_unique().alias("dekads"),
+            pl.col("rfh").sum().alias("rainfall_mm"),
+            (pl.col("version") == "prelim").any().alias("provisional"),
+            pl.col("row").sort_by("rfh").last().alias("row"),
+        )
+        .sort("adm_level", "pcode", "period")
+    )
+
+
 def read_wfp_subnational(path: Path) -> tuple[pl.DataFrame, pl.DataFrame | None]:
     """WFP HDX dekadal file -> (state monthly, LGA monthly or None).
 
     Each: pcode, period, rainfall_mm, provisional. A month is kept when it has three
     distinct non-forecast dekads; it is provisional when any of them is `prelim`.
     """
-    path = _require(Path(path))
-    df = read_csv_text(path)
-    missing = [c for c in WFP_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(path, f"missing WFP columns {missing}")
-    # the HXL tag row ("#date", "#adm1+code", ...) sits under the header
-    df = df.filter(~pl.col("date").str.starts_with("#"))
-    df = df.with_columns(
-        pl.col("date").str.slice(0, 10).str.to_date("%Y-%m-%d", strict=False).alias("d"),
-        pl.col("adm_level").cast(pl.Int64, strict=False),
-        pl.col("rfh").cast(pl.Float64, strict=False),
-        pl.col("version").str.strip_chars().str.to_lowercase(),
-    )
-    bad = df.with_row_index().filter(
-        pl.col("d").is_null() | pl.col("adm_level").is_null() | pl.col("rfh").is_null()
-    )
-    if bad.height:
-        # +3: header, HXL row, 1-based
-        raise InputError(path, "unreadable date, adm_level or rfh", int(bad["index"][0]) + 3)
-    unknown = set(df["version"].unique()) - {"final", "prelim", "forecast"}
-    if unknown:
-        raise InputError(path, f"unknown version value(s) {sorted(map(str, unknown))}")
-    rec = df.filter(pl.col("version") != "forecast")
-    monthly = (
-        rec.group_by("adm_level", "PCODE", pl.col("d").dt.strftime("%Y-%m").alias("period"))
-        .agg(
-            pl.col("d").dt.day().n_unique().alias("dekads"),
-            pl.col("rfh").sum().alias("rainfall_mm"),
-            (pl.col("version") == "prelim").any().alias("provisional"),
-        )
-        .filter(pl.col("dekads") == 3)
-        .drop("dekads")
-        .rename({"PCODE": "pcode"})
-        .sort("pcode", "period")
-    )
+    path = Path(path)
+    monthly = wfp_monthly(wfp_rows(path)).filter(pl.col("dekads") == 3).drop("dekads", "row")
     state = monthly.filter(pl.col("adm_level") == 1).drop("adm_level")
     lga = monthly.filter(pl.col("adm_level") == 2).drop("adm_level")
     if state.height == 0:

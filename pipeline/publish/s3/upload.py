@@ -42,6 +42,7 @@ from pipeline.publish.s3.objects import (
 from pipeline.publish.s3.pointer import Pointer, pointer_document, read_pointer, write_pointer
 from pipeline.publish.s3.release_list import after_switch
 from pipeline.release.manifest import MANIFEST_NAME
+from pipeline.window import check_window
 
 
 @dataclass
@@ -93,6 +94,7 @@ def plan(
     progress: Progress | None = None,
     thorough: bool = False,
     times: dict[str, float] | None = None,
+    allow_shrink: bool = False,
 ) -> Plan:
     """Compare the bucket with the local release; refuse to touch a complete release
     whose manifest differs (release ids are immutable).
@@ -109,6 +111,9 @@ def plan(
     t0 = time.perf_counter()
     preflight(client, target)
     pointer = read_pointer(client, target)
+    if pointer is not None:  # the recorded window must not move backwards (pipeline.window)
+        check_window(pointer.doc.get("facts", {}).get("estimated", []), local.manifest.facts.get("estimated", []),
+                     f"{target.url(target.pointer_key)} ({pointer.release_id})", allow_shrink)
 
     manifest_key = target.object_key(rid, MANIFEST_NAME)
     with s3_errors(client, target.bucket, f"read {target.url(manifest_key)}"):
@@ -375,6 +380,7 @@ def publish_release(
     thorough: bool = False,
     log: Callable[[str], None] = lambda _msg: None,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    allow_shrink: bool = False,
 ) -> PublishResult:
     """Upload what is missing or wrong, verify all of it, then switch the pointer.
 
@@ -388,7 +394,8 @@ def publish_release(
     times: dict[str, float] = {}
     t0 = time.perf_counter()
     planned = plan(
-        client, target, local, workers=workers, progress=progress, thorough=thorough, times=times
+        client, target, local, workers=workers, progress=progress, thorough=thorough, times=times,
+        allow_shrink=allow_shrink,
     )
     result = PublishResult(
         local.release_id,

@@ -178,3 +178,43 @@ def test_survey_rounds_outside_the_four_and_documented_gaps(tmp_path: Path):
     with pytest.raises(InputError, match="repeats row 2") as e:
         read(*rows, "2018 NDHS,2018,state,KANO,NW,RDT,45,,,,,,f,")
     assert e.value.row == 6
+
+
+def _chirps_edit(edit: str) -> tuple[bytes, int]:
+    """The real CHIRPS monthly file with one real mistake; (bytes, the line the build must name)."""
+    lines = (DATA_DIR / CHIRPS_MONTHLY).read_text().split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    if edit == "duplicate":
+        lines.append(lines[-1])
+        return ("\n".join(lines) + "\n").encode(), len(lines)
+    i = next(n for n, line in enumerate(lines) if line.startswith("NG020,Kano,2025-08,"))
+    if edit == "huge":
+        fields = lines[i].split(",")
+        fields[3] = "99999999"
+        lines[i] = ",".join(fields)
+        return ("\n".join(lines) + "\n").encode(), i + 1
+    # one state lacks the newest month: it would have moved last_estimated back to 2026-05
+    j = next(n for n, line in enumerate(lines) if line.startswith("NG015,") and ",2026-06," in line)
+    del lines[j]
+    return ("\n".join(lines) + "\n").encode(), 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA_DIR / CHIRPS_MONTHLY).exists(), reason="real data not present")
+@pytest.mark.parametrize(("edit", "words"), [
+    ("duplicate", "duplicate state month"),
+    ("huge", "99,999,999.0 mm is outside its plausible band"),
+    ("missing", "2026-06 is recorded for 36 of 37 states: NG015 lack it"),
+])
+def test_build_refuses_real_mistakes_with_file_and_row(tmp_path: Path, edit: str, words: str):
+    content, row = _chirps_edit(edit)
+    data = data_with(tmp_path, CHIRPS_MONTHLY, content)
+    result = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(tmp_path / "b"), "--quiet"])
+    assert result.exit_code == 1, result.output
+    assert CHIRPS_MONTHLY in result.output and words in result.output
+    if row:
+        assert f", row {row}: " in result.output
+    else:
+        assert ", row " in result.output
+    assert not (tmp_path / "b").exists()  # nothing built

@@ -1,0 +1,111 @@
+"""Content address of a build: what the inputs and the code were, as one hash.
+
+A build whose key equals the key `build/current` was built from makes no new release:
+the same inputs through the same code give the same files (only the stamp time would
+differ), so `build` and `refresh` say "nothing changed" instead of writing 16,000 files.
+
+The key covers the bytes of every file of the data directory (names starting with "."
+are not inputs: `.fetch/` keeps the fetch record and the previous download there), the
+code and templates that render a release (`pipeline/`, `edge/`, the docs pages), the
+package version and the versions of the libraries whose output lands in files.
+Keys are kept in `OUT/build-keys.json` (release id -> key), outside `releases/`, because a
+release directory must hold exactly its manifest's files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+from importlib import metadata
+from pathlib import Path
+
+import orjson
+
+from pipeline.release.manifest import Manifest
+from pipeline.settings import REPO_ROOT
+
+KEY_FILE = "build-keys.json"
+FORMAT = "malaria-risk build key 1"
+CODE_DIRS = (REPO_ROOT / "pipeline", REPO_ROOT / "edge")
+SKIP_DIRS = {"__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ruff_cache"}
+LIBRARIES = ("malaria-risk", "polars", "numpy", "orjson", "shapely", "jinja2", "pyarrow")
+
+
+def _files(root: Path, skip: set[str]) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
+        dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
+        out.extend(Path(dirpath) / f for f in sorted(filenames)
+                   if not f.startswith(".") and not f.endswith((".pyc", ".pyo")))
+    return out
+
+
+def _file_sha(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _version(name: str) -> str:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "-"
+
+
+def input_key(data_dir: Path, docs_dir: Path, code_dirs: tuple[Path, ...] = CODE_DIRS,
+              settings: tuple[str, ...] = ()) -> str:
+    """One SHA-256 over (role, relative path, content SHA-256) of every input and code file, and the
+    settings that change what is written (e.g. the public address the bundles cite)."""
+    h = hashlib.sha256(FORMAT.encode() + b"\n")
+    for setting in settings:
+        h.update(f"setting\t{setting}\n".encode())
+    roots = [("data", Path(data_dir), set()), ("docs", Path(docs_dir), SKIP_DIRS)]
+    roots += [(f"code:{d.name}", d, SKIP_DIRS) for d in code_dirs]
+    for role, root, skip in roots:
+        if not root.is_dir():
+            h.update(f"{role} absent\n".encode())
+            continue
+        for path in _files(root, skip):
+            h.update(f"{role}\t{path.relative_to(root).as_posix()}\t{_file_sha(path)}\n".encode())
+    for lib in LIBRARIES:
+        h.update(f"lib\t{lib}\t{_version(lib)}\n".encode())
+    return h.hexdigest()
+
+
+def _read_keys(out: Path) -> dict[str, str]:
+    try:
+        doc = orjson.loads((Path(out) / KEY_FILE).read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def record_key(out: Path, release_id: str, key: str) -> None:
+    """Remember which key `release_id` was built from (atomically; entries of pruned releases go)."""
+    keys = _read_keys(out)
+    keys[release_id] = key
+    releases = Path(out) / "releases"
+    keys = {r: k for r, k in keys.items() if (releases / r).is_dir()}
+    tmp = Path(out) / f".{KEY_FILE}.{os.getpid()}"
+    tmp.write_bytes(orjson.dumps(keys, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    os.replace(tmp, Path(out) / KEY_FILE)
+
+
+def current_manifest(out: Path) -> Manifest | None:
+    """The manifest `OUT/current` points at, or None (no build yet, or a broken link)."""
+    link = Path(out) / "current"
+    with contextlib.suppress(OSError, ValueError, KeyError):
+        return Manifest.load(link.resolve()) if link.exists() else None
+    return None
+
+
+def unchanged_release(out: Path, key: str) -> Manifest | None:
+    """The current release's manifest when it was built from exactly `key`, else None."""
+    manifest = current_manifest(out)
+    if manifest is None or _read_keys(out).get(manifest.release_id) != key:
+        return None
+    return manifest

@@ -1,0 +1,155 @@
+"""`malaria-risk refresh` end to end: the rainfall file from a loopback HTTP server, a real
+build from the real data, the local S3 server (SeaweedFS), the local API server for the
+served check. Plus the exit codes of each failing step, on small fixtures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+from click.testing import CliRunner
+
+from edge.local.app import App
+from edge.stores.sqlite import SQLiteKeyStore
+from pipeline.cli import main
+from pipeline.refresh import EXIT_CODES
+from pipeline.sources.rainfall import WFP_SUBNATIONAL
+from tests import s3server
+from tests.conftest import LiveServer
+from tests.paths import DATA_DIR, needs_data
+from tests.rainfall_files import wfp_from_real_dekads, wfp_lines
+from tests.rainfall_server import Behaviour, serving
+from tests.s3server import S3Server
+
+s3_server = s3server.s3_server
+s3_prefix = s3server.s3_prefix
+
+
+
+def run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    return CliRunner(env=env).invoke(main, ["refresh", *args])
+
+
+def linked_data_dir(into: Path) -> Path:
+    """The real data directory as links (rainfall comes from the fetch)."""
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file():
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            (into / rel).symlink_to(path.resolve())
+    return into
+
+
+def snapshot(d: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(d)): p.read_bytes() for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+# --- exit codes of the failing steps, on a small data directory (no build reached) -------------
+
+
+@pytest.fixture
+def small_data(tmp_path: Path) -> Path:
+    d = tmp_path / "data"
+    (d / "rainfall").mkdir(parents=True)
+    (d / WFP_SUBNATIONAL).write_text("\n".join(wfp_lines(last="2020-05")) + "\n")
+    return d
+
+
+def test_fetch_failure_exits_3_and_changes_nothing(small_data: Path, tmp_path: Path):
+    before = snapshot(small_data)
+    with serving(Behaviour(b"x", modes=["404"])) as url:
+        out = run("--data-dir", str(small_data), "--out", str(tmp_path / "build"), "--url", url)
+    assert out.exit_code == EXIT_CODES["fetch"] == 3
+    assert out.output.startswith("refresh FAILED at fetch (exit 3): ") and out.output.count("\n") == 1
+    assert snapshot(small_data) == before and not (tmp_path / "build").exists()
+
+
+def test_bad_rows_in_the_download_exit_4(small_data: Path, tmp_path: Path):
+    lines = wfp_lines(last="2020-06")
+    lines.insert(10, lines[9])
+    with serving(Behaviour(("\n".join(lines) + "\n").encode())) as url:
+        out = run("--data-dir", str(small_data), "--out", str(tmp_path / "build"), "--url", url)
+    assert out.exit_code == EXIT_CODES["check"] == 4, out.output
+    assert "row 11" in out.output and "duplicate" in out.output
+
+
+def test_dry_run_of_a_fetch_changes_nothing(small_data: Path, tmp_path: Path):
+    before = snapshot(small_data)
+    with serving(Behaviour(("\n".join(wfp_lines(last="2020-06")) + "\n").encode())) as url:
+        out = run("--data-dir", str(small_data), "--out", str(tmp_path / "build"), "--url", url, "--dry-run")
+    # the small fixture has no geography: the dry run gets as far as the input check and says why
+    assert out.exit_code == EXIT_CODES["check"], out.output
+    assert snapshot(small_data) == before and not (tmp_path / "build").exists()
+
+
+# --- end to end -------------------------------------------------------------------------------
+
+
+@needs_data("rainfall/nga_state_chirps_dekadal_wfp_1981_2026.csv", "admin")
+def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
+        tmp_path: Path, s3_server: S3Server, s3_prefix: str):
+    data = linked_data_dir(tmp_path / "data")
+    out = tmp_path / "build"
+    june = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "june.csv", last="2026-06").read_bytes()
+    may = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "may.csv", last="2026-05").read_bytes()
+    env = s3_server.env()
+    s3 = ["--bucket", s3_server.bucket, "--prefix", s3_prefix, "--endpoint-url", s3_server.endpoint_url]
+    raw = s3_server.client()
+    pointer_key = f"{s3_prefix}/current.json"
+
+    def pointer() -> dict:
+        return orjson.loads(raw.get_object(Bucket=s3_server.bucket, Key=pointer_key)["Body"].read())
+
+    with serving(Behaviour(june)) as url:
+        # a dry run reads and checks everything and changes nothing
+        before = snapshot(data)
+        dry = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, "--dry-run", env=env)
+        assert dry.exit_code == 0, dry.output
+        assert "refresh (dry run) ok: would update" in dry.output and "2026-06" in dry.output
+        assert snapshot(data) == before and not out.exists()
+
+        first = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, env=env)
+        assert first.exit_code == 0, first.output
+        assert first.output.startswith("refresh ok: updated (release ") and "estimated to 2026-06" in first.output
+        releases = sorted(p.name for p in (out / "releases").iterdir())
+        assert len(releases) == 1 and pointer()["release_id"] == releases[0]
+        assert pointer()["facts"]["estimated"][-1] == "2026-06"
+        published_at = pointer()["published_at"]
+
+        # served: the local API over the same build root, checked with a key file
+        store = SQLiteKeyStore(tmp_path / "keys.sqlite")
+        _, key = store.create("canary", ["risk_scores"], "test")
+        (tmp_path / "key").write_text(key + "\n")
+        with LiveServer(App(out, store)) as live:
+            again = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3,
+                        "--base-url", live.url, "--key-file", str(tmp_path / "key"), env=env)
+        assert again.exit_code == 0, again.output
+        assert "ok: nothing changed" in again.output and "/v1/periods shows 2026-06" in again.output
+        assert sorted(p.name for p in (out / "releases").iterdir()) == releases  # still one release
+        assert pointer()["published_at"] == published_at  # the pointer was not rewritten
+
+    # an object lost from the live release: the verify step fails (7); a republish heals it
+    from pipeline.publish.s3 import Target
+
+    lost = Target.of(s3_server.bucket, s3_prefix).release_prefix(releases[0]) + "v1/periods.json"
+    raw.delete_object(Bucket=s3_server.bucket, Key=lost)
+    broken = run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env)
+    assert broken.exit_code == EXIT_CODES["verify"] == 7, broken.output
+    assert "missing: v1/periods.json" in broken.output
+    healed = CliRunner(env=env).invoke(main, ["release", "publish", *s3, "--root", str(out)])
+    assert healed.exit_code == 0 and " 1 uploaded" in healed.output, healed.output
+    assert run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env).exit_code == 0
+
+    # a source that went backwards: refused by the fetch, by the build and by the publish
+    with serving(Behaviour(may)) as url:
+        shrink = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, env=env)
+    assert shrink.exit_code == EXIT_CODES["fetch"] and "older than the installed file" in shrink.output
+    (data / WFP_SUBNATIONAL).write_bytes(may)  # as if copied in by hand
+    built = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(out), "--quiet"])
+    assert built.exit_code == 1 and "would move backwards" in built.output and "2026-05" in built.output
+    no_fetch = run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env)
+    assert no_fetch.exit_code == EXIT_CODES["check"] and "--allow-shrink" in no_fetch.output
+    assert sorted(p.name for p in (out / "releases").iterdir()) == releases
+    assert pointer()["release_id"] == releases[0] and pointer()["published_at"] == published_at
+    # (`release publish` refusing a shrinking window: tests/pipeline/publish/test_publish_window.py)
