@@ -105,7 +105,6 @@ def build(
     producers' facts before anything is written) unless `allow_shrink`. `base_url` (default:
     the settings' PUBLIC_BASE_URL) is the address citations link to.
     """
-    from pipeline.settings import BuildSettings
 
     started = time.perf_counter()
     phases: dict[str, float] = {}
