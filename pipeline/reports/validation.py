@@ -24,6 +24,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from pipeline.model import ranges
 from pipeline.model import risk as model
 from pipeline.reports import report_command
 from pipeline.sources.incidence import read_incidence
@@ -55,35 +56,43 @@ def _r(v: float | None, d: int = 3) -> float | None:
 
 
 def held_out(md: Any, train_upto: int, target: int) -> dict[str, Any]:
-    """Predict the `target` round of every state from rounds <= `train_upto` only."""
-    from pipeline.datasets.risk import fit_baseline
+    """Predict the `target` round of every state from rounds <= `train_upto` only: Q, its
+    method (nested choice on those rounds) and the design effects are all refitted there."""
+    from pipeline.datasets.risk import design_effects, predict_round
 
     out: dict[str, Any] = {"trained_on_rounds_up_to": train_upto, "predicted_round": target}
     train = md.rounds.filter(pl.col("survey_year") <= train_upto)
     obs = md.rounds.filter(pl.col("survey_year") == target)
-    have = set(train["state_code"]) & set(obs["state_code"])
-    if train.height == 0 or not have:
+    pr = predict_round(md, train, obs, target)
+    if pr is None:
         return {**out, "states": 0, "note": "round absent from this data load"}
-    mid = model.round_month(target)
-    base = fit_baseline(md, train, mid + 2)
-    centre, low, high = model.baseline_range(base, np.array([mid]))
-    cf = model.fieldwork_factor(md.state_c, target)
-    rows = [i for i, c in enumerate(md.state_codes) if c in have]
-    y_of = dict(zip(obs["state_code"], obs["positivity"], strict=False))
-    y = np.array([y_of[md.state_codes[i]] for i in rows])
-    pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
+    y, pred, lo, hi = pr.observed, pr.predicted, pr.low, pr.high
+    rows = pr.rows
     last = train.sort("survey_year").group_by("state_code").agg(pl.col("positivity").last())
     held = dict(zip(last["state_code"], last["positivity"], strict=True))
     flat = np.array([held[md.state_codes[i]] for i in rows])
     hw = 1.96 * np.sqrt(flat * (1 - flat) / MODEL1_N)
+    _, _, icc = design_effects(md, train_upto, [])
+    ref = predict_round(md, train, obs, target, q_method="pooled", use_design_effect=False)
+    ref_cal = ranges.calibration(ref.z) if ref is not None else {}
     return {
         **out,
         "states": len(rows),
-        "random_walk_variance_per_year": _r(base.q, 4),
+        "random_walk_variance_per_year": _r(pr.baseline.q, 4),
+        "random_walk_variance_method": pr.baseline.q_method,
+        "cluster_icc": _r(icc, 3),
+        "new_survey_design_effect": _r(pr.baseline.new_survey_deff, 2),
         "spearman": _r(spearman(pred, y)),
         "rmse": _r(float(np.sqrt(np.mean((pred - y) ** 2)))),
         "share_inside_80_range": _r(float(np.mean((lo <= y) & (y <= hi)))),
         "mean_range_width": _r(float(np.mean(hi - lo))),
+        "calibration": ranges.calibration(pr.z),
+        "model_2_reference": {
+            "method": "Q pooled over every change, binomial sampling variance (model 2.0)",
+            "random_walk_variance_per_year": _r(ref.baseline.q, 4) if ref is not None else None,
+            "var_z": ref_cal.get("var_z"),
+            "share_inside_80_range": ref_cal.get("share_inside"),
+        },
         "model_1_reference": {
             "method": "last round held flat, range B +- 1.96 sqrt(B(1-B)/150) (stated as 95 %)",
             "spearman": _r(spearman(flat, y)),
@@ -196,6 +205,8 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, 
         "lga_comparison": lga_comparison(md),
         "baseline": {
             "random_walk_variance_per_year": _r(res.baseline.q, 4),
+            "random_walk_variance_method": res.baseline.q_method,
+            "new_survey_design_effect": _r(res.baseline.new_survey_deff, 2),
             "typical_children_per_state_survey": _r(res.baseline.typical_children, 1),
             "rounds": sorted(int(y) for y in md.rounds["survey_year"].unique()),
         },
