@@ -24,7 +24,7 @@ import numpy as np
 import orjson
 import polars as pl
 
-from pipeline.model import ranges, small_area
+from pipeline.model import national_trend, ranges, small_area
 from pipeline.model import risk as model
 from pipeline.reports import report_command
 from pipeline.sources.incidence import read_incidence
@@ -217,6 +217,17 @@ def small_area_comparison(md: Any, geo: Any, urban_split_deviance: float | None)
     }
 
 
+def national_trend_figures(data_dir: Path, geo: Any) -> dict[str, Any]:
+    """The national trend's derivation checked against the published national figures."""
+    from pipeline.sources.names import state_name_codes
+    from pipeline.sources.survey import read_survey_positivity
+
+    survey = read_survey_positivity(data_dir, state_name_codes(geo.states))
+    zone_pop = {z: float(v) for z, v in geo.states.group_by("zone").agg(pl.col("population").sum()).iter_rows()}
+    state_pop = {c: float(v) for c, v in geo.states.select("state_code", "population").iter_rows()}
+    return national_trend.validation_figures(survey, zone_pop, state_pop)
+
+
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
     sm = md.season
@@ -232,6 +243,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, 
         "map_agreement": map_agreement(md, res, read_incidence(data_dir, geo.states)),
         "lga_comparison": (lga := lga_comparison(md)),
         "lga_small_area": small_area_comparison(md, geo, lga.get("deviance_urban_split")),
+        "national_trend": national_trend_figures(data_dir, geo),
         "baseline": {
             "random_walk_variance_per_year": _r(res.baseline.q, 4),
             "random_walk_variance_method": res.baseline.q_method,
