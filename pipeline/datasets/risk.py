@@ -22,7 +22,7 @@ import polars as pl
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
-from pipeline.model import ranges
+from pipeline.model import ranges, small_area
 from pipeline.model import risk as model
 from pipeline.sources import urban_clusters
 from pipeline.sources.hbhi_microscopy import read_lga_positivity
@@ -70,6 +70,9 @@ class ModelData:
     rain_source: str
     lga_positivity: pl.DataFrame | None  # NDHS 2018 per-LGA observations with lga_code, or None
     clusters: pl.DataFrame | None = None  # survey_year, state, children, positives per urban cluster
+    lga_offsets: small_area.Offsets | None = None  # the small-area model's LGA offsets (None: urban split)
+    lga_covariates: np.ndarray | None = None  # [n_lga, 2] SMALL_AREA_COVARIATES
+    lga_adjacency: np.ndarray | None = None  # [n_lga, n_lga] bool, outlines touching
 
 
 def state_monthly_codes(state: pl.DataFrame, geo: Geography) -> pl.DataFrame:
@@ -175,6 +178,8 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
             hbhi_lga_codes(lga_pos.select("lga", "state"), geo, source="NDHS 2018 LGA positivity"),
             on="lga", how="inner",
         )
+    is_urban = lgas["is_urban"].to_numpy().astype(bool)
+    x, adj = small_area_inputs(geo, is_urban) if lga_pos is not None else (None, None)
     return ModelData(
         periods=periods,
         provisional=provisional,
@@ -194,7 +199,32 @@ def load_model_data(data_dir: Path, geo: Geography) -> ModelData:
         rain_source=rec.source,
         lga_positivity=lga_pos,
         clusters=_cluster_positives(Path(data_dir)),
+        lga_offsets=_lga_offsets(geo, lga_pos, state_idx, x, adj),
+        lga_covariates=x,
+        lga_adjacency=adj,
     )
+
+
+# covariates of the small-area model, in this order (pipeline.model.small_area)
+SMALL_AREA_COVARIATES = ("urban", "log population density")
+
+
+def small_area_inputs(geo: Geography, is_urban: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[n_lga, 2] covariates (urban, log density) and [n_lga, n_lga] adjacency, geo.lgas order."""
+    density = geo.lgas["density_per_km2"].cast(pl.Float64).to_numpy()
+    x = np.column_stack([is_urban.astype(float), np.log(np.maximum(density, 1e-3))])
+    adj = small_area.adjacency([geo.outlines[c] for c in geo.lgas["lga_code"].to_list()])
+    return x, adj
+
+
+def _lga_offsets(geo: Geography, lga_pos: pl.DataFrame | None, state_idx: np.ndarray,
+                 x: np.ndarray | None, adj: np.ndarray | None) -> small_area.Offsets | None:
+    if lga_pos is None or x is None or adj is None or lga_pos.height < small_area.MIN_LGAS:
+        return None
+    row = {c: i for i, c in enumerate(geo.lgas["lga_code"].to_list())}
+    obs_idx = np.array([row[c] for c in lga_pos["lga_code"].to_list()])
+    return small_area.lga_offsets(lga_pos["positivity"].to_numpy(), lga_pos["children"].to_numpy().astype(float),
+                                  obs_idx, x, state_idx, adj)
 
 
 def _cluster_positives(data_dir: Path) -> pl.DataFrame | None:
@@ -318,12 +348,30 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float, deff: dict[int, fl
     return np.array(d), np.array(v), np.array(yrs), np.array(ids, dtype=np.int64)
 
 
-def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> model.Scores:
-    """LGA scores for month indices: urban-split state baseline range x the LGA's c."""
+def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[model.Scores, model.Scores]:
+    """LGA scores for month indices: the state baseline range spread over its LGAs x the LGA's c.
+
+    With the small-area offsets (md.lga_offsets) each LGA sits at its offset from the
+    state on the logit scale, shifted so the state's population-weighted mean stays the
+    state's baseline; its range adds the offset's own variance. Without them (no LGA survey
+    file in the data load) the urban split. Returns (published LGA scores, the same without
+    the LGA variance: what the state's own range aggregates from).
+    """
     centre, low, high = model.baseline_range(base, np.array(months))
-    split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
     c = md.lga_c[:, [m % 12 for m in months]]
-    return model.scores(split[0], split[1], split[2], c)
+    off = md.lga_offsets
+    if off is None:
+        split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
+        s = model.scores(split[0], split[1], split[2], c)
+        return s, s
+    ls = model.logit(centre)
+    sd_state = ((model.logit(high) - ls) / model.Z_RANGE)[md.state_idx]
+    lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
+    sd_lga = np.sqrt(sd_state**2 + off.var[:, None])
+    mid = model.expit(lg)
+    published = model.scores(mid, model.expit(lg - model.Z_RANGE * sd_lga), model.expit(lg + model.Z_RANGE * sd_lga), c)
+    state_only = model.scores(mid, model.expit(lg - model.Z_RANGE * sd_state), model.expit(lg + model.Z_RANGE * sd_state), c)
+    return published, state_only
 
 
 @dataclass(frozen=True)
@@ -346,22 +394,23 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     est_m = [month_index(p) for p in md.periods]
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
     base = fit_baseline(md, rounds, fc_m[-1])
-    both = lga_scores(md, base, est_m + fc_m)
+    both, for_states = lga_scores(md, base, est_m + fc_m)
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
     n_states = len(md.state_codes)
 
-    def agg(s: model.Scores) -> model.Scores:
-        return model.Scores(*(model.aggregate(x, md.state_idx, md.population, n_states) for x in (s.score, s.low, s.high)))
+    def agg(s: model.Scores, cols: slice) -> model.Scores:
+        return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
+                              for x in (s.score, s.low, s.high)))
 
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
         lga=est,
         lga_fc=fc,
-        state=agg(est),
-        state_fc=agg(fc),
+        state=agg(for_states, slice(0, k)),
+        state_fc=agg(for_states, slice(k, None)),
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
     )

@@ -189,32 +189,36 @@ def lga_comparison(md: Any) -> dict[str, Any]:
     return res
 
 
-def small_area_comparison(md: Any, geo: Any, urban_split_deviance: float | None) -> dict[str, Any]:
+def small_area_comparison(md: Any, urban_split_deviance: float | None) -> dict[str, Any]:
     """Leave-one-LGA-out deviance of the small-area model (pipeline.model.small_area), every
-    parameter refitted without the held-out LGA, beside the published urban split."""
+    parameter refitted without the held-out LGA, beside the urban split; and the fitted
+    constants of the published model."""
+    from pipeline.datasets.risk import SMALL_AREA_COVARIATES
+
     lp = md.lga_positivity
-    if lp is None or lp.height < 10:
-        return {"lgas": 0, "note": "LGA observations absent from this data load"}
+    if lp is None or md.lga_adjacency is None or lp.height < small_area.MIN_LGAS:
+        return {"lgas": 0, "note": "LGA observations absent from this data load: LGAs use the urban split"}
     row = {c: i for i, c in enumerate(md.lga_codes)}
     gi = np.array([row[c] for c in lp["lga_code"].to_list()])
-    outlines = [geo.outlines[c] for c in md.lga_codes]
-    adj = small_area.adjacency(outlines)[np.ix_(gi, gi)]
-    density = geo.lgas["density_per_km2"].cast(pl.Float64).to_numpy()
-    x = np.column_stack([md.is_urban[gi].astype(float), np.log(np.maximum(density[gi], 1e-3))])
+    adj = md.lga_adjacency[np.ix_(gi, gi)]
     p = lp["positivity"].to_numpy()
     n = lp["children"].to_numpy().astype(float)
-    figs = small_area.validation_figures(p, n, x, md.state_idx[gi], adj)
+    figs = small_area.validation_figures(p, n, md.lga_covariates[gi], md.state_idx[gi], adj)
     beats = urban_split_deviance is not None and figs["deviance_small_area"] < urban_split_deviance
-    return {
+    out = {
         "lgas": int(gi.size),
-        "covariates": ["urban", "log population density"],
+        "covariates": list(SMALL_AREA_COVARIATES),
         "neighbours": "LGAs whose outlines touch (within 0.001 degrees)",
-        "cross_validation": "leave one LGA out; state levels, covariate effects, between-LGA variance, the "
-                            "neighbours' residuals and the neighbour coefficient refitted without it",
+        "cross_validation": "leave one LGA out; state levels, covariate centring, covariate and neighbour "
+                            "coefficients, between-LGA variance and the neighbours' residuals refitted without it",
         **figs,
         "deviance_urban_split": urban_split_deviance,
         "small_area_beats_urban_split": bool(beats),
+        "published": "small-area model" if md.lga_offsets is not None else "urban split",
     }
+    if md.lga_offsets is not None:
+        out["published_model"] = small_area.published_figures(md.lga_offsets, list(SMALL_AREA_COVARIATES))
+    return out
 
 
 def national_trend_figures(data_dir: Path, geo: Any) -> dict[str, Any]:
@@ -242,7 +246,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any) -> dict[str, 
         "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
         "map_agreement": map_agreement(md, res, read_incidence(data_dir, geo.states)),
         "lga_comparison": (lga := lga_comparison(md)),
-        "lga_small_area": small_area_comparison(md, geo, lga.get("deviance_urban_split")),
+        "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),
         "national_trend": national_trend_figures(data_dir, geo),
         "baseline": {
             "random_walk_variance_per_year": _r(res.baseline.q, 4),
