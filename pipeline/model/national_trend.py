@@ -134,7 +134,7 @@ def validation_figures(survey: pl.DataFrame, zone_population: Mapping[str, float
         z = zm.filter(pl.col("survey_year") == y, pl.col("test") == t)
         s = st.filter(pl.col("survey_year") == y, pl.col("test") == t).unique(subset=["state_code"], keep="first")
         s_mean = None
-        if s.height == len(state_population):
+        if state_population and s.height == len(state_population):
             w = np.array([state_population[c] for c in s["state_code"]])
             s_mean = float(np.sum(s["positivity"].to_numpy() * w) / w.sum())
         checks.append({
