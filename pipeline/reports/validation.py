@@ -37,8 +37,8 @@ NOT_VALIDATED = [
     "Month-to-month rain anomalies: no term for them, because the data here give no evidence of skill "
     "(rainfall does not explain changes in prevalence between survey rounds); the score's monthly pattern "
     "is the climatological season only.",
-    "LGA differences beyond the urban split: the only LGA observations (NDHS 2018, 1-108 children each) are "
-    "used to test the split, not published as estimates.",
+    "LGA differences over time: one LGA survey (NDHS 2018, 1-108 children each) sets every LGA's position "
+    "within its state; an LGA's own-data part of its published value is not covered by the leave-one-out check.",
     "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
     "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
 ]
@@ -276,12 +276,24 @@ def markdown(r: dict[str, Any], command: str) -> str:
         ref = h.get("model_1_reference", {})
         lines.append(f"| <= {h['trained_on_rounds_up_to']} | {h['predicted_round']} | {h['states']} | {h.get('spearman')} | "
                      f"{h.get('rmse')} | {h.get('share_inside_80_range')} | {ref.get('spearman')} | {ref.get('share_inside_95_range')} |")
+    lines += ["", "| predicts | Q method | var(z) | inside 80 % | Model 2 var(z) | Model 2 inside 80 % |",
+              "|---|---|---|---|---|---|"]
+    for h in r["held_out_rounds"]:
+        cal, ref2 = h.get("calibration", {}), h.get("model_2_reference", {})
+        lines.append(f"| {h['predicted_round']} | {h.get('random_walk_variance_method')} | {cal.get('var_z')} | "
+                     f"{h.get('share_inside_80_range')} | {ref2.get('var_z')} | {ref2.get('share_inside_80_range')} |")
     lines += ["", "## (c) Agreement with the MAP-style incidence (a check, not an input)", "",
               "| year | states | Spearman |", "|---|---|---|"]
     lines += [f"| {y['year']} | {y['states']} | {y['spearman']} |" for y in r["map_agreement"]["years"]]
     lines += ["", r["map_agreement"]["note"], "", "## (d) LGAs: leave-one-LGA-out, NDHS 2018", ""]
     lc = r["lga_comparison"]
     lines += [f"`{k}`: {v}" + "  " for k, v in lc.items()]
+    lines += ["", "Small-area model (leave one LGA out, every parameter refitted):", ""]
+    lines += [f"`{k}`: {v}" + "  " for k, v in r["lga_small_area"].items() if not isinstance(v, dict)]
+    lines += ["", "## National survey trend: derivation checked", ""]
+    lines += [f"- {c['survey_year']} {c['test']}: published {c['published']}, from zones {c['from_zones']}, "
+              f"from states {c['from_states']}" for c in r["national_trend"]["published_vs_population_weighted"]]
+    lines += [f"- {a['survey_year']}: {a['note']}" for a in r["national_trend"]["assumed_tests"]]
     lines += ["", "## Not validated", ""] + [f"- {x}" for x in r["not_validated"]] + [""]
     return "\n".join(lines)
 
