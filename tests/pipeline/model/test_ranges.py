@@ -9,9 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from pipeline.model import ranges
+from pipeline.model import ranges, small_area
 from pipeline.model import risk as model
-from pipeline.model import small_area
 
 
 def test_drift_removed_q_ignores_a_common_shift_the_pooled_q_absorbs():
