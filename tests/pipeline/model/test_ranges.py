@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
@@ -81,6 +81,7 @@ def test_choose_method_takes_the_one_closest_to_one_on_the_log_scale():
     delta=arrays(np.float64, (5,), elements=st.floats(-2, 2)),
     lga_var=arrays(np.float64, (5,), elements=st.floats(0, 2)),
 )
+@example(mean=np.ones((2, 6)), var=np.zeros((2, 6)), deff=1.0, delta=np.full(5, 2.0), lga_var=np.zeros(5))
 def test_lga_ranges_hold_the_score_and_are_wider_than_the_state_part(mean, var, deff, delta, lga_var):
     """The published LGA construction (datasets/risk.lga_scores): centre shifted to keep the
     state's mean, range from the state's variance plus the LGA offset's."""
