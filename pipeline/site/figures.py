@@ -105,8 +105,9 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     for name in ("neighbour_residual_coefficient", "neighbour_state_level_coefficient",
                  "between_lga_variance_logit", "lgas_from_covariates_and_neighbours"):
         put(f"lga_small_area.{name}", fitted.get(name))
-    for name, value in (fitted.get("covariates") or {}).items():
-        put(f"lga_small_area.coefficient_{name.replace(' ', '_')}", value)
+    covariates = fitted.get("covariates") or {}
+    for name in ("urban", "log population density"):  # always named, so a page never quotes an unknown figure
+        put(f"lga_small_area.coefficient_{name.replace(' ', '_')}", covariates.get(name))
     base = report.get("baseline", {})
     for name in ("random_walk_variance_method", "new_survey_design_effect"):
         put(f"baseline.{name}", base.get(name))
