@@ -21,7 +21,9 @@ from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
+from pipeline.model import ranges, small_area
 from pipeline.model import risk as model
+from pipeline.sources import urban_clusters
 from pipeline.sources.inputs import Inputs
 from pipeline.sources.names import state_code_for
 
@@ -65,6 +67,10 @@ class ModelData:
     months: month_terms.MonthEvidence | None  # the pre-registered tests on the dated series, or None
     rain_source: str
     lga_positivity: pl.DataFrame | None  # NDHS 2018 per-LGA observations with lga_code, or None
+    clusters: pl.DataFrame | None = None  # survey_year, state, children, positives per urban cluster
+    lga_offsets: small_area.Offsets | None = None  # the small-area model's LGA offsets (None: urban split)
+    lga_covariates: np.ndarray | None = None  # [n_lga, 2] SMALL_AREA_COVARIATES
+    lga_adjacency: np.ndarray | None = None  # [n_lga, n_lga] bool, outlines touching
 
 
 def state_monthly_codes(state: pl.DataFrame, geo: Geography) -> pl.DataFrame:
@@ -175,6 +181,8 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
             hbhi_lga_codes(lga_pos.select("lga", "state"), geo, source="NDHS 2018 LGA positivity"),
             on="lga", how="inner",
         )
+    is_urban = lgas["is_urban"].to_numpy().astype(bool)
+    x, adj = small_area_inputs(geo, is_urban) if lga_pos is not None else (None, None)
     return ModelData(
         periods=periods,
         provisional=provisional,
@@ -195,29 +203,141 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         months=evidence,
         rain_source=rec.source,
         lga_positivity=lga_pos,
+        clusters=_cluster_positives(Path(data_dir)),
+        lga_offsets=_lga_offsets(geo, lga_pos, state_idx, x, adj),
+        lga_covariates=x,
+        lga_adjacency=adj,
     )
 
 
-def fit_baseline(md: ModelData, rounds: pl.DataFrame, last_month: int) -> model.Baseline:
+# covariates of the small-area model, in this order (pipeline.model.small_area)
+SMALL_AREA_COVARIATES = ("urban", "log population density")
+
+
+def small_area_inputs(geo: Geography, is_urban: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """[n_lga, 2] covariates (urban, log density) and [n_lga, n_lga] adjacency, geo.lgas order."""
+    density = geo.lgas["density_per_km2"].cast(pl.Float64).to_numpy()
+    x = np.column_stack([is_urban.astype(float), np.log(np.maximum(density, 1e-3))])
+    adj = small_area.adjacency([geo.outlines[c] for c in geo.lgas["lga_code"].to_list()])
+    return x, adj
+
+
+def _lga_offsets(geo: Geography, lga_pos: pl.DataFrame | None, state_idx: np.ndarray,
+                 x: np.ndarray | None, adj: np.ndarray | None) -> small_area.Offsets | None:
+    if lga_pos is None or x is None or adj is None or lga_pos.height < small_area.MIN_LGAS:
+        return None
+    row = {c: i for i, c in enumerate(geo.lgas["lga_code"].to_list())}
+    obs_idx = np.array([row[c] for c in lga_pos["lga_code"].to_list()])
+    return small_area.lga_offsets(lga_pos["positivity"].to_numpy(), lga_pos["children"].to_numpy().astype(float),
+                                  obs_idx, x, state_idx, adj)
+
+
+def _cluster_positives(data_dir: Path) -> pl.DataFrame | None:
+    path = data_dir / urban_clusters.CLUSTERS_CSV
+    return urban_clusters.read_cluster_positives(path) if path.exists() else None
+
+
+def design_effects(md: ModelData, upto_year: int, years: list[int]) -> tuple[dict[int, float], float, float]:
+    """Design effect per round and of a new survey, from the clusters of rounds <= upto_year
+    only (so a held-out round never informs its own range): (per round, new survey, icc)."""
+    cl = md.clusters
+    if cl is None or cl.height == 0:
+        return {int(y): 1.0 for y in years}, 1.0, 0.0
+    cl = cl.filter(pl.col("survey_year") <= upto_year)
+    if cl.height == 0:
+        return {int(y): 1.0 for y in years}, 1.0, 0.0
+    icc = ranges.cluster_icc(
+        cl["children"].to_numpy(), cl["positives"].to_numpy(),
+        (cl["survey_year"].cast(pl.Utf8) + "|" + cl["state"]).to_numpy(),
+    )
+    size = dict(cl.group_by("survey_year").agg(pl.col("children").mean()).iter_rows())
+    per, new = ranges.round_design_effects(size, icc, [int(y) for y in years])
+    return per, new, icc
+
+
+def fit_baseline(md: ModelData, rounds: pl.DataFrame, last_month: int, q_method: str | None = None,
+                 use_design_effect: bool = True) -> model.Baseline:
     """The state baselines from `rounds` on the grid GRID_START..last_month.
 
     The random-walk variance comes from consecutive rounds of the same state; with fewer
-    than MIN_PAIRS of them (a data load with one state round), from the zone rounds.
+    than MIN_PAIRS of them (a data load with one state round), from the zone rounds. How
+    it is estimated (pipeline.model.ranges.Q_METHODS) is `q_method`, or, when None, chosen
+    by the nested check on `rounds` alone (choose_q_method). `use_design_effect=False`
+    gives Model 2's binomial sampling variance (the validation report's reference row).
     """
     t0 = month_index(GRID_START)
-    obs = model.observations(rounds, md.state_codes, md.state_c, t0, last_month)
-    d, v, yrs = model.state_pairs(obs)
+    upto = int(rounds["survey_year"].to_numpy().max())
+    years = sorted({int(y) for y in rounds["survey_year"].to_list()} | {int(y) for y in md.zone_rounds["survey_year"]})
+    deff, new_deff, _ = design_effects(md, upto, years) if use_design_effect else ({}, 1.0, 0.0)
+    obs = model.observations(rounds, md.state_codes, md.state_c, t0, last_month, deff)
+    d, v, yrs, ids = model.state_pair_intervals(obs)
     if d.size < model.MIN_PAIRS:
-        d, v, yrs = zone_pairs(md, int(rounds["survey_year"].to_numpy().max()), obs.typical_children)
-    return model.smooth(obs, model.random_walk_variance(d, v, yrs))
+        d, v, yrs, ids = zone_pairs(md, upto, obs.typical_children, deff)
+    method = q_method or choose_q_method(md, rounds)
+    return model.smooth(obs, ranges.estimate_q(method, d, v, yrs, ids), new_deff, method)
 
 
-def zone_pairs(md: ModelData, upto_year: int, typical: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Consecutive-round differences of zone logits up to `upto_year`; a zone's sample is
-    taken as its number of states times a state's."""
+@dataclass(frozen=True)
+class RoundPrediction:
+    """A held-out round predicted from earlier rounds: states scored, observed and
+    predicted positivity (with the range), and z on the logit scale."""
+
+    rows: list[int]
+    observed: np.ndarray
+    predicted: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    z: np.ndarray
+    baseline: model.Baseline
+
+
+def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, target_year: int,
+                  q_method: str | None = None, use_design_effect: bool = True) -> RoundPrediction | None:
+    """Predict `target` (one round) from `train` (earlier rounds); None if nothing to score."""
+    have = set(train["state_code"]) & set(target["state_code"])
+    if train.height == 0 or not have:
+        return None
+    mid = model.round_month(target_year)
+    base = fit_baseline(md, train, mid + 2, q_method, use_design_effect)
+    cols = np.array([mid]) - base.t0
+    centre, low, high = model.baseline_range(base, np.array([mid]))
+    cf = model.fieldwork_factor(md.state_c, target_year)
+    rows = [i for i, c in enumerate(md.state_codes) if c in have]
+    y_of = dict(zip(target["state_code"], target["positivity"], strict=False))
+    y = np.array([y_of[md.state_codes[i]] for i in rows], dtype=float)
+    m, v = base.mean[rows, cols[0]], base.var[rows, cols[0]]
+    s2 = model.binomial_logit_var(model.expit(m), base.typical_children) * base.new_survey_deff
+    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2)
+    pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
+    return RoundPrediction(rows, y, pred, lo, hi, z, base)
+
+
+def inner_var_z(md: ModelData, rounds: pl.DataFrame, q_method: str) -> list[float]:
+    """var(z) of every round of `rounds` predicted from its earlier rounds with `q_method`."""
+    years = sorted({int(y) for y in rounds["survey_year"].to_list()})
+    out = []
+    for target in years[1:]:
+        pr = predict_round(md, rounds.filter(pl.col("survey_year") < target),
+                           rounds.filter(pl.col("survey_year") == target), target, q_method)
+        cal = ranges.calibration(pr.z) if pr is not None else {"var_z": None}
+        if cal["var_z"]:
+            out.append(float(cal["var_z"]))
+    return out
+
+
+def choose_q_method(md: ModelData, rounds: pl.DataFrame) -> str:
+    """Nested choice of how Q is estimated, from `rounds` only (never a later round)."""
+    return ranges.choose_method({m: inner_var_z(md, rounds, m) for m in ranges.Q_METHODS})
+
+
+def zone_pairs(md: ModelData, upto_year: int, typical: float, deff: dict[int, float] | None = None,
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Consecutive-round differences of zone logits up to `upto_year` (with interval ids);
+    a zone's sample is taken as its number of states times a state's."""
     zr = md.zone_rounds.filter(pl.col("survey_year") <= upto_year)
     per_zone = {z: md.zones.count(z) for z in set(md.zones)}
-    d, v, yrs = [], [], []
+    f = deff or {}
+    d, v, yrs, ids = [], [], [], []
     for (zone,), g in zr.group_by("area", maintain_order=True):
         y = g["survey_year"].to_numpy()
         p = g["positivity"].to_numpy()
@@ -225,21 +345,42 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float) -> tuple[np.ndarra
             continue
         z = model.logit(p)
         var = model.binomial_logit_var(p, typical * max(per_zone.get(zone, 1), 1))
+        var = var * np.array([f.get(int(t), 1.0) for t in y])
         d += list(np.diff(z))
         v += list(var[1:] + var[:-1])
         yrs += list(np.diff(y).astype(float))
-    return np.array(d), np.array(v), np.array(yrs)
+        ids += list(y[:-1].astype(np.int64) * 10000 + y[1:])
+    return np.array(d), np.array(v), np.array(yrs), np.array(ids, dtype=np.int64)
 
 
-def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> model.Scores:
-    """LGA scores for month indices: urban-split state baseline range x the LGA's c x, in an
-    estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast)."""
+def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[model.Scores, model.Scores]:
+    """LGA scores for month indices: the state baseline range spread over its LGAs x the LGA's c x, in
+    an estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast).
+
+    With the small-area offsets (md.lga_offsets) each LGA sits at its offset from the
+    state on the logit scale, shifted so the state's population-weighted mean stays the
+    state's baseline; its range adds the offset's own variance. Without them (no LGA survey
+    file in the data load) the urban split. Returns (published LGA scores, the same without
+    the LGA variance: what the state's own range aggregates from).
+    """
     centre, low, high = model.baseline_range(base, np.array(months))
-    split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
     c = md.lga_c[:, [m % 12 for m in months]]
     col = {month_index(p): j for j, p in enumerate(md.periods)}
     f = np.stack([md.rain_factor[:, col[m]] if m in col else np.ones(len(md.lga_codes)) for m in months], axis=1)
-    return model.scores(split[0], split[1], split[2], c * f)
+    c = c * f
+    off = md.lga_offsets
+    if off is None:
+        split = [model.urban_split(x, md.population, md.is_urban, md.state_idx, md.urban_ratio) for x in (centre, low, high)]
+        s = model.scores(split[0], split[1], split[2], c)
+        return s, s
+    ls = model.logit(centre)
+    sd_state = ((model.logit(high) - ls) / model.Z_RANGE)[md.state_idx]
+    lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
+    sd_lga = np.sqrt(sd_state**2 + off.var[:, None])
+    mid = model.expit(lg)
+    published = model.scores(mid, model.expit(lg - model.Z_RANGE * sd_lga), model.expit(lg + model.Z_RANGE * sd_lga), c)
+    state_only = model.scores(mid, model.expit(lg - model.Z_RANGE * sd_state), model.expit(lg + model.Z_RANGE * sd_state), c)
+    return published, state_only
 
 
 @dataclass(frozen=True)
@@ -262,22 +403,23 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     est_m = [month_index(p) for p in md.periods]
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
     base = fit_baseline(md, rounds, fc_m[-1])
-    both = lga_scores(md, base, est_m + fc_m)
+    both, for_states = lga_scores(md, base, est_m + fc_m)
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
     n_states = len(md.state_codes)
 
-    def agg(s: model.Scores) -> model.Scores:
-        return model.Scores(*(model.aggregate(x, md.state_idx, md.population, n_states) for x in (s.score, s.low, s.high)))
+    def agg(s: model.Scores, cols: slice) -> model.Scores:
+        return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
+                              for x in (s.score, s.low, s.high)))
 
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
         lga=est,
         lga_fc=fc,
-        state=agg(est),
-        state_fc=agg(fc),
+        state=agg(for_states, slice(0, k)),
+        state_fc=agg(for_states, slice(k, None)),
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
     )

@@ -22,7 +22,7 @@ import polars as pl
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import season_cv
+from pipeline.model import national_trend, season_cv
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
@@ -269,17 +269,41 @@ def one_row_per_round(survey_rows: pl.DataFrame, test: str = SURVEY_TEST) -> pl.
     )
 
 
-def survey_trends(survey_rows: pl.DataFrame) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
-    """National trend (with urban/rural) and per-state trends keyed by state_code."""
+def survey_trends(
+    survey_rows: pl.DataFrame, zone_population: dict[str, float] | None = None,
+) -> tuple[list[dict[str, Any]], dict[str, list[dict[str, Any]]]]:
+    """National trend (with urban/rural) and per-state trends keyed by state_code.
+
+    The national trend is the microscopy series of pipeline.model.national_trend (one test
+    only; a round without a national figure gets its zones' population-weighted mean,
+    labelled `derived`); `national_survey_trends` gives both series.
+    """
     rows = one_row_per_round(survey_rows)
-    national = survey_entries(
-        rows.filter(pl.col("level") == "national"), rows.filter(pl.col("level") == "residence")
-    )
+    national = national_survey_trends(survey_rows, zone_population or {})[SURVEY_TEST]
     states = {
         code: survey_entries(part)
         for (code,), part in rows.filter(pl.col("level") == "state").group_by("state_code", maintain_order=True)
     }
     return national, states
+
+
+def national_survey_trends(survey_rows: pl.DataFrame, zone_population: dict[str, float]) -> dict[str, list[dict[str, Any]]]:
+    """Per test (microscopy, RDT): that test's national entries, each with urban/rural of the
+    same test and the additive `derived`, `derived_from` and `test_note` fields."""
+    nat = national_trend.consistent_rows(survey_rows, zone_population)
+    residence = nat.filter(pl.col("level") == "residence")
+    out = {}
+    for test in national_trend.TESTS:
+        part = one_row_per_round(national_trend.series(nat, test), test)
+        extra = {r["survey_year"]: r for r in part.iter_rows(named=True)}
+        entries = survey_entries(part, residence)
+        out[test] = [
+            {**e, "derived": bool(extra[e["survey_year"]]["derived"]),
+             "derived_from": extra[e["survey_year"]]["derived_from"],
+             "test_note": extra[e["survey_year"]]["test_note"]}
+            for e in entries
+        ]
+    return out
 
 
 # --- producer ----------------------------------------------------------------------------
@@ -373,9 +397,13 @@ def produce(ctx: BuildContext) -> Produced:
 
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     survey_rows = ctx.inputs.survey
-    nat_trend, state_trends = survey_trends(survey_rows)
+    zone_pop = {z: float(v) for z, v in states.group_by("zone").agg(pl.col("population").sum()).iter_rows()}
+    nat_series = national_survey_trends(survey_rows, zone_pop)
+    nat_trend, state_trends = nat_series[SURVEY_TEST], survey_trends(survey_rows, zone_pop)[1]
     # survey sample (pipeline/datasets/survey_sample.py): additive lower bounds, small_sample where certain
-    nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, survey_sample.read_bounds(data_dir, states))
+    bounds = survey_sample.read_bounds(data_dir, states)
+    nat_rdt, _ = survey_sample.attach(nat_series["RDT"], {}, bounds)
+    nat_trend, state_trends = survey_sample.attach(nat_trend, state_trends, bounds)
 
     sources = {
         "rainfall": rainfall.CHIRPS_SOURCE,
@@ -404,7 +432,7 @@ def produce(ctx: BuildContext) -> Produced:
             "peak_window_share_of_peak": national["peak_window"] and float(peak_window_share_of(nat_floor)),
             "parameters_fitted_to_series": sm.fitted_to,
         },
-        "national": {"season": national, "survey_trend": nat_trend},
+        "national": {"season": national, "survey_trend": nat_trend, "survey_trend_rdt": nat_rdt},
         "states": [
             {
                 "state_code": code,

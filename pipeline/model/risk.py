@@ -25,6 +25,7 @@ reason for every constant; the constants below are the single source.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from statistics import NormalDist
 
@@ -121,12 +122,18 @@ class Observations:
     typical_children: float  # children a new state survey would test
 
 
-def observations(rounds: pl.DataFrame, state_codes: list[str], c_state: np.ndarray, t0: int, t1: int) -> Observations:
+def observations(
+    rounds: pl.DataFrame, state_codes: list[str], c_state: np.ndarray, t0: int, t1: int,
+    design_effects: Mapping[int, float] | None = None,
+) -> Observations:
     """Place each round (state_code, survey_year, positivity, children) on the grid t0..t1.
 
     The positivity is divided by the mean of the state's c over the fieldwork months,
-    so what enters the baseline is the annual-mean level the round implies.
+    so what enters the baseline is the annual-mean level the round implies. The sampling
+    variance is binomial times the round's design effect (pipeline.model.ranges; 1 where
+    none is given).
     """
+    deff = design_effects or {}
     n_states, width = len(state_codes), t1 - t0 + 1
     z = np.full((n_states, width), np.nan)
     var = np.full((n_states, width), np.nan)
@@ -141,7 +148,7 @@ def observations(rounds: pl.DataFrame, state_codes: list[str], c_state: np.ndarr
         p = float(r["positivity"]) / float(fieldwork_factor(c_state[i], r["survey_year"]))
         n = r.get("children") or typical
         z[i, col] = float(logit(np.array(p)))
-        var[i, col] = float(binomial_logit_var(np.array(p), n))
+        var[i, col] = float(binomial_logit_var(np.array(p), n)) * float(deff.get(int(r["survey_year"]), 1.0))
     return Observations(z, var, t0, typical)
 
 
@@ -155,13 +162,22 @@ def random_walk_variance(pairs_d: np.ndarray, pairs_var: np.ndarray, pairs_years
 
 def state_pairs(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Differences, summed sampling variances and years between consecutive rounds of each state."""
-    d, v, yrs = [], [], []
+    d, v, yrs, _ = state_pair_intervals(obs)
+    return d, v, yrs
+
+
+def state_pair_intervals(obs: Observations) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """state_pairs plus an interval id per pair (the two rounds' columns), so that the
+    national drift of each interval can be told from the states' own moves."""
+    d, v, yrs, ids = [], [], [], []
+    width = obs.z.shape[1]
     for zrow, vrow in zip(obs.z, obs.var, strict=True):
         cols = np.flatnonzero(np.isfinite(zrow))
         d += list(np.diff(zrow[cols]))
         v += list(vrow[cols][1:] + vrow[cols][:-1])
         yrs += list(np.diff(cols) / 12.0)
-    return np.array(d), np.array(v), np.array(yrs)
+        ids += list(cols[:-1] * width + cols[1:])
+    return np.array(d), np.array(v), np.array(yrs), np.array(ids, dtype=np.int64)
 
 
 @dataclass(frozen=True)
@@ -171,9 +187,11 @@ class Baseline:
     t0: int
     q: float  # random-walk variance per year
     typical_children: float
+    new_survey_deff: float = 1.0  # design effect of a new state survey (pipeline.model.ranges)
+    q_method: str = "pooled"
 
 
-def smooth(obs: Observations, q_year: float) -> Baseline:
+def smooth(obs: Observations, q_year: float, new_survey_deff: float = 1.0, q_method: str = "pooled") -> Baseline:
     """Kalman filter and RTS smoother of a random walk, all states at once.
 
     Loops over months (one vector operation per month for every state); months without
@@ -200,7 +218,7 @@ def smooth(obs: Observations, q_year: float) -> Baseline:
         g = vf[:, t] / vp
         ms[:, t] = mf[:, t] + g * (ms[:, t + 1] - mf[:, t])
         vs[:, t] = vf[:, t] + g**2 * (vs[:, t + 1] - vp)
-    return Baseline(ms, vs, obs.t0, q_year, obs.typical_children)
+    return Baseline(ms, vs, obs.t0, q_year, obs.typical_children, new_survey_deff, q_method)
 
 
 @dataclass(frozen=True)
@@ -215,7 +233,7 @@ def baseline_range(b: Baseline, months: np.ndarray) -> tuple[np.ndarray, np.ndar
     cols = np.asarray(months) - b.t0
     m, v = b.mean[:, cols], b.var[:, cols]
     centre = expit(m)
-    sd = np.sqrt(v + binomial_logit_var(centre, b.typical_children))
+    sd = np.sqrt(v + binomial_logit_var(centre, b.typical_children) * b.new_survey_deff)
     return centre, expit(m - Z_RANGE * sd), expit(m + Z_RANGE * sd)
 
 

@@ -107,6 +107,13 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
             put(f"held_out_{year}.{name}", h.get(name))
         for name in ("spearman", "rmse", "share_inside_95_range"):
             put(f"held_out_{year}.model_1_{name}", ref.get(name))
+        put(f"held_out_{year}.random_walk_variance_method", h.get("random_walk_variance_method"))
+        put(f"held_out_{year}.new_survey_design_effect", h.get("new_survey_design_effect"))
+        put(f"held_out_{year}.cluster_icc", h.get("cluster_icc"))
+        put(f"held_out_{year}.var_z", (h.get("calibration") or {}).get("var_z"))
+        ref2 = h.get("model_2_reference", {})
+        for name in ("var_z", "share_inside_80_range", "random_walk_variance_per_year"):
+            put(f"held_out_{year}.model_2_{name}", ref2.get(name))
     agree = {y.get("year"): y for y in report.get("map_agreement", {}).get("years", [])}
     for year in (2018, 2019):
         put(f"map_{year}.spearman", agree.get(year, {}).get("spearman"))
@@ -115,7 +122,20 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
                  "deviance_urban_ratio_fitted_to_lgas", "urban_ratio_fitted_to_lgas", "urban_lgas", "urban_ratio",
                  "urban_split_beats_state_value"):
         put(f"lga.{name}", lga.get(name))
+    small = report.get("lga_small_area", {})
+    for name in ("lgas", "deviance_small_area", "deviance_small_area_no_neighbours", "small_area_beats_urban_split",
+                 "published"):
+        put(f"lga_small_area.{name}", small.get(name))
+    fitted = small.get("published_model", {})
+    for name in ("neighbour_residual_coefficient", "neighbour_state_level_coefficient",
+                 "between_lga_variance_logit", "lgas_from_covariates_and_neighbours"):
+        put(f"lga_small_area.{name}", fitted.get(name))
+    covariates = fitted.get("covariates") or {}
+    for name in ("urban", "log population density"):  # always named, so a page never quotes an unknown figure
+        put(f"lga_small_area.coefficient_{name.replace(' ', '_')}", covariates.get(name))
     base = report.get("baseline", {})
+    for name in ("random_walk_variance_method", "new_survey_design_effect"):
+        put(f"baseline.{name}", base.get(name))
     for name in ("random_walk_variance_per_year", "typical_children_per_state_survey"):
         put(f"baseline.{name}", base.get(name))
     months = report.get("months") or {}

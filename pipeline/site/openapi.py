@@ -296,7 +296,14 @@ def resource_schemas() -> dict[str, Schema]:
         **survey,
         "urban": _share("Urban positivity.", nullable=True),
         "rural": _share("Rural positivity.", nullable=True),
-    }, description="SPEC 2.7, national entry (with urban and rural).")
+        "derived": {"type": "boolean", "description": "true where no national figure of this test was "
+                    "published for the round and the entry is the population-weighted mean of its zone figures "
+                    "(additive)."},
+        "derived_from": _nullable("string", "What a derived entry was computed from; null for a published "
+                                  "figure (additive)."),
+        "test_note": _nullable("string", "How the test of a figure whose source does not name it was checked "
+                               "(additive)."),
+    }, description="SPEC 2.7, national entry (with urban and rural); one test per series.")
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
@@ -357,7 +364,11 @@ def resource_schemas() -> dict[str, Schema]:
         "method": _ref("TransmissionMethod"),
         "national": _obj({
             "season": _ref("Season"),
-            "survey_trend": {"type": "array", "items": _ref("NationalSurveyTrendEntry")},
+            "survey_trend": {"type": "array", "items": _ref("NationalSurveyTrendEntry"),
+                             "description": "Microscopy only, one entry per round (derived where marked)."},
+            "survey_trend_rdt": {"type": "array", "items": _ref("NationalSurveyTrendEntry"),
+                                 "description": "RDT only, one entry per round (derived where marked; "
+                                 "additive). RDT reads higher than microscopy: compare within a series."},
         }),
         "states": {"type": "array", "items": _obj({
             "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),

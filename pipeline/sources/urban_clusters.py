@@ -53,3 +53,31 @@ def read_urban_clusters(path: Path) -> pl.DataFrame:
         if bad.height:
             raise InputError(path, reason, row=int(bad["row"][0]))
     return out.drop("child_6_59_tested_malaria").with_columns(pl.col("children").cast(pl.Int64))
+
+
+def read_cluster_positives(path: Path) -> pl.DataFrame:
+    """survey_year, state, children, positives per urban cluster with a microscopy result.
+
+    Used only for the intra-cluster correlation of positivity (pipeline.model.ranges):
+    rows where either count is NA are dropped; a count that is not a whole number, or
+    positives above children, is an input error.
+    """
+    frame = read_text_columns(path, ["dhs_year", "shstate", "child_6_59_tested_malaria", "positives"]).with_row_index(
+        "row", offset=2
+    )
+    out = frame.filter(
+        (pl.col("child_6_59_tested_malaria") != "NA") & (pl.col("positives") != "NA")
+    ).select(
+        pl.col("dhs_year").cast(pl.Int64, strict=False).alias("survey_year"),
+        pl.col("shstate").alias("state"),
+        pl.col("child_6_59_tested_malaria").cast(pl.Float64, strict=False).alias("children"),
+        pl.col("positives").cast(pl.Float64, strict=False).alias("positives"),
+        pl.col("row").cast(pl.Int64),
+    )
+    bad = out.filter(
+        pl.col("survey_year").is_null() | pl.col("children").is_null() | pl.col("positives").is_null()
+        | (pl.col("positives") > pl.col("children")) | (pl.col("positives") < 0)
+    )
+    if bad.height:
+        raise InputError(path, "dhs_year, child_6_59_tested_malaria or positives not valid counts", row=int(bad["row"][0]))
+    return out.filter(pl.col("children") > 0).drop("row")

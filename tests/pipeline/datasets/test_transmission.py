@@ -176,7 +176,7 @@ def test_states_document_shape_and_order(produced) -> None:
     assert nat["high_season_share_of_peak"] == round(nat["seasonal_floor"] + (1 - nat["seasonal_floor"]) / 2, 3)
     assert m["parameters_fitted_to_series"] == 2
     assert list(m["check"])[:5] == CHECK_KEYS
-    assert list(doc["national"]) == ["season", "survey_trend"]
+    assert list(doc["national"]) == ["season", "survey_trend", "survey_trend_rdt"]  # the RDT series is additive
     assert list(doc["national"]["season"]) == SEASON_KEYS + EXTRA_SEASON_KEYS
     assert [s["state_code"] for s in doc["states"]] == ["KN", "LA"]
     for s in doc["states"]:
@@ -252,13 +252,18 @@ def test_lga_documents_alphabetical_with_downscaled_rain(produced) -> None:
 def test_survey_trends(produced) -> None:
     doc = produced.documents["/v1/transmission/states"][()]
     nat = doc["national"]["survey_trend"]
-    # 2010 national exists only as an RDT (assumed) figure: kept, and labelled so
-    assert [e["survey_year"] for e in nat] == [2010, 2021]
-    assert (nat[0]["test"], nat[0]["test_assumed"], nat[0]["positivity"]) == ("RDT", True, 0.42)
-    # the fixture has no 2010 urban/rural rows, and RDT residence figures would never fill
-    # a microscopy entry: null rather than a figure of another test
-    assert nat[0]["urban"] is None and nat[0]["rural"] is None
-    nat21 = nat[1]
+    rdt = doc["national"]["survey_trend_rdt"]
+    # one test per series: the 2010 figure names no test and the fixture's zones (one of two)
+    # cannot settle it, so it stays the source's RDT (assumed) and goes to the RDT series
+    assert [e["survey_year"] for e in nat] == [2021] and {e["test"] for e in nat} == {"microscopy"}
+    assert [e["survey_year"] for e in rdt] == [2010]
+    assert (rdt[0]["test"], rdt[0]["test_assumed"], rdt[0]["positivity"], rdt[0]["derived"]) == ("RDT", True, 0.42, False)
+    assert "do not settle it" in rdt[0]["test_note"]
+    # the fixture has no 2010 urban/rural rows: null rather than a figure of another test
+    assert rdt[0]["urban"] is None and rdt[0]["rural"] is None
+    # no derived entry: no round has every zone of the fixture
+    assert not any(e["derived"] for e in nat + rdt)
+    nat21 = nat[0]
     assert list(nat21)[:9] == [*TREND_KEYS, "urban", "rural"]
     assert (nat21["positivity"], nat21["urban"], nat21["rural"]) == (0.223, 0.105, 0.267)
     assert (nat21["test"], nat21["test_assumed"]) == ("microscopy", False)

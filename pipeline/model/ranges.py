@@ -1,0 +1,141 @@
+"""Calibrated ranges: how the random-walk variance Q and the surveys' sampling variance are
+estimated, and the calibration figures that judge them (docs/model.md, "The range").
+
+Pure numpy: arrays in, numbers out. Two things decide how wide a range is:
+
+* the **sampling variance** of a state survey. Children in one survey cluster resemble each
+  other, so a state value from few, large clusters (NMIS 2015: nine clusters a state) is
+  noisier than the binomial count says. The design effect `1 + (m - 1) * icc` (m children
+  per cluster) uses an intra-cluster correlation estimated from the survey clusters of the
+  training rounds (one-way ANOVA within state and round);
+* **Q**, estimated by the method of moments from consecutive rounds of the same area, either
+  pooled (every change counts) or with the national drift of each interval removed (only how
+  states move against each other counts: the national decline between two rounds is a trend,
+  not a state's random walk). Which of the two is used is chosen by a nested check on the
+  training rounds only (`choose_method`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from statistics import NormalDist
+
+import numpy as np
+
+Q_MIN = 0.01
+Q_METHODS = ("pooled", "drift_removed")
+# Used when the training rounds allow no inner check (fewer than two rounds with states
+# to predict from earlier ones): removing the drift is the reading of the diagnosis that
+# the pooled estimate absorbs the national decline between rounds.
+DEFAULT_Q_METHOD = "drift_removed"
+RANGE_LEVEL = 0.8
+Z_RANGE = NormalDist().inv_cdf(0.5 + RANGE_LEVEL / 2)
+
+
+def q_pooled(d: np.ndarray, v: np.ndarray, years: np.ndarray, interval: np.ndarray) -> float:
+    """E[d^2] = Q * years + v1 + v2 over every pair; floored at Q_MIN."""
+    if d.size == 0:
+        return Q_MIN
+    return max(Q_MIN, float((d**2 - v).sum() / years.sum()))
+
+
+def q_drift_removed(d: np.ndarray, v: np.ndarray, years: np.ndarray, interval: np.ndarray) -> float:
+    """Method of moments on the changes around each interval's mean change.
+
+    Pairs sharing `interval` (same two rounds) have their mean change removed; the k - 1
+    degrees of freedom left in an interval of k pairs are corrected for, and intervals
+    with a single pair carry no information about deviations and are skipped.
+    """
+    if d.size == 0:
+        return Q_MIN
+    ids, inv, counts = np.unique(interval, return_inverse=True, return_counts=True)
+    mean = np.bincount(inv, weights=d) / counts
+    keep = counts[inv] > 1
+    if not keep.any():
+        return Q_MIN
+    k = counts[inv][keep].astype(float)
+    scale = k / (k - 1)
+    num = ((d[keep] - mean[inv][keep]) ** 2 * scale - v[keep]).sum()
+    return max(Q_MIN, float(num / years[keep].sum()))
+
+
+def estimate_q(method: str, d: np.ndarray, v: np.ndarray, years: np.ndarray, interval: np.ndarray) -> float:
+    if method == "pooled":
+        return q_pooled(d, v, years, interval)
+    if method == "drift_removed":
+        return q_drift_removed(d, v, years, interval)
+    raise ValueError(f"unknown Q method {method!r}; known: {Q_METHODS}")
+
+
+def cluster_icc(children: np.ndarray, positives: np.ndarray, stratum: np.ndarray) -> float:
+    """Intra-cluster correlation of positivity, one-way ANOVA of clusters within strata.
+
+    children, positives: per cluster; stratum: per cluster (state and round), so that
+    differences between states and rounds are not counted as clustering. Returns 0 when
+    there are too few clusters, and never a negative value.
+    """
+    n = np.asarray(children, dtype=float)
+    y = np.asarray(positives, dtype=float)
+    ok = n > 0
+    n, y, s = n[ok], y[ok], np.asarray(stratum)[ok]
+    _, inv = np.unique(s, return_inverse=True)
+    n_strata = int(inv.max()) + 1 if inv.size else 0
+    k, total = n.size, n.sum()
+    if k - n_strata < 2 or total - k < 2:
+        return 0.0
+    p = y / n
+    ps = (np.bincount(inv, weights=y) / np.bincount(inv, weights=n))[inv]
+    msb = (n * (p - ps) ** 2).sum() / (k - n_strata)
+    msw = (y * (1 - p)).sum() / (total - k)
+    n0 = (total - (n**2).sum() / total) / (k - 1)
+    denom = msb + (n0 - 1) * msw
+    return float(max(0.0, (msb - msw) / denom)) if denom > 0 else 0.0
+
+
+def design_effect(cluster_size: float, icc: float) -> float:
+    """Kish's design effect of a cluster sample: 1 + (m - 1) * icc (at least 1)."""
+    return max(1.0, 1.0 + (float(cluster_size) - 1.0) * float(icc))
+
+
+def round_design_effects(cluster_size: Mapping[int, float], icc: float, years: list[int]) -> tuple[dict[int, float], float]:
+    """Design effect per round, and that of a new survey.
+
+    A round whose cluster size is known gets its own; any other round (and a new survey)
+    the one at the median known cluster size, so nothing about an unseen round is assumed
+    beyond "designed like the others".
+    """
+    sizes = [float(m) for m in cluster_size.values()]
+    typical = design_effect(float(np.median(sizes)), icc) if sizes else 1.0
+    per = {int(y): design_effect(cluster_size[y], icc) if y in cluster_size else typical for y in years}
+    return per, typical
+
+
+def z_scores(y_logit: np.ndarray, mean: np.ndarray, var: np.ndarray) -> np.ndarray:
+    """Standardised prediction errors on the logit scale."""
+    return (np.asarray(y_logit) - np.asarray(mean)) / np.sqrt(np.asarray(var))
+
+
+def calibration(z: np.ndarray) -> dict[str, float | int | None]:
+    """var(z), mean z and the share inside the RANGE_LEVEL range: a calibrated range has
+    var(z) near 1 and holds about RANGE_LEVEL of the held-out values."""
+    z = np.asarray(z, dtype=float)
+    z = z[np.isfinite(z)]
+    if z.size < 2:
+        return {"n": int(z.size), "var_z": None, "mean_z": None, "share_inside": None}
+    return {
+        "n": int(z.size),
+        "var_z": round(float(z.var(ddof=1)), 3),
+        "mean_z": round(float(z.mean()), 3),
+        "share_inside": round(float(np.mean(np.abs(z) <= Z_RANGE)), 3),
+    }
+
+
+def choose_method(inner_var_z: Mapping[str, list[float]]) -> str:
+    """The Q method whose inner checks' var(z) is closest to 1 on the log scale (mean over
+    the checks); DEFAULT_Q_METHOD when no method has a check, and on ties."""
+    scored = {m: float(np.mean(np.abs(np.log(v)))) for m, v in inner_var_z.items() if v and all(x > 0 for x in v)}
+    if not scored:
+        return DEFAULT_Q_METHOD
+    best = min(scored.values())
+    winners = [m for m in Q_METHODS if m in scored and scored[m] <= best + 1e-12]
+    return DEFAULT_Q_METHOD if DEFAULT_Q_METHOD in winners else winners[0]
