@@ -22,7 +22,9 @@ from tests.pipeline.site.conftest import RealSite
 
 pytestmark = data_marks()  # slow, and skipped with a reason when the real data is absent
 
-PACKAGE = "malaria_risk_client"
+# not the name the generator would choose from the title: that one is the repository's own client
+# package (clients/python), installed in the same environment
+PACKAGE = "generated_malaria_risk_client"
 # what the generator says when it drops part of a document
 DROPPED = ("response will be omitted", "Unable to process schema", "Unable to parse", "Failure to process schema",
            "will be ignored", "Could not find reference")
@@ -34,8 +36,10 @@ def generated(real_site: RealSite, tmp_path_factory: pytest.TempPathFactory) -> 
     tmp = tmp_path_factory.mktemp("generated")
     spec = tmp / "openapi.json"
     spec.write_bytes(httpx.get(real_site.url + "/docs/openapi.json", timeout=30).content)
-    proc = subprocess.run([tool, "generate", "--path", str(spec), "--meta", "none", "--output-path",
-                           str(tmp / PACKAGE)], capture_output=True, text=True, timeout=300, cwd=tmp)
+    config = tmp / "generator.json"
+    config.write_text(f'{{"package_name_override": "{PACKAGE}", "project_name_override": "{PACKAGE}"}}')
+    proc = subprocess.run([tool, "generate", "--path", str(spec), "--meta", "none", "--config", str(config),
+                           "--output-path", str(tmp / PACKAGE)], capture_output=True, text=True, timeout=300, cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     sys.path.insert(0, str(tmp))
     try:
