@@ -719,7 +719,7 @@ def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
 
         store = SQLiteKeyStore(path)
         counters = settings.counters
-        usage = CounterUsage(SQLiteCounter(counters) if counters and counters.endswith(".sqlite")
+        usage = CounterUsage(lambda: SQLiteCounter(counters) if counters and counters.endswith(".sqlite")
                              else MappedCounter(counters or mapped_counters_path_for(path)))
         default_dashboard = str(dashboard_path_for(path))
     spec = settings.dashboard or default_dashboard

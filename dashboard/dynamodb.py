@@ -73,7 +73,9 @@ class DynamoDBDashboardStore:
         endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
         if endpoint:
             kwargs["endpoint_url"] = endpoint
-        region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+        from edge.settings import home_region
+
+        region = home_region()  # the one region setting beside the key table's, no silent default
         return cls(boto3.client("dynamodb", region_name=region, **kwargs), table_prefix)
 
     # -- tables ------------------------------------------------------------------------------------

@@ -54,7 +54,9 @@ class SESMailer:
         if client is None:
             import boto3
 
-            region = os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+            from edge.settings import home_region
+
+            region = home_region()  # SES is used in the service's home region (docs/dashboard.md)
             kwargs = {}
             endpoint = os.environ.get("AWS_ENDPOINT_URL_SESV2")
             if endpoint:

@@ -25,10 +25,20 @@ class Usage(NamedTuple):
 
 
 class CounterUsage:
-    """The local server's day counters (MappedCounter or SQLiteCounter, read with `value`)."""
+    """The local server's day counters (MappedCounter or SQLiteCounter, read with `value`).
+
+    `counter` may be a function that opens them: they are then opened on the first read, so key
+    administration from the command line never touches the counters file (it works whatever state
+    that file is in; the server rebuilds a damaged one)."""
 
     def __init__(self, counter: Any):
-        self.counter = counter
+        self._counter = counter
+
+    @property
+    def counter(self) -> Any:
+        if callable(self._counter) and not hasattr(self._counter, "value"):
+            self._counter = self._counter()
+        return self._counter
 
     def read(self, key_id: str, now: datetime) -> Usage:
         today = now.astimezone(UTC).date()

@@ -231,7 +231,7 @@ def distribution_parts(name: str, function_url: str, secret: str) -> tuple[dict[
 
 def step_distribution(cf: Any, name: str, function_url: str, secret: str) -> tuple[str, str]:
     """The distribution (found by its Comment), created or brought to the wanted shape: (id, domain)."""
-    from deploy.aws import _subset
+    from deploy.common import subset as _subset
 
     comment = f"{name}: malaria-risk key dashboard"
     origin, behaviour = distribution_parts(name, function_url, secret)
@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("step", choices=["tables", "package", "all"])
     p.add_argument("--name", default="malaria-risk-dashboard")
     p.add_argument("--table-prefix")
-    p.add_argument("--region", default="us-east-1")
+    p.add_argument("--region", default=None, help="default: $MALARIA_RISK_REGION (no silent default)")
     p.add_argument("--sender", help="the SES-verified address codes and invitations come from")
     p.add_argument("--base-url", help="the dashboard's public origin, e.g. https://account.example.org")
     p.add_argument("--api-url", help="the API's origin, for the ready curl / Python / R lines")
@@ -281,6 +281,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.table_prefix:
         p.error("--table-prefix is required")
+    from edge.settings import SettingsError, home_region
+
+    try:
+        a.region = home_region(a.region)  # the one region setting shared with the CLI and the edge bundle
+    except SettingsError as e:
+        p.error(str(e))
     step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
     if a.step == "tables":
         return 0

@@ -120,7 +120,7 @@ def cloudfront(tmp_path: Path, release_root: Path, endpoint: str) -> Iterator[Se
     make_org(edge.store, state, mail)
     dash_port = free_port()
     dash_url = f"http://127.0.0.1:{dash_port}"
-    env = {**CREDS, "AWS_ENDPOINT_URL_DYNAMODB": endpoint, "AWS_REGION": "us-east-1"}
+    env = {**CREDS, "AWS_ENDPOINT_URL_DYNAMODB": endpoint, "MALARIA_RISK_REGION": "us-east-1"}
     dash = start(dashboard_args(tmp_path, dash_port, f"dynamodb:{edge.store.prefix}", "https://api.example.org"),
                  env, dash_url + "/sign-in")
 
