@@ -130,9 +130,9 @@ def resource_schemas() -> dict[str, Schema]:
         "low": _share("Lower end of the 95% range; null where the source gives none.", nullable=True),
         "high": _share("Upper end of the 95% range; null where the source gives none.", nullable=True),
         "clusters": _nullable("integer", "Survey locations in the area that round; null where the source "
-                              "gives no count (documented deviation from the SPEC)."),
+                              "gives no exact count (see /docs/survey.html)."),
         "children_tested": _nullable("integer", "Children tested in the area that round; null where the "
-                                     "source gives no count (documented deviation from the SPEC)."),
+                                     "source gives no exact count (see /docs/survey.html)."),
         "small_sample": _nullable("boolean", "true when fewer than 100 children were tested; false also where "
                                   "a lower bound of 100 or more (`children_tested_lower_bound`) makes that certain; "
                                   "null when it is unknown."),
@@ -190,29 +190,29 @@ def resource_schemas() -> dict[str, Schema]:
         "model_version": _str("Version of the model that produced the scores."),
         "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
                                     "inside [score_low, score_high] (additive)."),
-    }, description="SPEC 2.1.")
+    }, description="The months the service covers: latest estimated month, forecast horizon, model version.")
     s["StateRisk"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
         **risk_common,
         "lgas": _int("Number of LGAs in the state."), "population": _int("People living in the state."),
-    }, description="SPEC 2.2.")
+    }, description="One state's risk for one month.")
     s["LgaRisk"] = _obj({
         "lga_code": LGA_CODE, "lga": _str("LGA name."), **risk_common,
         "is_urban": {"type": "boolean", "description": "Whether the LGA is classed as urban (derived from "
                      "population density; no official flag exists)."},
         "population": _int("People living in the LGA."),
-    }, description="SPEC 2.3.")
+    }, description="One LGA's risk for one month.")
     s["StateRiskReport"] = _obj({
         "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
         "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk "
                    "first; ties broken by `state_code`."},
-    }, description="SPEC 2.4, state risk report.")
+    }, description="Risk of every state for one estimated month.")
     s["LgaRiskReport"] = _obj({
         "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest "
                  "risk first; ties broken by `lga_code`."},
-    }, description="SPEC 2.4, LGA risk report.")
+    }, description="Risk of every LGA of one state for one estimated month.")
     s["StateForecast"] = _obj({
         "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
         "states": {"type": "array", "items": _ref("StateRisk")},
@@ -220,7 +220,7 @@ def resource_schemas() -> dict[str, Schema]:
     s["StateForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
                       "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="SPEC 2.4, state forecast response.")
+    }, description="State forecasts, one report per forecast month.")
     s["LgaForecast"] = _obj({
         "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
         "state_code": STATE_CODE, "state": _str("State name."),
@@ -229,7 +229,7 @@ def resource_schemas() -> dict[str, Schema]:
     s["LgaForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
                       "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="SPEC 2.4, LGA forecast response.")
+    }, description="LGA forecasts of one state, one report per forecast month.")
     s["ContextSource"] = _obj({
         "name": _str("Origin of the coverage figures, with licences."),
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
@@ -277,12 +277,12 @@ def resource_schemas() -> dict[str, Schema]:
     s["StateContext"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
         "lgas": _int("Number of LGAs."), **context_figures,
-    }, description="SPEC 2.5, state record: population-weighted averages of the state's LGAs.")
+    }, description="Context figures of one state: population-weighted averages of the state's LGAs.")
     s["LgaContext"] = _obj({
         "lga_code": LGA_CODE, "lga": _str("LGA name (OCHA)."),
         "is_urban": {"type": "boolean", "description": "Urban classification (derived, see the geography page)."},
         **context_figures,
-    }, description="SPEC 2.5, LGA record.")
+    }, description="Context figures of one LGA.")
     s["StateContextResponse"] = _obj({
         "source": _ref("ContextSource"), "states": {"type": "array", "items": _ref("StateContext")},
     })
@@ -290,8 +290,8 @@ def resource_schemas() -> dict[str, Schema]:
         "source": _ref("ContextSource"), "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaContext"), "description": "Alphabetical by LGA name."},
     })
-    s["Season"] = _obj(season, description="SPEC 2.6.")
-    s["SurveyTrendEntry"] = _obj(survey, description="SPEC 2.7, state entry.")
+    s["Season"] = _obj(season, description="When reported cases are expected to be highest in an area (not how high).")
+    s["SurveyTrendEntry"] = _obj(survey, description="One survey round's malaria positivity in children for one state.")
     s["NationalSurveyTrendEntry"] = _obj({
         **survey,
         "urban": _share("Urban positivity.", nullable=True),
@@ -303,7 +303,7 @@ def resource_schemas() -> dict[str, Schema]:
                                   "figure (additive)."),
         "test_note": _nullable("string", "How the test of a figure whose source does not name it was checked "
                                "(additive)."),
-    }, description="SPEC 2.7, national entry (with urban and rural); one test per series.")
+    }, description="One survey round's national malaria positivity in children, with urban and rural; one test per series.")
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
@@ -376,12 +376,12 @@ def resource_schemas() -> dict[str, Schema]:
             "survey_trend": {"type": "array", "items": _ref("SurveyTrendEntry")},
         })},
         "source": _ref("TransmissionSource"),
-    }, description="SPEC section 4 rule 6.")
+    }, description="Seasons and survey trends of the country and every state, with the method and its check.")
     s["LgaTransmission"] = _obj({
         "lga_code": LGA_CODE, "lga": _str("LGA name."), **season,
         "typical_rainfall_mm": {**TWELVE_NUMBERS, "description": "Usual rainfall per month, mm (downscaled "
                                 "from state CHIRPS)."},
-    }, description="SPEC 2.8.")
+    }, description="Season and usual rainfall of one LGA.")
     s["LgaTransmissionResponse"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaTransmission"), "description": "Alphabetical by LGA name."},
@@ -400,7 +400,7 @@ def resource_schemas() -> dict[str, Schema]:
                             "description": "GeoJSON coordinates, longitude/latitude (WGS 84): rings of positions "
                             "for a Polygon, polygons of rings for a MultiPolygon."},
         }),
-    }, description="SPEC 2.9.")
+    }, description="One LGA outline as a GeoJSON feature.")
     s["Position"] = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
                      "description": "Longitude, latitude (WGS 84, degrees)."}
     s["LinearRing"] = {"type": "array", "items": _ref("Position"), "minItems": 4,
