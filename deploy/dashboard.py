@@ -24,19 +24,18 @@ it would stop every key). See docs/dashboard.md for SES (production access, DKIM
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import importlib.util
-import json
 import secrets
 import sys
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from deploy import cloudfront, functions  # noqa: E402
+from deploy.common import log  # noqa: E402
 
 RUNTIME = "python3.12"
 HANDLER = "dashboard.lambda_handler.handler"
@@ -53,10 +52,6 @@ TRUST = {"Version": "2012-10-17", "Statement": [{
 # versions still use them, their helpers)
 LIBRARIES = ("starlette", "jinja2", "markupsafe", "anyio", "idna")
 IF_INSTALLED = ("sniffio", "typing_extensions", "exceptiongroup")
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 # --- tables -------------------------------------------------------------------------------------
@@ -113,22 +108,7 @@ def role_policy(name: str, table_prefix: str, region: str, sender: str) -> dict[
 
 
 def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
-    role = f"{name}-role"
-    try:
-        arn = str(iam.get_role(RoleName=role)["Role"]["Arn"])
-    except iam.exceptions.NoSuchEntityException:
-        arn = str(iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST),
-                                  Description="malaria-risk key dashboard")["Role"]["Arn"])
-        log(f"role {role}: created")
-    try:
-        got = iam.get_role_policy(RoleName=role, PolicyName="dashboard")["PolicyDocument"]
-        same = (json.loads(got) if isinstance(got, str) else got) == policy
-    except iam.exceptions.NoSuchEntityException:
-        same = False
-    if not same:
-        iam.put_role_policy(RoleName=role, PolicyName="dashboard", PolicyDocument=json.dumps(policy))
-        log(f"role {role}: permissions set")
-    return arn
+    return functions.step_role(iam, name, TRUST, "dashboard", policy, "malaria-risk key dashboard")
 
 
 # --- package --------------------------------------------------------------------------------------------
@@ -171,37 +151,15 @@ def build_package(out: Path) -> Path:
 # --- function and its URL ----------------------------------------------------------------------------------
 
 
-def _wait(lam: Any, waiter: str, fname: str) -> None:
-    lam.get_waiter(waiter).wait(FunctionName=fname, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
-
-
 def step_function(lam: Any, name: str, role_arn: str, package: Path, env: dict[str, str]) -> tuple[str, str]:
     """The function (created, or its code and configuration brought up to date) and its URL:
     (function URL, origin secret). The secret is the one already configured, or a new one."""
-    code = package.read_bytes()
-    sha = base64.b64encode(hashlib.sha256(code).digest()).decode()
-    try:
-        config = lam.get_function(FunctionName=name)["Configuration"]
-    except lam.exceptions.ResourceNotFoundException:
-        config = None
+    config = functions.function_config(lam, name)
     current_env = (config or {}).get("Environment", {}).get("Variables", {})
     secret = current_env.get("DASHBOARD_ORIGIN_SECRET") or secrets.token_urlsafe(32)
     wanted = {"Handler": HANDLER, "Runtime": RUNTIME, "MemorySize": MEMORY_MB, "Timeout": TIMEOUT_S, "Role": role_arn}
-    variables = {**env, "DASHBOARD_ORIGIN_SECRET": secret}
-    if config is None:
-        lam.create_function(FunctionName=name, Code={"ZipFile": code}, Description="malaria-risk key dashboard",
-                            Environment={"Variables": variables}, **wanted)
-        _wait(lam, "function_active_v2", name)
-        log(f"{name}: created")
-    else:
-        if config.get("CodeSha256") != sha:
-            lam.update_function_code(FunctionName=name, ZipFile=code)
-            _wait(lam, "function_updated_v2", name)
-            log(f"{name}: code updated")
-        if any(config.get(k) != v for k, v in wanted.items()) or current_env != variables:
-            lam.update_function_configuration(FunctionName=name, Environment={"Variables": variables}, **wanted)
-            _wait(lam, "function_updated_v2", name)
-            log(f"{name}: configuration updated")
+    functions.step_function_code(lam, name, package.read_bytes(), wanted, "malaria-risk key dashboard",
+                                 {**env, "DASHBOARD_ORIGIN_SECRET": secret}, config)
     try:
         url = str(lam.get_function_url_config(FunctionName=name)["FunctionUrl"])
     except lam.exceptions.ResourceNotFoundException:
@@ -229,34 +187,13 @@ def distribution_parts(name: str, function_url: str, secret: str) -> tuple[dict[
     return origin, behaviour
 
 
-def step_distribution(cf: Any, name: str, function_url: str, secret: str) -> tuple[str, str]:
-    """The distribution (found by its Comment), created or brought to the wanted shape: (id, domain)."""
-    from deploy.common import subset as _subset
-
-    comment = f"{name}: malaria-risk key dashboard"
+def step_distribution(cf: Any, name: str, function_url: str, secret: str,
+                      web_acl: str | None = None) -> tuple[str, str]:
+    """The dashboard's distribution, behind the web ACL `web_acl` when given: (id, domain)."""
     origin, behaviour = distribution_parts(name, function_url, secret)
-    found = None
-    for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
-        if item.get("Comment") == comment:
-            found = item
-    if found is None:
-        created = cf.create_distribution(DistributionConfig={
-            "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
-            "Origins": {"Quantity": 1, "Items": [origin]}, "DefaultCacheBehavior": behaviour,
-            "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
-        })["Distribution"]
-        log(f"distribution {created['Id']}: created ({created['DomainName']})")
-        return str(created["Id"]), str(created["DomainName"])
-    got = cf.get_distribution_config(Id=found["Id"])
-    config, etag = got["DistributionConfig"], got["ETag"]
-    current = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    if not (_subset(behaviour, config["DefaultCacheBehavior"]) and _subset(origin, current.get(origin["Id"]))):
-        current[origin["Id"]] = {**current.get(origin["Id"], {}), **origin}
-        config["Origins"] = {"Quantity": len(current), "Items": list(current.values())}
-        config["DefaultCacheBehavior"].update(behaviour)
-        cf.update_distribution(Id=found["Id"], IfMatch=etag, DistributionConfig=config)
-        log(f"distribution {found['Id']}: updated")
-    return str(found["Id"]), str(found["DomainName"])
+    dist_id, _, domain = cloudfront.step_distribution(cf, name, f"{name}: malaria-risk key dashboard", [origin],
+                                                      behaviour, web_acl=web_acl)
+    return dist_id, domain
 
 
 # --- command line -------------------------------------------------------------------------------------------
