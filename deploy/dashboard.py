@@ -1,4 +1,5 @@
-"""Scripted boto3 procedure for the key dashboard: tables, role, package, function URL, distribution.
+"""Scripted boto3 procedure for the key dashboard: tables, role, package, function URL, WAF rate
+rules, distribution, log group and alarm.
 
 The dashboard runs as one Lambda function (dashboard/lambda_handler.py) whose function URL
 is reached only through its own CloudFront distribution: CloudFront adds a secret header
@@ -16,6 +17,13 @@ the function's configuration, so a re-run keeps CloudFront and the function in s
     python deploy/dashboard.py all --name malaria-risk-dashboard --table-prefix mr- --region eu-west-1 \\
         --sender keys@example.org --base-url https://account.example.org --api-url https://api.example.org \\
         --package build-dashboard/dashboard.zip
+    python deploy/dashboard.py waf --region eu-west-1 [--dry-run]       # rate rules (deploy/waf.py)
+    python deploy/dashboard.py monitoring --region eu-west-1 --edge-name malaria-risk-edge [--dry-run]
+
+The distribution sits behind a WAF web ACL of rate-based rules (deploy/waf.py) that caps how
+often a client, and all clients together, may ask for mail or check codes. The function's log
+group gets a retention and a metric filter for the mail budget's event, with an alarm to the
+API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule blocks (docs/monitoring.md).
 
 The tables get point-in-time recovery and deletion protection (the keys table too: losing
 it would stop every key). See docs/dashboard.md for SES (production access, DKIM, SPF, DMARC).
@@ -34,8 +42,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from deploy import cloudfront, functions  # noqa: E402
+from deploy import cloudfront, functions, monitoring  # noqa: E402
 from deploy.common import log  # noqa: E402
+from deploy.waf import WAF_REGION, step_web_acl, waf_alarms  # noqa: E402
 
 RUNTIME = "python3.12"
 HANDLER = "dashboard.lambda_handler.handler"
@@ -199,11 +208,15 @@ def step_distribution(cf: Any, name: str, function_url: str, secret: str,
 # --- command line -------------------------------------------------------------------------------------------
 
 
+STEPS = ["tables", "package", "waf", "monitoring", "all"]
+DRY_STEPS = ("waf", "monitoring", "all")
+
+
 def main(argv: list[str] | None = None) -> int:
     import boto3  # type: ignore[import-untyped]
 
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("step", choices=["tables", "package", "all"])
+    p.add_argument("step", choices=STEPS, help="`all`: tables, role, function, waf, distribution, monitoring")
     p.add_argument("--name", default="malaria-risk-dashboard")
     p.add_argument("--table-prefix")
     p.add_argument("--region", default=None, help="default: $MALARIA_RISK_REGION (no silent default)")
@@ -212,29 +225,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-url", help="the API's origin, for the ready curl / Python / R lines")
     p.add_argument("--package", type=Path, default=ROOT / "build-dashboard" / "dashboard.zip")
     p.add_argument("--out", type=Path, default=ROOT / "build-dashboard" / "dashboard.zip")
+    p.add_argument("--edge-name", default="malaria-risk-edge", help="the API deploy's --name: the dashboard's "
+                   "alarm goes to its `<name>-alarms` topic in the home region, the one operators already read")
+    p.add_argument("--alarm-email", help="subscribe this address to that topic")
+    p.add_argument("--retention-days", type=int, default=monitoring.LOG_RETENTION_DAYS)
+    p.add_argument("--dry-run", action="store_true", help="read everything, change nothing, say what would "
+                   "change (waf, monitoring; `all` then runs only those)")
     a = p.parse_args(argv)
     if a.step == "package":
         log(f"package: {build_package(a.out)}")
         return 0
-    if not a.table_prefix:
-        p.error("--table-prefix is required")
+    if a.dry_run and a.step not in DRY_STEPS:
+        p.error(f"--dry-run covers {', '.join(DRY_STEPS)}, not {a.step}")
     from edge.settings import SettingsError, home_region
 
     try:
         a.region = home_region(a.region)  # the one region setting shared with the CLI and the edge bundle
     except SettingsError as e:
         p.error(str(e))
-    step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
-    if a.step == "tables":
-        return 0
-    if not (a.sender and a.base_url and a.api_url):
-        p.error("--sender, --base-url and --api-url are required")
-    role = step_role(boto3.client("iam"), a.name, role_policy(a.name, a.table_prefix, a.region, a.sender))
-    env = {"DASHBOARD_KEY_STORE": f"dynamodb:{a.table_prefix}", "DASHBOARD_MAILER": f"ses:{a.sender}",
-           "DASHBOARD_BASE_URL": a.base_url, "DASHBOARD_API_URL": a.api_url}
-    url, secret = step_function(boto3.client("lambda", region_name=a.region), a.name, role, a.package, env)
-    dist_id, domain = step_distribution(boto3.client("cloudfront"), a.name, url, secret)
-    log(f"distribution {dist_id}: https://{domain}/ (point {a.base_url} at it)")
+    dry, every = a.dry_run, a.step == "all"
+    if a.step == "tables" or (every and not dry):
+        if not a.table_prefix:
+            p.error("--table-prefix is required")
+        step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
+    web_acl = None
+    if a.step == "waf" or every:
+        web_acl = step_web_acl(boto3.client("wafv2", region_name=WAF_REGION), a.name, dry)
+    if every and not dry:
+        if not (a.sender and a.base_url and a.api_url):
+            p.error("--sender, --base-url and --api-url are required")
+        role = step_role(boto3.client("iam"), a.name, role_policy(a.name, a.table_prefix, a.region, a.sender))
+        env = {"DASHBOARD_KEY_STORE": f"dynamodb:{a.table_prefix}", "DASHBOARD_MAILER": f"ses:{a.sender}",
+               "DASHBOARD_BASE_URL": a.base_url, "DASHBOARD_API_URL": a.api_url}
+        url, secret = step_function(boto3.client("lambda", region_name=a.region), a.name, role, a.package, env)
+        dist_id, domain = step_distribution(boto3.client("cloudfront"), a.name, url, secret, web_acl)
+        log(f"distribution {dist_id}: https://{domain}/ behind web ACL {web_acl} (point {a.base_url} at it)")
+    if a.step == "monitoring" or every:
+        monitoring.step_dashboard_logs(boto3.client("logs", region_name=a.region), a.name, a.retention_days, dry)
+        # the mail budget's alarm where the function logs; the WAF's where WAF counts for CloudFront
+        for region, alarms in ((a.region, monitoring.dashboard_alarms), (WAF_REGION, waf_alarms)):
+            topic = monitoring.step_topic(boto3.client("sns", region_name=region), a.edge_name, a.alarm_email, dry)
+            monitoring.step_alarms(boto3.client("cloudwatch", region_name=region), alarms(a.name, topic), dry)
     return 0
 
 
