@@ -25,8 +25,8 @@ REQUESTS_PER_CLIENT = 1000
 BLOCKED_BODY = "rate-limited"
 BLOCKED_HTML = (
     "<!doctype html><html lang=\"en\"><meta charset=\"utf-8\"><title>Too many requests</title>"
-    "<h1>Too many requests</h1><p>Too many sign-in or mail requests came from your network (or from "
-    "everyone at once) in the last five minutes. Nothing was sent. Please try again in five minutes.</p></html>"
+    "<h1>Too many requests</h1><p>Too many requests came from your network, or too many sign-in requests "
+    "from everyone at once, in the last five minutes. Nothing was sent. Please try again in five minutes.</p></html>"
 )
 # POST paths of the dashboard that send mail or check a code (dashboard/app.py)
 MAIL_PATHS = (("STARTS_WITH", "/sign-in"), ("STARTS_WITH", "/confirm-identity"),
