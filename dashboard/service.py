@@ -46,6 +46,7 @@ NAME_MAX = 80
 EMAIL_RE = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,63}$")
 ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 ROLES = ("admin", "member")
+LOCAL_ORG = "local"  # the organisation `make run` makes for its printed administrator
 
 
 class DashboardError(OperatorError):
@@ -500,6 +501,21 @@ class Dashboard:
         self.store.ensure_account(admin, now)
         self.store.set_role(org, admin, "admin", now)
         self._audit(staff, "org_created", org=org, target=admin, detail=_detail(name=name, admin=admin))
+
+    def ensure_local_org(self, admin: str) -> bool:
+        """The local organisation `make run` offers a newcomer, with `admin` as its administrator:
+        made once (True), left as it is afterwards (False), so restarts change nothing."""
+        if self.store.get_org(LOCAL_ORG) is not None:
+            admin = normalise_email(admin)
+            if self.store.role(LOCAL_ORG, admin) is None:
+                now = _iso(self.now())
+                self.store.ensure_account(admin, now)
+                self.store.set_role(LOCAL_ORG, admin, "admin", now)
+                self._audit("staff:make-run", "role_changed", org=LOCAL_ORG, target=admin, detail=_detail(role="admin"))
+                return True
+            return False
+        self.create_org("staff:make-run", LOCAL_ORG, "Local organisation", admin)
+        return True
 
     def set_unlocked(self, staff: str, email: str, unlocked: bool) -> None:
         email = normalise_email(email)

@@ -279,3 +279,13 @@ def test_the_audit_log_cannot_be_rewritten(orgs: World):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute(statement)
     assert len(orgs.service.store.audit()) == 2  # the two organisations' creation
+
+
+def test_the_local_organisation_is_made_once(world: World):
+    s = world.service
+    assert s.ensure_local_org("admin@example.org") is True
+    assert s.ensure_local_org("admin@example.org") is False  # a restart changes nothing
+    assert s.store.role("local", "admin@example.org") == "admin"
+    assert [r["action"] for r in s.store.audit(org="local")] == ["org_created"]
+    assert s.ensure_local_org("other@example.org") is True  # `make run DASH_ADMIN=…` adds that administrator
+    assert {m["email"] for m in s.store.members("local")} == {"admin@example.org", "other@example.org"}
