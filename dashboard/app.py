@@ -39,24 +39,8 @@ from starlette.routing import Route
 from edge.limits import DEFAULT_MONTHLY
 from edge.routes import SCOPES
 
-from .service import (
-    CODE_ALPHABET,
-    CODE_LENGTH,
-    ROLL_OVERLAP_DAYS,
-    AlreadySubmitted,
-    Dashboard,
-    DashboardError,
-    Forbidden,
-    Limited,
-    NeedsFreshCode,
-    NotFound,
-    Space,
-    _digest,
-    log_event,
-    normalise_code,
-    normalise_email,
-    valid_email,
-)
+from . import service as rules
+from .service import Dashboard, DashboardError, Limited, Space
 from .settings import MAX_BODY, DashboardSettings
 
 HERE = Path(__file__).parent
@@ -403,18 +387,18 @@ class DashboardApp:
                 ctx.session["verified_at"] = _iso(self.service.now())
                 self.service.store.set_verified(ctx.session["hash"], ctx.session["verified_at"])
             return act(ctx, f, pairs)
-        except AlreadySubmitted as e:
+        except rules.AlreadySubmitted as e:
             space = self.space(ctx)
             return self.render(ctx, "already.html", space=space, base=self.base(space), key_id=e.key_id)
-        except NeedsFreshCode as e:
+        except rules.NeedsFreshCode as e:
             return self.fresh_code(ctx, pairs, send=True, why=str(e))
         except Limited as e:
             if retry is not None:
                 return retry(ctx, f, limit_text(e, self.service.now()), 429)
             return self.message(ctx, 429, "Limit reached", limit_text(e, self.service.now()))
-        except NotFound as e:
+        except rules.NotFound as e:
             return self.message(ctx, 404, "Not found", str(e) if anonymous else "There is no such page.")
-        except Forbidden as e:
+        except rules.Forbidden as e:
             return self.message(ctx, 403, "Not allowed", str(e))
         except DashboardError as e:
             if retry is None:
@@ -489,7 +473,7 @@ class DashboardApp:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             self.service.request_code(f.get("email", ""), ctx.browser, self.client(request))
             nxt = f.get("next", "")
-            return self.render(ctx, "code.html", email_value=normalise_email(f.get("email", "")), code="",
+            return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)
         return await self.post(request, act, self._sign_in_again, anonymous=True)
 
@@ -498,13 +482,9 @@ class DashboardApp:
         It fills the form only with what looks like an address and a code, and says so when the
         code was asked for in another browser."""
         ctx = self.ctx(request)
-        email = normalise_email(request.query_params.get("email", ""))
-        code = normalise_code(request.query_params.get("code", ""))
-        email = email if valid_email(email) else ""
-        code = code if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code) else ""
-        here = bool(email) and self.service.store.live_code(email, _digest(ctx.browser), _iso(self.service.now())) is not None
-        return self.render(ctx, "code.html", email_value=email, code=code if here else "", next="", error=None,
-                           elsewhere=not here)
+        email, code, here = self.service.code_link(request.query_params.get("email", ""),
+                                                   request.query_params.get("code", ""), ctx.browser)
+        return self.render(ctx, "code.html", email_value=email, code=code, next="", error=None, elsewhere=not here)
 
     async def sign_in_code(self, request: Request) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
@@ -518,7 +498,7 @@ class DashboardApp:
 
         def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
             nxt = f.get("next", "")
-            return self.render(ctx, "code.html", status, email_value=normalise_email(f.get("email", "")), code="",
+            return self.render(ctx, "code.html", status, email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=error, elsewhere=False)
         return await self.post(request, act, retry, anonymous=True)
 
@@ -590,7 +570,7 @@ class DashboardApp:
                                until=default, latest=self._latest_until(row))
 
     def _latest_until(self, row: dict[str, Any]) -> str:
-        latest = (self.service.now().astimezone(UTC).date() + timedelta(days=ROLL_OVERLAP_DAYS)).isoformat()
+        latest = (self.service.now().astimezone(UTC).date() + timedelta(days=rules.ROLL_OVERLAP_DAYS)).isoformat()
         return min(latest, row["expires_on"]) if row["expires_on"] else latest
 
     async def revoke_page(self, request: Request) -> Response:
@@ -665,7 +645,7 @@ class DashboardApp:
         ctx = self.signed_in(request)
         try:
             inv = self.service.invitation(ctx.email, request.path_params["token"])
-        except NotFound as e:
+        except rules.NotFound as e:
             return self.message(ctx, 404, "Not found", str(e))
         return self.render(ctx, "invitation.html", inv=inv, token=request.path_params["token"])
 
@@ -673,7 +653,7 @@ class DashboardApp:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             try:
                 org = self.service.accept_invitation(ctx.email, request.path_params["token"])
-            except NotFound as e:
+            except rules.NotFound as e:
                 return self.message(ctx, 404, "Not found", str(e))
             return self.redirect(ctx, f"/o/{org}/keys")
         return await self.post(request, act)
@@ -745,7 +725,7 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
         try:
             service.purge(settings.absolute_hours, settings.idle_minutes)
         except Exception as e:  # a failed purge must not stop the dashboard; the next one tries again
-            log_event("dashboard.purge_failed", error=type(e).__name__)
+            rules.log_event("dashboard.purge_failed", error=type(e).__name__)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -763,7 +743,7 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
             tg.cancel_scope.cancel()
 
     app = Starlette(routes=handlers.routes(), lifespan=lifespan,
-                    exception_handlers={_SignIn: to_sign_in, NotFound: not_found, 404: not_found,
+                    exception_handlers={_SignIn: to_sign_in, rules.NotFound: not_found, 404: not_found,
                                         405: method_not_allowed})
     return SecurityHeaders(app, settings.origin_secret)
 

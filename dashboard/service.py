@@ -189,6 +189,15 @@ class Dashboard:
             f"The code works once, for {CODE_MINUTES} minutes, in the browser where it was asked for. "
             f"If you did not ask for it, ignore this email."))
 
+    def code_link(self, email: str, code: str, browser: str) -> tuple[str, str, bool]:
+        """What the email's link may put in the sign-in form (only an address and a code of the
+        code's alphabet, never other text), and whether a code asked for in `browser` waits there."""
+        email, code = normalise_email(email), normalise_code(code)
+        email = email if valid_email(email) else ""
+        code = code if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code) else ""
+        here = bool(email) and self.store.live_code(email, _digest(browser), _iso(self.now())) is not None
+        return email, code if here else "", here
+
     def check_code(self, email: str, code: str, browser: str = "cli", client: str = "cli") -> str:
         """The account's email if `code` is its live code asked for in `browser`; every failure
         answers alike, is logged, and (when a code was tried) leaves an audit row for the address."""

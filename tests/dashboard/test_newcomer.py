@@ -41,24 +41,21 @@ class Console:
     def __init__(self, args: list[str], url: str):
         self.lines: list[str] = []
         self.proc = subprocess.Popen([sys.executable, "-m", "pipeline.cli", *args], cwd=REPO_ROOT, env=dict(os.environ),
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_until_up(url, self.proc, args[0])
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url, timeout=1)
-                return
-            except httpx.TransportError:
-                if self.proc.poll() is not None or time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError("did not start:\n" + "".join(self.lines)) from None
-                time.sleep(0.05)
 
     def _read(self) -> None:
         assert self.proc.stderr is not None
         for line in self.proc.stderr:
-            self.lines.append(line)
+            self.lines.append(line.decode())
+
+    def wait_for(self, text: str) -> None:
+        deadline = time.monotonic() + 10
+        while not any(text in line for line in self.lines):
+            assert time.monotonic() < deadline, "".join(self.lines)
+            time.sleep(0.05)
 
     def code(self, after: int) -> str:
         deadline = time.monotonic() + 10
@@ -97,7 +94,7 @@ def fresh_start(tmp_path: Path, release_root: Path) -> Iterator[Started]:
     dash = Console(["dashboard", "--host", "127.0.0.1", "--port", str(dash_port), "--keys", str(keys), "--api-url",
                     api_url, "--local-admin", admin], dash_url + "/sign-in")
     try:
-        assert any(admin in line and "sign in" in line for line in dash.lines), dash.lines
+        dash.wait_for(f"as {admin}, administrator of the local organisation")
         yield Started(api_url, dash_url, dash, admin)
     finally:
         dash.stop()
