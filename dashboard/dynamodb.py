@@ -25,8 +25,9 @@ from typing import Any
 
 from edge.stores.dynamodb import DynamoDBCounter, client_from_env
 
+from .service import DEVICE_DAYS
+
 DAY = 86_400
-DEVICE_DAYS = 90  # as dashboard.service.DEVICE_DAYS: a browser's sign-in is remembered this long
 
 
 def _epoch(iso: str) -> int:
