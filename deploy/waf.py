@@ -29,8 +29,7 @@ BLOCKED_HTML = (
     "from everyone at once, in the last five minutes. Nothing was sent. Please try again in five minutes.</p></html>"
 )
 # POST paths of the dashboard that send mail or check a code (dashboard/app.py)
-MAIL_PATHS = (("STARTS_WITH", "/sign-in"), ("STARTS_WITH", "/confirm-identity"),
-              ("ENDS_WITH", "/members/invite"), ("STARTS_WITH", "/me/request-access"))
+MAIL_PATHS = (("STARTS_WITH", "/sign-in"), ("ENDS_WITH", "/members/invite"), ("STARTS_WITH", "/me/request-access"))
 
 
 def web_acl_name(name: str) -> str:

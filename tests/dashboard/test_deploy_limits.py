@@ -125,9 +125,9 @@ def test_the_mail_rules_cover_every_post_that_sends_mail_or_checks_a_code(world:
     while not hasattr(app, "routes"):  # under the middleware
         app = app.app
     posts = {re.sub(r"\{[^}]+\}", "x1", path) for path, methods in _routes(app.routes, "") if "POST" in methods}
-    mail_or_code = {p for p in posts if p.startswith(("/sign-in", "/confirm-identity", "/me/request-access"))
+    mail_or_code = {p for p in posts if p.startswith(("/sign-in", "/me/request-access"))
                     or p.endswith("/members/invite")}
-    assert {"/sign-in", "/sign-in/code", "/confirm-identity/send", "/o/x1/members/invite"} <= mail_or_code
+    assert {"/sign-in", "/sign-in/code", "/me/request-access", "/o/x1/members/invite"} <= mail_or_code
     assert any("/keys/" in p for p in posts - mail_or_code)  # key work is not held to the mail limit
     scope = waf.mail_posts()
     assert {p for p in posts if _matches(scope, "POST", p)} == mail_or_code
