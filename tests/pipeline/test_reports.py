@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
-from pipeline.reports.validation import binomial_deviance, held_out, spearman
+from pipeline.datasets.validation import binomial_deviance, held_out, spearman
 from pipeline.site.figures import validation_figures
 from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
@@ -67,7 +67,7 @@ def test_real_validation_report():
     geo = load_geography(DATA_DIR)
     md = risk.load_model_data(DATA_DIR, geo)
     res = risk.run_model(md)
-    from pipeline.reports.validation import validation_report
+    from pipeline.datasets.validation import validation_report
 
     r = validation_report(DATA_DIR, geo, md, res)
     held = {h["predicted_round"]: h for h in r["held_out_rounds"]}
@@ -105,7 +105,7 @@ def _lga_md(p_obs: list[float]):
 
 
 def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
-    from pipeline.reports.validation import lga_comparison
+    from pipeline.datasets.validation import lga_comparison
 
     base = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.2, 0.2]))
     assert base["lgas"] == 5 and base["children"] == 230
@@ -115,3 +115,22 @@ def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
     # an LGA's own observation never enters its prediction: only its own term changes
     moved = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.9, 0.2]))
     assert moved["deviance_state_value"] > base["deviance_state_value"]
+
+
+def test_committed_report_is_rendered_from_the_committed_figures():
+    """reports/validation.md cannot drift from reports/validation.json: it is their rendering."""
+    from pipeline.reports.validation import render
+    from tests.paths import REPO_ROOT
+
+    body = (REPO_ROOT / "reports/validation.json").read_bytes()
+    assert (REPO_ROOT / "reports/validation.md").read_text() == render(body)
+
+
+def test_the_validation_producer_does_not_import_the_report():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(validation))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith("pipeline.reports") for m in imported)
