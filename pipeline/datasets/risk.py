@@ -10,7 +10,7 @@ and stable across builds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,10 +166,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
     pos = {c: i for i, c in enumerate(sm.lga_codes)}
     rows = np.array([pos[c] for c in lgas["lga_code"].to_list()])
     lga_c = model.season_factor(sm.lga_index[rows])
-    evidence = month_terms.month_evidence(inputs, geo, sm)
     factor = np.ones((len(rows), len(periods)))
-    if evidence is not None and evidence.rain_beta is not None:
-        factor = month_terms.rain_factor(inputs, geo, sm, evidence.rain_beta, [month_index(p) for p in periods])[rows]
     s_pos = {c: i for i, c in enumerate(state_codes)}
     state_idx = lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy()
     population = lgas["population"].cast(pl.Float64).to_numpy()
@@ -183,7 +180,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         )
     is_urban = lgas["is_urban"].to_numpy().astype(bool)
     x, adj = small_area_inputs(geo, is_urban) if lga_pos is not None else (None, None)
-    return ModelData(
+    md = ModelData(
         periods=periods,
         provisional=provisional,
         state_idx=state_idx,
@@ -200,7 +197,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         state_c=state_c,
         season=sm,
         rain_factor=factor,
-        months=evidence,
+        months=None,
         rain_source=rec.source,
         lga_positivity=lga_pos,
         clusters=_cluster_positives(Path(data_dir)),
@@ -208,6 +205,30 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         lga_covariates=x,
         lga_adjacency=adj,
     )
+    return with_month_evidence(md, inputs, geo, rows)
+
+
+def with_month_evidence(md: ModelData, inputs: Inputs, geo: Geography, rows: np.ndarray) -> ModelData:
+    """Run the registered month-term test against the score without a term (the survey baseline of this
+    model x the out-of-sample season) and, if a term passes, give the estimated months its multiplier."""
+    sm = md.season
+    last = month_index(md.periods[-1])
+    base = fit_baseline(md, md.rounds, last + model.HORIZONS)
+    s_pos = {c: i for i, c in enumerate(md.state_codes)}
+
+    def baseline(states: list[str], months: np.ndarray) -> np.ndarray:
+        centre, _, _ = model.baseline_range(base, np.clip(months, base.t0, base.t0 + base.mean.shape[1] - 1))
+        return centre[[s_pos[s] for s in states]]
+
+    evidence = month_terms.month_evidence(inputs, geo, sm, baseline)
+    if evidence is None:
+        return md
+    factor = md.rain_factor
+    if evidence.rain_beta is not None:
+        term = evidence.tests["adopted"][0]
+        factor = month_terms.rain_factor(inputs, geo, sm, term, evidence.rain_beta,
+                                         [month_index(p) for p in md.periods])[rows]
+    return replace(md, months=evidence, rain_factor=factor)
 
 
 # covariates of the small-area model, in this order (pipeline.model.small_area)

@@ -277,53 +277,56 @@ def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
 
 
 def month_validation(md: Any, res: Any) -> dict[str, Any]:
-    """(f): the pre-registered tests (run by the risk producer before it scores, since a term enters
-    the score only if they adopt it) and the score against cases month by month.
+    """(f, g): the registered month-term test (run by the risk producer before it scores, since a term
+    enters the score only if it passes) and the score against cases month by month.
 
-    Every season here is the one predicted for the LGA's state by constants fitted without that
-    state (season_cv.leave_state_out), never the published one."""
+    Every season here is the one predicted for the LGA's state by a fit without that state
+    (season_cv.leave_state_out), never the published one."""
     ev = md.months
     if ev is None:
         return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
-    return {"tests": ev.tests, "score_against_cases": score_against_cases(md, res, ev),
-            "lga_months": int(np.isfinite(ev.data.y).sum()), "lgas": len(ev.lga_codes),
+    present = np.isfinite(ev.cases)
+    return {"tests": ev.tests, "score_against_cases": score_against_cases(ev),
+            "lga_level": lga_month_figures(ev),
+            "forecast_skill": forecast_skill(ev),
+            "lga_months": int(np.isfinite(month_tests.outcome(ev.cases)).sum()), "lgas": len(ev.lga_codes),
+            "lga_months_with_cases": int(present.sum()),
             "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
 
 
-def score_against_cases(md: Any, res: Any, ev: Any) -> list[dict[str, Any]]:
-    """Per dated state, month by month: its LGAs' cases against the score, each LGA over its own
-    mean and averaged over the state's LGAs present that month (at least half of them). The score is
-    refitted out of sample: the season of the fold that held the state out and, where the rain term
-    is adopted, that fold's rain coefficients. r of the levels and of the month-to-month anomalies."""
-    from pipeline.datasets.risk import month_index
+def _held_out_log_score(ev: Any) -> np.ndarray:
+    """[L, T] log of the score the model would give each dated LGA-month with its state held out:
+    the reference (baseline x out-of-sample season) and, if a term is adopted, that fold's term."""
+    log_score = ev.data.reference.copy()
+    adopted = ev.tests.get("adopted") or []
+    if adopted:
+        term = adopted[0]
+        f = np.nan_to_num(ev.data.features[term], nan=0.0)
+        for code, v in ev.tests[term]["by_state"].items():
+            rows = ev.data.state == code
+            beta = np.array(v["coefficients"], dtype=float)
+            log_score[rows] += np.einsum("k,klt->lt", beta, f[:, rows])
+    return log_score
 
-    est = {month_index(p): j for j, p in enumerate(res.estimated)}
-    n = ev.cases.shape[1]
-    months = np.arange(ev.t0, ev.t0 + n)
-    base_all, _, _ = model.baseline_range(res.baseline, np.array([m for m in months if m in est] or [ev.t0]))
-    have = np.array([m in est for m in months])
-    rain = ev.tests.get("b_rain_anomalies_lags_0_3", {})
-    adopted = bool(rain.get("adopted"))
+
+def score_against_cases(ev: Any) -> list[dict[str, Any]]:
+    """Per dated state, month by month: its LGAs' cases against the held-out score, each LGA over its own
+    mean and averaged over the state's LGAs present that month (at least half of them); r of the levels
+    and of the month-to-month movement (O1). Only the score's curve and the r values are kept."""
     data = ev.data
+    score = np.exp(_held_out_log_score(ev))
+    present = np.isfinite(ev.cases)
     out = []
     for code in sorted(set(data.state.tolist())):
         sel = data.state == code
-        s_i = md.state_codes.index(code)
-        c = np.exp(data.reference[sel])  # the held-out season: index over its mean, per month
-        factor = np.ones_like(c)
-        if adopted:
-            beta = np.array(rain["by_state"].get(code, {}).get("coefficients") or [0.0] * data.anomalies.shape[0])
-            factor = np.exp(np.einsum("k,klt->lt", beta, np.nan_to_num(data.anomalies[:, sel], nan=0.0)))
-        score = np.full(c.shape, np.nan)
-        score[:, have] = base_all[s_i][None, :] * c[:, have] * factor[:, have]
-        cases = ev.cases[sel]
-        enough = np.isfinite(cases).sum(axis=0) >= max(1, sel.sum() / 2)
+        cases, sc = ev.cases[sel], score[sel]
+        enough = present[sel].sum(axis=0) >= max(1, sel.sum() / 2)
         with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # months no LGA reported: NaN, as intended
             lvl_c = np.nanmean(cases / np.nanmean(cases, axis=1, keepdims=True), axis=0)
-            lvl_s = np.nanmean(score / np.nanmean(score, axis=1, keepdims=True), axis=0)
+            lvl_s = np.nanmean(sc / np.nanmean(sc, axis=1, keepdims=True), axis=0)
             an_c = np.nanmean(month_tests.outcome(cases), axis=0)
-            an_s = np.nanmean(month_tests.outcome(score), axis=0)
+            an_s = np.nanmean(month_tests.outcome(np.where(present[sel], sc, np.nan)), axis=0)
         lvl_c[~enough], an_c[~enough] = np.nan, np.nan
         out.append({
             "state_code": code, "months": int(np.isfinite(lvl_c).sum()),
@@ -331,6 +334,63 @@ def score_against_cases(md: Any, res: Any, ev: Any) -> list[dict[str, Any]]:
             "r_month_to_month": _r(month_tests.pearson(an_c, an_s)),
             "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_s],
         })
+    return out
+
+
+def lga_month_figures(ev: Any) -> dict[str, Any]:
+    """Median over dated LGAs of each LGA's r between its cases and its held-out score (O1 and levels)."""
+    present = np.isfinite(ev.cases)
+    score = np.where(present, np.exp(_held_out_log_score(ev)), np.nan)
+    y, yhat = month_tests.outcome(ev.cases), month_tests.outcome(score)
+    r_m = np.array([month_tests.pearson(a, b) for a, b in zip(y, yhat, strict=True)])
+    r_l = np.array([month_tests.pearson(a, b) for a, b in zip(ev.cases, score, strict=True)])
+    by_state = {}
+    for code in sorted(set(ev.data.state.tolist())):
+        rows = ev.data.state == code
+        by_state[code] = {"lgas": int(rows.sum()), "median_r_month_to_month": _r(float(np.nanmedian(r_m[rows])))}
+    return {"lgas": int(np.isfinite(r_m).sum()), "median_r_month_to_month": _r(float(np.nanmedian(r_m))),
+            "median_r_monthly_level": _r(float(np.nanmedian(r_l))), "by_state": by_state}
+
+
+FORECAST_HORIZONS = (1, 2, 3, 4)
+
+
+def forecast_skill(ev: Any) -> dict[str, Any]:
+    """Skill of h-month forecasts of each dated LGA's cases (log, over its own mean of the previous 12 months),
+    against climatology and persistence. The model's forecast is the baseline x the held-out season (no
+    month term: no rainfall forecast exists), so its shape equals the season climatology's; the figures say
+    how much that is worth. Summaries only: mean squared errors and skill = 1 - MSE / MSE(reference)."""
+    cases = ev.cases
+    L, T = cases.shape
+    logc = np.log(np.where(np.isfinite(cases) & (cases > 0), cases, np.nan))
+    season = ev.data.reference  # log score, state held out
+    out: dict[str, Any] = {"reference_climatology": "the LGA's mean log cases by calendar month over the other years",
+                           "reference_persistence": "the last month seen, carried forward",
+                           "model": "baseline x season from the fold without the state, scaled to the last 12 months",
+                           "horizons": []}
+    cal = (ev.t0 + np.arange(T)) % 12
+    for h in FORECAST_HORIZONS:
+        err_m, err_c, err_p = [], [], []
+        for t in range(12, T - h):
+            past = logc[:, t - 11:t + 1]
+            ok_past = np.isfinite(past).sum(axis=1) >= 9
+            target = logc[:, t + h]
+            level = np.nanmean(past, axis=1)
+            # the model: its season's shape, anchored on the last 12 months' level
+            pred_m = level + season[:, t + h] - np.nanmean(season[:, t - 11:t + 1], axis=1)
+            # climatology: the same calendar month in the other years, anchored the same way
+            same = np.where(cal == cal[t + h])[0]
+            same = same[same != t + h]
+            clim_m = np.nanmean(logc[:, same], axis=1) - np.nanmean(logc, axis=1) + level
+            pers = logc[:, t]
+            ok = ok_past & np.isfinite(target) & np.isfinite(pers) & np.isfinite(clim_m)
+            err_m += list((pred_m - target)[ok] ** 2)
+            err_c += list((clim_m - target)[ok] ** 2)
+            err_p += list((pers - target)[ok] ** 2)
+        mse_m, mse_c, mse_p = (float(np.mean(e)) if e else float("nan") for e in (err_m, err_c, err_p))
+        out["horizons"].append({"months_ahead": h, "lga_months": len(err_m), "mse_model": _r(mse_m, 4),
+                                "mse_climatology": _r(mse_c, 4), "mse_persistence": _r(mse_p, 4),
+                                "skill_vs_climatology": _r(1 - mse_m / mse_c), "skill_vs_persistence": _r(1 - mse_m / mse_p)})
     return out
 
 
