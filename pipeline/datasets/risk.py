@@ -313,7 +313,8 @@ class RoundPrediction:
 
 
 def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, target_year: int,
-                  q_method: str | None = None, use_design_effect: bool = True) -> RoundPrediction | None:
+                  q_method: str | None = None, use_design_effect: bool = True,
+                  with_season_error: bool = True) -> RoundPrediction | None:
     """Predict `target` (one round) from `train` (earlier rounds); None if nothing to score."""
     have = set(train["state_code"]) & set(target["state_code"])
     if train.height == 0 or not have:
@@ -328,9 +329,12 @@ def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, targ
     y = np.array([y_of[md.state_codes[i]] for i in rows], dtype=float)
     m, v = base.mean[rows, cols[0]], base.var[rows, cols[0]]
     s2 = model.binomial_logit_var(model.expit(m), base.typical_children) * base.new_survey_deff
-    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2)
+    sd_season = md.season.season_sd("states") if with_season_error else 0.0
+    s3 = model.season_logit_var(model.expit(m), sd_season)
+    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2 + s3)
     pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
-    return RoundPrediction(rows, y, pred, lo, hi, z, base)
+    wide = model.widen(model.Scores(pred, lo, hi), sd_season)
+    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base)
 
 
 def inner_var_z(md: ModelData, rounds: pl.DataFrame, q_method: str) -> list[float]:
@@ -414,6 +418,7 @@ class RiskResult:
     state_fc: model.Scores
     provisional: dict[str, bool]
     baseline: model.Baseline
+    model_version: str = model.MODEL_VERSION
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -425,6 +430,7 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
     base = fit_baseline(md, rounds, fc_m[-1])
     both, for_states = lga_scores(md, base, est_m + fc_m)
+    both = model.widen(both, md.season.season_sd("lgas"))
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
@@ -434,15 +440,17 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
                               for x in (s.score, s.low, s.high)))
 
+    sd_state = md.season.season_sd("states")
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
         lga=est,
         lga_fc=fc,
-        state=agg(for_states, slice(0, k)),
-        state_fc=agg(for_states, slice(k, None)),
+        state=model.widen(agg(for_states, slice(0, k)), sd_state),
+        state_fc=model.widen(agg(for_states, slice(k, None)), sd_state),
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
+        model_version=model_version(md),
     )
 
 
@@ -496,7 +504,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "last_forecast": res.forecast[-1],
         "months": months,
         "updated_at": updated_at,
-        "model_version": model.MODEL_VERSION,
+        "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
     }
     st_est = _records(state_static, res.state)
@@ -532,6 +540,12 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
     return docs
 
 
+def model_version(md: ModelData) -> str:
+    """4.0 (baseline x season) unless a month term passed its registered test (4.1)."""
+    adopted = (md.months.tests.get("adopted") if md.months is not None else None) or []
+    return model.MODEL_VERSION_WITH_MONTH_TERM if adopted else model.MODEL_VERSION
+
+
 def model_run(ctx: BuildContext) -> tuple[ModelData, RiskResult]:
     """The model's data and run for this build, computed once (the validation report reuses them)."""
     if "risk" not in ctx.runs:
@@ -548,5 +562,5 @@ def produce(ctx: BuildContext) -> Produced:
         dataset="risk",
         documents=docs,
         facts={"estimated": res.estimated, "forecast": res.forecast},
-        model_version=model.MODEL_VERSION,
+        model_version=res.model_version,
     )

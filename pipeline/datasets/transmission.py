@@ -22,7 +22,7 @@ import polars as pl
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import national_trend, season_cv, season_harmonics
+from pipeline.model import national_trend, ranges, season_cv, season_harmonics
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 # (docs/seasons.md). With any records present the parameters are refitted on every build.
 DEFAULT_PARAMS = AreaSeasonParams(lag_at_pivot=0.9, lag_per_dry_month=0.5, floor_at_pivot=0.77,
                                   floor_per_dry_month=0.0, lag_rule="linear")
+Z_RANGE = ranges.Z_RANGE
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
 SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
 LAG_DECIMALS = 1
@@ -165,6 +166,15 @@ class SeasonModel:
     fit: SeasonFit | None = None
     harmonic: season_harmonics.HarmonicFit | None = None  # model 4's published fit
     lga_population: np.ndarray | None = None  # [n_lga] in lga_codes order
+
+    def season_sd(self, level: str) -> float:
+        """Out-of-sample log sd of the season at `level` ("states" or "lgas"): what a range adds for
+        not knowing the season's shape. Falls back to the archetype groups' error, then to 0 (no check)."""
+        err = self.check.get("season_error") or {}
+        for key in (level, "archetype_groups"):
+            if key in err:
+                return float(err[key]["log_sd"])
+        return 0.0
 
     def aggregate(self, groups: list[str] | np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(group codes, index, floor, lag) of the population-weighted seasons of LGA groups (states, or one
@@ -705,7 +715,26 @@ def build_check(sfit: SeasonFit, rule: str, sq: dict[str, float], dated_states: 
                     if (bands == b).any()},
         "levels": levels,
         "timing": timing_check(sfit, dated_states),
+        "season_error": season_error_check(sfit, rule, dated_states),
     }
+
+
+def season_error_check(sfit: SeasonFit, rule: str, dated_states: list[str]) -> dict[str, Any]:
+    """The adopted rule's out-of-sample season error at state and LGA level (dated series) and, where no
+    dated series exists, over the archetype groups: the sd the ranges carry and their coverage by month."""
+    s, cv, dated = sfit.series, sfit.cv, sfit.dated
+    kind, st = np.array(s.kind), np.array(s.state)
+    out: dict[str, Any] = {}
+    if dated is not None and dated_states:
+        rec = np.array([dated.state[dated.state_codes.index(c)] for c in dated_states])
+        out["states"] = season_cv.season_error(season_cv.log_residuals(cv.state_pred[rule], rec),
+                                               np.array(dated_states), Z_RANGE)
+    for k, name in (("lga", "lgas"), ("archetype", "archetype_groups")):
+        rows = np.flatnonzero(kind == k)
+        if rows.size:
+            out[name] = season_cv.season_error(season_cv.log_residuals(cv.series_pred[rule][rows], s.recorded[rows]),
+                                               st[rows], Z_RANGE)
+    return out
 
 
 def timing_check(sfit: SeasonFit, dated_states: list[str]) -> dict[str, Any]:

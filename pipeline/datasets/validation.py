@@ -438,7 +438,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
     inputs = Inputs(data_dir, geo) if inputs is None else inputs
     sm = md.season
     return {
-        "model_version": model.MODEL_VERSION,
+        "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
         "caveats": CAVEATS,
         "seasons": {

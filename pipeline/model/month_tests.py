@@ -142,11 +142,19 @@ def _stats(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _r_of(s: np.ndarray) -> np.ndarray:
-    """Pearson r from pooled sums [..., 6]."""
+    """Pearson r from pooled sums [..., 6] (x the prediction). A prediction that does not vary scores 0:
+    it says nothing about the outcome (the season alone has no inter-annual anomaly)."""
     n, sx, sy, sxx, syy, sxy = np.moveaxis(s, -1, 0)
     cov = sxy - sx * sy / n
+    vx = sxx - sx**2 / n
     with np.errstate(invalid="ignore", divide="ignore"):
-        return cov / np.sqrt((sxx - sx**2 / n) * (syy - sy**2 / n))
+        r = cov / np.sqrt(vx * (syy - sy**2 / n))
+    return np.where(vx <= 1e-12 * np.maximum(sxx, 1.0), 0.0, r)
+
+
+def pearson_pred(obs: np.ndarray, pred: np.ndarray) -> float:
+    """r of a prediction against the outcome over the months both are finite (0 for a constant prediction)."""
+    return float(_r_of(_stats(np.atleast_2d(pred).reshape(1, -1), np.atleast_2d(obs).reshape(1, -1))[0]))
 
 
 def bootstrap_gain(obs: np.ndarray, ref: np.ndarray, term: np.ndarray, state: np.ndarray,
@@ -196,8 +204,9 @@ def score_term(md: MonthData, name: str) -> dict[str, Any]:
         ref_a = np.where(keep, a_ref[held], np.nan)
         by_state[g] = {
             "lga_months": int((np.isfinite(y[held]) & np.isfinite(ref_m)).sum()),
-            "r_reference": _r(pearson(y[held], ref_m)), "r_with_term": _r(pearson(y[held], y_term[held])),
-            "anomaly_r_reference": _r(pearson(a[held], ref_a)), "anomaly_r_with_term": _r(pearson(a[held], a_term[held])),
+            "r_reference": _r(pearson_pred(y[held], ref_m)), "r_with_term": _r(pearson_pred(y[held], y_term[held])),
+            "anomaly_r_reference": _r(pearson_pred(a[held], ref_a)),
+            "anomaly_r_with_term": _r(pearson_pred(a[held], a_term[held])),
             "coefficients": [_r(b, 4) for b in beta],
         }
     gains = [(v["r_with_term"] or 0.0) - (v["r_reference"] or 0.0) for v in by_state.values()

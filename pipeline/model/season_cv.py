@@ -366,3 +366,37 @@ def timing_summary(t: dict[str, np.ndarray]) -> dict[str, Any]:
         "mean_trough_to_peak_error": _r(float(t["trough_to_peak_error"].mean()), 3),
         "mean_best_4_share_error": _r(float(t["best_4_share_error"].mean()), 3),
     }
+
+
+def log_residuals(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
+    """[n, 12] out-of-sample error of the season on the log scale, both profiles scaled to mean 1."""
+    p, r = np.atleast_2d(pred), np.atleast_2d(rec)
+    return np.log(p / p.mean(axis=1, keepdims=True)) - np.log(r / r.mean(axis=1, keepdims=True))
+
+
+def rms(x: np.ndarray) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
+
+
+def season_error(resid: np.ndarray, group: np.ndarray, z: float) -> dict[str, Any]:
+    """The season-shape error a range must carry, and its coverage checked in every calendar month.
+
+    resid: [n, 12] out-of-sample log residuals (one row per left-out profile); group: [n] the state each
+    row was left out with. The sd is the RMS of every residual. Coverage is nested: each state's rows are
+    judged by the sd of the *other* states' residuals, and the share of profile-months inside +-z sd is
+    reported per calendar month and overall."""
+    resid = np.atleast_2d(resid)
+    g = np.asarray(group)
+    if resid.shape[0] == 0:
+        return {"profiles": 0, "log_sd": 0.0}
+    inside = np.zeros(resid.shape, dtype=bool)
+    for s in sorted(set(g.tolist())):
+        rows = g == s
+        sd = rms(resid[~rows]) if (~rows).any() else rms(resid)
+        inside[rows] = np.abs(resid[rows]) <= z * sd
+    return {"profiles": int(resid.shape[0]), "log_sd": round(rms(resid), 4),
+            "share_inside_by_month": [round(float(v), 3) for v in inside.mean(axis=0)],
+            "share_inside": round(float(inside.mean()), 3),
+            "lowest_month_share_inside": round(float(inside.mean(axis=0).min()), 3)}
