@@ -189,7 +189,7 @@ class SeasonModel:
             w = pop[rows] / pop[rows].sum()
             prof = season_cv.weighted_profile(self.lga_index[rows], w)
             ix.append(np.round(prof, INDEX_DECIMALS))
-            fl.append(float(prof.min()) if self.rule == season_cv.MODEL_4 else float(w @ self.lga_floor[rows]))
+            fl.append(float(ix[-1].min()) if self.rule == season_cv.MODEL_4 else float(w @ self.lga_floor[rows]))
             lg.append(float(w @ self.lga_lag[rows]))
         return codes, np.array(ix), np.array(fl), np.array(lg)
 

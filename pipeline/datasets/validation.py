@@ -99,8 +99,10 @@ def held_out(md: Any, train_upto: int, target: int) -> dict[str, Any]:
     flat = np.array([held[md.state_codes[i]] for i in rows])
     hw = 1.96 * np.sqrt(flat * (1 - flat) / MODEL1_N)
     _, _, icc = design_effects(md, train_upto, [])
-    ref = predict_round(md, train, obs, target, q_method="pooled", use_design_effect=False)
+    ref = predict_round(md, train, obs, target, q_method="pooled", use_design_effect=False, with_season_error=False)
     ref_cal = ranges.calibration(ref.z) if ref is not None else {}
+    m3 = predict_round(md, train, obs, target, with_season_error=False)
+    m3_cal = ranges.calibration(m3.z) if m3 is not None else {}
     return {
         **out,
         "states": len(rows),
@@ -113,6 +115,10 @@ def held_out(md: Any, train_upto: int, target: int) -> dict[str, Any]:
         "share_inside_80_range": _r(float(np.mean((lo <= y) & (y <= hi)))),
         "mean_range_width": _r(float(np.mean(hi - lo))),
         "calibration": ranges.calibration(pr.z),
+        "without_season_error": {
+            "method": "the same range without the season-shape error (model 3's range)",
+            "var_z": m3_cal.get("var_z"), "share_inside_80_range": m3_cal.get("share_inside"),
+        },
         "model_2_reference": {
             "method": "Q pooled over every change, binomial sampling variance (model 2.0)",
             "random_walk_variance_per_year": _r(ref.baseline.q, 4) if ref is not None else None,
@@ -281,17 +287,45 @@ def month_validation(md: Any, res: Any) -> dict[str, Any]:
     enters the score only if it passes) and the score against cases month by month.
 
     Every season here is the one predicted for the LGA's state by a fit without that state
-    (season_cv.leave_state_out), never the published one."""
+    (season_cv.leave_state_out), never the published one; `model_3_reference` scores the model-3 season
+    rule of the same folds the same way (the before of the model-4 change)."""
     ev = md.months
     if ev is None:
         return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
     present = np.isfinite(ev.cases)
-    return {"tests": ev.tests, "score_against_cases": score_against_cases(ev),
-            "lga_level": lga_month_figures(ev),
-            "forecast_skill": forecast_skill(ev),
-            "lga_months": int(np.isfinite(month_tests.outcome(ev.cases)).sum()), "lgas": len(ev.lga_codes),
-            "lga_months_with_cases": int(present.sum()),
-            "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
+    log_score = _held_out_log_score(ev)
+    m3 = _model_3_log_score(md, ev)
+    out: dict[str, Any] = {
+        "tests": ev.tests, "score_against_cases": score_against_cases(ev, log_score),
+        "lga_level": lga_month_figures(ev, log_score),
+        "forecast_skill": forecast_skill(ev),
+        "lga_months": int(np.isfinite(month_tests.outcome(ev.cases)).sum()), "lgas": len(ev.lga_codes),
+        "lga_months_with_cases": int(present.sum()),
+        "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
+    if m3 is not None:
+        st = score_against_cases(ev, m3)
+        out["model_3_reference"] = {
+            "season_rule": "model_3", "states": [{k: v for k, v in x.items() if k != "score_over_mean"} for x in st],
+            "median_state_r_month_to_month": _median([x["r_month_to_month"] for x in st]),
+            "lga_level": lga_month_figures(ev, m3)}
+    out["median_state_r_month_to_month"] = _median([x["r_month_to_month"] for x in out["score_against_cases"]])
+    return out
+
+
+def _median(v: list[float | None]) -> float | None:
+    x = [a for a in v if a is not None]
+    return _r(float(np.median(x))) if x else None
+
+
+def _model_3_log_score(md: Any, ev: Any) -> np.ndarray | None:
+    """The reference with model 3's out-of-sample season in place of model 4's (same baseline, same folds)."""
+    cv = md.season.fit.cv if md.season.fit is not None else None
+    if cv is None or "model_3" not in cv.area_index or md.season.rule not in cv.area_index:
+        return None
+    cal = (ev.t0 + np.arange(ev.cases.shape[1])) % 12
+    s4, s3 = cv.area_index[md.season.rule][ev.rows], cv.area_index["model_3"][ev.rows]
+    log_base = ev.data.reference - np.log(s4[:, cal] / s4.mean(axis=1, keepdims=True))
+    return log_base + np.log(s3[:, cal] / s3.mean(axis=1, keepdims=True))
 
 
 def _held_out_log_score(ev: Any) -> np.ndarray:
@@ -309,12 +343,12 @@ def _held_out_log_score(ev: Any) -> np.ndarray:
     return log_score
 
 
-def score_against_cases(ev: Any) -> list[dict[str, Any]]:
+def score_against_cases(ev: Any, log_score: np.ndarray) -> list[dict[str, Any]]:
     """Per dated state, month by month: its LGAs' cases against the held-out score, each LGA over its own
     mean and averaged over the state's LGAs present that month (at least half of them); r of the levels
     and of the month-to-month movement (O1). Only the score's curve and the r values are kept."""
     data = ev.data
-    score = np.exp(_held_out_log_score(ev))
+    score = np.exp(log_score)
     present = np.isfinite(ev.cases)
     out = []
     for code in sorted(set(data.state.tolist())):
@@ -337,10 +371,10 @@ def score_against_cases(ev: Any) -> list[dict[str, Any]]:
     return out
 
 
-def lga_month_figures(ev: Any) -> dict[str, Any]:
+def lga_month_figures(ev: Any, log_score: np.ndarray) -> dict[str, Any]:
     """Median over dated LGAs of each LGA's r between its cases and its held-out score (O1 and levels)."""
     present = np.isfinite(ev.cases)
-    score = np.where(present, np.exp(_held_out_log_score(ev)), np.nan)
+    score = np.where(present, np.exp(log_score), np.nan)
     y, yhat = month_tests.outcome(ev.cases), month_tests.outcome(score)
     r_m = np.array([month_tests.pearson(a, b) for a, b in zip(y, yhat, strict=True)])
     r_l = np.array([month_tests.pearson(a, b) for a, b in zip(ev.cases, score, strict=True)])
@@ -381,7 +415,9 @@ def forecast_skill(ev: Any) -> dict[str, Any]:
             # climatology: the same calendar month in the other years, anchored the same way
             same = np.where(cal == cal[t + h])[0]
             same = same[same != t + h]
-            clim_m = np.nanmean(logc[:, same], axis=1) - np.nanmean(logc, axis=1) + level
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an LGA without that month in other years
+                clim_m = np.nanmean(logc[:, same], axis=1) - np.nanmean(logc, axis=1) + level
             pers = logc[:, t]
             ok = ok_past & np.isfinite(target) & np.isfinite(pers) & np.isfinite(clim_m)
             err_m += list((pred_m - target)[ok] ** 2)
@@ -433,6 +469,57 @@ def national_trend_figures(survey: pl.DataFrame, geo: Any) -> dict[str, Any]:
     return national_trend.validation_figures(survey, zone_pop, state_pop)
 
 
+def _t(check: dict[str, Any], rule: str, level: str, key: str) -> Any:
+    return ((check.get("timing") or {}).get(rule) or {}).get(level, {}).get(key)
+
+
+def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[dict[str, Any]],
+            rule: str) -> dict[str, Any]:
+    """The model's targets, before (model 3's season rule and range, same folds) and after (this release),
+    each with whether it is met: the one place the docs' counts come from."""
+    c = seasons_check
+    m3 = months.get("model_3_reference") or {}
+    rows: list[dict[str, Any]] = []
+
+    def add(key: str, measure: str, aim: str, before: Any, after: Any, met: bool | None) -> None:
+        rows.append({"key": key, "measure": measure, "aim": aim, "model_3": before, "model_4": after, "met": met})
+
+    def ok(v: Any, test: Any) -> bool | None:
+        return None if v is None else bool(test(v))
+
+    r4 = _t(c, rule, "states", "median_shape_r")
+    add("state_shape_r", "state shape r, median", ">= 0.85", _t(c, "model_3", "states", "median_shape_r"), r4,
+        ok(r4, lambda v: v >= 0.85))
+    n = _t(c, rule, "states", "profiles")
+    k, e = _t(c, rule, "states", "peak_within_1_month"), _t(c, rule, "states", "mean_signed_peak_error")
+    add("peak_month", "peak month within 1 month of the 3-month smoothed recorded profile (mean signed error)",
+        ">= 5 of 6 states; mean signed error within +-0.5",
+        {"within_1_month": _t(c, "model_3", "states", "peak_within_1_month"), "states": n,
+         "mean_signed_error": _t(c, "model_3", "states", "mean_signed_peak_error")},
+        {"within_1_month": k, "states": n, "mean_signed_error": e},
+        None if k is None or e is None or not n else bool(k >= n - 1 and abs(e) <= 0.5))
+    tp = _t(c, rule, "states", "mean_trough_to_peak_error")
+    add("trough_to_peak", "trough/peak error, mean", "<= 0.08", _t(c, "model_3", "states", "mean_trough_to_peak_error"),
+        tp, ok(tp, lambda v: v <= 0.08))
+    sm = months.get("median_state_r_month_to_month")
+    add("state_month_to_month_r", "state month-to-month r, median", ">= 0.75",
+        m3.get("median_state_r_month_to_month"), sm, ok(sm, lambda v: v >= 0.75))
+    ls = _t(c, rule, "lgas", "median_shape_r")
+    add("lga_shape_r", "LGA shape r, median", ">= 0.72", _t(c, "model_3", "lgas", "median_shape_r"), ls,
+        ok(ls, lambda v: v >= 0.72))
+    lm = (months.get("lga_level") or {}).get("median_r_month_to_month")
+    add("lga_month_to_month_r", "LGA month-to-month r, median", ">= 0.55",
+        (m3.get("lga_level") or {}).get("median_r_month_to_month"), lm, ok(lm, lambda v: v >= 0.55))
+    for h in rounds:
+        v = (h.get("calibration") or {}).get("var_z")
+        add(f"var_z_{h['predicted_round']}", f"80 % range var(z), {h['predicted_round']} round", "0.8-1.25",
+            (h.get("without_season_error") or {}).get("var_z"), v, ok(v, lambda x: 0.8 <= x <= 1.25))
+    judged = [x for x in rows if x["met"] is not None]
+    return {"rows": rows, "met": sum(bool(x["met"]) for x in judged), "judged": len(judged), "listed": len(rows),
+            "missed": [x["measure"] for x in judged if not x["met"]],
+            "not_judged": [x["measure"] for x in rows if x["met"] is None]}
+
+
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
     inputs = Inputs(data_dir, geo) if inputs is None else inputs
@@ -449,8 +536,9 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
             "check": sm.check,
             "profiles": season_profiles(sm, geo),
         },
-        "months": month_validation(md, res),
-        "held_out_rounds": [held_out(md, a, b) for a, b in HELD_OUT],
+        "months": (months := month_validation(md, res)),
+        "held_out_rounds": (rounds := [held_out(md, a, b) for a, b in HELD_OUT]),
+        "targets": targets(sm.check, months, rounds, sm.rule),
         "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": (lga := lga_comparison(md)),
         "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),

@@ -34,6 +34,7 @@ RIDGE = 1.0  # on standardised covariates, fixed before fitting (not tuned)
 GRID_RANGE_KM = (50.0, 100.0, 200.0, 400.0, 800.0, 1600.0)
 GRID_SHRINK = (0.05, 0.25, 1.0, 4.0, 16.0)
 EARTH_KM = 6371.0
+MIN_SHARE = 0.05  # lowest month as a share of the peak
 _M = np.arange(MONTHS)
 BASIS = np.concatenate([np.stack([np.cos(2 * np.pi * h * _M / MONTHS), np.sin(2 * np.pi * h * _M / MONTHS)])
                         for h in range(1, HARMONICS + 1)])  # [4, 12]
@@ -46,10 +47,12 @@ def harmonics(log_profiles: np.ndarray) -> np.ndarray:
 
 
 def profiles(theta: np.ndarray) -> np.ndarray:
-    """[n, 4] coefficients -> [n, 12] profiles scaled to peak 1 (unrounded)."""
+    """[n, 4] coefficients -> [n, 12] profiles scaled to peak 1 (unrounded), no month under MIN_SHARE.
+
+    Routine case counts never fall to nothing in a month; the bound only binds where a regression on
+    few profiles extrapolates (it never does on the shared data's fit)."""
     lp = np.atleast_2d(theta) @ BASIS
-    p = np.exp(lp - lp.max(axis=1, keepdims=True))
-    return p
+    return np.maximum(np.exp(lp - lp.max(axis=1, keepdims=True)), MIN_SHARE)
 
 
 def rain_covariates(rain: np.ndarray, lat: np.ndarray, dry: np.ndarray) -> np.ndarray:

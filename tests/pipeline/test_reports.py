@@ -83,10 +83,17 @@ def test_real_validation_report():
     if (DATA_DIR / "malaria/dhis2_lga_monthly_2020_2023").exists():
         tests = r["months"]["tests"]
         # every pre-registered term is scored in the six held-out states, and the decision follows the rule
-        for term in ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing"):
-            assert tests[term]["states"] == 6
-            assert tests[term]["adopted"] == (tests[term]["improved_in"] >= 4)
-        assert tests["adopted"] == [k for k in tests if isinstance(tests[k], dict) and tests[k].get("adopted")]
+        from pipeline.model.month_tests import TERMS
+
+        for term in TERMS:
+            t = tests[term]
+            assert t["states"] == 6
+            assert t["adopted"] == (t["meets_minimum_effect"] and t["plausible"])
+            assert t["meets_minimum_effect"] == (t["states_gaining_at_least_0_03"] >= 5
+                                                 and t["pooled_gain_month_to_month_interval"][0] > 0
+                                                 and t["pooled_gain_anomaly_interval"][0] > 0)
+        assert set(tests["adopted"]) <= {k for k in TERMS if tests[k]["adopted"]}
+        assert r["model_version"].startswith("survey-season-rain/4.1" if tests["adopted"] else "survey-season/4.0")
         assert {s["state_code"] for s in r["seasons"]["profiles"]["states"]} == {"AK", "BA", "BE", "EB", "KE", "NA"}
         assert len(r["months"]["score_against_cases"]) == 6
 

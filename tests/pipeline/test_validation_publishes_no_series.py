@@ -26,6 +26,7 @@ SERIES_KEYS = {"out_of_sample", "model_3_out_of_sample", "published", "archetype
                "score_over_mean"}
 OUT_OF_SAMPLE = {"out_of_sample", "model_3_out_of_sample", "score_over_mean"}
 LIMIT = 0.97
+OWN_DATA_MARGIN = 0.02  # how much closer than the blind curve a fitted one may come
 
 
 def arrays(doc: Any, path: tuple[str, ...] = (), area: str | None = None) -> list[tuple[tuple[str, ...], str | None, np.ndarray]]:
@@ -92,19 +93,27 @@ def recorded(geo_lgas: pl.DataFrame) -> tuple[dict[str, np.ndarray], dict[str, n
 
 @needs_data(DATED_LGA_CASES)
 def test_validation_json_carries_no_recorded_series(real_validation):
+    """Arrays only under model-curve keys; a published curve fitted with the area's own series may track its
+    recorded profile no more closely than the curve fitted without its state does (plus a small margin):
+    it may not carry the area's own data, though a good model will of course resemble it."""
     from pipeline.geography import load_geography
 
     report = orjson.loads(real_validation[validation.VALIDATION_FILE])
     prof, series = recorded(load_geography(DATA_DIR).lgas)
     found = arrays(report)
     assert found, "the report plots model curves: some arrays are expected"
+    oos = {(path[:-1], area): v for path, area, v in found if path[-1] == "out_of_sample"}
     for path, area, values in found:
         assert path[-1] in SERIES_KEYS, f"{'.'.join(path)}: an array under a key that is not a model curve"
         if path[-1] in OUT_OF_SAMPLE or area is None:
             continue
         ref = series.get(area) if len(values) == 48 else prof.get(area)
-        if ref is not None and len(ref) == len(values):
-            assert _corr(values, ref) <= LIMIT, f"{'.'.join(path)} ({area}) tracks the recorded series"
+        if ref is None or len(ref) != len(values):
+            continue
+        r = _corr(values, ref)
+        blind = oos.get((path[:-1], area))
+        allowed = max(LIMIT, _corr(blind, ref) + OWN_DATA_MARGIN) if blind is not None else LIMIT
+        assert r <= allowed, f"{'.'.join(path)} ({area}) tracks the recorded series ({r:.3f})"
 
 
 @needs_data(DATED_LGA_CASES)
