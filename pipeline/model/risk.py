@@ -257,7 +257,7 @@ def widen(s: Scores, log_sd: float) -> Scores:
     sd_hi = (logit(np.clip(s.high, EPS, 1 - EPS)) - lm) / Z_RANGE
     low = expit(lm - Z_RANGE * np.sqrt(np.maximum(sd_lo, 0) ** 2 + extra))
     high = expit(lm + Z_RANGE * np.sqrt(np.maximum(sd_hi, 0) ** 2 + extra))
-    return Scores(score=s.score, low=np.minimum(low, s.score), high=np.maximum(high, s.score))
+    return Scores(score=s.score, low=np.minimum(low, s.low), high=np.maximum(high, s.high))
 
 
 def scores(base: np.ndarray, low: np.ndarray, high: np.ndarray, c: np.ndarray) -> Scores:

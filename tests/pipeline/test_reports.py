@@ -141,3 +141,22 @@ def test_the_validation_producer_does_not_import_the_report():
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
         a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert not any(m and m.startswith("pipeline.reports") for m in imported)
+
+
+def test_report_without_the_2021_round_and_without_dated_series(tmp_path):
+    """No 2021 round, no dated series: the targets needing them are listed but not judged, nothing is
+    invented, the Markdown and every plot still render."""
+    from pipeline.reports.validation import render
+
+    p = validation.produce(BuildContext(data_dir=write_data_dir(tmp_path, with_2021=False), updated_at="t",
+                                        geography=small_geo()))
+    body = p.files[validation.VALIDATION_FILE][1]
+    report = orjson.loads(body)
+    rows = {r["key"]: r for r in report["targets"]["rows"]}
+    assert rows["var_z_2021"]["model_4"] is None and rows["var_z_2021"]["met"] is None
+    assert rows["state_shape_r"]["met"] is None and rows["lga_month_to_month_r"]["met"] is None
+    assert report["targets"]["judged"] == sum(r["met"] is not None for r in rows.values())
+    assert report["model_version"].startswith("survey-season/4.0")
+    md = render(body)
+    assert f"Targets: {report['targets']['met']} of {report['targets']['judged']} met" in md
+    assert {f"docs/figures/{n}" for n in ("season_states.svg", "season_lgas.svg", "score_vs_cases.svg")} <= set(p.files)
