@@ -520,6 +520,46 @@ def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[
             "not_judged": [x["measure"] for x in rows if x["met"] is None]}
 
 
+TIMING_KEYS = ("profiles", "median_shape_r", "peak_within_1_month", "mean_signed_peak_error", "mean_abs_peak_error",
+               "mean_signed_start_error", "mean_signed_centre_error", "mean_trough_to_peak_error",
+               "mean_best_4_share_error")
+TERM_KEYS = ("states_gaining_at_least_0_03", "pooled_gain_month_to_month", "pooled_gain_anomaly",
+             "dry_month_mean_effect", "dry_month_max_effect", "meets_minimum_effect", "plausible", "adopted")
+
+
+def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> dict[str, Any]:
+    """The figures the documentation quotes, with the same keys in every release (null where the data load
+    lacks what they need), so a page never names a figure that is absent."""
+    timing = check.get("timing") or {}
+    err = check.get("season_error") or {}
+    tests = months.get("tests") or {}
+    fs = {h["months_ahead"]: h for h in (months.get("forecast_skill") or {}).get("horizons", [])}
+    from pipeline.model.month_tests import TERMS
+
+    def interval(x: dict[str, Any], k: str) -> str | None:
+        v = x.get(k)
+        return None if not v or v[0] is None else f"{v[0]} to {v[1]}"
+
+    return {
+        "timing": {r: {lv: {k: ((timing.get(r) or {}).get(lv) or {}).get(k) for k in TIMING_KEYS}
+                       for lv in ("states", "lgas")} for r in ("model_3", rule)},
+        "season_error": {lv: {k: (err.get(lv) or {}).get(k) for k in ("log_sd", "share_inside",
+                                                                       "lowest_month_share_inside", "months_below_0_7")}
+                         for lv in ("states", "lgas", "archetype_groups")},
+        "month_terms": {t: {**{k: (tests.get(t) or {}).get(k) for k in TERM_KEYS},
+                            "interval_month_to_month": interval(tests.get(t) or {}, "pooled_gain_month_to_month_interval"),
+                            "interval_anomaly": interval(tests.get(t) or {}, "pooled_gain_anomaly_interval")}
+                        for t in TERMS},
+        "month_terms_adopted": (", ".join(tests.get("adopted") or []) or "none") if tests else None,
+        "forecast_skill": {f"h{h}": {k: (fs.get(h) or {}).get(k) for k in ("skill_vs_climatology", "skill_vs_persistence",
+                                                                            "lga_months")}
+                           for h in FORECAST_HORIZONS},
+        "median_state_r_month_to_month": months.get("median_state_r_month_to_month"),
+        "median_lga_r_month_to_month": (months.get("lga_level") or {}).get("median_r_month_to_month"),
+        "lgas": months.get("lgas"), "lga_months": months.get("lga_months"),
+    }
+
+
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
     inputs = Inputs(data_dir, geo) if inputs is None else inputs
@@ -539,6 +579,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
         "months": (months := month_validation(md, res)),
         "held_out_rounds": (rounds := [held_out(md, a, b) for a, b in HELD_OUT]),
         "targets": targets(sm.check, months, rounds, sm.rule),
+        "page": page_figures(sm.check, months, sm.rule),
         "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": (lga := lga_comparison(md)),
         "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),
