@@ -560,6 +560,17 @@ def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> di
     }
 
 
+def season_model_figures(sm: Any) -> dict[str, Any]:
+    """The published season's fit, with the same keys whether or not it was fitted (null when not)."""
+    h = sm.harmonic.to_json() if sm.harmonic is not None else {}
+    c = sm.check or {}
+    return {"rule": sm.rule, "series": sm.fitted_to, "archetype_series": c.get("archetype_series"),
+            "dated_lga_series": c.get("dated_lga_series"), "folds": c.get("folds"),
+            "pooling_range_km": h.get("pooling_range_km"), "pooling_shrink": h.get("pooling_shrink"),
+            "dated_lgas_pooled": h.get("dated_lgas_pooled"), "ridge": h.get("ridge"),
+            "lowest_published_lga_month": round(float(sm.lga_index.min()), 3)}
+
+
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
     inputs = Inputs(data_dir, geo) if inputs is None else inputs
@@ -579,7 +590,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
         "months": (months := month_validation(md, res)),
         "held_out_rounds": (rounds := [held_out(md, a, b) for a, b in HELD_OUT]),
         "targets": targets(sm.check, months, rounds, sm.rule),
-        "page": page_figures(sm.check, months, sm.rule),
+        "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm)},
         "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": (lga := lga_comparison(md)),
         "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),
