@@ -516,8 +516,8 @@ def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[
             (h.get("without_season_error") or {}).get("var_z"), v, ok(v, lambda x: 0.8 <= x <= 1.25))
     judged = [x for x in rows if x["met"] is not None]
     return {"rows": rows, "met": sum(bool(x["met"]) for x in judged), "judged": len(judged), "listed": len(rows),
-            "missed": [x["measure"] for x in judged if not x["met"]],
-            "not_judged": [x["measure"] for x in rows if x["met"] is None]}
+            "missed": "; ".join(x["measure"] for x in judged if not x["met"]) or "none",
+            "not_judged": "; ".join(x["measure"] for x in rows if x["met"] is None) or "none"}
 
 
 TIMING_KEYS = ("profiles", "median_shape_r", "peak_within_1_month", "mean_signed_peak_error", "mean_abs_peak_error",
