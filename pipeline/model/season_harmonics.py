@@ -189,7 +189,7 @@ def seasonal_index_of(theta: np.ndarray, decimals: int = 3) -> np.ndarray:
     return np.round(profiles(theta), decimals)
 
 
-def signed_month_difference(a: np.ndarray | Sequence[float], b: np.ndarray | Sequence[float]) -> np.ndarray:
+def signed_month_difference(a: np.ndarray | Sequence[float] | float, b: np.ndarray | Sequence[float] | float) -> np.ndarray:
     """a - b in months, the short way round: in [-6, 6)."""
     d = (np.asarray(a, dtype=float) - np.asarray(b, dtype=float)) % MONTHS
     return np.where(d >= MONTHS / 2, d - MONTHS, d)
