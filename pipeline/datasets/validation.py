@@ -571,6 +571,18 @@ def season_model_figures(sm: Any) -> dict[str, Any]:
             "lowest_published_lga_month": round(float(sm.lga_index.min()), 3)}
 
 
+SEASON_MODEL_KEYS = ("rule", "series", "archetype_series", "dated_lga_series", "folds", "pooling_range_km",
+                     "pooling_shrink", "dated_lgas_pooled", "ridge", "lowest_published_lga_month")
+
+
+def quotable_skeleton() -> dict[str, Any]:
+    """The report's quotable blocks (`targets`, `page`) with every figure null: what a page may quote
+    even in a release without the validation dataset (each then reads as not in this release)."""
+    rounds = [{"predicted_round": b} for _, b in HELD_OUT]
+    return {"targets": targets({}, {}, rounds, "model_4"),
+            "page": {**page_figures({}, {}, "model_4"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS)}}
+
+
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
     """The whole report as a JSON-able dict (see the module docstring)."""
     inputs = Inputs(data_dir, geo) if inputs is None else inputs

@@ -93,7 +93,10 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     """`validation.*` figures from the validation report the risk producer ships."""
     raw = files.get(VALIDATION_FILE)
     report: dict[str, Any] = orjson.loads(raw) if raw else {}
-    out: dict[str, Any] = dict(flatten_report(report, "validation")) if report else {}
+    from pipeline.datasets.validation import quotable_skeleton
+
+    out: dict[str, Any] = dict(flatten_report(quotable_skeleton(), "validation"))
+    out.update(flatten_report(report, "validation"))
 
     def put(name: str, value: Any) -> None:
         out[f"validation.{name}"] = NOT_IN_RELEASE if value is None else value

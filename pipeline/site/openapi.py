@@ -347,7 +347,10 @@ def resource_schemas() -> dict[str, Schema]:
         "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
+        "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
+                         "range and shrink, regression coefficients (additive; present when season_rule is "
+                         "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
                                 "with 5 dry months (additive)."},
         "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},
@@ -359,7 +362,9 @@ def resource_schemas() -> dict[str, Schema]:
         "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
                                             "the case records were absent and the documented defaults apply "
                                             "(additive)."),
-    })
+    }, required=["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check",
+                 "seasonal_floor", "season_rule", "dry_month_below_mm", "peak_window_share_of_peak",
+                 "parameters_fitted_to_series"])  # the floor and lag constants exist only under models 2-3
     s["TransmissionStatesResponse"] = _obj({
         "method": _ref("TransmissionMethod"),
         "national": _obj({
