@@ -311,8 +311,9 @@ def resource_schemas() -> dict[str, Schema]:
         "mean_months_off": {"type": ["number", "null"]},
         "mean_months_peak_is_off": {"type": ["number", "null"]},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "season_rule": _str("The season rule published, chosen by held-out squared error (additive).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
+        "season_rule": _str("The season rule published (additive): model 4 whenever case records exist; the "
+                            "others are refitted in the same folds as its comparison.",
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
                                          "description": "Held-out squared error of each season rule (additive)."},
         "folds": _int("States left out in turn (additive)."),
