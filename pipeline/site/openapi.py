@@ -183,7 +183,10 @@ def resource_schemas() -> dict[str, Schema]:
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
-        "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast."},
+        "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast. A forecast is the "
+                          "survey baseline times the typical season of its calendar month: it equals the season "
+                          "climatology scaled by the baseline (no rainfall forecast is used; its skill against "
+                          "climatology and persistence is on the validation page)."},
         "months": {"type": "array", "items": _ref("Month"), "description": "Every available month, oldest "
                    "first, from 2018-01."},
         "updated_at": _str("When the data was last loaded (ISO 8601).", format="date-time"),
