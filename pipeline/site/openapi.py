@@ -337,7 +337,17 @@ def resource_schemas() -> dict[str, Schema]:
                     "(additive)."},
         "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
                    "dated_lgas), by rule and by zone (additive; docs: seasons)."},
-    }, description="Comparison against monthly case records, leaving whole states out.")
+        "timing": {"type": "object", "description": "Per rule: signed peak, start and centre errors, trough/peak "
+                   "and best-4 share errors and shape r over the left-out dated states and their LGAs, and per "
+                   "left-out state (summaries only; additive; present when dated series exist)."},
+        "season_error": {"type": "object", "description": "The published season's out-of-sample log error by "
+                         "level, the sd the ranges carry and its coverage summarised over calendar months "
+                         "(additive; present when case records exist)."},
+    }, required=["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off",
+                 "cross_validation", "season_rule", "season_rule_cv_squared_error", "folds", "archetype_series",
+                 "dated_lga_series", "dated_states", "mean_centre_months_off", "mean_best_4_month_share_error",
+                 "mean_trough_to_peak_error", "recorded_median_trough_to_peak", "recorded_max_best_4_month_share",
+                 "by_band", "levels"], description="Comparison against monthly case records, leaving whole states out.")
     s["TransmissionMethod"] = _obj({
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
