@@ -93,7 +93,10 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     """`validation.*` figures from the validation report the risk producer ships."""
     raw = files.get(VALIDATION_FILE)
     report: dict[str, Any] = orjson.loads(raw) if raw else {}
-    out: dict[str, Any] = {}
+    from pipeline.datasets.validation import quotable_skeleton
+
+    out: dict[str, Any] = dict(flatten_report(quotable_skeleton(), "validation"))
+    out.update(flatten_report(report, "validation"))
 
     def put(name: str, value: Any) -> None:
         out[f"validation.{name}"] = NOT_IN_RELEASE if value is None else value
@@ -159,6 +162,27 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
         for name in ("r_monthly_level", "r_month_to_month"):
             put(f"score_cases.{code}.{name}", (by_code.get(code) or {}).get(name))
     return out
+
+
+ROW_KEYS = ("key", "state_code", "lga_code", "predicted_round", "months_ahead", "year")
+
+
+def flatten_report(doc: Any, prefix: str) -> Iterable[tuple[str, Any]]:
+    """Every scalar of the validation report as `prefix.path` (lower case; a list of records is keyed by
+    its records' key, state code, round or horizon), so a page may quote any figure the report carries.
+    Lists of numbers are not quoted in prose and are skipped; null reads as not in this release."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from flatten_report(v, f"{prefix}.{re.sub(r'[^a-z0-9_]+', '_', str(k).lower()).strip('_')}")
+    elif isinstance(doc, list):
+        if doc and all(isinstance(x, dict) for x in doc):
+            key = next((k for k in ROW_KEYS if all(k in x for x in doc)), None)
+            for i, x in enumerate(doc):
+                yield from flatten_report(x, f"{prefix}.{str(x[key]).lower() if key else i}")
+        elif doc and all(isinstance(x, str) for x in doc):
+            yield prefix, ", ".join(doc)
+    else:
+        yield prefix, NOT_IN_RELEASE if doc is None else doc
 
 
 def substitute(text: str, figures: Mapping[str, Any], page: str) -> str:
