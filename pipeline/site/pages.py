@@ -515,7 +515,32 @@ def render_site(
     files[f"{PUBLIC_PREFIX}style.css"] = (CSS, stylesheet + swatch_rules(levels))
     for name, (ctype, data) in (assets or {}).items():
         files[f"{PUBLIC_PREFIX}{name}"] = (ctype, data)
+    for key, (ctype, data) in files.items():
+        if ctype == HTML:
+            check_prose(key, data.decode())
     return files
+
+
+_NOT_PROSE = re.compile(r"<(script|pre|code|style)\b.*?</\1>", re.S | re.I)
+_TAGS = re.compile(r"<[^>]+>")
+_UNFILLED = re.compile(r"\{\{|\}\}|\{%|%\}")
+# `nan` anywhere; `None` unless English begins with it ("None is ShareAlike", "None beyond …")
+_PYTHON_BLANK = re.compile(r"\b(?:nan|NaN)\b|\bNone\b(?! [a-z])")
+
+
+def prose(html: str) -> str:
+    """The text a reader reads: tags, scripts, styles and code left out."""
+    return _TAGS.sub(" ", _NOT_PROSE.sub(" ", html))
+
+
+def check_prose(key: str, html: str) -> None:
+    """A page whose prose shows template syntax or a Python blank (`None`, `nan`) is not published."""
+    text = prose(html)
+    for pattern, what in ((_UNFILLED, "an unfilled template placeholder"), (_PYTHON_BLANK, "a Python blank")):
+        m = pattern.search(text)
+        if m:
+            raise SiteError(f"{key} shows {what} {m.group(0)!r} in its text: "
+                            f"…{' '.join(text[max(0, m.start() - 60):m.end() + 60].split())}…")
 
 
 def swatch_rules(levels: list[dict[str, Any]]) -> bytes:
