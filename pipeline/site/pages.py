@@ -40,7 +40,7 @@ from edge.routes import (
     Param,
     Route,
 )
-from pipeline.attribution import SOURCES
+from pipeline.attribution import SOURCES, licence_table
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import SiteError
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
@@ -488,7 +488,8 @@ def render_site(
     nav += [item("attribution", "Data sources and licences")]
     common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
               "analyst_nav": nav, "dashboard_url": dashboard_url}
-    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES}
+    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES,
+              "licence_table": licence_table()}
 
     def intro(slug: str) -> Markup | None:
         return pages[slug].body if slug in pages else None
