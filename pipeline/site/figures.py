@@ -143,7 +143,61 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
     figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
     figures.update(validation_figures(produced_files(produced)))
     figures.update(target_figures(figures))
+    figures.update(freshness_figures(docs, figures))
     return figures
+
+
+# What each adopted month term multiplies an estimated month by, in the words of the pages.
+MONTH_TERM_WORDS = {
+    "a_actual_year_rainfall": "that year's recorded rainfall",
+    "b_rain_anomalies_lags_0_3": "the rain term (that month's recorded rainfall and that of the three months before it, "
+                                 "against their usual amounts)",
+    "c1_smc_rounds": "the SMC term (seasonal malaria chemoprevention rounds)",
+    "c2_llin_campaign_timing": "the net-campaign term",
+}
+
+
+def newest_survey(transmission: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """(round, year) of the newest household survey with a positivity figure in the release."""
+    rounds = [(int(t["survey_year"]), str(t.get("survey") or t["survey_year"]))
+              for st in (transmission or {}).get("states", []) for t in st.get("survey_trend") or []
+              if t.get("positivity") is not None and t.get("survey_year") is not None]
+    if not rounds:
+        return None
+    year, name = max(rounds)
+    return name, year
+
+
+FRESHNESS = ("data.last_estimated", "data.last_forecast", "data.forecast_months", "survey.newest_round",
+             "survey.newest_year", "model.month_after_survey", "model.month_terms")
+
+
+def freshness_figures(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+    """How old the data are and what a month after the newest survey rests on, read from this
+    release's own documents (periods, survey trends, the adopted month terms of the validation
+    report), so the landing page and the map never promise more than the release holds."""
+    periods = docs.get("/v1/periods") or {}
+    months = periods.get("months") or []
+    forecast = [m["period"] for m in months if m.get("kind") == "forecast"]
+    survey = newest_survey(docs.get("/v1/transmission/states"))
+    adopted_raw = figures.get("validation.months.adopted", NOT_IN_RELEASE)
+    adopted = [] if adopted_raw in ("none", NOT_IN_RELEASE) else [t.strip() for t in str(adopted_raw).split(",")]
+    terms = [MONTH_TERM_WORDS.get(t, t.replace("_", " ")) for t in adopted]
+    if survey is None:
+        made_of = NOT_IN_RELEASE
+    else:
+        made_of = (f"the {survey[0]} survey baseline (held at its level since {survey[1]}, its range widening "
+                   "with every month) × the typical season of its calendar month"
+                   + "".join(f" × {t}" for t in terms))
+    return {
+        "data.last_estimated": periods.get("last_estimated") or NOT_IN_RELEASE,
+        "data.last_forecast": periods.get("last_forecast") or NOT_IN_RELEASE,
+        "data.forecast_months": len(forecast) if months else NOT_IN_RELEASE,
+        "survey.newest_round": survey[0] if survey else NOT_IN_RELEASE,
+        "survey.newest_year": survey[1] if survey else NOT_IN_RELEASE,
+        "model.month_after_survey": made_of,
+        "model.month_terms": ", ".join(terms) if terms else "none",
+    }
 
 
 VALIDATION_FILE = "docs/validation.json"

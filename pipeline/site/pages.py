@@ -44,7 +44,7 @@ from pipeline.attribution import SOURCES, licence_table
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import SiteError
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
-from pipeline.site.figures import release_figures, substitute
+from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -459,6 +459,7 @@ def render_site(
     examples: Mapping[str, tuple[str, str, bool]] | None = None,
     states: Sequence[StateRow] = (),
     dashboard_url: str = DEFAULT_DASHBOARD_URL,
+    facts: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug.
 
@@ -487,7 +488,9 @@ def render_site(
     nav += [md_item(s) for s in doc_slugs if s != "quickstart"]
     nav += [item("attribution", "Data sources and licences")]
     common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
-              "analyst_nav": nav, "dashboard_url": dashboard_url}
+              "analyst_nav": nav, "dashboard_url": dashboard_url,
+              # how old the data are (figures.FRESHNESS); absent facts read as not in this release
+              "facts": {name: (facts or {}).get(name, NOT_IN_RELEASE) for name in FRESHNESS}}
     shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES,
               "licence_table": licence_table()}
 
@@ -507,7 +510,9 @@ def render_site(
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
-        map_config=Markup(orjson.dumps({"levels": levels}).decode().replace("<", "\\u003c")))
+        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": common["facts"]["data.last_estimated"],
+                                        "last_forecast": common["facts"]["data.last_forecast"]})
+                          .decode().replace("<", "\\u003c")))
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
     for slug in doc_slugs:
         put(slug, "page.html", title=pages[slug].title, page=pages[slug])
@@ -563,7 +568,8 @@ def site_assets(site_dir: Path = SITE_DIR) -> dict[str, tuple[str, bytes]]:
     other host.
     """
     modules = site_dir / "node_modules"
-    out: dict[str, tuple[str, bytes]] = {"map.js": (JS, (site_dir / "static" / "map.js").read_bytes())}
+    out: dict[str, tuple[str, bytes]] = {name: (JS, (site_dir / "static" / name).read_bytes())
+                                         for name in ("map.js", "freshness.js")}
     for package, inner, key in VENDOR_FILES:
         path = modules / package / inner
         if not path.is_file():
@@ -600,5 +606,6 @@ def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Pa
         examples=examples_from(ctx.produced),
         states=state_rows(ctx.geography),
         dashboard_url=ctx.dashboard_url,
+        facts={name: figures[name] for name in FRESHNESS},
     )
     return Produced(dataset="site", documents={}, files=files)

@@ -113,3 +113,94 @@ def test_the_model_page_counts_what_its_table_shows(real_build: Path) -> None:
         r" (?:are|is|were|was)? ?missed", text, re.I)]
     for claim in claims:
         assert WORDS.get(claim, int(claim) if claim.isdigit() else -1) == missed, (claim, missed, total)
+
+
+# --- how recent the data are ----------------------------------------------------------------------------
+
+PERIODS = {"last_estimated": "2026-06", "last_forecast": "2026-10",
+           "months": [{"period": "2026-06", "kind": "estimated"}] + [
+               {"period": f"2026-{m:02d}", "kind": "forecast"} for m in (7, 8, 9, 10)]}
+TRANSMISSION = {"states": [
+    {"survey_trend": [{"survey_year": 2018, "survey": "2018 NDHS", "positivity": 0.3},
+                      {"survey_year": 2021, "survey": "2021 NMIS", "positivity": 0.2}]},
+    {"survey_trend": [{"survey_year": 2024, "survey": "2024 NDHS", "positivity": None}]}]}
+
+
+def test_freshness_comes_from_the_release_documents_and_the_adopted_terms() -> None:
+    from pipeline.site.figures import MONTH_TERM_WORDS, freshness_figures
+
+    docs = {"/v1/periods": PERIODS, "/v1/transmission/states": TRANSMISSION}
+    f = freshness_figures(docs, {"validation.months.adopted": "b_rain_anomalies_lags_0_3"})
+    assert (f["data.last_estimated"], f["data.last_forecast"], f["data.forecast_months"]) == ("2026-06", "2026-10", 4)
+    assert (f["survey.newest_round"], f["survey.newest_year"]) == ("2021 NMIS", 2021)  # 2024 has no figure
+    assert f["model.month_after_survey"].startswith("the 2021 NMIS survey baseline")
+    assert f["model.month_after_survey"].endswith("× " + MONTH_TERM_WORDS["b_rain_anomalies_lags_0_3"])
+    plain = freshness_figures(docs, {"validation.months.adopted": "none"})["model.month_after_survey"]
+    assert plain.endswith("× the typical season of its calendar month")  # no term adopted: baseline × season
+    absent = freshness_figures({}, {})
+    assert set(absent.values()) <= {NOT_IN_RELEASE, "none"}
+
+
+def test_the_landing_page_and_the_map_state_the_facts_and_carry_them_for_the_reader_clock() -> None:
+    import orjson
+
+    from pipeline.datasets.base import BuildContext
+    from pipeline.datasets.base import Produced as P
+    from pipeline.site.pages import produce
+    from tests.conftest import synthetic_produced
+    from tests.small_geography import small_geo
+
+    produced = [p for p in synthetic_produced(with_transmission=False) if p.dataset != "risk"]
+    produced += [P("risk", {"/v1/periods": {(): PERIODS}}), P("transmission", {"/v1/transmission/states": {
+        (): {**TRANSMISSION, "method": {"check": {}}}}})]
+    ctx = BuildContext(data_dir=Path("no-data"), updated_at="2026-11-22T10:00:00Z", geography=small_geo(),
+                       produced=produced)
+    files = produce(ctx).files
+    for page in ("docs/index.html", "docs/map.html"):
+        text = " ".join(prose(files[page][1].decode()).split())
+        assert "Latest estimated month: 2026-06" in text and "Forecasts reach 2026-10 (4 months" in text, page
+        assert "Newest household survey: 2021 NMIS (fieldwork in 2021)" in text, page
+        assert "An estimated month after 2021 is made of the 2021 NMIS survey baseline" in text, page
+        html = files[page][1].decode()
+        assert 'data-last-estimated="2026-06"' in html and 'data-last-forecast="2026-10"' in html
+        assert "/docs/freshness.js" in html
+    config = files["docs/map.html"][1].decode().split('id="map-config">', 1)[1].split("</script>", 1)[0]
+    assert orjson.loads(config)["last_forecast"] == "2026-10"
+    assert "docs/freshness.js" in files
+
+
+NODE = __import__("shutil").which("node")
+
+
+@pytest.mark.skipif(NODE is None, reason="node is not installed")
+@pytest.mark.parametrize(("today", "stale"), [("2026-10-31", False), ("2026-11-01", True), ("2027-01-15", True)])
+def test_the_reader_clock_decides_when_the_next_load_is_due(today: str, stale: bool) -> None:
+    import json
+    import subprocess
+
+    from pipeline.site.pages import SITE_DIR
+
+    script = (f"const {{staleNote}} = require({json.dumps(str(SITE_DIR / 'static' / 'freshness.js'))});"
+              f"const [y, m, d] = {json.dumps(today)}.split('-').map(Number);"
+              "process.stdout.write(staleNote('2026-06', '2026-10', new Date(y, m - 1, d)));")
+    out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, check=True).stdout
+    assert bool(out) is stale
+    if stale:
+        assert "The data end at 2026-06" in out and "forecasts to 2026-10" in out and "next data load is due" in out
+
+
+@needs_data()
+def test_the_real_pages_state_the_release_facts(real_build: Path) -> None:
+    import orjson
+
+    root = (real_build / "current").resolve()
+    periods = orjson.loads((root / "v1" / "periods.json").read_bytes())
+    report = orjson.loads((root / "docs" / "validation.json").read_bytes())
+    pages = _pages(real_build)
+    for page in ("index.html", "map.html"):
+        text = " ".join(prose(pages[page]).split())
+        assert f"Latest estimated month: {periods['last_estimated']}" in text
+        assert f"Forecasts reach {periods['last_forecast']}" in text
+        assert "Newest household survey: 20" in text and NOT_IN_RELEASE not in text.split("Newest")[1][:80]
+        adopted = ((report.get("months") or {}).get("tests") or {}).get("adopted") or []
+        assert ("rain term" in text) == ("b_rain_anomalies_lags_0_3" in adopted)
