@@ -487,10 +487,11 @@ def render_site(
            item("errors", "Errors", "Error catalogue"), item("state-codes", "State codes", "State codes")]
     nav += [md_item(s) for s in doc_slugs if s != "quickstart"]
     nav += [item("attribution", "Data sources and licences")]
+    # how old the data are (figures.FRESHNESS); absent facts read as not in this release
+    shown_facts: dict[str, Any] = {name: (facts or {}).get(name, NOT_IN_RELEASE) for name in FRESHNESS}
     common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
               "analyst_nav": nav, "dashboard_url": dashboard_url,
-              # how old the data are (figures.FRESHNESS); absent facts read as not in this release
-              "facts": {name: (facts or {}).get(name, NOT_IN_RELEASE) for name in FRESHNESS}}
+              "facts": shown_facts}
     shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES,
               "licence_table": licence_table()}
 
@@ -510,8 +511,8 @@ def render_site(
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
-        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": common["facts"]["data.last_estimated"],
-                                        "last_forecast": common["facts"]["data.last_forecast"]})
+        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": shown_facts["data.last_estimated"],
+                                        "last_forecast": shown_facts["data.last_forecast"]})
                           .decode().replace("<", "\\u003c")))
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
     for slug in doc_slugs:
