@@ -13,9 +13,10 @@ CSV and Parquet columns (per area and month where the table has them) and number
 along a row; SVG path and polyline coordinates, attribute sequences and numeric labels; HTML
 table rows and columns. GeoJSON coordinates are positions, not series, and are left out.
 
-References: each recorded LGA and state monthly series (48 months, 2020-01 to 2023-12), its
-calendar-month profiles (raw mean, and mean of each year over its mean) and each year's 12
-months. "The same months": a run whose months are known (records or rows with `period`, or
+References: each recorded LGA and state monthly series of the dated file (48 months, 2020-01 to
+2023-12), its calendar-month profiles (raw mean, and mean of each year over its mean) and each
+year's 12 months; and the NDHS 2018 microscopy positivity and children tested per LGA (its
+SOURCES.md: never publish them as LGA estimates), which are cross-sections only. "The same months": a run whose months are known (records or rows with `period`, or
 `month` 1–12) is compared on exactly those months; a run whose months are unknown (a drawn
 line, a bare list) is compared, as 12 values, with the 12-month references and, when longer,
 at every alignment with the 48-month series. A run that belongs to a named area (inside a
@@ -50,6 +51,9 @@ RESTRICTED_DIR = "malaria/dhis2_lga_monthly_2020_2023"
 LGA_FILE = f"{RESTRICTED_DIR}/lga_monthly_malaria_6states_2020_2023.csv"
 STATE_FILE = f"{RESTRICTED_DIR}/state_monthly_malaria_6states_2020_2023.csv"
 ADMIN_LGAS = "admin/lgas.csv"  # eHA code -> OCHA p-code, the release's lga_code
+# NDHS 2018 microscopy per LGA (1-108 children each): "do not publish them as LGA estimates"
+LGA_MICROSCOPY = "malaria/hbhi_lga_pfpr_2018/lga_2018_microscopy_with_state.csv"
+HBHI_CROSSWALK = "climate/idm_lga_temperature_2001_2016/hbhi_lga_to_eha_lga_code_crosswalk.csv"
 LGA_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "test_positivity_pct")
 STATE_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "median_lga_tpr_pct")
 SKIP_SUFFIXES = (".js", ".css", ".png", ".txt", ".ico", ".woff", ".woff2", ".md")
@@ -69,6 +73,16 @@ class References:
     profiles: np.ndarray  # (m, 12)
     profile_names: tuple[str, ...]
     profile_of: np.ndarray  # (m,) int
+    # further restricted cross-sections: name -> {lga_code: value} (one value per LGA, e.g. LGA microscopy)
+    lga_values: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+
+    def all_cross_sections(self) -> list[tuple[dict[str, int], np.ndarray, list[str]]]:
+        """The dated series' cross-sections, then each further LGA cross-section on its own LGAs."""
+        out = [self.cross_sections()]
+        for name, values in self.lga_values.items():
+            codes = sorted(values)
+            out.append(({c: i for i, c in enumerate(codes)}, np.array([[values[c]] for c in codes]), [name]))
+        return out
 
     def cross_sections(self) -> tuple[dict[str, int], np.ndarray, list[str]]:
         """Per LGA (row), every month and profile value of every measure (columns): what a table
@@ -174,7 +188,16 @@ def restricted_references(data_dir: Path) -> References:
 
     admin = read(ADMIN_LGAS)
     pcodes = dict(zip(admin["lga_code"], admin["ocha_adm2_pcode"], strict=True)) if admin is not None else {}
-    return references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes)
+    refs = references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes)
+    micro, crosswalk = read(LGA_MICROSCOPY), read(HBHI_CROSSWALK)
+    if micro is None or crosswalk is None:
+        return refs
+    joined = micro.join(crosswalk, left_on=["LGA", "State"], right_on=["hbhi_lga", "hbhi_state"], how="inner")
+    values = {name: {pcodes.get(code, code): float(v) for code, v in zip(joined["lga_code"], joined[col], strict=True)
+                     if v not in (None, "")}
+              for name, col in (("NDHS 2018 microscopy positivity per LGA (HBHI)", "p_test"),
+                                ("NDHS 2018 children tested per LGA (HBHI)", "n"))}
+    return References(refs.series, refs.names, refs.areas, refs.profiles, refs.profile_names, refs.profile_of, values)
 
 
 # --- numeric runs of a file ------------------------------------------------------------------------------
@@ -436,7 +459,7 @@ class _Matcher:
         self.best: dict[int, tuple[float, str, int]] = {}
         self.batches: dict[int, _Batch] = {}
         self.by_area: dict[str, np.ndarray] = {}
-        self.cross: tuple[dict[str, int], np.ndarray, list[str]] | None = None
+        self.cross: list[tuple[dict[str, int], np.ndarray, list[str]]] | None = None
 
     def _keep(self, owner: int, r: float, name: str, length: int) -> None:
         if r > self.threshold and r > self.best.get(owner, (0.0, "", 0))[0]:
@@ -466,19 +489,19 @@ class _Matcher:
         """A cross-section across areas: compared, over the LGAs both cover, with every month and
         calendar month of the series across LGAs."""
         if self.cross is None:
-            self.cross = self.refs.cross_sections()
-        row, matrix, names = self.cross
+            self.cross = self.refs.all_cross_sections()
         assert run.keys is not None
-        pos = np.array([i for i, c in enumerate(run.keys) if c in row], dtype=np.int64)
-        if pos.size < MIN_LENGTH or not matrix.shape[1]:
-            return
-        zx, okx = _normalise(run.values[pos][None, :])
-        zr, okr = _normalise(matrix[[row[run.keys[i]] for i in pos]].T)
-        if not okx[0]:
-            return
-        r = np.abs(zr @ zx[0]) * okr
-        best = int(r.argmax())
-        self._keep(owner, float(r[best]), f"{names[best]} (across the same LGAs)", int(pos.size))
+        for row, matrix, names in self.cross:
+            pos = np.array([i for i, c in enumerate(run.keys) if c in row], dtype=np.int64)
+            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+                continue
+            zx, okx = _normalise(run.values[pos][None, :])
+            zr, okr = _normalise(matrix[[row[run.keys[i]] for i in pos]].T)
+            if not okx[0]:
+                continue
+            r = np.abs(zr @ zx[0]) * okr
+            best = int(r.argmax())
+            self._keep(owner, float(r[best]), f"{names[best]} (across the same {pos.size} LGAs)", int(pos.size))
 
     def _aligned(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
         """Months known: one correlation per reference series over the months both cover."""

@@ -111,7 +111,7 @@ def test_each_kind_of_leak_is_found_and_clean_arrays_are_not(tmp_path: Path, tab
     assert set(by_file) == {"report.json", "fig.svg", "long.csv", "bundle.zip!cross.parquet"}, found
     assert by_file["report.json"].reference.startswith(f"lga_code {LGAS[0]} confirmed_uncomplicated")
     assert by_file["long.csv"].length == 24 and "same months" in by_file["long.csv"].reference
-    assert "across the same LGAs" in by_file["bundle.zip!cross.parquet"].reference
+    assert "2022-08 (across the same 15 LGAs)" in by_file["bundle.zip!cross.parquet"].reference
     assert all(f.correlation > 0.97 for f in found)
     svg = [f for f in found if f.file == "fig.svg"]
     assert len(svg) == 1 and "profile" in svg[0].reference  # the clean curve beside it is not flagged
@@ -173,6 +173,17 @@ class TestRealData:
         (tmp_path / "v.json").write_bytes(orjson.dumps({"x": [round(float(x), 2) for x in v / v.mean()]}))
         found = audit_release(tmp_path, real_refs)
         assert [f.file for f in found] == ["v.json"] and found[0].correlation > 0.99
+
+    def test_lga_microscopy_published_per_lga_is_found(self, tmp_path: Path, real_refs: References) -> None:
+        """The NDHS 2018 LGA microscopy values may not be published as LGA estimates: a table of one
+        (rescaled) value per LGA is a finding, a shuffled one is not."""
+        values = real_refs.lga_values["NDHS 2018 microscopy positivity per LGA (HBHI)"]
+        codes = sorted(values)
+        pl.DataFrame({"lga_code": codes, "estimate": [100 * values[c] for c in codes]}).write_csv(tmp_path / "a.csv")
+        shuffled = np.random.default_rng(3).permutation([values[c] for c in codes])
+        pl.DataFrame({"lga_code": codes, "estimate": shuffled}).write_csv(tmp_path / "b.csv")
+        found = audit_release(tmp_path, real_refs)
+        assert [f.file for f in found] == ["a.csv"] and "microscopy" in found[0].reference
 
     def test_no_file_of_the_real_release_matches_a_restricted_series(self, real_build: Path,
                                                                      real_refs: References) -> None:
