@@ -332,9 +332,9 @@ def resource_licences(a: Artefact) -> list[dict[str, str]]:
         out.append({**DERIVED_LICENCE, "title": DERIVED_LICENCE["title"] + " (the service's figures)"})
     for s in (source(k) for k in a.passed_on):
         if s.terms == ATTRIBUTION:
-            out.append({"name": s.spdx, "title": f"{s.licence} (values from {s.name})"})
+            out.append({"name": s.spdx, "title": f"values from {s.name}: {s.licence}"})
         else:
             out.append({"name": "other-closed" if s.terms == NONE_STATED else "other-at",
-                        "title": f"{s.licence} (values from {s.name}): "
+                        "title": f"values from {s.name}: {s.licence}; "
                                  + ("no licence granted" if s.terms == NONE_STATED else "aggregates only")})
     return out

@@ -527,7 +527,7 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
         "x-model-version": model_version,
         # the package's licences and sources follow from its resources' (the licence table)
         "licenses": [dict(DERIVED_LICENCE), *_union(lic for r in resources for lic in r["licenses"]
-                                                    if lic["name"] != DERIVED_LICENCE["name"])],
+                                                    if lic.get("path") != DERIVED_LICENCE["path"])],
         "x-citation": service_citation(release_id, model_version, updated_at, base_url, ZIP_NAME),
         "x-licence-terms": DERIVED_LICENCE_TERMS,
         "sources": _union({k: v for k, v in src.items() if not k.startswith("x-")}
