@@ -551,11 +551,13 @@ def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: s
               help="Where sign-in codes and invitations go; console prints them here.")
 @click.option("--insecure-cookie", is_flag=True,
               help="A plain `session` cookie without Secure, for a plain-HTTP host name that is not loopback.")
+@click.option("--local-admin", default=None, metavar="EMAIL",
+              help="Make (once) the organisation `local` with EMAIL as its administrator, and say how to sign in.")
 @keys_option
 @store_option
 @dashboard_store_option
 def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mailer: str, insecure_cookie: bool,
-                  keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+                  local_admin: str | None, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Serve the key dashboard (sign-in, API access, members, audit log) on its own port."""
     import uvicorn
 
@@ -570,8 +572,12 @@ def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mail
     settings = DashboardSettings(store=spec, dashboard=dashboard_store or "", counters=ServerSettings.from_env().counters,
                                  mailer=mailer, base_url=base_url or f"http://{host}:{port}", api_url=api_url,
                                  secure_cookie=not insecure_cookie)
-    _, app = build_dashboard(settings)
+    service, app = build_dashboard(settings)
     click.echo(f"dashboard on {settings.base_url}/ (sign-in codes go to: {mailer})", err=True)
+    if local_admin:
+        service.ensure_local_org(local_admin)
+        click.echo(f"sign in at {settings.base_url}/ as {local_admin}, administrator of the local organisation; "
+                   f"the code is printed here", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **HARDENED)
 
 
