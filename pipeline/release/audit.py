@@ -15,7 +15,7 @@ table rows and columns. GeoJSON coordinates are positions, not series, and are l
 
 References: each recorded LGA and state monthly series of the dated file (48 months, 2020-01 to
 2023-12), its calendar-month profiles (raw mean, and mean of each year over its mean) and each
-year's 12 months; and the NDHS 2018 microscopy positivity and children tested per LGA (its
+year's 12 months, and the profiles exactly as the pipeline computes them; and the NDHS 2018 microscopy positivity and children tested per LGA (its
 SOURCES.md: never publish them as LGA estimates), which are cross-sections only. "The same months": a run whose months are known (records or rows with `period`, or
 `month` 1–12) is compared on exactly those months; a run whose months are unknown (a drawn
 line, a bare list) is compared, as 12 values, with the 12-month references and, when longer,
@@ -180,6 +180,38 @@ def references_from_tables(lga: pl.DataFrame | None, state: pl.DataFrame | None,
     )
 
 
+def cleaned_profiles(data_dir: Path, pcodes: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """The recorded profiles exactly as the pipeline computes them (flagged and zero months left
+    out, each month over its LGA-year mean; a state's case-weighted over its LGAs), by area code."""
+    from pipeline.model.season_cv import dated_profiles
+    from pipeline.sources.dated_cases import read_dated_lga_cases
+
+    dated = read_dated_lga_cases(data_dir)
+    if dated is None:
+        return np.zeros((0, 12)), []
+    dated = dated.with_columns(pl.col("lga_code").replace(dict(pcodes)))
+    dp = dated_profiles(dated)
+    return np.vstack([dp.lga, dp.state]), [*dp.lga_codes, *dp.state_codes]
+
+
+def with_profiles(refs: References, profiles: np.ndarray, codes: list[str]) -> References:
+    """`refs` with further 12-month profiles, each of an area that has a series in `refs`."""
+    row = {}
+    for i, (code, _) in enumerate(refs.areas):
+        row.setdefault(code, i)
+    keep = [k for k, c in enumerate(codes) if c in row]
+    if not keep:
+        return refs
+    return References(
+        refs.series, refs.names, refs.areas,
+        np.vstack([refs.profiles, profiles[keep]]),
+        (*refs.profile_names, *(f"{'lga_code' if codes[k] != refs.areas[row[codes[k]]][1] else 'state_code'} "
+                                f"{codes[k]} recorded profile as the pipeline computes it" for k in keep)),
+        np.concatenate([refs.profile_of, [row[codes[k]] for k in keep]]),
+        refs.lga_values,
+    )
+
+
 def restricted_references(data_dir: Path) -> References:
     """References from the data directory; an absent restricted file contributes nothing."""
     def read(rel: str) -> pl.DataFrame | None:
@@ -188,7 +220,8 @@ def restricted_references(data_dir: Path) -> References:
 
     admin = read(ADMIN_LGAS)
     pcodes = dict(zip(admin["lga_code"], admin["ocha_adm2_pcode"], strict=True)) if admin is not None else {}
-    refs = references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes)
+    refs = with_profiles(references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes),
+                         *cleaned_profiles(Path(data_dir), pcodes))
     micro, crosswalk = read(LGA_MICROSCOPY), read(HBHI_CROSSWALK)
     if micro is None or crosswalk is None:
         return refs
@@ -425,8 +458,10 @@ def _windows(refs: References, length: int, rows: np.ndarray | None = None) -> t
     """Normalised references of `length` values (the profiles for 12, every same-length window
     of the 48-month series otherwise), optionally only those of series `rows`."""
     if length == 12:  # a run of a named area: its profiles; of no area: single years too
+        years = (np.arange(len(refs.profiles)) >= 2 * len(refs.series)) & (
+            np.arange(len(refs.profiles)) < (2 + SERIES_LENGTH // 12) * len(refs.series))
         keep = np.arange(len(refs.profiles)) if rows is None else np.flatnonzero(
-            np.isin(refs.profile_of, rows) & (np.arange(len(refs.profiles)) < 2 * len(refs.series)))
+            np.isin(refs.profile_of, rows) & ~years)
         z, ok = _normalise(refs.profiles[keep])
         return z[ok], [refs.profile_names[i] for i in keep[ok]]
     idx = np.arange(len(refs.series)) if rows is None else rows
