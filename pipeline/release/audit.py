@@ -196,7 +196,7 @@ def cleaned_profiles(data_dir: Path, pcodes: Mapping[str, str]) -> tuple[np.ndar
 
 def with_profiles(refs: References, profiles: np.ndarray, codes: list[str]) -> References:
     """`refs` with further 12-month profiles, each of an area that has a series in `refs`."""
-    row = {}
+    row: dict[str, int] = {}
     for i, (code, _) in enumerate(refs.areas):
         row.setdefault(code, i)
     keep = [k for k, c in enumerate(codes) if c in row]
