@@ -188,7 +188,9 @@ def freshness_figures(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> di
     else:
         made_of = (f"the {survey[0]} survey baseline (held at its level since {survey[1]}, its range widening "
                    "with every month) × the typical season of its calendar month"
-                   + "".join(f" × {t}" for t in terms))
+                   + "".join(f" × {t}" for t in terms)
+                   + (" (whether a month term is adopted is not in this release)"
+                      if adopted_raw == NOT_IN_RELEASE else ""))
     return {
         "data.last_estimated": periods.get("last_estimated") or NOT_IN_RELEASE,
         "data.last_forecast": periods.get("last_forecast") or NOT_IN_RELEASE,
