@@ -20,7 +20,8 @@ SOURCES.md: never publish them as LGA estimates), which are cross-sections only.
 `month` 1–12) is compared on exactly those months; a run whose months are unknown (a drawn
 line, a bare list) is compared, as 12 values, with the 12-month references and, when longer,
 at every alignment with the 48-month series. A run that belongs to a named area (inside a
-record with `lga_code` / `state_code`) is compared with that area's references (an LGA's own
+record with `lga_code` / `state_code`, or a line drawn under a figure title naming the area) is
+compared with that area's references (an LGA's own
 and its state's); a run of no named area with all of them; a cross-section (one value per LGA)
 with every month and calendar month of the series across the same LGAs.
 Unknown-area comparisons are batched into one matrix product per window length (numpy).
@@ -33,7 +34,7 @@ import io
 import re
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,9 @@ class References:
     profile_of: np.ndarray  # (m,) int
     # further restricted cross-sections: name -> {lga_code: value} (one value per LGA, e.g. LGA microscopy)
     lga_values: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # how figures title an area ("kebbi", "abak (ak)") -> its code: a drawn line under such a title
+    # belongs to that area
+    area_names: Mapping[str, str] = field(default_factory=dict)
 
     def all_cross_sections(self) -> list[tuple[dict[str, int], np.ndarray, list[str]]]:
         """The dated series' cross-sections, then each further LGA cross-section on its own LGAs."""
@@ -208,7 +212,7 @@ def with_profiles(refs: References, profiles: np.ndarray, codes: list[str]) -> R
         (*refs.profile_names, *(f"{'lga_code' if codes[k] != refs.areas[row[codes[k]]][1] else 'state_code'} "
                                 f"{codes[k]} recorded profile as the pipeline computes it" for k in keep)),
         np.concatenate([refs.profile_of, [row[codes[k]] for k in keep]]),
-        refs.lga_values,
+        refs.lga_values, refs.area_names,
     )
 
 
@@ -222,6 +226,12 @@ def restricted_references(data_dir: Path) -> References:
     pcodes = dict(zip(admin["lga_code"], admin["ocha_adm2_pcode"], strict=True)) if admin is not None else {}
     refs = with_profiles(references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes),
                          *cleaned_profiles(Path(data_dir), pcodes))
+    if admin is not None:
+        names = {n.lower(): c for n, c in zip(admin["state_name"], admin["state_code"], strict=True)}
+        for col in ("lga_name", "ocha_adm2_name"):
+            names |= {f"{n} ({st})".lower(): pcodes.get(code, code)
+                      for n, st, code in zip(admin[col], admin["state_code"], admin["lga_code"], strict=True)}
+        refs = replace(refs, area_names=names)
     micro, crosswalk = read(LGA_MICROSCOPY), read(HBHI_CROSSWALK)
     if micro is None or crosswalk is None:
         return refs
@@ -230,7 +240,7 @@ def restricted_references(data_dir: Path) -> References:
                      if v not in (None, "")}
               for name, col in (("NDHS 2018 microscopy positivity per LGA (HBHI)", "p_test"),
                                 ("NDHS 2018 children tested per LGA (HBHI)", "n"))}
-    return References(refs.series, refs.names, refs.areas, refs.profiles, refs.profile_names, refs.profile_of, values)
+    return replace(refs, lga_values=values)
 
 
 # --- numeric runs of a file ------------------------------------------------------------------------------
@@ -239,7 +249,7 @@ NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 PERIOD = re.compile(r"^(\d{4})-(\d{2})$")
 DIGITS = re.compile(r"\d+")
 SVG_ATTR = re.compile(r'([a-zA-Z_:][-a-zA-Z0-9_:.]*)="([^"]*)"')
-SVG_ELEMENT = re.compile(r"<([a-zA-Z][a-zA-Z0-9]*)\b([^>]*)>")
+SVG_ELEMENT_TEXT = re.compile(r"<([a-zA-Z][a-zA-Z0-9]*)\b([^>]*)>([^<]*)")
 TABLE = re.compile(r"<table\b.*?</table>", re.S | re.I)
 ROW = re.compile(r"<tr\b.*?</tr>", re.S | re.I)
 CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S | re.I)
@@ -362,17 +372,22 @@ def table_runs(df: pl.DataFrame) -> Iterator[Run]:
             yield from _runs(f"row {i} {group[0]}…", row, areas[i])
 
 
-def svg_runs(text: str, where: str = "") -> Iterator[Run]:
+def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None) -> Iterator[Run]:
     """Path and polyline coordinates (x and y apart), attribute sequences across elements in
-    document order (every `cy`, every bar `height`), and numeric <text> labels in order."""
+    document order (every `cy`, every bar `height`), and numeric <text> labels in order. A line
+    drawn after a <text> title that names an area (`names`) belongs to that area."""
     sequences: dict[str, list[float]] = {a: [] for a in SEQUENCE_ATTRS}
-    for n, m in enumerate(SVG_ELEMENT.finditer(text)):
-        for name, value in SVG_ATTR.findall(m.group(2)):
+    area: str | None = None
+    for n, m in enumerate(SVG_ELEMENT_TEXT.finditer(text)):
+        tag, attrs, content = m.group(1), m.group(2), m.group(3)
+        if tag == "text" and names and len(re.findall(r"[^\W\d_]", content)) >= 3:  # a title, not a tick
+            area = names.get(content.strip().lower())
+        for name, value in SVG_ATTR.findall(attrs):
             if name in POINT_ATTRS:
                 nums = np.array([float(x) for x in NUMBER.findall(value)], dtype=np.float64)
-                label = f"{where}<{m.group(1)} #{n}> {name}"
-                yield from _runs(f"{label} x", nums[0::2])
-                yield from _runs(f"{label} y", nums[1::2])
+                label = f"{where}<{tag} #{n}> {name}" + (f" (under the title of {area})" if area else "")
+                yield from _runs(f"{label} x", nums[0::2], area)
+                yield from _runs(f"{label} y", nums[1::2], area)
             elif name in sequences and NUMBER.fullmatch(value.strip()):
                 sequences[name].append(float(value))
     for name, values in sequences.items():
@@ -386,7 +401,7 @@ def _cell_number(cell: str) -> float:
     return float(text) if NUMBER.fullmatch(text) else np.nan
 
 
-def html_runs(text: str) -> Iterator[Run]:
+def html_runs(text: str, names: Mapping[str, str] | None = None) -> Iterator[Run]:
     """Table rows and columns (numeric cells), and any inline SVG."""
     for t, table in enumerate(TABLE.findall(text)):
         rows = [[_cell_number(c) for c in CELL.findall(r)] for r in ROW.findall(table)]
@@ -395,18 +410,19 @@ def html_runs(text: str) -> Iterator[Run]:
         for j in range(max((len(r) for r in rows), default=0)):
             yield from _runs(f"table {t} column {j}", np.array([r[j] if j < len(r) else np.nan for r in rows]))
     if "<svg" in text:
-        yield from svg_runs(text, "inline svg ")
+        yield from svg_runs(text, "inline svg ", names)
 
 
-def file_runs(name: str, data: bytes) -> Iterator[tuple[str, Run]]:
-    """(file, run) for every numeric run in one file; gzip and zip are opened."""
+def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) -> Iterator[tuple[str, Run]]:
+    """(file, run) for every numeric run in one file; gzip and zip are opened. `names` lets a
+    figure's titles say which area a drawn line belongs to."""
     if name.endswith(".gz"):
-        yield from file_runs(name[:-3], gzip.decompress(data))
+        yield from file_runs(name[:-3], gzip.decompress(data), names)
         return
     if name.endswith(".zip"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
             for member in z.namelist():
-                yield from file_runs(f"{name}!{member}", z.read(member))
+                yield from file_runs(f"{name}!{member}", z.read(member), names)
         return
     runs: Iterable[Run] = ()
     if name.endswith(SKIP_SUFFIXES):
@@ -424,9 +440,9 @@ def file_runs(name: str, data: bytes) -> Iterator[tuple[str, Run]]:
     elif name.endswith(".parquet"):
         runs = table_runs(pl.read_parquet(io.BytesIO(data)))
     elif name.endswith(".svg"):
-        runs = svg_runs(data.decode("utf-8", "replace"))
+        runs = svg_runs(data.decode("utf-8", "replace"), names=names)
     elif name.endswith((".html", ".htm")):
-        runs = html_runs(data.decode("utf-8", "replace"))
+        runs = html_runs(data.decode("utf-8", "replace"), names)
     for run in runs:
         yield name, run
 
@@ -616,4 +632,5 @@ def audit_runs(runs: Iterable[tuple[str, Run]], refs: References, threshold: flo
 
 def audit_release(root: Path, refs: References, threshold: float = THRESHOLD) -> list[Finding]:
     """Every numeric run of every file of the release at `root` matched against `refs`."""
-    return audit_runs((r for name, data in release_files(root) for r in file_runs(name, data)), refs, threshold)
+    return audit_runs((r for name, data in release_files(root) for r in file_runs(name, data, refs.area_names)),
+                      refs, threshold)

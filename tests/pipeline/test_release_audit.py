@@ -147,6 +147,24 @@ def test_a_drawn_stretch_of_the_series_is_found_at_any_offset(tmp_path: Path, ta
     assert [f.file for f in found] == ["f.svg"] and found[0].length == 18
 
 
+def test_a_line_under_an_area_title_is_compared_with_that_area(tmp_path: Path, table: pl.DataFrame,
+                                                               refs: References) -> None:
+    """A figure's title says whose line it is: another area's recorded profile drawn under the title
+    of an area is not that area's rows (compared with that area's only), but its own profile is found,
+    and the same line under no title is compared with every area."""
+    from dataclasses import replace
+
+    named = replace(refs, area_names={"first lga (zz)": LGAS[0], "second lga (zz)": LGAS[1]})
+    b = _profile(_series(table, LGAS[1]))
+    title = '<text font-weight="bold">{}</text>'
+    (tmp_path / "a.svg").write_text(f"<svg>{title.format('First LGA (ZZ)')}{_polyline(b)}</svg>")
+    assert audit_release(tmp_path, named) == []
+    (tmp_path / "a.svg").write_text(f"<svg>{title.format('Second LGA (ZZ)')}{_polyline(b)}</svg>")
+    assert [f.where for f in audit_release(tmp_path, named)] == [f"<polyline #2> points (under the title of {LGAS[1]}) y"]
+    (tmp_path / "a.svg").write_text(f"<svg>{title.format('Legend')}{_polyline(b)}</svg>")
+    assert len(audit_release(tmp_path, named)) == 1
+
+
 # --- real data ---------------------------------------------------------------------------------------
 
 
