@@ -10,7 +10,9 @@ DASH_ADMIN ?= admin@example.org
 KEYS ?= var/keys.sqlite
 KEY_FILE ?= var/local-test-key
 SITE := pipeline/site
-export DATA_DIR
+# the key dashboard's address, which the public pages link to ("Get a key"); a deployment sets its own
+DASHBOARD_URL ?= http://$(HOST):$(DASH_PORT)
+export DATA_DIR DASHBOARD_URL
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
 	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean

@@ -115,8 +115,10 @@ def build(
         return now
 
     out = Path(out)
-    base_url = base_url or BuildSettings.from_env().base_url
-    key = (buildkey.input_key(Path(data_dir), BuildSettings().docs_dir, settings=(f"base_url={base_url}",))
+    settings = BuildSettings.from_env()
+    base_url = base_url or settings.base_url
+    key = (buildkey.input_key(Path(data_dir), BuildSettings().docs_dir,
+                              settings=(f"base_url={base_url}", f"dashboard_url={settings.dashboard_url}"))
            if producers is PRODUCERS else None)
     t = lap("key", started)
     if key is not None and not force:
@@ -135,7 +137,8 @@ def build(
     if published:  # cheap first check on the inputs, before the model runs
         check_window(published, [published[0], report.last], against, allow_shrink)
     t = lap("checks", t)
-    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress, base_url=base_url)
+    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress, base_url=base_url,
+                       dashboard_url=settings.dashboard_url)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
     check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)

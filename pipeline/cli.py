@@ -659,6 +659,30 @@ class LocalOrPublished(click.Command):
         return cmd.main(args, prog_name=ctx.command_path, standalone_mode=False)
 
 
+@main.command("audit", epilog=example("malaria-risk audit --root build --data-dir ../shared/data"))
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--release", "release_id", default=None, help="Release id (default: the one current names).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the restricted sources are read from (default: DATA_DIR or ../shared/data).")
+def audit_cmd(root: Path, release_id: str | None, data_dir: Path | None) -> None:
+    """Check that no file of a release carries a restricted series, however rescaled (correlation
+    above 0.97 with the dated DHIS2 series, its profiles or cross-sections); exit 1 on any finding."""
+    from pipeline.release.audit import THRESHOLD, audit_release, restricted_references
+    from pipeline.settings import default_data_dir
+
+    release_dir = (root / "releases" / release_id) if release_id else (root / "current").resolve()
+    if not release_dir.is_dir():
+        raise click.ClickException(f"no release at {release_dir}")
+    found = audit_release(release_dir, restricted_references(data_dir or default_data_dir()))
+    for f in found:
+        click.echo(f"{f.file}  {f.where}: |r| = {f.correlation} over {f.length} values, vs {f.reference}")
+    if found:
+        raise click.ClickException(f"{len(found)} array(s) of release {release_dir.name} match a restricted "
+                                   f"series above |r| {THRESHOLD}: they may not be published")
+    click.echo(f"release {release_dir.name}: no file matches a restricted series")
+
+
 # -- data, refresh, release, report -----------------------------------------------------
 
 main.add_command(data)

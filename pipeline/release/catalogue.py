@@ -9,7 +9,7 @@ prune, a publish, a rollback, a bucket prune), and the edge serves it as it is.
 
 Each record is written once, when its release first appears, and carried forward
 unchanged afterwards: `published_at` is when the release first went live there and
-`changes` compares it with the release that was live before it. Design: docs/releases.md.
+`changes` compares it with the release that was live before it. Design: docs/local-releases.md.
 """
 
 from __future__ import annotations
