@@ -123,6 +123,11 @@ def resource_schemas() -> dict[str, Schema]:
                                  "from the length of its dry season (additive)."),
         "high_season_share_of_peak": _share("The area's threshold share of the peak defining `high_months`: "
                                             "where its rain-driven part reaches half its own peak (additive)."),
+        "fitted_without_own_series": {"type": "boolean", "description": "true where the area's state has dated "
+                                      "case series: its season is then the one fitted without any of that state's "
+                                      "series (the curve the validation page scores out of sample), so none of "
+                                      "its own rows shapes it; false elsewhere and nationally (additive; docs: "
+                                      "seasons)."},
     }
     survey = {
         "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
