@@ -1,13 +1,13 @@
 """Producer for /v1/transmission/states and /v1/transmission/lgas (SPEC 2.6-2.8, rule 6).
 
-Seasons come from rainfall, shaped by the only independent monthly case records: there
-is no dated monthly case series per state or LGA (malaria SOURCES.md §7.4), while the
-CHIRPS climatology covers every state and, downscaled, every LGA. The expected monthly
-level of reported cases is a floor plus a lagged rainfall shape, the lag growing with
-the length of the dry season (pipeline.model.seasons). The floor and the lag rule are
-fitted to the 22 routine-data archetype profiles; every figure published in
-`method.check` is cross-validated (leave one archetype out, all parameters refitted), so
-no profile is ever scored by parameters it helped fit. docs/seasons.md has the reasoning.
+Model 4 (the published season rule whenever case records exist): each LGA's season is fitted to
+routine case profiles (the archetype profiles and the dated LGA series) as harmonics of log cases,
+with its rainfall climatology, latitude and dry months as covariates and partial pooling between
+areas (pipeline.model.season_harmonics). In states with dated series the published season is the
+whole-state fold that held the state out (cross-fitting). Every figure in `method.check` is from
+folds that leave whole states out (pipeline.model.season_cv). Models 2 and 3 (a rainfall shape
+shifted by a lag) are refitted in the same folds for comparison, and model 2's documented constants
+are the fallback without any case record. docs/seasons.md has the reasoning.
 """
 
 from __future__ import annotations
