@@ -314,7 +314,7 @@ class TestRealData:
         from pipeline.geography import load_geography
         from pipeline.model import season_cv
         from pipeline.model import season_harmonics as H
-        from pipeline.sources.dated_cases import read_dated_lga_cases
+        from pipeline.sources.inputs import Inputs
 
         release = (real_build / "current").resolve()
         geo = load_geography(DATA_DIR)
@@ -322,7 +322,7 @@ class TestRealData:
         assert sm.fit is not None and sm.fit.dated is not None
         series = sm.fit.series
         areas = area_data(geo, sm.lga_codes, sm.lga_rain)
-        units = season_cv.harmonic_units(series, areas, dated_data_weight(read_dated_lga_cases(DATA_DIR)))
+        units = season_cv.harmonic_units(series, areas, dated_data_weight(Inputs(DATA_DIR, geo).dated_cases))
         std = H.Standardiser.of(areas.x)
         dated_states = sorted(sm.fit.dated.state_codes)
         assert dated_states == ["AK", "BA", "BE", "EB", "KE", "NA"]
