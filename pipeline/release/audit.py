@@ -25,6 +25,19 @@ compared with that area's references (an LGA's own
 and its state's); a run of no named area with all of them; a cross-section (one value per LGA)
 with every month and calendar month of the series across the same LGAs.
 Unknown-area comparisons are batched into one matrix product per window length (numpy).
+A run known to be a calendar-month index or profile (a 12-value list under `seasonal_index`,
+`profile`, `recorded`, `published`, `out_of_sample` and the like, a table of `month` 1-12, a line of
+12 points in a season figure) is January to December of no year: it is compared with calendar-month
+profiles only, never with one year of the series. A national record is the nation's: it is compared
+with the states' series, not with any one LGA's (as a state's run is not compared with its LGAs').
+
+Seasons fitted without their state: a good model's smooth 12-month season correlates above the
+threshold with the recorded profile by its merit, so the correlation alone cannot tell it from a
+leak. Where the release declares a season fitted without its state's own series
+(`fitted_without_own_series` in the transmission documents), the audit refits that state's season
+without any of the state's series (`held_out_seasons`) and checks the published index is exactly
+that fit; a run that is that proven season (|r| >= INDEPENDENT_R) is then reported as independent
+of that state's rows, not as a finding. A declaration that is not the held-out fit is a finding.
 """
 
 from __future__ import annotations
