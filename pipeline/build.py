@@ -61,6 +61,7 @@ class BuildResult:
 
 
 def now_iso() -> str:
+    """The build's clock: it goes into the manifest and releases.json only, never into a document."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -116,7 +117,8 @@ def build(
 
     out = Path(out)
     base_url = base_url or BuildSettings.from_env().base_url
-    key = (buildkey.input_key(Path(data_dir), BuildSettings().docs_dir, settings=(f"base_url={base_url}",))
+    loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
+    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at)
            if producers is PRODUCERS else None)
     t = lap("key", started)
     if key is not None and not force:
@@ -135,12 +137,12 @@ def build(
     if published:  # cheap first check on the inputs, before the model runs
         check_window(published, [published[0], report.last], against, allow_shrink)
     t = lap("checks", t)
-    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress, base_url=base_url)
+    ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url)
     timings: dict[str, float] = {}
     produced, unavailable = run_producers(ctx, producers, progress, timings)
     check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
     t = lap("producers", t)
-    stats = render_release(out, produced, ctx.updated_at, progress)
+    stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso())
     if key is not None:
         buildkey.record_key(out, stats.release_id, key)
     lap("render", t)

@@ -63,6 +63,7 @@ class RefreshOptions:
     allow_shrink: bool = False
     dry_run: bool = False
     thorough_verify: bool = False
+    keep: int = 3  # local releases kept after the build besides pinned ones and the one served
     settings: BuildSettings = field(default_factory=BuildSettings.from_env)
 
 
@@ -216,8 +217,14 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
         else:
             steps["check"] = "inputs unchanged"
         steps["build"] = (f"nothing changed, {outcome.release_id} is current" if result.unchanged else
-                          f"{outcome.release_id} ({result.stats.written} files written, "
-                          f"{result.stats.linked} reused, {result.seconds:.1f} s)")
+                          f"{outcome.release_id} ({result.stats.written} new objects written, "
+                          f"{result.stats.linked} files linked, {result.seconds:.1f} s)")
+        from pipeline.release.catalogue import retain
+
+        with _step("build"):
+            kept = retain(opts.out, opts.keep)
+        steps["retain"] = (f"kept {len(kept.kept)} release(s), removed {len(kept.removed)}, "
+                           f"{kept.collected.bytes / 1e6:.1f} MB freed")
     manifest = buildkey.current_manifest(opts.out) if not opts.dry_run or not outcome.changed else None
     if manifest is not None:
         outcome.release_id = manifest.release_id
@@ -249,7 +256,8 @@ def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) ->
     from pipeline.window import check_window
 
     steps = outcome.steps
-    key = buildkey.input_key(data_dir, opts.settings.docs_dir)
+    key = buildkey.build_key(data_dir, opts.settings.docs_dir, opts.settings.base_url,
+                             buildkey.data_loaded_at(data_dir))
     same = buildkey.unchanged_release(opts.out, key)
     if same is not None:
         steps["check"] = "inputs unchanged"
