@@ -307,8 +307,13 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
             steps["publish"] = f"{local.release_id} is already live"
         else:
             result = s3.publish_release(client, target, local, workers=opts.workers, allow_shrink=opts.allow_shrink)
-            outcome.changed = True
-            steps["publish"] = (f"{result.uploaded} objects uploaded, {result.already_present} already present, "
+            local = result.local or local  # the bucket's manifest of a release built again (reproducible)
+            # the live release built again (a build root that was not kept): the same files, nothing to do
+            again = not (result.pointer_switched or result.uploaded or result.copied)
+            outcome.changed = not again
+            steps["publish"] = (f"{local.release_id} is already live (built again: the same files)" if again else
+                                f"{result.uploaded} objects uploaded, {result.copied} copied from stored bytes, "
+                                f"{result.already_present} already present, "
                                 f"pointer {'switched' if result.pointer_switched else 'unchanged'}")
     with _step("verify"):
         problems = verify_published(client, target, local, thorough=opts.thorough_verify, workers=opts.workers)
