@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -32,7 +33,7 @@ from edge.routes import (
     Route,
     route_values,
 )
-from pipeline.datasets.base import Produced
+from pipeline.datasets.base import Produced, Rendered
 from pipeline.errors import RenderError
 from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import Manifest, sha256_hex
@@ -111,15 +112,20 @@ def route_files(route: Route, docs: dict, facts: Facts) -> list[tuple[str, str, 
         raise RenderError(f"{route.path}: {len(missing)} documents missing, e.g. {sorted(missing)[:3]}")
     if extra:
         raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
-    out: list[tuple[str, str, bytes]] = []
-    for values in expected:
-        doc = docs[tuple(values[p.name] for p in params)]
-        if values.get("format") == "csv":
-            data = tabular.to_csv(doc)
-        else:
-            data = doc if isinstance(doc, bytes) else orjson.dumps(doc)
-        out.append((route.key(values), route.media_type(values), data))
-    return out
+    chosen = [docs[tuple(values[p.name] for p in params)] for values in expected]
+    is_csv = [values.get("format") == "csv" for values in expected]
+    csv = iter(tabular.to_csv_many([doc for doc, c in zip(chosen, is_csv, strict=True)
+                                    if c and not isinstance(doc, Rendered)]))
+
+    def data(doc: Any, c: bool) -> bytes:
+        if isinstance(doc, Rendered):
+            if c and doc.csv is None:
+                raise RenderError(f"{route.path}: a document rendered without its CSV")
+            return doc.csv if c and doc.csv is not None else doc.json
+        return next(csv) if c else doc if isinstance(doc, bytes) else orjson.dumps(doc)
+
+    return [(route.key(values), route.media_type(values), data(doc, c))
+            for values, doc, c in zip(expected, chosen, is_csv, strict=True)]
 
 
 def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = frozenset(),
