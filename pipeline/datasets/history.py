@@ -54,7 +54,7 @@ def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods:
 
 
 def histories(df: pl.DataFrame, key: str, static: tuple[str, ...],
-              chunk: int = 128) -> Iterator[dict[tuple[str, str], dict[str, Any]]]:
+              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
     """Per (area code, include), its history document without and with the forecast months, oldest
     month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
     months = pl.struct(*MONTH_FIELDS).alias("months")
@@ -65,7 +65,7 @@ def histories(df: pl.DataFrame, key: str, static: tuple[str, ...],
                for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
                                      (INCLUDE_FORECASTS, ordered))}
     for start in range(0, heads.height, chunk):
-        out: dict[tuple[str, str], dict[str, Any]] = {}
+        out: dict[tuple[str, ...], dict[str, Any]] = {}
         for include, frame in grouped.items():
             for doc in frame.slice(start, chunk).to_dicts():
                 out[(doc[key], include)] = doc
@@ -73,7 +73,7 @@ def histories(df: pl.DataFrame, key: str, static: tuple[str, ...],
 
 
 def all_lgas(lga: pl.DataFrame, record_fields: list[str],
-             chunk: int = 12) -> Iterator[dict[tuple[str], dict[str, Any]]]:
+             chunk: int = 12) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
     """Per estimated month, every LGA of the country, highest score first and ties by `lga_code`
     (the per-state reports' order, over all states); `chunk` months at a time."""
     est = lga.filter(pl.col("kind") == "estimated").sort(

@@ -25,6 +25,7 @@ from pathlib import Path
 
 OBJECTS = "objects"
 LOCK = ".lock"
+STORED_MTIME_NS = 946_684_800 * 10**9  # 2000-01-01T00:00:00Z: every stored object's modification time
 
 
 def sha256_hex(data: bytes) -> str:
@@ -73,7 +74,18 @@ class Store:
         except OSError:
             return False
 
-    def sound(self, sha256: str) -> bool:
+    def sound(self, sha256: str, size: int) -> bool:
+        """Present, of its size, and not written since it was stored: the store sets every object's
+        modification time to STORED_MTIME, and a write in place moves it to the time of the write.
+        A stat, not a read (`intact` and `verify` read the bytes)."""
+        try:
+            st = self.path(sha256).stat()
+        except OSError:
+            return False
+        return st.st_size == size and st.st_mtime_ns == STORED_MTIME_NS
+
+    def intact(self, sha256: str) -> bool:
+        """The bytes hash to the name (a read)."""
         try:
             return _sha256_file(self.path(sha256)) == sha256
         except OSError:
@@ -82,13 +94,14 @@ class Store:
     def put(self, data: bytes, sha256: str | None = None, *, check: bool = True) -> tuple[str, bool]:
         """Store `data`; returns (its SHA-256, whether it was written now).
 
-        An object already present is kept when its bytes are sound (`check`); a damaged one
-        is replaced by a fresh object under the same name, so the next build heals it. The
-        releases that linked the damaged inode keep it, and `verify` reports them.
+        An object already present is kept when it is sound (`check`: `sound`, else its size
+        only); one written since it was stored is replaced by a fresh object under the same
+        name, so the next build heals it. The releases that linked the damaged inode keep it,
+        and `verify` reports them.
         """
         sha256 = sha256 or sha256_hex(data)
         target = self.path(sha256)
-        if self.has(sha256, len(data)) and (not check or self.sound(sha256)):
+        if self.sound(sha256, len(data)) if check else self.has(sha256, len(data)):
             return sha256, False
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
@@ -96,6 +109,7 @@ class Store:
             with open(tmp, "wb") as f:
                 f.write(data)
             os.chmod(tmp, 0o444)  # an object never changes: a stray write is refused, not shared
+            os.utime(tmp, ns=(STORED_MTIME_NS, STORED_MTIME_NS))  # the mark `sound` checks
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):

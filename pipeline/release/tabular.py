@@ -166,7 +166,7 @@ def _shape(parts: list[tuple[dict[str, Any], list[dict]]]) -> tuple | None:
             keys = first.keys()
             if any(not isinstance(r, dict) or r.keys() != keys for r in records):
                 return None
-            out = []
+            out: list[tuple[str, tuple[str, ...] | None]] = []
             for k, v in first.items():
                 if isinstance(v, dict):
                     inner = v.keys()
