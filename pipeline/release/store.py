@@ -106,10 +106,16 @@ class Store:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
         try:
-            with open(tmp, "wb") as f:
-                f.write(data)
-            os.chmod(tmp, 0o444)  # an object never changes: a stray write is refused, not shared
-            os.utime(tmp, ns=(STORED_MTIME_NS, STORED_MTIME_NS))  # the mark `sound` checks
+            # created read-only (an object never changes: a stray write is refused, not shared);
+            # the descriptor opened for writing still writes it
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.utime(fd, ns=(STORED_MTIME_NS, STORED_MTIME_NS))  # the mark `sound` checks
+            finally:
+                os.close(fd)
             os.replace(tmp, target)
         except BaseException:
             with contextlib.suppress(OSError):

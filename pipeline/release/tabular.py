@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import csv
 import io
-import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -215,10 +214,11 @@ def _kind(values: Iterable[Any]) -> type | None:
     return kinds.pop() if kinds else None
 
 
-def _check_floats(values: Iterable[Any]) -> None:
-    for v in values:  # Python writes 1e-05, polars 0.00001; NaN and inf differ too
-        if v is not None and (not math.isfinite(v) or (v != 0 and abs(v) < 1e-4)):
-            raise _Unsupported
+def _check_floats(series: pl.Series) -> None:
+    """Python writes 1e-05 where polars writes 0.00001; NaN and inf differ too."""
+    s = series.drop_nulls()
+    if s.len() and bool(((~s.is_finite()) | ((s != 0) & (s.abs() < 1e-4))).any()):
+        raise _Unsupported
 
 
 def _column(values: list[Any]) -> tuple[pl.Series, pl.Expr]:
@@ -232,18 +232,21 @@ def _column(values: list[Any]) -> tuple[pl.Series, pl.Expr]:
         inner = _kind(items)
         if inner is list:
             raise _Unsupported
+        try:
+            series = pl.Series(name, values, dtype=pl.List(_DTYPES[inner] if inner else pl.String), strict=True)
+        except (OverflowError, TypeError, pl.exceptions.PolarsError):
+            raise _Unsupported from None
         if inner is float:
-            _check_floats(items)
-        series = pl.Series(name, values, dtype=pl.List(_DTYPES[inner] if inner else pl.String), strict=True)
+            _check_floats(series.explode())
         text = pl.col(name).list.eval(_scalar_text(pl.element(), inner or str).fill_null("")).list.join(
             LIST_SEPARATOR)
         return series, _neutralised(text)
-    if kind is float:
-        _check_floats(values)
     try:
         series = pl.Series(name, values, dtype=_DTYPES[kind], strict=True)
     except (OverflowError, TypeError, pl.exceptions.PolarsError):
         raise _Unsupported from None
+    if kind is float:
+        _check_floats(series)
     return series, _scalar_text(pl.col(name), kind)
 
 
