@@ -6,10 +6,13 @@ DATA_DIR ?= ../shared/data
 HOST ?= 127.0.0.1
 PORT ?= 8080
 DASH_PORT ?= 8090
+DASH_ADMIN ?= admin@example.org
 KEYS ?= var/keys.sqlite
 KEY_FILE ?= var/local-test-key
 SITE := pipeline/site
-export DATA_DIR
+# the key dashboard's address, which the public pages link to ("Get a key"); a deployment sets its own
+DASHBOARD_URL ?= http://$(HOST):$(DASH_PORT)
+export DATA_DIR DASHBOARD_URL
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
 	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean
@@ -52,8 +55,11 @@ run: install-run
 	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(DASH_PORT) --make-var DASH_PORT
 	@$(MAKE) --no-print-directory build key
 	@echo "API and docs:       http://$(HOST):$(PORT)/docs/"
-	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (sign-in codes are printed here; docs/dashboard.md)"
-	@$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) & \
+	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (docs/dashboard.md)"
+	@echo "  Sign in there as $(DASH_ADMIN): you administer the local organisation and can make keys"
+	@echo "  under Settings -> API access. Sign-in codes are printed here, below."
+	@$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) \
+		--local-admin $(DASH_ADMIN) & \
 	dash=$$!; trap 'kill $$dash 2>/dev/null; wait $$dash 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 

@@ -88,7 +88,7 @@ def main(workers: int) -> None:
         print(f"releases {first} -> {second}; {files} files in the new month's release; {workers} workers")
         kinds = ["PutObject", "CopyObject", "HeadObject", "ListObjectsV2", "GetObject", "DeleteObjects"]
         print(f"{'publish':<18}{'seconds':>8}{'uploads':>9}{'MB up':>7}{'copies':>8}"
-              + "".join(f"{k.replace('Object', '').replace('ListObjectsV2', 'List'):>9}" for k in kinds))
+              + "".join(f"{k.replace('ListObjectsV2', 'List').replace('Object', ''):>9}" for k in kinds))
         for name, seconds, r, counts in runs:
             print(f"{name:<18}{seconds:>8.1f}{r.uploaded:>9}{r.bytes_uploaded / 1e6:>7.1f}{r.copied:>8}"
                   + "".join(f"{counts.get(k, 0):>9}" for k in kinds))

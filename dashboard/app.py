@@ -15,18 +15,21 @@ Security in one place, for every request:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import hmac
 import io
 import re
 import secrets
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote
 
+import anyio
+import anyio.to_thread
 import jinja2
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -36,15 +39,8 @@ from starlette.routing import Route
 from edge.limits import DEFAULT_MONTHLY
 from edge.routes import SCOPES
 
-from .service import (
-    AlreadySubmitted,
-    Dashboard,
-    DashboardError,
-    Forbidden,
-    NeedsFreshCode,
-    NotFound,
-    Space,
-)
+from . import service as rules
+from .service import Dashboard, DashboardError, Limited, Space
 from .settings import MAX_BODY, DashboardSettings
 
 HERE = Path(__file__).parent
@@ -59,7 +55,39 @@ HEADERS = [
     (b"x-frame-options", b"DENY"),
     (b"cross-origin-opener-policy", b"same-origin"),
     (b"cache-control", b"no-store"),
+    (b"strict-transport-security", b"max-age=63072000"),  # browsers heed it over https only
 ]
+BROWSER_COOKIE_DAYS = 400  # the longest a browser keeps a cookie; the id has no server row
+PURGE_SECONDS = 600  # how often expired sessions, codes and budget windows are forgotten
+
+# Every message a page shows comes from the service or from these tables, chosen by a code:
+# no page prints text taken from its address.
+NOTICES = {
+    "revoked": "The key is revoked: requests with it now answer 401.",
+    "invited": "The invitation is sent.",
+    "invitation_cancelled": "The invitation is cancelled: its link no longer works.",
+    "role_changed": "The role is changed.",
+    "role_unchanged": "Nothing changed: the member already had that role.",
+    "member_removed": "The member is removed from the organisation.",
+}
+LIMITS = {
+    "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
+               "(in {minutes} minutes).",
+    "client": "Your network has asked for as many codes and invitations as it may this hour. You can ask again "
+              "after {until} (in {minutes} minutes). A browser where you have signed in before can still ask "
+              "for a code for that address.",
+    "address": "This address has been sent as many codes as it may this hour for browsers it has not signed in "
+               "from. You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
+               "with this address before can still ask for a code.",
+    "service": "The dashboard has sent as many emails this hour as it allows, and the service team is told. "
+               "You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
+               "before can still ask for a code.",
+}
+MEMBER_TEXT = {
+    "member": "Only the organisation's administrators can create, roll or revoke its keys: ask one of them "
+              "(see Members).",
+    "locked": "API access is not unlocked for this account yet: request it under Request API access.",
+}
 ORIGIN_HEADER = "x-origin-verify"
 
 Scope = MutableMapping[str, Any]
@@ -151,6 +179,30 @@ def example_path(scopes: str) -> str:
     return "/v1/boundaries/lgas?state=KN"
 
 
+def limit_text(e: Limited, now: datetime) -> str:
+    """What a used-up budget means for the person who met it, and when to try again."""
+    minutes = max(1, int((e.until - now).total_seconds() + 59) // 60)
+    return LIMITS[e.which].format(until=wat(_iso(e.until)), minutes=minutes)
+
+
+class Ctx:
+    """One request's visitor: the browser (a signed random id in its own cookie, no server row),
+    the signed-in session if any, and the CSRF token their forms carry."""
+
+    __slots__ = ("request", "browser", "new_browser", "session")
+
+    def __init__(self, request: Request, browser: str, new_browser: str | None, session: dict[str, Any] | None):
+        self.request = request
+        self.browser = browser
+        self.new_browser = new_browser  # a cookie value to set on the answer
+        self.session = session
+
+    @property
+    def email(self) -> str:
+        assert self.session is not None and self.session["email"]
+        return str(self.session["email"])
+
+
 class DashboardApp:
     """The routes and their handlers, over one Dashboard service."""
 
@@ -162,6 +214,7 @@ class DashboardApp:
         self.env.filters["wat"] = wat
         self.env.filters["expiry"] = expiry_text
         self.css = (HERE / "static" / "dashboard.css").read_bytes()
+        self._secret: bytes | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
     def routes(self) -> list[Route]:
@@ -171,8 +224,6 @@ class DashboardApp:
             r("/sign-in", self.sign_in_page), r("/sign-in", self.sign_in_send, methods=["POST"]),
             r("/sign-in/confirm", self.sign_in_confirm_page), r("/sign-in/code", self.sign_in_code, methods=["POST"]),
             r("/sign-out", self.sign_out, methods=["POST"]),
-            r("/confirm-identity", self.reauth_page), r("/confirm-identity", self.reauth, methods=["POST"]),
-            r("/confirm-identity/send", self.reauth_send, methods=["POST"]),
             r("/invitations/{token}", self.invitation_page), r("/invitations/{token}", self.invitation_accept,
                                                                methods=["POST"]),
             r("/me/request-access", self.request_access_page),
@@ -184,6 +235,7 @@ class DashboardApp:
         ]
         for prefix in ("/o/{org}", "/me"):
             out += [
+                r(prefix + "/settings", self.settings_home),
                 r(prefix + "/keys", self.keys_page), r(prefix + "/keys/new", self.new_key_page),
                 r(prefix + "/keys/new", self.create_key, methods=["POST"]),
                 r(prefix + "/keys/{kid}", self.key_page),
@@ -198,13 +250,34 @@ class DashboardApp:
     def origin(self, request: Request) -> str:
         return self.settings.base_url.rstrip("/") or f"{request.url.scheme}://{request.url.netloc}"
 
+    @property
+    def secret(self) -> bytes:
+        if self._secret is None:
+            self._secret = self.service.store.signing_secret().encode()
+        return self._secret
+
+    def _sign(self, *parts: str) -> str:
+        return hmac.new(self.secret, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
+
+    def client(self, request: Request) -> str:
+        """The visitor's network address (an IPv6 /64 as one): behind CloudFront the viewer's
+        address it adds (`CloudFront-Viewer-Address`, else the last `X-Forwarded-For` entry);
+        locally the socket's peer."""
+        ip = request.client.host if request.client else ""
+        if self.settings.origin_secret:  # only CloudFront reaches the app: its headers can be trusted
+            viewer = request.headers.get("cloudfront-viewer-address")
+            forwarded = request.headers.get("x-forwarded-for", "").split(",")[-1].strip()
+            ip = viewer.rsplit(":", 1)[0] if viewer else forwarded or ip
+        return ":".join(ip.split(":")[:4]) if ":" in ip else ip
+
     def session(self, request: Request) -> dict[str, Any] | None:
+        """The signed-in session, or None (nobody who is not signed in has a session row)."""
         sid = request.cookies.get(self.settings.cookie_name)
         if not sid or len(sid) > 100:
             return None
         h = _sid_hash(sid)
         s = self.service.store.get_session(h)
-        if s is None:
+        if s is None or s["email"] is None:
             return None
         now = self.service.now()
         if (now - datetime.fromisoformat(s["created_at"]) > timedelta(hours=self.settings.absolute_hours)
@@ -213,44 +286,52 @@ class DashboardApp:
             return None
         if now - datetime.fromisoformat(s["last_seen"]) > timedelta(seconds=60):
             self.service.store.touch_session(h, _iso(now))
-        if s["email"] is not None:
-            account = self.service.store.get_account(s["email"])
-            if account is None or account["removed_at"] is not None:
-                self.service.store.delete_session(h)
-                return None
+        account = self.service.store.get_account(s["email"])
+        if account is None or account["removed_at"] is not None:
+            self.service.store.delete_session(h)
+            return None
         return {**s, "hash": h}
 
-    def new_session(self, email: str | None, verified: bool = False) -> tuple[str, dict[str, Any]]:
+    def ctx(self, request: Request) -> Ctx:
+        value = request.cookies.get(self.settings.browser_cookie_name, "")
+        bid, _, sig = value.partition(".")
+        if bid and len(value) < 100 and hmac.compare_digest(sig, self._sign("browser", bid)):
+            return Ctx(request, bid, None, self.session(request))
+        bid = secrets.token_urlsafe(18)
+        return Ctx(request, bid, f"{bid}.{self._sign('browser', bid)}", self.session(request))
+
+    def csrf(self, ctx: Ctx) -> str:
+        return str(ctx.session["csrf"]) if ctx.session else self._sign("csrf", ctx.browser)
+
+    def new_session(self, email: str) -> str:
         sid = secrets.token_urlsafe(32)
-        csrf = secrets.token_urlsafe(24)
         now = _iso(self.service.now())
-        self.service.store.create_session(_sid_hash(sid), email, csrf, now, now if verified else None)
-        return sid, {"hash": _sid_hash(sid), "email": email, "csrf": csrf, "verified_at": now if verified else None}
+        self.service.store.create_session(_sid_hash(sid), email, secrets.token_urlsafe(24), now, now)
+        return sid
 
-    def set_cookie(self, response: Response, sid: str) -> None:
-        response.set_cookie(self.settings.cookie_name, sid, path="/", secure=self.settings.secure_cookie,
-                            httponly=True, samesite="lax", max_age=self.settings.absolute_hours * 3600)
+    def _cookie(self, response: Response, name: str, value: str, max_age: int) -> None:
+        response.set_cookie(name, value, path="/", secure=self.settings.secure_cookie, httponly=True,
+                            samesite="lax", max_age=max_age)
 
-    def render(self, request: Request, template: str, session: dict[str, Any] | None, status: int = 200,
-               **context: Any) -> HTMLResponse:
-        email = session["email"] if session else None
+    def render(self, ctx: Ctx, template: str, status: int = 200, **context: Any) -> Response:
+        email = ctx.session["email"] if ctx.session else None
         spaces = self.service.spaces(email) if email else []
         html = self.env.get_template(template).render(
-            csrf=session["csrf"] if session else "", email=email, spaces=spaces, scopes=SCOPES, **context)
-        return HTMLResponse(html, status)
+            csrf=self.csrf(ctx), email=email, spaces=spaces, scopes=SCOPES, **context)
+        return self.finish(ctx, HTMLResponse(html, status))
 
-    def page(self, request: Request, template: str, status: int = 200, **context: Any) -> HTMLResponse:
-        """A page with forms for someone who may not be signed in: makes an anonymous session if needed."""
-        s = self.session(request)
-        sid = None
-        if s is None:
-            sid, s = self.new_session(None)
-        response = self.render(request, template, s, status, **context)
-        if sid is not None:
-            self.set_cookie(response, sid)
+    def finish(self, ctx: Ctx, response: Response) -> Response:
+        if ctx.new_browser is not None:
+            self._cookie(response, self.settings.browser_cookie_name, ctx.new_browser, BROWSER_COOKIE_DAYS * 86_400)
         return response
 
-    async def form(self, request: Request, session: dict[str, Any] | None) -> list[tuple[str, str]]:
+    def message(self, ctx: Ctx, status: int, title: str, message: str) -> Response:
+        return self.render(ctx, "message.html", status, title=title, message=message)
+
+    def redirect(self, ctx: Ctx, to: str) -> Response:
+        return self.finish(ctx, RedirectResponse(to, 303))
+
+    async def form(self, request: Request, ctx: Ctx) -> list[tuple[str, str]]:
         """The POST body as pairs, after the size cap and the cross-site checks."""
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_BODY):
@@ -274,146 +355,78 @@ class DashboardApp:
         except (UnicodeDecodeError, ValueError):
             raise Refused(400, "That form could not be read.") from None
         token = next((v for k, v in pairs if k == "csrf"), "")
-        if session is None or not token or not hmac.compare_digest(token.encode(), session["csrf"].encode()):
+        if ctx.new_browser is not None or not token or not hmac.compare_digest(token.encode(), self.csrf(ctx).encode()):
             raise Refused(403, "This form has expired or did not come from this site: reload the page and try again.")
         return pairs
 
-    def refused(self, request: Request, e: Refused) -> HTMLResponse:
-        return self.render(request, "message.html", None, e.status, title="Refused", message=str(e))
-
-    def signed_in(self, request: Request) -> dict[str, Any]:
-        s = self.session(request)
-        if s is None or s["email"] is None:
+    def signed_in(self, request: Request) -> Ctx:
+        ctx = self.ctx(request)
+        if ctx.session is None:
             raise _SignIn(request.url.path)
-        return s
+        return ctx
+
+    async def post(self, request: Request, act: Action, retry: Retry | None = None, anonymous: bool = False) -> Response:
+        """The one form skeleton: guard and parse the form, confirm a fresh code the form carries,
+        run `act`, and answer every refusal of the service the same way on every page."""
+        ctx = self.ctx(request) if anonymous else self.signed_in(request)
+        try:
+            pairs = await self.form(request, ctx)
+        except Refused as e:
+            return self.message(ctx, e.status, "Refused", str(e))
+        f = dict(pairs)
+        request.state.pairs = pairs  # for a retry that shows a form again with every value
+        try:
+            if not anonymous and f.get("resend"):
+                return self.fresh_code(ctx, pairs, send=True)
+            if not anonymous and "code" in f:
+                try:
+                    self.service.confirm_identity(ctx.email, f["code"], ctx.browser)
+                except DashboardError as e:
+                    return self.fresh_code(ctx, pairs, send=False, error=str(e))
+                assert ctx.session is not None
+                ctx.session["verified_at"] = _iso(self.service.now())
+                self.service.store.set_verified(ctx.session["hash"], ctx.session["verified_at"])
+            return act(ctx, f, pairs)
+        except rules.AlreadySubmitted as e:
+            space = self.space(ctx)
+            return self.render(ctx, "already.html", space=space, base=self.base(space), key_id=e.key_id)
+        except rules.NeedsFreshCode as e:
+            return self.fresh_code(ctx, pairs, send=True, why=str(e))
+        except Limited as e:
+            if retry is not None:
+                return retry(ctx, f, limit_text(e, self.service.now()), 429)
+            return self.message(ctx, 429, "Limit reached", limit_text(e, self.service.now()))
+        except rules.NotFound as e:
+            return self.message(ctx, 404, "Not found", str(e) if anonymous else "There is no such page.")
+        except rules.Forbidden as e:
+            return self.message(ctx, 403, "Not allowed", str(e))
+        except DashboardError as e:
+            if retry is None:
+                raise
+            return retry(ctx, f, str(e), 400)
+
+    def fresh_code(self, ctx: Ctx, pairs: list[tuple[str, str]], send: bool, error: str | None = None,
+                   why: str = "") -> Response:
+        """The step before a sensitive action: a code is mailed, and this page sends the same form
+        again (its fields kept) with the code, so the action happens once the code is right."""
+        status = 200 if error is None else 400
+        if send:
+            try:
+                self.service.request_code(ctx.email, ctx.browser, self.client(ctx.request))
+            except Limited as e:
+                error, status = limit_text(e, self.service.now()), 429
+        carried = [(k, v) for k, v in pairs if k not in ("csrf", "code", "resend")]
+        return self.render(ctx, "reauth.html", status, action=ctx.request.url.path, carried=carried, why=why,
+                           sent=send and error is None, error=error)
 
     @staticmethod
-    def space(request: Request, s: dict[str, Any]) -> Space:
-        org = request.path_params.get("org")
-        return Space("org", org) if org is not None else Space("me", s["email"])
+    def space(ctx: Ctx) -> Space:
+        org = ctx.request.path_params.get("org")
+        return Space("org", org) if org is not None else Space("me", ctx.email)
 
     @staticmethod
     def base(space: Space) -> str:
         return f"/o/{space.id}" if space.kind == "org" else "/me"
-
-    def not_found(self, request: Request, s: dict[str, Any] | None, message: str = "There is no such page.") -> HTMLResponse:
-        return self.render(request, "message.html", s, 404, title="Not found", message=message)
-
-    # -- pages ---------------------------------------------------------------------------------------
-    async def stylesheet(self, request: Request) -> Response:
-        return Response(self.css, media_type="text/css", headers={"cache-control": "public, max-age=3600"})
-
-    async def home(self, request: Request) -> Response:
-        s = self.session(request)
-        if s is None or s["email"] is None:
-            return RedirectResponse("/sign-in", 303)
-        first = self.service.spaces(s["email"])[0]
-        return RedirectResponse(self.base(first["space"]) + "/keys", 303)
-
-    async def sign_in_page(self, request: Request) -> Response:
-        nxt = request.query_params.get("next", "")
-        return self.page(request, "sign_in.html", next=nxt if SAFE_NEXT.match(nxt) else "", error=None)
-
-    async def sign_in_send(self, request: Request) -> Response:
-        s = self.session(request)
-        try:
-            pairs = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        nxt = pairs.get("next", "")
-        nxt = nxt if SAFE_NEXT.match(nxt) else ""
-        try:
-            self.service.request_code(pairs.get("email", ""))
-        except DashboardError as e:
-            return self.render(request, "sign_in.html", s, 400, next=nxt, error=str(e))
-        return self.render(request, "code.html", s, email_value=pairs.get("email", "").strip().lower(), code="",
-                           next=nxt, error=None)
-
-    async def sign_in_confirm_page(self, request: Request) -> Response:
-        """The email's link: a page with a button, so a mail scanner opening the link spends nothing."""
-        q = request.query_params
-        return self.page(request, "code.html", email_value=q.get("email", ""), code=q.get("code", ""),
-                         next="", error=None)
-
-    async def sign_in_code(self, request: Request) -> Response:
-        s = self.session(request)
-        try:
-            pairs = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        assert s is not None
-        nxt = pairs.get("next", "")
-        try:
-            email = self.service.sign_in(pairs.get("email", ""), pairs.get("code", ""))
-        except DashboardError as e:
-            return self.render(request, "code.html", s, 400, email_value=pairs.get("email", ""), code="",
-                               next=nxt if SAFE_NEXT.match(nxt) else "", error=str(e))
-        self.service.store.delete_session(s["hash"])  # a new id at sign-in: a planted id is worth nothing
-        sid, _ = self.new_session(email, verified=True)
-        now = self.service.now()
-        self.service.store.forget_expired(_iso(now - timedelta(hours=self.settings.absolute_hours)),
-                                          _iso(now - timedelta(minutes=self.settings.idle_minutes)),
-                                          _iso(now - timedelta(days=2)))
-        response = RedirectResponse(nxt if SAFE_NEXT.match(nxt) else "/", 303)
-        self.set_cookie(response, sid)
-        return response
-
-    async def sign_out(self, request: Request) -> Response:
-        s = self.session(request)
-        try:
-            await self.form(request, s)
-        except Refused as e:
-            return self.refused(request, e)
-        assert s is not None
-        self.service.store.delete_session(s["hash"])
-        response = RedirectResponse("/sign-in", 303)
-        response.delete_cookie(self.settings.cookie_name, path="/", secure=self.settings.secure_cookie,
-                               httponly=True, samesite="lax")
-        return response
-
-    async def reauth_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        nxt = request.query_params.get("next", "")
-        return self.render(request, "reauth.html", s, next=nxt if SAFE_NEXT.match(nxt) else "/",
-                           sent=request.query_params.get("sent") == "1", error=None)
-
-    async def reauth_send(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            pairs = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        self.service.request_code(s["email"])
-        nxt = pairs.get("next", "")
-        return RedirectResponse(f"/confirm-identity?sent=1&next={quote(nxt if SAFE_NEXT.match(nxt) else '/')}", 303)
-
-    async def reauth(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            pairs = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        nxt = pairs.get("next", "")
-        nxt = nxt if SAFE_NEXT.match(nxt) else "/"
-        try:
-            self.service.confirm_identity(s["email"], pairs.get("code", ""))
-        except DashboardError as e:
-            return self.render(request, "reauth.html", s, 400, next=nxt, sent=True, error=str(e))
-        self.service.store.set_verified(s["hash"], _iso(self.service.now()))
-        return RedirectResponse(nxt, 303)
-
-    async def keys_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            role = self.service.role_in(s["email"], space)
-            rows = self.service.list_keys(s["email"], space)
-        except NotFound:
-            return self.not_found(request, s)
-        return self.render(request, "keys.html", s, space=space, base=self.base(space), role=role, keys=rows,
-                           today=self.service.now().astimezone(UTC).date(), day_text=day_text,
-                           allowance=self.settings.monthly or DEFAULT_MONTHLY, reset=month_reset(self.service.now()),
-                           space_name=self._space_name(space))
 
     def _space_name(self, space: Space) -> str:
         if space.kind == "org":
@@ -421,234 +434,251 @@ class DashboardApp:
             return str(org["name"]) if org else space.id
         return "My own keys"
 
+    def in_space(self, request: Request) -> tuple[Ctx, Space, str]:
+        """A signed-in page of a space: (visitor, space, role); NotFound for a space not theirs."""
+        ctx = self.signed_in(request)
+        space = self.space(ctx)
+        return ctx, space, self.service.role_in(ctx.email, space)
+
+    def space_page(self, ctx: Ctx, space: Space, template: str, status: int = 200, **context: Any) -> Response:
+        return self.render(ctx, template, status, space=space, base=self.base(space), space_name=self._space_name(space),
+                           today=self.service.now().astimezone(UTC).date(), day_text=day_text,
+                           allowance=self.settings.monthly or DEFAULT_MONTHLY, reset=month_reset(self.service.now()),
+                           **context)
+
+    # -- pages ---------------------------------------------------------------------------------------
+    async def stylesheet(self, request: Request) -> Response:
+        return Response(self.css, media_type="text/css", headers={"cache-control": "public, max-age=3600"})
+
+    async def home(self, request: Request) -> Response:
+        s = self.session(request)
+        if s is None:
+            return RedirectResponse("/sign-in", 303)
+        first = self.service.spaces(s["email"])[0]
+        return RedirectResponse(self.base(first["space"]) + "/keys", 303)
+
+    async def settings_home(self, request: Request) -> Response:
+        ctx, space, _ = self.in_space(request)
+        return self.redirect(ctx, self.base(space) + "/keys")
+
+    async def sign_in_page(self, request: Request) -> Response:
+        nxt = request.query_params.get("next", "")
+        return self.render(self.ctx(request), "sign_in.html", next=nxt if SAFE_NEXT.match(nxt) else "", error=None)
+
+    def _sign_in_again(self, ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
+        nxt = f.get("next", "")
+        return self.render(ctx, "sign_in.html", status, next=nxt if SAFE_NEXT.match(nxt) else "", error=error)
+
+    async def sign_in_send(self, request: Request) -> Response:
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            self.service.request_code(f.get("email", ""), ctx.browser, self.client(request))
+            nxt = f.get("next", "")
+            return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
+                               next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)
+        return await self.post(request, act, self._sign_in_again, anonymous=True)
+
+    async def sign_in_confirm_page(self, request: Request) -> Response:
+        """The email's link: a page with a button, so a mail scanner opening the link spends nothing.
+        It fills the form only with what looks like an address and a code, and says so when the
+        code was asked for in another browser."""
+        ctx = self.ctx(request)
+        email, code, here = self.service.code_link(request.query_params.get("email", ""),
+                                                   request.query_params.get("code", ""), ctx.browser)
+        return self.render(ctx, "code.html", email_value=email, code=code, next="", error=None, elsewhere=not here)
+
+    async def sign_in_code(self, request: Request) -> Response:
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            email = self.service.sign_in(f.get("email", ""), f.get("code", ""), ctx.browser, self.client(request))
+            if ctx.session is not None:
+                self.service.store.delete_session(ctx.session["hash"])  # a new id at sign-in: a planted id is worth nothing
+            nxt = f.get("next", "")
+            response = self.redirect(ctx, nxt if SAFE_NEXT.match(nxt) else "/")
+            self._cookie(response, self.settings.cookie_name, self.new_session(email), self.settings.absolute_hours * 3600)
+            return response
+
+        def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
+            nxt = f.get("next", "")
+            return self.render(ctx, "code.html", status, email_value=rules.normalise_email(f.get("email", "")), code="",
+                               next=nxt if SAFE_NEXT.match(nxt) else "", error=error, elsewhere=False)
+        return await self.post(request, act, retry, anonymous=True)
+
+    async def sign_out(self, request: Request) -> Response:
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            assert ctx.session is not None
+            self.service.store.delete_session(ctx.session["hash"])
+            response = self.redirect(ctx, "/sign-in")
+            response.delete_cookie(self.settings.cookie_name, path="/", secure=self.settings.secure_cookie,
+                                   httponly=True, samesite="lax")
+            return response
+        return await self.post(request, act)
+
+    async def keys_page(self, request: Request) -> Response:
+        ctx, space, role = self.in_space(request)
+        return self.space_page(ctx, space, "keys.html", role=role, keys=self.service.list_keys(ctx.email, space))
+
+    def _new_key_form(self, ctx: Ctx, f: dict[str, str], error: str | None, status: int = 200,
+                      scopes: list[str] | None = None) -> Response:
+        space = self.space(ctx)
+        values = {"name": f.get("name", ""), "scopes": scopes or [], "kind": f.get("kind", "test"),
+                  "expires": f.get("expires", "")}
+        return self.space_page(ctx, space, "new_key.html", status, values=values, error=error,
+                               form_token=f.get("form_token") or secrets.token_urlsafe(16))
+
     async def new_key_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            role = self.service.role_in(s["email"], space)
-        except NotFound:
-            return self.not_found(request, s)
+        ctx, space, role = self.in_space(request)
         if role in ("member", "locked"):
-            return self.render(request, "message.html", s, 403, title="Not allowed", message=(
-                "Only the organisation's administrators can create its keys." if role == "member" else
-                "API access is not unlocked for this account yet."))
-        return self.render(request, "new_key.html", s, space=space, base=self.base(space), form_token=secrets.token_urlsafe(16),
-                           values={"name": "", "scopes": [], "kind": "test", "expires": ""}, error=None,
-                           space_name=self._space_name(space))
+            return self.message(ctx, 403, "Not allowed", MEMBER_TEXT[role])
+        return self._new_key_form(ctx, {}, None)
 
     async def create_key(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            pairs = await self.form(request, s)
-        except Refused as e:
-            return self.refused(request, e)
-        space = self.space(request, s)
-        f = dict(pairs)
-        scopes = [v for k, v in pairs if k == "scope"]
-        name, kind, expires = f.get("name", ""), f.get("kind", "test"), f.get("expires", "")
-        values = {"name": name, "scopes": scopes, "kind": kind, "expires": expires}
-        try:
-            kid, key = self.service.create_key(s["email"], space, name, scopes, kind, expires or None,
-                                               f.get("form_token", "") or secrets.token_urlsafe(16), s["verified_at"])
-        except AlreadySubmitted as e:
-            return self.render(request, "already.html", s, space=space, base=self.base(space), key_id=e.key_id)
-        except NeedsFreshCode:
-            return RedirectResponse(f"/confirm-identity?next={quote(self.base(space) + '/keys/new')}", 303)
-        except NotFound:
-            return self.not_found(request, s)
-        except Forbidden as e:
-            return self.render(request, "message.html", s, 403, title="Not allowed", message=str(e))
-        except DashboardError as e:
-            return self.render(request, "new_key.html", s, 400, space=space, base=self.base(space),
-                               form_token=secrets.token_urlsafe(16), values=values, error=str(e),
-                               space_name=self._space_name(space))
-        return self.created(request, s, space, kid, key)
+        def act(ctx: Ctx, f: dict[str, str], pairs: list[tuple[str, str]]) -> Response:
+            space = self.space(ctx)
+            kid, key = self.service.create_key(ctx.email, space, f.get("name", ""), [v for k, v in pairs if k == "scope"],
+                                               f.get("kind", "test"), f.get("expires") or None,
+                                               f.get("form_token", "") or secrets.token_urlsafe(16),
+                                               ctx.session["verified_at"] if ctx.session else None)
+            return self.created(ctx, space, kid, key)
 
-    def created(self, request: Request, s: dict[str, Any], space: Space, kid: str, key: str) -> Response:
-        row = self.service.get_key(s["email"], space, kid)
-        return self.render(request, "created.html", s, space=space, base=self.base(space), key=key, row=row,
+        def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
+            return self._new_key_form(ctx, {**f, "form_token": ""}, error, status,
+                                      scopes=[v for k, v in ctx.request.state.pairs if k == "scope"])
+        return await self.post(request, act, retry)
+
+    def created(self, ctx: Ctx, space: Space, kid: str, key: str) -> Response:
+        row = self.service.get_key(ctx.email, space, kid)
+        return self.render(ctx, "created.html", space=space, base=self.base(space), key=key, row=row,
                            api=self.settings.api_url.rstrip("/"), path=example_path(row["scopes"]))
 
     async def key_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            role = self.service.role_in(s["email"], space)
-            row = self.service.get_key(s["email"], space, request.path_params["kid"])
-        except NotFound:
-            return self.not_found(request, s)
-        return self.render(request, "key.html", s, space=space, base=self.base(space), role=role, row=row,
-                           today=self.service.now().astimezone(UTC).date(), day_text=day_text,
-                           allowance=self.settings.monthly or DEFAULT_MONTHLY, reset=month_reset(self.service.now()),
-                           message=request.query_params.get("done", ""))
+        ctx, space, role = self.in_space(request)
+        row = self.service.get_key(ctx.email, space, request.path_params["kid"])
+        return self.space_page(ctx, space, "key.html", role=role, row=row,
+                               notice=NOTICES.get(request.query_params.get("done", "")))
 
-    async def revoke_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            row = self.service.get_key(s["email"], space, request.path_params["kid"])
-        except NotFound:
-            return self.not_found(request, s)
-        return self.render(request, "revoke.html", s, space=space, base=self.base(space), row=row)
-
-    async def revoke(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            await self.form(request, s)
-        except Refused as e:
-            return self.refused(request, e)
-        space = self.space(request, s)
-        kid = request.path_params["kid"]
-        try:
-            self.service.revoke_key(s["email"], space, kid)
-        except NotFound:
-            return self.not_found(request, s)
-        except Forbidden as e:
-            return self.render(request, "message.html", s, 403, title="Not allowed", message=str(e))
-        return RedirectResponse(f"{self.base(space)}/keys/{kid}?done=revoked", 303)
-
-    async def roll_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            row = self.service.get_key(s["email"], space, request.path_params["kid"])
-        except NotFound:
-            return self.not_found(request, s)
+    def _manage_key_page(self, request: Request, template: str) -> Response:
+        """The revoke and roll pages: only for those who may do it (a member gets the reason, no button)."""
+        ctx, space, role = self.in_space(request)
+        if role not in ("admin", "owner"):
+            return self.message(ctx, 403, "Not allowed", MEMBER_TEXT[role])
+        row = self.service.get_key(ctx.email, space, request.path_params["kid"])
+        if row["status"] != "active":
+            return self.message(ctx, 409, "Nothing to do", "This key is not active any more: it cannot be rolled or revoked.")
         default = (self.service.now().astimezone(UTC).date() + timedelta(days=7)).isoformat()
         if row["expires_on"] and row["expires_on"] < default:
             default = row["expires_on"]
-        return self.render(request, "roll.html", s, space=space, base=self.base(space), row=row, until=default,
-                           form_token=secrets.token_urlsafe(16), error=None)
+        return self.space_page(ctx, space, template, row=row, form_token=secrets.token_urlsafe(16), error=None,
+                               until=default, latest=self._latest_until(row))
+
+    def _latest_until(self, row: dict[str, Any]) -> str:
+        latest = (self.service.now().astimezone(UTC).date() + timedelta(days=rules.ROLL_OVERLAP_DAYS)).isoformat()
+        return min(latest, row["expires_on"]) if row["expires_on"] else latest
+
+    async def revoke_page(self, request: Request) -> Response:
+        return self._manage_key_page(request, "revoke.html")
+
+    async def roll_page(self, request: Request) -> Response:
+        return self._manage_key_page(request, "roll.html")
+
+    async def revoke(self, request: Request) -> Response:
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            space, kid = self.space(ctx), request.path_params["kid"]
+            self.service.revoke_key(ctx.email, space, kid)
+            return self.redirect(ctx, f"{self.base(space)}/keys/{kid}?done=revoked")
+        return await self.post(request, act)
 
     async def roll(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            f = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        space = self.space(request, s)
-        kid = request.path_params["kid"]
-        try:
-            new_id, key = self.service.roll_key(s["email"], space, kid, f.get("until", ""), f.get("form_token", ""),
-                                                s["verified_at"])
-        except AlreadySubmitted as e:
-            return self.render(request, "already.html", s, space=space, base=self.base(space), key_id=e.key_id)
-        except NeedsFreshCode:
-            return RedirectResponse(f"/confirm-identity?next={quote(self.base(space) + '/keys/' + kid + '/roll')}", 303)
-        except NotFound:
-            return self.not_found(request, s)
-        except Forbidden as e:
-            return self.render(request, "message.html", s, 403, title="Not allowed", message=str(e))
-        except DashboardError as e:
-            row = self.service.get_key(s["email"], space, kid)
-            return self.render(request, "roll.html", s, 400, space=space, base=self.base(space), row=row,
-                               until=f.get("until", ""), form_token=secrets.token_urlsafe(16), error=str(e))
-        return self.created(request, s, space, new_id, key)
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            space = self.space(ctx)
+            new_id, key = self.service.roll_key(ctx.email, space, request.path_params["kid"], f.get("until", ""),
+                                                f.get("form_token", ""), ctx.session["verified_at"] if ctx.session else None)
+            return self.created(ctx, space, new_id, key)
+
+        def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
+            space = self.space(ctx)
+            row = self.service.get_key(ctx.email, space, request.path_params["kid"])
+            return self.space_page(ctx, space, "roll.html", status, row=row, until=f.get("until", ""),
+                                   form_token=secrets.token_urlsafe(16), error=error, latest=self._latest_until(row))
+        return await self.post(request, act, retry)
 
     async def members_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            role = self.service.role_in(s["email"], space)
-            data = self.service.members(s["email"], space)
-        except NotFound:
-            return self.not_found(request, s)
-        return self.render(request, "members.html", s, space=space, base=self.base(space), role=role,
-                           error=request.query_params.get("error", ""), space_name=self._space_name(space), **data)
+        ctx, space, role = self.in_space(request)
+        return self._members(ctx, space, role, None, 200, NOTICES.get(request.query_params.get("done", "")))
 
-    async def _member_action(self, request: Request, action: Callable[[dict[str, Any], Space, dict[str, str]], None]) -> Response:
-        s = self.signed_in(request)
-        try:
-            f = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        space = self.space(request, s)
-        try:
-            action(s, space, f)
-        except NeedsFreshCode:
-            return RedirectResponse(f"/confirm-identity?next={quote(self.base(space) + '/members')}", 303)
-        except NotFound:
-            return self.not_found(request, s)
-        except Forbidden as e:
-            return self.render(request, "message.html", s, 403, title="Not allowed", message=str(e))
-        except DashboardError as e:
-            data = self.service.members(s["email"], space)
-            return self.render(request, "members.html", s, 400, space=space, base=self.base(space),
-                               role=self.service.role_in(s["email"], space), error=str(e),
-                               space_name=self._space_name(space), **data)
-        return RedirectResponse(self.base(space) + "/members", 303)
+    def _members(self, ctx: Ctx, space: Space, role: str, error: str | None, status: int,
+                 notice: str | None = None) -> Response:
+        return self.space_page(ctx, space, "members.html", status, role=role, error=error, notice=notice,
+                               **self.service.members(ctx.email, space))
+
+    async def _member_action(self, request: Request, action: Callable[[Ctx, Space, dict[str, str]], str]) -> Response:
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            space = self.space(ctx)
+            done = action(ctx, space, f)
+            return self.redirect(ctx, f"{self.base(space)}/members?done={done}")
+
+        def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
+            space = self.space(ctx)
+            return self._members(ctx, space, self.service.role_in(ctx.email, space), error, status)
+        return await self.post(request, act, retry)
 
     async def invite(self, request: Request) -> Response:
-        return await self._member_action(request, lambda s, space, f: self.service.invite(
-            s["email"], space, f.get("email", ""), f.get("role", "member"), s["verified_at"]))
+        def action(ctx: Ctx, space: Space, f: dict[str, str]) -> str:
+            self.service.invite(ctx.email, space, f.get("email", ""), f.get("role", "member"),
+                                ctx.session["verified_at"] if ctx.session else None, client=self.client(request))
+            return "invited"
+        return await self._member_action(request, action)
 
     async def change_role(self, request: Request) -> Response:
-        return await self._member_action(request, lambda s, space, f: self.service.set_role(
-            s["email"], space, f.get("email", ""), None if f.get("role") == "remove" else f.get("role", ""),
-            s["verified_at"]))
+        def action(ctx: Ctx, space: Space, f: dict[str, str]) -> str:
+            role = None if f.get("role") == "remove" else f.get("role", "")
+            changed = self.service.set_role(ctx.email, space, f.get("email", ""), role,
+                                            ctx.session["verified_at"] if ctx.session else None)
+            return "member_removed" if role is None else "role_changed" if changed else "role_unchanged"
+        return await self._member_action(request, action)
 
     async def cancel_invitation(self, request: Request) -> Response:
-        return await self._member_action(request, lambda s, space, f: self.service.cancel_invitation(
-            s["email"], space, request.path_params["inv"]))
+        def action(ctx: Ctx, space: Space, f: dict[str, str]) -> str:
+            self.service.cancel_invitation(ctx.email, space, request.path_params["inv"])
+            return "invitation_cancelled"
+        return await self._member_action(request, action)
 
     async def invitation_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
+        ctx = self.signed_in(request)
         try:
-            inv = self.service.invitation(s["email"], request.path_params["token"])
-        except NotFound as e:
-            return self.not_found(request, s, str(e))
-        return self.render(request, "invitation.html", s, inv=inv, token=request.path_params["token"])
+            inv = self.service.invitation(ctx.email, request.path_params["token"])
+        except rules.NotFound as e:
+            return self.message(ctx, 404, "Not found", str(e))
+        return self.render(ctx, "invitation.html", inv=inv, token=request.path_params["token"])
 
     async def invitation_accept(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            await self.form(request, s)
-        except Refused as e:
-            return self.refused(request, e)
-        try:
-            org = self.service.accept_invitation(s["email"], request.path_params["token"])
-        except NotFound as e:
-            return self.not_found(request, s, str(e))
-        return RedirectResponse(f"/o/{org}/keys", 303)
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            try:
+                org = self.service.accept_invitation(ctx.email, request.path_params["token"])
+            except rules.NotFound as e:
+                return self.message(ctx, 404, "Not found", str(e))
+            return self.redirect(ctx, f"/o/{org}/keys")
+        return await self.post(request, act)
+
+    def _request_access_form(self, ctx: Ctx, error: str | None, status: int = 200, sent: bool = False) -> Response:
+        return self.render(ctx, "request_access.html", status, requests=self.service.store.access_requests(ctx.email),
+                           role=self.service.role_in(ctx.email, Space("me", ctx.email)), error=error, sent=sent)
 
     async def request_access_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        return self.render(request, "request_access.html", s, requests=self.service.store.access_requests(s["email"]),
-                           role=self.service.role_in(s["email"], Space("me", s["email"])), error=None, sent=False)
+        return self._request_access_form(self.signed_in(request), None)
 
     async def request_access(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        try:
-            f = dict(await self.form(request, s))
-        except Refused as e:
-            return self.refused(request, e)
-        error = None
-        try:
-            self.service.request_access(s["email"], f.get("reason", ""))
-        except DashboardError as e:
-            error = str(e)
-        return self.render(request, "request_access.html", s, 400 if error else 200,
-                           requests=self.service.store.access_requests(s["email"]),
-                           role=self.service.role_in(s["email"], Space("me", s["email"])), error=error,
-                           sent=error is None)
+        def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
+            self.service.request_access(ctx.email, f.get("reason", ""))
+            return self._request_access_form(ctx, None, sent=True)
+        return await self.post(request, act, lambda ctx, f, error, status: self._request_access_form(ctx, error, status))
 
     async def audit_page(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            rows = self.service.audit(s["email"], space)
-        except NotFound:
-            return self.not_found(request, s)
-        return self.render(request, "audit.html", s, space=space, base=self.base(space), rows=rows[:500],
-                           total=len(rows), space_name=self._space_name(space))
+        ctx, space, _ = self.in_space(request)
+        rows = self.service.audit(ctx.email, space)
+        return self.space_page(ctx, space, "audit.html", rows=rows[:500], total=len(rows))
 
     async def audit_csv(self, request: Request) -> Response:
-        s = self.signed_in(request)
-        space = self.space(request, s)
-        try:
-            rows = self.service.audit(s["email"], space)
-        except NotFound:
-            return self.not_found(request, s)
+        ctx, space, _ = self.in_space(request)
+        rows = self.service.audit(ctx.email, space)
         out = io.StringIO()
         w = csv.writer(out, lineterminator="\r\n")
         w.writerow(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"])
@@ -658,6 +688,10 @@ class DashboardApp:
         name = f"audit-{space.id if space.kind == 'org' else 'me'}.csv"
         return Response(out.getvalue().encode(), media_type="text/csv; charset=utf-8",
                         headers={"content-disposition": f'attachment; filename="{name}"'})
+
+
+Action = Callable[[Ctx, dict[str, str], list[tuple[str, str]]], Response]
+Retry = Callable[[Ctx, dict[str, str], str, int], Response]
 
 
 def _csv_safe(value: str) -> str:
@@ -678,18 +712,39 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
         assert isinstance(exc, _SignIn)
         nxt = exc.path if SAFE_NEXT.match(exc.path) else "/"
         if request.method != "GET":
-            return handlers.render(request, "message.html", None, 403, title="Signed out",
-                                   message="Your session has ended: sign in again.")
+            return handlers.message(handlers.ctx(request), 403, "Signed out", "Your session has ended: sign in again.")
         return RedirectResponse(f"/sign-in?next={quote(nxt)}", 303)
 
     async def not_found(request: Request, exc: Exception) -> Response:
-        return handlers.render(request, "message.html", None, 404, title="Not found", message="There is no such page.")
+        return handlers.message(handlers.ctx(request), 404, "Not found", "There is no such page.")
 
     async def method_not_allowed(request: Request, exc: Exception) -> Response:
         return PlainTextResponse("Method not allowed", 405)
 
-    app = Starlette(routes=handlers.routes(), exception_handlers={_SignIn: to_sign_in, 404: not_found,
-                                                                   405: method_not_allowed})
+    def purge() -> None:
+        try:
+            service.purge(settings.absolute_hours, settings.idle_minutes)
+        except Exception as e:  # a failed purge must not stop the dashboard; the next one tries again
+            rules.log_event("dashboard.purge_failed", error=type(e).__name__)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        """Expired rows are forgotten at start and every few minutes, whether or not anyone signs in."""
+        async def every() -> None:
+            while True:
+                await anyio.sleep(PURGE_SECONDS)
+                await anyio.to_thread.run_sync(purge)
+
+        await anyio.to_thread.run_sync(purge)
+        await anyio.to_thread.run_sync(lambda: handlers.secret)  # made once per store, at start
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(every)
+            yield
+            tg.cancel_scope.cancel()
+
+    app = Starlette(routes=handlers.routes(), lifespan=lifespan,
+                    exception_handlers={_SignIn: to_sign_in, rules.NotFound: not_found, 404: not_found,
+                                        405: method_not_allowed})
     return SecurityHeaders(app, settings.origin_secret)
 
 
@@ -729,5 +784,6 @@ def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
         state: Any = DynamoDBDashboardStore.from_env(spec.partition(":")[2])
     else:
         state = SQLiteDashboardStore(spec.removeprefix("sqlite:"))
-    service = Dashboard(store, state, open_mailer(settings.mailer), settings.base_url, usage=usage)
+    service = Dashboard(store, state, open_mailer(settings.mailer), settings.base_url, usage=usage,
+                        mail_per_hour=settings.mail_per_hour)
     return service, create_app(service, settings)

@@ -23,6 +23,10 @@ import time
 from datetime import datetime
 from typing import Any
 
+from edge.stores.dynamodb import DynamoDBCounter, client_from_env
+
+from .service import DEVICE_DAYS
+
 DAY = 86_400
 
 
@@ -62,21 +66,13 @@ class DynamoDBDashboardStore:
         self.table = f"{table_prefix}dashboard"
         self.audit_table = f"{table_prefix}audit"
         self._seq = secrets.randbelow(10**6)
+        # sending budgets: the limiter's counter, its items in this table (`count#NAME`/`count`, TTL on `ttl`)
+        self.counter = DynamoDBCounter((client, self.table), ttl="ttl",
+                                       key=lambda name: {"pk": {"S": f"count#{name}"}, "sk": {"S": "count"}})
 
     @classmethod
     def from_env(cls, table_prefix: str) -> DynamoDBDashboardStore:
-        import os
-
-        import boto3
-
-        kwargs: dict[str, Any] = {}
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
-        if endpoint:
-            kwargs["endpoint_url"] = endpoint
-        from edge.settings import home_region
-
-        region = home_region()  # the one region setting beside the key table's, no silent default
-        return cls(boto3.client("dynamodb", region_name=region, **kwargs), table_prefix)
+        return cls(client_from_env(), table_prefix)  # the key table's client and region setting
 
     # -- tables ------------------------------------------------------------------------------------
     def create_tables(self, billing: str = "PAY_PER_REQUEST") -> None:
@@ -291,24 +287,39 @@ class DynamoDBDashboardStore:
                 for r in sorted(rows, key=lambda r: r["created_at"])]
 
     # -- sign-in codes -------------------------------------------------------------------------------------
-    def codes_since(self, email: str, since: str) -> int:
-        return sum(1 for r in self._query(f"code#{email}", "") if r["sk"] >= since)
-
-    def add_code(self, email: str, code_hash: str, now: str, expires_at: str) -> None:
+    def add_code(self, email: str, browser: str, code_hash: str, now: str, expires_at: str) -> None:
+        """A new code replaces the earlier ones of the same browser for this address, and only those."""
         for r in self._query(f"code#{email}", ""):
-            if r.get("used_at") is None:
+            if r.get("used_at") is None and r.get("browser", "") == browser:
                 self._conditional(Key={"pk": {"S": f"code#{email}"}, "sk": {"S": r["sk"]}},
                                   UpdateExpression="SET used_at = :t", ExpressionAttributeValues={":t": {"S": now}})
         self._seq += 1
         self.client.put_item(TableName=self.table, Item=_item(
             pk=f"code#{email}", sk=f"{now}#{self._seq:08d}{secrets.token_hex(2)}", code_hash=code_hash,
-            created_at=now, expires_at=expires_at, tries=0, ttl=_epoch(expires_at) + 2 * 3600))
+            browser=browser, created_at=now, expires_at=expires_at, tries=0, ttl=_epoch(expires_at) + 2 * 3600))
 
-    def live_code(self, email: str, now: str) -> dict[str, Any] | None:
-        for r in self._query(f"code#{email}", "", forward=False, limit=5):
-            if r.get("used_at") is None and r["expires_at"] > now:
+    def live_code(self, email: str, browser: str, now: str) -> dict[str, Any] | None:
+        for r in self._query(f"code#{email}", "", forward=False, limit=20):
+            if r.get("used_at") is None and r["expires_at"] > now and r.get("browser", "") == browser:
                 return {**r, "id": f"{email}\x00{r['sk']}", "email": email}
         return None
+
+    # -- browsers that signed in (device cookies) ----------------------------------------------------------
+    def remember_device(self, browser: str, email: str, now: str) -> None:
+        self.client.put_item(TableName=self.table, Item=_item(pk=f"device#{browser}", sk=email, last_seen=now,
+                                                             ttl=_epoch(now) + DEVICE_DAYS * DAY))
+
+    def known_device(self, browser: str, email: str, since: str) -> bool:
+        got = self._get(f"device#{browser}", email)
+        return got is not None and got["last_seen"] >= since
+
+    # -- the signing secret ---------------------------------------------------------------------------------
+    def signing_secret(self) -> str:
+        """The secret that signs browser cookies, made once per table (a conditional put: first writer wins)."""
+        self._put_new(_item(pk="meta", sk="signing_secret", value=secrets.token_hex(32)))
+        got = self._get("meta", "signing_secret")
+        assert got is not None
+        return str(got["value"])
 
     def spend_try(self, code_id: str, max_tries: int) -> bool:
         return self._conditional(Key=self._key_of_code(code_id), UpdateExpression="ADD tries :one",
@@ -351,8 +362,10 @@ class DynamoDBDashboardStore:
     def delete_session(self, sid_hash: str) -> None:
         self.client.delete_item(TableName=self.table, Key={"pk": {"S": f"session#{sid_hash}"}, "sk": {"S": "session"}})
 
-    def forget_expired(self, created_before: str, idle_before: str, stale_before: str) -> None:
-        """Nothing to do: sessions, codes and form tokens carry a TTL and DynamoDB removes them."""
+    def purge(self, *args: Any) -> dict[str, int]:
+        """Nothing to do: sessions, codes, form tokens, device marks and budget windows carry a TTL
+        and DynamoDB removes them."""
+        return {}
 
     # -- forms submitted once ------------------------------------------------------------------------------------
     def claim_form(self, token: str, now: str) -> bool:

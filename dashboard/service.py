@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import re
 import secrets
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -26,18 +28,25 @@ from edge.routes import SCOPES
 from pipeline.errors import OperatorError
 
 from .mailer import Mailer
+from .settings import MAIL_PER_HOUR
 
 CODE_ALPHABET = "23456789ABCDEFGHJKMNPQRSTVWXYZ"  # no 0/O, 1/I/L, U: read aloud and typed on phones
 CODE_LENGTH = 8  # 30^8 ≈ 6.6e11
 CODE_MINUTES = 15
 CODE_TRIES = 5  # wrong attempts per code; then it is dead
-CODES_PER_HOUR = 3  # per address
+# Sending budgets, per hour (docs/dashboard.md#sign-in-limits says why these sizes):
+CODES_PER_BROWSER = 5  # codes asked for in one browser, for any addresses
+MAIL_PER_CLIENT = 20  # codes and invitations asked for from one network address
+CODES_PER_ADDRESS = 5  # codes mailed to one address, from browsers that have not signed in as it
+DEVICE_DAYS = 90  # a browser that signed in as an address keeps its own budget for it this long
 INVITATION_DAYS = 7
+ROLL_OVERLAP_DAYS = 30  # the longest an old key may keep working after a roll
 REAUTH_MINUTES = 10  # a live key or a role change needs a code entered this recently
 NAME_MAX = 80
 EMAIL_RE = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,63}$")
 ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 ROLES = ("admin", "member")
+LOCAL_ORG = "local"  # the organisation `make run` makes for its printed administrator
 
 
 class DashboardError(OperatorError):
@@ -62,6 +71,21 @@ class AlreadySubmitted(DashboardError):
 
 class NeedsFreshCode(DashboardError):
     """The action needs a sign-in code entered in the last few minutes."""
+
+
+class Limited(DashboardError):
+    """A sending budget is used up until `until`; `which` is browser, client, address or service."""
+
+    def __init__(self, which: str, until: datetime):
+        super().__init__(f"the {which} budget of codes is used up until {_iso(until)}")
+        self.which = which
+        self.until = until
+
+
+def log_event(event: str, **fields: Any) -> None:
+    """One JSON line on stderr (CloudWatch keeps it as it is): the operator's metric filters and
+    alarms match on `event`, so its names are fixed."""
+    print(json.dumps({"event": event, **fields}, separators=(",", ":")), file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -95,7 +119,8 @@ def _iso(t: datetime) -> str:
 
 class Dashboard:
     def __init__(self, keys: AdminStore, store: Any, mailer: Mailer, base_url: str = "",
-                 clock: Callable[[], datetime] | None = None, usage: Any = None):
+                 clock: Callable[[], datetime] | None = None, usage: Any = None, mail_per_hour: int = MAIL_PER_HOUR):
+        self.mail_per_hour = mail_per_hour
         self.keys = keys
         self.store = store
         self.mailer = mailer
@@ -110,57 +135,120 @@ class Dashboard:
                target: str | None = None, detail: str = "") -> None:
         self.store.append_audit(_iso(self.now()), actor, org, account, action, target, detail)
 
+    # -- sending budgets -------------------------------------------------------------------------
+    def _spend(self, which: str, name: str, limit: int) -> None:
+        """Count one mail against a budget of this UTC hour; Limited past `limit`."""
+        now = self.now()
+        hour = int(now.timestamp()) // 3600
+        n = self.store.counter.incr(f"mail:{which}:{name}:{hour}", (hour + 2) * 3600)
+        if n > limit:
+            until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
+            if which == "service":
+                log_event("dashboard.mail_budget_exhausted", limit=limit, until=_iso(until))
+            raise Limited(which, until)
+
+    def _spend_mail(self, to: str, client: str) -> None:
+        """The budgets every mail to someone not yet proven to own the address passes."""
+        self._spend("client", _digest(client)[:24], MAIL_PER_CLIENT)
+        self._spend("address", _digest(to)[:24], CODES_PER_ADDRESS)
+        self._spend("service", "all", self.mail_per_hour)
+
     # -- sign-in -------------------------------------------------------------------------------
-    def request_code(self, email: str) -> None:
-        """Mail a sign-in code, unless this address had its share this hour. The caller answers the
-        same in every case (sent, throttled, new address, removed account), so the page tells
-        nobody whether an address has an account."""
+    def request_code(self, email: str, browser: str = "cli", client: str = "cli") -> None:
+        """Mail a sign-in code that only `browser` can use.
+
+        Budgets: the browser's own; then, unless this browser has signed in as this address
+        before (a device cookie, so a stranger cannot use up its owner's codes), the client's, the
+        address's and the service's. Limited says which and until when. Every address state
+        (unknown, removed, active) does the same work: the same reads and writes and one mail
+        (a removed account's says it can no longer sign in), so timing tells nothing.
+        """
         email = normalise_email(email)
         if not valid_email(email):
             raise DashboardError("enter an email address, like name@example.org")
         now = self.now()
+        known = self.store.known_device(_digest(browser), email, _iso(now - timedelta(days=DEVICE_DAYS)))
+        self._spend("browser", _digest(browser)[:24], CODES_PER_BROWSER)
+        if not known:
+            self._spend_mail(email, client)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
-        throttled = self.store.codes_since(email, _iso(now - timedelta(hours=1))) >= CODES_PER_HOUR
         account = self.store.get_account(email)
-        if throttled or (account is not None and account["removed_at"] is not None):
+        self.store.add_code(email, _digest(browser), _digest(email, code), _iso(now),
+                            _iso(now + timedelta(minutes=CODE_MINUTES)))
+        if account is not None and account["removed_at"] is not None:
+            self.mailer.send(email, "Your dashboard account was removed", (
+                "Someone asked for a sign-in code for this address on the malaria risk data service dashboard, "
+                "but its account was removed, so it cannot sign in. If you need access, ask your organisation's "
+                "administrator or the service team. If you did not ask, ignore this email."))
             return
-        self.store.add_code(email, _digest(email, code), _iso(now), _iso(now + timedelta(minutes=CODE_MINUTES)))
         shown = f"{code[:4]}-{code[4:]}"
         link = f"{self.base_url}/sign-in/confirm?email={_q(email)}&code={code}"
         self.mailer.send(email, f"Your sign-in code: {shown}", (
             f"Your code for the malaria risk data service dashboard is {shown}.\n\n"
-            f"Or open this link and press the button on the page:\n{link}\n\n"
-            f"The code works once, for {CODE_MINUTES} minutes. If you did not ask for it, ignore this email."))
+            f"Or open this link in the same browser and press the button on the page:\n{link}\n\n"
+            f"The code works once, for {CODE_MINUTES} minutes, in the browser where it was asked for. "
+            f"If you did not ask for it, ignore this email."))
 
-    def check_code(self, email: str, code: str) -> str:
-        """The account's email if `code` is its live code; every failure answers alike."""
+    def code_link(self, email: str, code: str, browser: str) -> tuple[str, str, bool]:
+        """What the email's link may put in the sign-in form (only an address and a code of the
+        code's alphabet, never other text), and whether a code asked for in `browser` waits there."""
+        email, code = normalise_email(email), normalise_code(code)
+        email = email if valid_email(email) else ""
+        code = code if len(code) == CODE_LENGTH and all(c in CODE_ALPHABET for c in code) else ""
+        here = bool(email) and self.store.live_code(email, _digest(browser), _iso(self.now())) is not None
+        return email, code if here else "", here
+
+    def check_code(self, email: str, code: str, browser: str = "cli", client: str = "cli") -> str:
+        """The account's email if `code` is its live code asked for in `browser`; every failure
+        answers alike, is logged, and (when a code was tried) leaves an audit row for the address."""
         email = normalise_email(email)
         now = self.now()
-        failed = DashboardError("that code is not valid: check it, or ask for a new one")
-        row = self.store.live_code(email, _iso(now)) if valid_email(email) else None
+        failed = DashboardError("that code is not valid here: check it, or ask for a new one in this browser")
+        row = self.store.live_code(email, _digest(browser), _iso(now)) if valid_email(email) else None
         if row is None:
             hmac.compare_digest(_digest(email, normalise_code(code)), "0" * 64)  # the same work as a real check
+            log_event("dashboard.sign_in_failed", reason="no_code", address=_digest(email)[:16],
+                      client=_digest(client)[:16])
             raise failed
+        reason = None
         if not self.store.spend_try(row["id"], CODE_TRIES):
-            raise failed
-        if not hmac.compare_digest(_digest(email, normalise_code(code)), row["code_hash"]):
-            raise failed
-        if not self.store.use_code(row["id"], _iso(now)):
+            reason = "code_used_up"
+        elif not hmac.compare_digest(_digest(email, normalise_code(code)), row["code_hash"]):
+            reason = "wrong_code"
+        elif not self.store.use_code(row["id"], _iso(now)):
+            reason = "code_used_up"
+        if reason is not None:
+            log_event("dashboard.sign_in_failed", reason=reason, address=_digest(email)[:16],
+                      client=_digest(client)[:16])
+            self._audit("unverified", "sign_in_failed", account=email, target=email,
+                        detail=_detail(reason=reason, browser=_digest(browser)[:8]))
             raise failed
         account = self.store.ensure_account(email, _iso(now))
         if account["removed_at"] is not None:
             raise failed
+        self.store.remember_device(_digest(browser), email, _iso(now))
         return email
 
-    def sign_in(self, email: str, code: str) -> str:
-        email = self.check_code(email, code)
-        self._audit(email, "sign_in", account=email)
+    def sign_in(self, email: str, code: str, browser: str = "cli", client: str = "cli") -> str:
+        """One audit row in the account's own log and one in each of its organisations' logs."""
+        email = self.check_code(email, code, browser, client)
+        self._audit(email, "sign_in", account=email, target=email)
+        for o in self.store.orgs_of(email):
+            self._audit(email, "sign_in", org=o["org"], account=email, target=email)
         return email
 
-    def confirm_identity(self, email: str, code: str) -> None:
+    def confirm_identity(self, email: str, code: str, browser: str = "cli") -> None:
         """Re-entering a code before a sensitive action: one audit row, like a sign-in."""
-        self.check_code(email, code)
+        self.check_code(email, code, browser)
         self._audit(email, "identity_confirmed", account=email)
+
+    def purge(self, absolute_hours: int, idle_minutes: int) -> dict[str, int]:
+        """Forget what has expired (sessions, codes, form tokens, device marks, budget windows):
+        run on a schedule (`dashboard.app` every few minutes), never on someone's request."""
+        now = self.now()
+        return self.store.purge(_iso(now - timedelta(hours=absolute_hours)), _iso(now - timedelta(minutes=idle_minutes)),
+                                _iso(now - timedelta(days=2)), _iso(now - timedelta(days=DEVICE_DAYS)),
+                                int(now.timestamp()))
 
     def needs_fresh_code(self, verified_at: str | None) -> bool:
         if verified_at is None:
@@ -282,12 +370,15 @@ class Dashboard:
         try:
             until = date.fromisoformat(old_until)
         except ValueError:
-            raise DashboardError("the date the old key stops working must be YYYY-MM-DD") from None
+            raise DashboardError("choose the day the old key stops working") from None
         today = self.now().astimezone(UTC).date()
         if until <= today:
             raise DashboardError("the old key's last day must be after today (revoke it to stop it now)")
         if row["expires_on"] is not None and until.isoformat() > row["expires_on"]:
             raise DashboardError(f"the old key expires on {row['expires_on']} already; choose that day or earlier")
+        if until > today + timedelta(days=ROLL_OVERLAP_DAYS):
+            raise DashboardError(f"the old key can keep working for {ROLL_OVERLAP_DAYS} days at most: choose "
+                                 f"{(today + timedelta(days=ROLL_OVERLAP_DAYS)).isoformat()} or earlier")
         if row["kind"] == "live" and self.needs_fresh_code(verified_at):
             raise NeedsFreshCode("rolling a live key needs a fresh sign-in code")
         if not self.store.claim_form(form_token, _iso(self.now())):
@@ -308,9 +399,11 @@ class Dashboard:
         if space.kind != "org":
             raise NotFound("no such page")
         return {"members": self.store.members(space.id),
-                "invitations": self.store.pending_invitations(space.id, _iso(self.now()))}
+                "invitations": [i for i in self.store.pending_invitations(space.id, _iso(self.now()))
+                                if self._may_still_invite({**i, "org": space.id})]}
 
-    def invite(self, email: str, space: Space, invitee: str, role: str, verified_at: str | None = None) -> None:
+    def invite(self, email: str, space: Space, invitee: str, role: str, verified_at: str | None = None,
+               client: str = "cli") -> None:
         self._may_manage_members(email, space)
         invitee = normalise_email(invitee)
         if not valid_email(invitee):
@@ -321,6 +414,7 @@ class Dashboard:
             raise NeedsFreshCode("inviting an administrator needs a fresh sign-in code")
         if self.store.role(space.id, invitee) is not None:
             raise DashboardError(f"{invitee} is already a member")
+        self._spend_mail(invitee, client)
         token = secrets.token_urlsafe(24)
         now = self.now()
         inv_id = "inv_" + secrets.token_hex(5)
@@ -339,8 +433,16 @@ class Dashboard:
         if inv is None or inv["used_at"] or inv["cancelled_at"] or inv["expires_at"] <= _iso(self.now()) \
                 or inv["email"] != email:
             raise NotFound("this invitation is not valid for this account (used, expired, or sent to another address)")
+        if not self._may_still_invite(inv):
+            raise NotFound("this invitation is no longer valid: the person who sent it can no longer invite members")
         org = self.store.get_org(inv["org"]) or {"name": inv["org"]}
         return {**inv, "org_name": org["name"]}
+
+    def _may_still_invite(self, inv: dict[str, Any]) -> bool:
+        """An invitation lives only while its sender is an administrator of the organisation."""
+        inviter = self.store.get_account(inv["invited_by"])
+        return (inviter is not None and inviter["removed_at"] is None
+                and self.store.role(inv["org"], inv["invited_by"]) == "admin")
 
     def accept_invitation(self, email: str, token: str) -> str:
         inv = self.invitation(email, token)
@@ -358,8 +460,9 @@ class Dashboard:
         self._audit(email, "invitation_cancelled", org=space.id, target=inv_id)
 
     def set_role(self, email: str, space: Space, member: str, role: str | None,
-                 verified_at: str | None = None) -> None:
-        """Change a member's role, or with None remove them; the last administrator stays."""
+                 verified_at: str | None = None) -> bool:
+        """Change a member's role, or with None remove them; the last administrator stays.
+        False when nothing changed (the member had that role already)."""
         self._may_manage_members(email, space)
         if role is not None and role not in ROLES:
             raise DashboardError("the role is admin or member")
@@ -367,7 +470,7 @@ class Dashboard:
         if current is None:
             raise NotFound("no such member")
         if current == role:
-            return
+            return False
         if self.needs_fresh_code(verified_at):
             raise NeedsFreshCode("changing a role needs a fresh sign-in code")
         if not self.store.change_role_keeping_an_admin(space.id, member, role):
@@ -376,6 +479,7 @@ class Dashboard:
             self._audit(email, "member_removed", org=space.id, target=member)
         else:
             self._audit(email, "role_changed", org=space.id, target=member, detail=_detail(role=role))
+        return True
 
     # -- researchers ------------------------------------------------------------------------------------
     def request_access(self, email: str, reason: str) -> None:
@@ -406,6 +510,21 @@ class Dashboard:
         self.store.ensure_account(admin, now)
         self.store.set_role(org, admin, "admin", now)
         self._audit(staff, "org_created", org=org, target=admin, detail=_detail(name=name, admin=admin))
+
+    def ensure_local_org(self, admin: str) -> bool:
+        """The local organisation `make run` offers a newcomer, with `admin` as its administrator:
+        made once (True), left as it is afterwards (False), so restarts change nothing."""
+        if self.store.get_org(LOCAL_ORG) is not None:
+            admin = normalise_email(admin)
+            if self.store.role(LOCAL_ORG, admin) is None:
+                now = _iso(self.now())
+                self.store.ensure_account(admin, now)
+                self.store.set_role(LOCAL_ORG, admin, "admin", now)
+                self._audit("staff:make-run", "role_changed", org=LOCAL_ORG, target=admin, detail=_detail(role="admin"))
+                return True
+            return False
+        self.create_org("staff:make-run", LOCAL_ORG, "Local organisation", admin)
+        return True
 
     def set_unlocked(self, staff: str, email: str, unlocked: bool) -> None:
         email = normalise_email(email)

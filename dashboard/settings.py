@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 DEFAULT_PORT = 8090
 MAX_BODY = 8 * 1024  # bytes of a form; every form of the dashboard fits in 2 KiB
+MAIL_PER_HOUR = 300  # codes and invitations the whole service sends in an hour (docs/dashboard.md#sign-in-limits)
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class DashboardSettings:
     idle_minutes: int = 30
     absolute_hours: int = 12
     monthly: int | None = None  # the service's default monthly allowance (None: edge.limits default)
+    mail_per_hour: int = MAIL_PER_HOUR
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> DashboardSettings:
@@ -42,6 +44,7 @@ class DashboardSettings:
             secure_cookie=e.get("DASHBOARD_SECURE_COOKIE", "1") != "0",
             origin_secret=e.get("DASHBOARD_ORIGIN_SECRET", ""),
             monthly=int(monthly) if monthly else None,
+            mail_per_hour=int(e.get("DASHBOARD_MAIL_PER_HOUR", cls.mail_per_hour)),
         )
 
     def to_env(self) -> dict[str, str]:
@@ -53,9 +56,15 @@ class DashboardSettings:
             env["MALARIA_RISK_COUNTERS"] = self.counters
         if self.monthly:
             env["MALARIA_RISK_MONTHLY"] = str(self.monthly)
+        env["DASHBOARD_MAIL_PER_HOUR"] = str(self.mail_per_hour)
         return env
 
     @property
     def cookie_name(self) -> str:
         """`__Host-` needs Secure; without it (plain-HTTP development on another host name) a plain name."""
         return "__Host-session" if self.secure_cookie else "session"
+
+    @property
+    def browser_cookie_name(self) -> str:
+        """The signed browser id (no server row): what sign-in codes and the anonymous CSRF token belong to."""
+        return "__Host-browser" if self.secure_cookie else "browser"

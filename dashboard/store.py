@@ -11,12 +11,13 @@ invitation tokens are stored only as SHA-256 hashes.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
-import threading
 from pathlib import Path
 from typing import Any
 
-from edge.stores.sqlite import create_private
+from edge.stores.counters import SQLiteCounter
+from edge.stores.sqlite import SQLiteFile
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS accounts (
@@ -57,9 +58,20 @@ CREATE TABLE IF NOT EXISTS codes (
     created_at TEXT NOT NULL,
     expires_at TEXT NOT NULL,
     tries INTEGER NOT NULL DEFAULT 0,
-    used_at TEXT
+    used_at TEXT,
+    browser TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS codes_by_email ON codes (email, created_at);
+CREATE TABLE IF NOT EXISTS devices (
+    browser TEXT NOT NULL,
+    email TEXT NOT NULL,
+    last_seen TEXT NOT NULL,
+    PRIMARY KEY (browser, email)
+);
+CREATE TABLE IF NOT EXISTS meta (
+    name TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS sessions (
     sid_hash TEXT PRIMARY KEY,
     email TEXT,
@@ -111,21 +123,24 @@ def dashboard_path_for(keys_path: Path | str) -> Path:
     return Path(keys_path).with_name("dashboard.sqlite")
 
 
-class SQLiteDashboardStore:
-    def __init__(self, path: Path | str):
-        self.path = Path(path)
-        create_private(self.path)
-        self._local = threading.local()
-        self._conn().executescript(SCHEMA)
+LATER_COLUMNS = {"codes": {"browser": "TEXT NOT NULL DEFAULT ''"}}  # files made before these gain them on open
 
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=10000")
-            conn.row_factory = sqlite3.Row
-            self._local.conn = conn
+
+class SQLiteDashboardStore(SQLiteFile):
+    def __init__(self, path: Path | str):
+        super().__init__(path)
+        c = self._conn()
+        for table, columns in LATER_COLUMNS.items():
+            have = {row[1] for row in c.execute(f"PRAGMA table_info({table})")}
+            for column, kind in columns.items():
+                if have and column not in have:
+                    c.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
+        c.executescript(SCHEMA)
+        self.counter = SQLiteCounter(self.path)  # sending budgets: the limiter's counters, in this file
+
+    def _open(self) -> sqlite3.Connection:
+        conn = super()._open()
+        conn.row_factory = sqlite3.Row
         return conn
 
     def _one(self, sql: str, args: tuple[Any, ...] = ()) -> dict[str, Any] | None:
@@ -225,19 +240,18 @@ class SQLiteDashboardStore:
                          " ORDER BY created_at", (org, now))
 
     # -- sign-in codes ---------------------------------------------------------------------
-    def codes_since(self, email: str, since: str) -> int:
-        row = self._one("SELECT count(*) AS n FROM codes WHERE email = ? AND created_at >= ?", (email, since))
-        return int(row["n"]) if row else 0
+    def add_code(self, email: str, browser: str, code_hash: str, now: str, expires_at: str) -> None:
+        """A new code replaces the earlier ones of the same browser for this address, and only those:
+        a code asked for in another browser never ends yours."""
+        with self._conn() as c:
+            c.execute("UPDATE codes SET used_at = ? WHERE email = ? AND browser = ? AND used_at IS NULL",
+                      (now, email, browser))
+            c.execute("INSERT INTO codes (email, browser, code_hash, created_at, expires_at) VALUES (?, ?, ?, ?, ?)",
+                      (email, browser, code_hash, now, expires_at))
 
-    def add_code(self, email: str, code_hash: str, now: str, expires_at: str) -> None:
-        with self._conn() as c:  # a new code replaces the earlier ones
-            c.execute("UPDATE codes SET used_at = ? WHERE email = ? AND used_at IS NULL", (now, email))
-            c.execute("INSERT INTO codes (email, code_hash, created_at, expires_at) VALUES (?, ?, ?, ?)",
-                      (email, code_hash, now, expires_at))
-
-    def live_code(self, email: str, now: str) -> dict[str, Any] | None:
-        return self._one("SELECT * FROM codes WHERE email = ? AND used_at IS NULL AND expires_at > ?"
-                         " ORDER BY id DESC LIMIT 1", (email, now))
+    def live_code(self, email: str, browser: str, now: str) -> dict[str, Any] | None:
+        return self._one("SELECT * FROM codes WHERE email = ? AND browser = ? AND used_at IS NULL AND expires_at > ?"
+                         " ORDER BY id DESC LIMIT 1", (email, browser, now))
 
     def spend_try(self, code_id: int, max_tries: int) -> bool:
         """Count one attempt; False when the code has no attempts left (then it is dead)."""
@@ -246,6 +260,24 @@ class SQLiteDashboardStore:
 
     def use_code(self, code_id: int, now: str) -> bool:
         return self._write("UPDATE codes SET used_at = ? WHERE id = ? AND used_at IS NULL", (now, code_id)) == 1
+
+    # -- browsers that signed in (device cookies) --------------------------------------------
+    def remember_device(self, browser: str, email: str, now: str) -> None:
+        self._write("INSERT INTO devices (browser, email, last_seen) VALUES (?, ?, ?)"
+                    " ON CONFLICT(browser, email) DO UPDATE SET last_seen = excluded.last_seen", (browser, email, now))
+
+    def known_device(self, browser: str, email: str, since: str) -> bool:
+        return self._one("SELECT 1 AS y FROM devices WHERE browser = ? AND email = ? AND last_seen >= ?",
+                         (browser, email, since)) is not None
+
+    # -- the signing secret -----------------------------------------------------------------
+    def signing_secret(self) -> str:
+        """The secret that signs browser cookies, made once per store (first writer wins)."""
+        self._write("INSERT INTO meta (name, value) VALUES ('signing_secret', ?) ON CONFLICT(name) DO NOTHING",
+                    (secrets.token_hex(32),))
+        row = self._one("SELECT value FROM meta WHERE name = 'signing_secret'")
+        assert row is not None
+        return str(row["value"])
 
     # -- sessions ---------------------------------------------------------------------------
     def create_session(self, sid_hash: str, email: str | None, csrf: str, now: str,
@@ -265,13 +297,21 @@ class SQLiteDashboardStore:
     def delete_session(self, sid_hash: str) -> None:
         self._write("DELETE FROM sessions WHERE sid_hash = ?", (sid_hash,))
 
-    def forget_expired(self, created_before: str, idle_before: str, stale_before: str) -> None:
-        """Drop sessions past their timeouts, and codes and form tokens older than `stale_before`
-        (DynamoDB expires the same items by TTL)."""
+    def purge(self, sessions_created_before: str, idle_before: str, stale_before: str, devices_before: str,
+              counters_before: int) -> dict[str, int]:
+        """Forget sessions past their timeouts, codes and form tokens older than `stale_before`,
+        device marks unused since `devices_before` and finished budget windows; how many of each.
+        (DynamoDB expires the same items by TTL.)"""
         with self._conn() as c:
-            c.execute("DELETE FROM sessions WHERE created_at < ? OR last_seen < ?", (created_before, idle_before))
-            c.execute("DELETE FROM codes WHERE created_at < ?", (stale_before,))
-            c.execute("DELETE FROM forms WHERE created_at < ?", (stale_before,))
+            out = {
+                "sessions": c.execute("DELETE FROM sessions WHERE created_at < ? OR last_seen < ?",
+                                      (sessions_created_before, idle_before)).rowcount,
+                "codes": c.execute("DELETE FROM codes WHERE created_at < ?", (stale_before,)).rowcount,
+                "forms": c.execute("DELETE FROM forms WHERE created_at < ?", (stale_before,)).rowcount,
+                "devices": c.execute("DELETE FROM devices WHERE last_seen < ?", (devices_before,)).rowcount,
+            }
+        self.counter.sweep(counters_before)
+        return out
 
     # -- forms submitted once ------------------------------------------------------------------
     def claim_form(self, token: str, now: str) -> bool:

@@ -30,8 +30,6 @@ listed in docs/deploy.md.
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import json
 import sys
 import time
@@ -42,6 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from deploy import cloudfront, functions  # noqa: E402
 from deploy.common import EDGE_EVENTS, log, subset  # noqa: E402
 from deploy.monitoring import (  # noqa: E402
     LOG_RETENTION_DAYS,
@@ -101,28 +100,7 @@ def role_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: 
 
 
 def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
-    role = f"{name}-role"
-    try:
-        arn = str(iam.get_role(RoleName=role)["Role"]["Arn"])
-        current = iam.get_role(RoleName=role)["Role"].get("AssumeRolePolicyDocument")
-        if isinstance(current, str):
-            current = json.loads(current)
-        if current != TRUST:
-            iam.update_assume_role_policy(RoleName=role, PolicyDocument=json.dumps(TRUST))
-            log(f"role {role}: trust policy updated")
-    except iam.exceptions.NoSuchEntityException:
-        arn = str(iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST),
-                                  Description="malaria-risk Lambda@Edge gate")["Role"]["Arn"])
-        log(f"role {role}: created")
-    try:
-        got = iam.get_role_policy(RoleName=role, PolicyName="edge")["PolicyDocument"]
-        same = (json.loads(got) if isinstance(got, str) else got) == policy
-    except iam.exceptions.NoSuchEntityException:
-        same = False
-    if not same:
-        iam.put_role_policy(RoleName=role, PolicyName="edge", PolicyDocument=json.dumps(policy))
-        log(f"role {role}: permissions set")
-    return arn
+    return functions.step_role(iam, name, TRUST, "edge", policy, "malaria-risk Lambda@Edge gate")
 
 
 # --- tables -----------------------------------------------------------------------------------
@@ -151,29 +129,14 @@ def bundle_runtime(bundle: Path) -> str:
 def step_function(lam: Any, name: str, role_arn: str, bundle: Path) -> dict[str, str]:
     """Create or update both functions from one zip; publish a numbered version only when something changed."""
     code = bundle.read_bytes()
-    sha = base64.b64encode(hashlib.sha256(code).digest()).decode()
+    sha = functions.code_sha256(code)
     runtime = bundle_runtime(bundle)
     arns: dict[str, str] = {}
     for event, handler in HANDLERS.items():
         fname = f"{name}-{event}"
         wanted = {"Handler": handler, "Runtime": runtime, "MemorySize": MEMORY_MB, "Timeout": TIMEOUT_S,
                   "Role": role_arn}
-        try:
-            config = lam.get_function(FunctionName=fname)["Configuration"]
-        except lam.exceptions.ResourceNotFoundException:
-            lam.create_function(FunctionName=fname, Code={"ZipFile": code}, Publish=False,
-                                Description=f"malaria-risk edge gate ({event})", **wanted)
-            _wait(lam, "function_active_v2", fname)
-            log(f"{fname}: created")
-        else:
-            if config.get("CodeSha256") != sha:
-                lam.update_function_code(FunctionName=fname, ZipFile=code)
-                _wait(lam, "function_updated_v2", fname)
-                log(f"{fname}: code updated")
-            if any(config.get(k) != v for k, v in wanted.items()):
-                lam.update_function_configuration(FunctionName=fname, **wanted)
-                _wait(lam, "function_updated_v2", fname)
-                log(f"{fname}: configuration updated")
+        functions.step_function_code(lam, fname, code, wanted, f"malaria-risk edge gate ({event})")
         versions = [v for v in _versions(lam, fname) if v["Version"] != "$LATEST"]
         latest = max(versions, key=lambda v: int(v["Version"]), default=None)
         if latest is not None and latest.get("CodeSha256") == sha and all(
@@ -194,10 +157,6 @@ def _versions(lam: Any, fname: str) -> list[dict[str, Any]]:
         if not page.get("NextMarker"):
             return out
         kwargs["Marker"] = page["NextMarker"]
-
-
-def _wait(lam: Any, waiter: str, fname: str) -> None:
-    lam.get_waiter(waiter).wait(FunctionName=fname, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
 
 
 # --- CloudFront: origin access control, response headers, distribution, bucket policy -----------
@@ -288,48 +247,16 @@ def status_behaviour(origin_id: str, policy_id: str | None) -> dict[str, Any]:
 
 def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns: dict[str, str], oac_id: str,
                       policy_id: str | None, prefix: str = "") -> tuple[str, str, str]:
-    """The distribution (found by its Comment), created or brought to the wanted shape: (id, ARN, domain)."""
-    comment = f"{name}: malaria-risk API"
-    origin_id = f"{name}-releases"
+    """The API's distribution: the release bucket behind the functions, and `/status.json` straight
+    from the bucket's status folder: (id, ARN, domain)."""
+    origin_id, status_id = f"{name}-releases", f"{name}-status"
     origin = {"Id": origin_id, "DomainName": f"{bucket}.s3.{bucket_region}.amazonaws.com", "OriginPath": "",
-              "S3OriginConfig": {"OriginAccessIdentity": ""}, "OriginAccessControlId": oac_id,
-              "CustomHeaders": {"Quantity": 0}}
-    status_id = f"{name}-status"
+              "S3OriginConfig": {"OriginAccessIdentity": ""}, "OriginAccessControlId": oac_id}
     status_origin = {**origin, "Id": status_id,
                      "OriginPath": "/" + "/".join(p for p in (prefix.strip("/"), "status") if p)}
-    wanted_behaviour = behaviour(origin_id, arns, policy_id)
-    wanted_status = {"Quantity": 1, "Items": [status_behaviour(status_id, policy_id)]}
-    found = None
-    for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
-        if item.get("Comment") == comment:
-            found = item
-    if found is None:
-        created = cf.create_distribution(DistributionConfig={
-            "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
-            "Origins": {"Quantity": 2, "Items": [origin, status_origin]}, "DefaultCacheBehavior": wanted_behaviour,
-            "CacheBehaviors": wanted_status,
-            "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
-        })["Distribution"]
-        log(f"distribution {created['Id']}: created ({created['DomainName']})")
-        return str(created["Id"]), str(created["ARN"]), str(created["DomainName"])
-    got = cf.get_distribution_config(Id=found["Id"])
-    config, etag = got["DistributionConfig"], got["ETag"]
-    current_origins = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    changed = not subset(wanted_behaviour, config["DefaultCacheBehavior"]) or any(not subset(
-        {k: v for k, v in o.items() if k != "CustomHeaders"}, current_origins.get(o["Id"]))
-        for o in (origin, status_origin)) or not subset(wanted_status, config.get("CacheBehaviors"))
-    if changed:
-        for o in (origin, status_origin):
-            current_origins[o["Id"]] = {**current_origins.get(o["Id"], {}), **o}
-        config["CacheBehaviors"] = wanted_status
-        config["Origins"] = {"Quantity": len(current_origins), "Items": list(current_origins.values())}
-        b = config["DefaultCacheBehavior"]
-        for legacy in ("ForwardedValues", "MinTTL", "DefaultTTL", "MaxTTL"):
-            b.pop(legacy, None)  # incompatible with a cache policy
-        b.update(wanted_behaviour)
-        cf.update_distribution(Id=found["Id"], IfMatch=etag, DistributionConfig=config)
-        log(f"distribution {found['Id']}: updated")
-    return str(found["Id"]), str(found["ARN"]), str(found["DomainName"])
+    return cloudfront.step_distribution(cf, name, f"{name}: malaria-risk API", [origin, status_origin],
+                                        behaviour(origin_id, arns, policy_id),
+                                        [status_behaviour(status_id, policy_id)])
 
 
 def bucket_policy_statement(bucket: str, prefix: str, distribution_arn: str) -> dict[str, Any]:

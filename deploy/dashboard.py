@@ -1,4 +1,5 @@
-"""Scripted boto3 procedure for the key dashboard: tables, role, package, function URL, distribution.
+"""Scripted boto3 procedure for the key dashboard: tables, role, package, function URL, WAF rate
+rules, distribution, log group and alarm.
 
 The dashboard runs as one Lambda function (dashboard/lambda_handler.py) whose function URL
 is reached only through its own CloudFront distribution: CloudFront adds a secret header
@@ -16,6 +17,13 @@ the function's configuration, so a re-run keeps CloudFront and the function in s
     python deploy/dashboard.py all --name malaria-risk-dashboard --table-prefix mr- --region eu-west-1 \\
         --sender keys@example.org --base-url https://account.example.org --api-url https://api.example.org \\
         --package build-dashboard/dashboard.zip
+    python deploy/dashboard.py waf --region eu-west-1 [--dry-run]       # rate rules (deploy/waf.py)
+    python deploy/dashboard.py monitoring --region eu-west-1 --edge-name malaria-risk-edge [--dry-run]
+
+The distribution sits behind a WAF web ACL of rate-based rules (deploy/waf.py) that caps how
+often a client, and all clients together, may ask for mail or check codes. The function's log
+group gets a retention and a metric filter for the mail budget's event, with an alarm to the
+API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule blocks (docs/monitoring.md).
 
 The tables get point-in-time recovery and deletion protection (the keys table too: losing
 it would stop every key). See docs/dashboard.md for SES (production access, DKIM, SPF, DMARC).
@@ -24,19 +32,19 @@ it would stop every key). See docs/dashboard.md for SES (production access, DKIM
 from __future__ import annotations
 
 import argparse
-import base64
-import hashlib
 import importlib.util
-import json
 import secrets
 import sys
-import time
 import zipfile
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+from deploy import cloudfront, functions, monitoring  # noqa: E402
+from deploy.common import log  # noqa: E402
+from deploy.waf import WAF_REGION, step_web_acl, waf_alarms  # noqa: E402
 
 RUNTIME = "python3.12"
 HANDLER = "dashboard.lambda_handler.handler"
@@ -53,10 +61,6 @@ TRUST = {"Version": "2012-10-17", "Statement": [{
 # versions still use them, their helpers)
 LIBRARIES = ("starlette", "jinja2", "markupsafe", "anyio", "idna")
 IF_INSTALLED = ("sniffio", "typing_extensions", "exceptiongroup")
-
-
-def log(msg: str) -> None:
-    print(msg, flush=True)
 
 
 # --- tables -------------------------------------------------------------------------------------
@@ -113,22 +117,7 @@ def role_policy(name: str, table_prefix: str, region: str, sender: str) -> dict[
 
 
 def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
-    role = f"{name}-role"
-    try:
-        arn = str(iam.get_role(RoleName=role)["Role"]["Arn"])
-    except iam.exceptions.NoSuchEntityException:
-        arn = str(iam.create_role(RoleName=role, AssumeRolePolicyDocument=json.dumps(TRUST),
-                                  Description="malaria-risk key dashboard")["Role"]["Arn"])
-        log(f"role {role}: created")
-    try:
-        got = iam.get_role_policy(RoleName=role, PolicyName="dashboard")["PolicyDocument"]
-        same = (json.loads(got) if isinstance(got, str) else got) == policy
-    except iam.exceptions.NoSuchEntityException:
-        same = False
-    if not same:
-        iam.put_role_policy(RoleName=role, PolicyName="dashboard", PolicyDocument=json.dumps(policy))
-        log(f"role {role}: permissions set")
-    return arn
+    return functions.step_role(iam, name, TRUST, "dashboard", policy, "malaria-risk key dashboard")
 
 
 # --- package --------------------------------------------------------------------------------------------
@@ -171,37 +160,15 @@ def build_package(out: Path) -> Path:
 # --- function and its URL ----------------------------------------------------------------------------------
 
 
-def _wait(lam: Any, waiter: str, fname: str) -> None:
-    lam.get_waiter(waiter).wait(FunctionName=fname, WaiterConfig={"Delay": 2, "MaxAttempts": 150})
-
-
 def step_function(lam: Any, name: str, role_arn: str, package: Path, env: dict[str, str]) -> tuple[str, str]:
     """The function (created, or its code and configuration brought up to date) and its URL:
     (function URL, origin secret). The secret is the one already configured, or a new one."""
-    code = package.read_bytes()
-    sha = base64.b64encode(hashlib.sha256(code).digest()).decode()
-    try:
-        config = lam.get_function(FunctionName=name)["Configuration"]
-    except lam.exceptions.ResourceNotFoundException:
-        config = None
+    config = functions.function_config(lam, name)
     current_env = (config or {}).get("Environment", {}).get("Variables", {})
     secret = current_env.get("DASHBOARD_ORIGIN_SECRET") or secrets.token_urlsafe(32)
     wanted = {"Handler": HANDLER, "Runtime": RUNTIME, "MemorySize": MEMORY_MB, "Timeout": TIMEOUT_S, "Role": role_arn}
-    variables = {**env, "DASHBOARD_ORIGIN_SECRET": secret}
-    if config is None:
-        lam.create_function(FunctionName=name, Code={"ZipFile": code}, Description="malaria-risk key dashboard",
-                            Environment={"Variables": variables}, **wanted)
-        _wait(lam, "function_active_v2", name)
-        log(f"{name}: created")
-    else:
-        if config.get("CodeSha256") != sha:
-            lam.update_function_code(FunctionName=name, ZipFile=code)
-            _wait(lam, "function_updated_v2", name)
-            log(f"{name}: code updated")
-        if any(config.get(k) != v for k, v in wanted.items()) or current_env != variables:
-            lam.update_function_configuration(FunctionName=name, Environment={"Variables": variables}, **wanted)
-            _wait(lam, "function_updated_v2", name)
-            log(f"{name}: configuration updated")
+    functions.step_function_code(lam, name, package.read_bytes(), wanted, "malaria-risk key dashboard",
+                                 {**env, "DASHBOARD_ORIGIN_SECRET": secret}, config)
     try:
         url = str(lam.get_function_url_config(FunctionName=name)["FunctionUrl"])
     except lam.exceptions.ResourceNotFoundException:
@@ -229,44 +196,27 @@ def distribution_parts(name: str, function_url: str, secret: str) -> tuple[dict[
     return origin, behaviour
 
 
-def step_distribution(cf: Any, name: str, function_url: str, secret: str) -> tuple[str, str]:
-    """The distribution (found by its Comment), created or brought to the wanted shape: (id, domain)."""
-    from deploy.common import subset as _subset
-
-    comment = f"{name}: malaria-risk key dashboard"
+def step_distribution(cf: Any, name: str, function_url: str, secret: str,
+                      web_acl: str | None = None) -> tuple[str, str]:
+    """The dashboard's distribution, behind the web ACL `web_acl` when given: (id, domain)."""
     origin, behaviour = distribution_parts(name, function_url, secret)
-    found = None
-    for item in cf.list_distributions().get("DistributionList", {}).get("Items", []) or []:
-        if item.get("Comment") == comment:
-            found = item
-    if found is None:
-        created = cf.create_distribution(DistributionConfig={
-            "CallerReference": f"{name}-{int(time.time())}", "Comment": comment, "Enabled": True,
-            "Origins": {"Quantity": 1, "Items": [origin]}, "DefaultCacheBehavior": behaviour,
-            "PriceClass": "PriceClass_All", "HttpVersion": "http2and3", "IsIPV6Enabled": True,
-        })["Distribution"]
-        log(f"distribution {created['Id']}: created ({created['DomainName']})")
-        return str(created["Id"]), str(created["DomainName"])
-    got = cf.get_distribution_config(Id=found["Id"])
-    config, etag = got["DistributionConfig"], got["ETag"]
-    current = {o["Id"]: o for o in config["Origins"].get("Items", [])}
-    if not (_subset(behaviour, config["DefaultCacheBehavior"]) and _subset(origin, current.get(origin["Id"]))):
-        current[origin["Id"]] = {**current.get(origin["Id"], {}), **origin}
-        config["Origins"] = {"Quantity": len(current), "Items": list(current.values())}
-        config["DefaultCacheBehavior"].update(behaviour)
-        cf.update_distribution(Id=found["Id"], IfMatch=etag, DistributionConfig=config)
-        log(f"distribution {found['Id']}: updated")
-    return str(found["Id"]), str(found["DomainName"])
+    dist_id, _, domain = cloudfront.step_distribution(cf, name, f"{name}: malaria-risk key dashboard", [origin],
+                                                      behaviour, web_acl=web_acl)
+    return dist_id, domain
 
 
 # --- command line -------------------------------------------------------------------------------------------
+
+
+STEPS = ["tables", "package", "waf", "monitoring", "all"]
+DRY_STEPS = ("waf", "monitoring", "all")
 
 
 def main(argv: list[str] | None = None) -> int:
     import boto3  # type: ignore[import-untyped]
 
     p = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    p.add_argument("step", choices=["tables", "package", "all"])
+    p.add_argument("step", choices=STEPS, help="`all`: tables, role, function, waf, distribution, monitoring")
     p.add_argument("--name", default="malaria-risk-dashboard")
     p.add_argument("--table-prefix")
     p.add_argument("--region", default=None, help="default: $MALARIA_RISK_REGION (no silent default)")
@@ -275,29 +225,47 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-url", help="the API's origin, for the ready curl / Python / R lines")
     p.add_argument("--package", type=Path, default=ROOT / "build-dashboard" / "dashboard.zip")
     p.add_argument("--out", type=Path, default=ROOT / "build-dashboard" / "dashboard.zip")
+    p.add_argument("--edge-name", default="malaria-risk-edge", help="the API deploy's --name: the dashboard's "
+                   "alarm goes to its `<name>-alarms` topic in the home region, the one operators already read")
+    p.add_argument("--alarm-email", help="subscribe this address to that topic")
+    p.add_argument("--retention-days", type=int, default=monitoring.LOG_RETENTION_DAYS)
+    p.add_argument("--dry-run", action="store_true", help="read everything, change nothing, say what would "
+                   "change (waf, monitoring; `all` then runs only those)")
     a = p.parse_args(argv)
     if a.step == "package":
         log(f"package: {build_package(a.out)}")
         return 0
-    if not a.table_prefix:
-        p.error("--table-prefix is required")
+    if a.dry_run and a.step not in DRY_STEPS:
+        p.error(f"--dry-run covers {', '.join(DRY_STEPS)}, not {a.step}")
     from edge.settings import SettingsError, home_region
 
     try:
         a.region = home_region(a.region)  # the one region setting shared with the CLI and the edge bundle
     except SettingsError as e:
         p.error(str(e))
-    step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
-    if a.step == "tables":
-        return 0
-    if not (a.sender and a.base_url and a.api_url):
-        p.error("--sender, --base-url and --api-url are required")
-    role = step_role(boto3.client("iam"), a.name, role_policy(a.name, a.table_prefix, a.region, a.sender))
-    env = {"DASHBOARD_KEY_STORE": f"dynamodb:{a.table_prefix}", "DASHBOARD_MAILER": f"ses:{a.sender}",
-           "DASHBOARD_BASE_URL": a.base_url, "DASHBOARD_API_URL": a.api_url}
-    url, secret = step_function(boto3.client("lambda", region_name=a.region), a.name, role, a.package, env)
-    dist_id, domain = step_distribution(boto3.client("cloudfront"), a.name, url, secret)
-    log(f"distribution {dist_id}: https://{domain}/ (point {a.base_url} at it)")
+    dry, every = a.dry_run, a.step == "all"
+    if a.step == "tables" or (every and not dry):
+        if not a.table_prefix:
+            p.error("--table-prefix is required")
+        step_tables(boto3.client("dynamodb", region_name=a.region), a.table_prefix)
+    web_acl = None
+    if a.step == "waf" or every:
+        web_acl = step_web_acl(boto3.client("wafv2", region_name=WAF_REGION), a.name, dry)
+    if every and not dry:
+        if not (a.sender and a.base_url and a.api_url):
+            p.error("--sender, --base-url and --api-url are required")
+        role = step_role(boto3.client("iam"), a.name, role_policy(a.name, a.table_prefix, a.region, a.sender))
+        env = {"DASHBOARD_KEY_STORE": f"dynamodb:{a.table_prefix}", "DASHBOARD_MAILER": f"ses:{a.sender}",
+               "DASHBOARD_BASE_URL": a.base_url, "DASHBOARD_API_URL": a.api_url}
+        url, secret = step_function(boto3.client("lambda", region_name=a.region), a.name, role, a.package, env)
+        dist_id, domain = step_distribution(boto3.client("cloudfront"), a.name, url, secret, web_acl)
+        log(f"distribution {dist_id}: https://{domain}/ behind web ACL {web_acl} (point {a.base_url} at it)")
+    if a.step == "monitoring" or every:
+        monitoring.step_dashboard_logs(boto3.client("logs", region_name=a.region), a.name, a.retention_days, dry)
+        # the mail budget's alarm where the function logs; the WAF's where WAF counts for CloudFront
+        for region, alarms in ((a.region, monitoring.dashboard_alarms), (WAF_REGION, waf_alarms)):
+            topic = monitoring.step_topic(boto3.client("sns", region_name=region), a.edge_name, a.alarm_email, dry)
+            monitoring.step_alarms(boto3.client("cloudwatch", region_name=region), alarms(a.name, topic), dry)
     return 0
 
 

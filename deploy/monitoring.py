@@ -19,12 +19,18 @@ def edge_log_groups(name: str) -> list[str]:
     return [f"/aws/lambda/us-east-1.{name}-{event}" for event in EDGE_EVENTS]
 
 
+def mt(metric: str, value: str) -> list[dict[str, Any]]:
+    """A metric filter's one transformation: `value` (a number or a `$.field`) into our namespace."""
+    return [{"metricName": metric, "metricNamespace": NAMESPACE, "metricValue": value, "defaultValue": 0.0}]
+
+
+def alarm_actions(topic_arn: str | None) -> dict[str, Any]:
+    return {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
+
+
 def metric_filters(name: str) -> list[dict[str, Any]]:
     """Metrics from the edge's JSON lines (edge/accesslog.py): decisions weighted by their sample
     factor (so sampled successes still count fully), 5xx answers, and the function's own problems."""
-    def mt(metric: str, value: str) -> list[dict[str, Any]]:
-        return [{"metricName": metric, "metricNamespace": NAMESPACE, "metricValue": value, "defaultValue": 0.0}]
-
     return [
         {"filterName": f"{name}-decisions", "filterPattern": '{ $.event = "edge_decision" }',
          "metricTransformations": mt("EdgeDecisions", "$.sample")},
@@ -38,7 +44,7 @@ def metric_filters(name: str) -> list[dict[str, Any]]:
 def regional_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
     """Alarms in each region that runs the function: its 5xx rate (from the log lines), its errors and
     throttles (Lambda's own metrics of the replica, named after us-east-1)."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
+    actions = alarm_actions(topic_arn)
     common = {"EvaluationPeriods": 3, "DatapointsToAlarm": 2, "TreatMissingData": "notBreaching", **actions}
     fn = f"us-east-1.{name}-viewer-request"
     return [
@@ -65,7 +71,7 @@ def regional_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
 def global_alarms(name: str, distribution_id: str, topic_arn: str | None) -> list[dict[str, Any]]:
     """CloudFront's own view, in us-east-1: 5xx rate of the distribution and Lambda@Edge errors and
     throttles as CloudFront counts them (every edge region in one metric)."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
+    actions = alarm_actions(topic_arn)
     dims = [{"Name": "DistributionId", "Value": distribution_id}, {"Name": "Region", "Value": "Global"}]
     common = {"Namespace": "AWS/CloudFront", "Dimensions": dims, "Period": 300, "EvaluationPeriods": 3,
               "DatapointsToAlarm": 2, "TreatMissingData": "notBreaching", **actions}
@@ -82,9 +88,36 @@ def global_alarms(name: str, distribution_id: str, topic_arn: str | None) -> lis
     ]
 
 
+# --- the key dashboard: its function's log group, the mail budget's event, its alarm ---------------
+
+MAIL_BUDGET_EVENT = "dashboard.mail_budget_exhausted"  # the dashboard's JSON log line when a budget stops mail
+
+
+def dashboard_log_group(name: str) -> str:
+    """The dashboard is a plain Lambda function in the home region: one group, named after it."""
+    return f"/aws/lambda/{name}"
+
+
+def dashboard_metric_filters(name: str) -> list[dict[str, Any]]:
+    """A count of the dashboard's `dashboard.mail_budget_exhausted` lines: a client's or the global
+    budget for codes and invitations was used up, and mail was refused."""
+    return [{"filterName": f"{name}-mail-budget-exhausted", "filterPattern": f'{{ $.event = "{MAIL_BUDGET_EVENT}" }}',
+             "metricTransformations": mt("DashboardMailBudgetExhausted", "1")}]
+
+
+def dashboard_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
+    """One refusal is worth a look: a budget is sized so that people never meet it."""
+    return [{"AlarmName": f"{name}-mail-budget-exhausted", "AlarmDescription": "the key dashboard refused to send "
+             "mail: a client's or the global budget for codes and invitations is used up (docs/monitoring.md"
+             "#dashboard-mail-budget)", "Namespace": NAMESPACE, "MetricName": "DashboardMailBudgetExhausted",
+             "Statistic": "Sum", "Period": 300, "EvaluationPeriods": 1, "Threshold": 1.0,
+             "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",
+             **alarm_actions(topic_arn)}]
+
+
 def jobs_alarm(name: str, topic_arn: str | None) -> dict[str, Any]:
     """A scheduled job (refresh, canary, usage export) failed: CodeBuild's count of failed builds."""
-    actions = {"AlarmActions": [topic_arn], "OKActions": [topic_arn]} if topic_arn else {}
+    actions = alarm_actions(topic_arn)
     return {"AlarmName": f"{name}-jobs-failed", "AlarmDescription": "a scheduled job failed: its build log "
             "says which and why (docs/runbook.md#alarms)", "Namespace": "AWS/CodeBuild",
             "MetricName": "FailedBuilds", "Dimensions": [{"Name": "ProjectName", "Value": f"{name}-jobs"}],
@@ -120,9 +153,20 @@ def step_edge_logs(logs: Any, name: str, retention_days: int = LOG_RETENTION_DAY
     from the first line; Lambda would create them without one, kept forever) and the metric filters."""
     for group in edge_log_groups(name):
         step_log_group(logs, group, retention_days, dry)
-    group = edge_log_groups(name)[0]  # decisions are logged by the viewer-request function only
+    # decisions are logged by the viewer-request function only
+    step_metric_filters(logs, edge_log_groups(name)[0], metric_filters(name), dry)
+
+
+def step_dashboard_logs(logs: Any, name: str, retention_days: int = LOG_RETENTION_DAYS, dry: bool = False) -> None:
+    """The dashboard function's log group, made ahead with its retention, and its metric filter."""
+    group = dashboard_log_group(name)
+    step_log_group(logs, group, retention_days, dry)
+    step_metric_filters(logs, group, dashboard_metric_filters(name), dry)
+
+
+def step_metric_filters(logs: Any, group: str, filters: list[dict[str, Any]], dry: bool = False) -> None:
     have = {f["filterName"]: f for f in logs.describe_metric_filters(logGroupName=group).get("metricFilters", [])}
-    for f in metric_filters(name):
+    for f in filters:
         got = have.get(f["filterName"])
         if got is None or not subset(f, got):
             change(dry, f"log group {group}: metric filter {f['filterName']}", lambda f=f: logs.put_metric_filter(

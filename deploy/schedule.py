@@ -124,7 +124,7 @@ def project_config(name: str, role_arn: str, bucket: str, prefix: str, table_pre
     bucket; the job's name comes from each schedule's JOB override. The build root is not carried from run
     to run (the cache holds pip's downloads only): releases are reproducible, so an unchanged refresh
     builds the live release again and its publish finds every file in place and uploads nothing
-    (docs/releases.md)."""
+    (docs/local-releases.md)."""
     ops = ops_prefix(prefix)
 
     def env(k: str, v: str, kind: str = "PLAINTEXT") -> dict[str, str]:

@@ -39,6 +39,7 @@ from .files import FileEntry, PinnedReleases, ReleaseIndex, ReleaseList
 from .keys import KeyRecord, KeyStore, hash_key, looks_like_key
 from .problems import BY_CODE, PROBLEM_JSON, problem_body
 from .routes import (
+    AFTER_HELD,
     BY_PATH,
     DOWNLOAD_FILE,
     PUBLIC_PREFIX,
@@ -46,6 +47,7 @@ from .routes import (
     ParamError,
     Route,
     csv_alias,
+    load_due,
 )
 from .security import API_HEADERS, DOCS_HEADERS
 
@@ -336,7 +338,7 @@ def handle(
     elif route.beside_pointer:
         resp = _release_list(req, route, release, pinned)
     else:
-        resp = _authorised(req, route, record, release)
+        resp = _authorised(req, route, record, release, now)
     resp.headers.extend(limit_headers)
     resp.key_id = record.id
     return resp
@@ -382,7 +384,8 @@ _MEMO: tuple[object, dict[tuple[str, str], _Outcome]] = (None, {})
 _MEMO_MAX = 4096
 
 
-def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, FileEntry, str | None] | Response:
+def _resolve(req: Request, route: Route, release: ReleaseIndex,
+             now: datetime | None = None) -> tuple[str, FileEntry, str | None] | Response:
     global _MEMO
     owner, memo = _MEMO
     if owner is not release:
@@ -397,6 +400,10 @@ def _resolve(req: Request, route: Route, release: ReleaseIndex) -> tuple[str, Fi
         memo[ck] = outcome
     if outcome[0] is None:
         _, code, detail, members = outcome
+        if now is not None and AFTER_HELD in detail and load_due(release.facts, now.strftime("%Y-%m")):
+            # said at request time, never remembered: the same query is not stale before the month passes
+            detail += (f" Every forecast month of this release has passed (today is {now:%Y-%m-%d}): "
+                       "the next data load is due.")
         return error(code, detail, req.path, None, **members)
     return outcome
 
@@ -430,12 +437,13 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
     return key, entry, value_scope
 
 
-def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex) -> Response:
+def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex,
+                now: datetime | None = None) -> Response:
     if route.scope is not None and route.scope not in record.scopes:
         return error("SCOPE_REQUIRED", f"This key lacks the `{route.scope}` scope that {route.path} needs.",
                      req.path, required_scope=route.scope)
 
-    resolved = _resolve(req, route, release)
+    resolved = _resolve(req, route, release, now)
     if isinstance(resolved, Response):
         return resolved
     key, entry, value_scope = resolved

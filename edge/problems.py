@@ -54,7 +54,9 @@ CATALOGUE: tuple[Problem, ...] = (
     Problem("FORECAST_PERIOD", 400, "Period is a forecast month",
             "`period` is a forecast month; use the forecast endpoints."),
     Problem("PERIOD_NOT_AVAILABLE", 404, "Period not available",
-            "`period` is outside the months the data covers."),
+            "`period` is outside the months the data covers. For a later month the detail names the latest "
+            "estimated month and how far the forecasts reach, and, once every forecast month has passed, that "
+            "the next data load is due."),
     Problem("UNKNOWN_STATE", 404, "Unknown state", "`state` is missing or is not a valid state code."),
     Problem("INVALID_MONTHS", 400, "Invalid months", "`months` is not a whole number from 1 to 4."),
     # history parameters (ours)

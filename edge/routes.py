@@ -169,12 +169,30 @@ def _period(p: Param, raw: str | None, facts: Facts) -> str:
     if raw not in facts.estimated:
         first = facts.estimated[0] if facts.estimated else "?"
         last = facts.forecast[-1] if facts.forecast else facts.last_estimated
+        if last is not None and raw > last:  # YYYY-MM compares as text
+            reach = f", with forecasts to {facts.forecast[-1]}" if facts.forecast else ""
+            raise ParamError(
+                "PERIOD_NOT_AVAILABLE",
+                f"{raw} {AFTER_HELD}: the data end at {facts.last_estimated}, the latest estimated month"
+                f"{reach}; see /v1/periods.",
+                p.name,
+            )
         raise ParamError(
             "PERIOD_NOT_AVAILABLE",
             f"{raw} is outside the months held ({first} to {last}); see /v1/periods.",
             p.name,
         )
     return raw
+
+
+AFTER_HELD = "is after the last month this release holds"
+
+
+def load_due(facts: Facts, today: str) -> bool:
+    """Whether a release is served after its last forecast month (or, without forecasts, its last
+    estimated month) has passed: `today` is the request's month, YYYY-MM."""
+    last = facts.forecast[-1] if facts.forecast else facts.last_estimated
+    return last is not None and today > last
 
 
 def _months(p: Param, raw: str | None, facts: Facts) -> str:

@@ -22,12 +22,19 @@ class Source:
     via: str
     note: str = ""
     citation: str = ""  # how to cite the source, where it asks for or has a citable publication
+    # what its SOURCES.md allows a release to carry: ATTRIBUTION (its values, with credit),
+    # NONE_STATED (no licence: its values as credited context, no licence granted for them),
+    # AGGREGATES (proportions and aggregates only) or SUMMARY_ONLY (never its rows, however
+    # rescaled: summary statistics such as correlations, errors and counts only)
+    terms: str = "attribution"
+    spdx: str = "other-at"  # the licence's SPDX id where the source names one licence outright
 
     def to_json(self) -> dict[str, str]:
         return {f: getattr(self, f) for f in FIELDS}
 
 
 FIELDS = ("key", "name", "provider", "used_for", "licence", "via", "note", "citation")
+ATTRIBUTION, NONE_STATED, AGGREGATES, SUMMARY_ONLY = "attribution", "none-stated", "aggregates", "summary-only"
 
 SOURCES: tuple[Source, ...] = (
     Source("boundaries", "LGA and state boundaries", "eHealth Africa / GRID3 Nigeria (eHA GeoServer layers, 2018–2019)",
@@ -39,12 +46,12 @@ SOURCES: tuple[Source, ...] = (
     Source("ocha_codab", "Common Operational Dataset, administrative boundaries (COD-AB) gazetteer",
            "OCHA, from OSGOF (Office of the Surveyor General of the Federation), edition 2019-04-17",
            "LGA codes (OCHA p-codes) and LGA names", "CC BY-IGO (as published on HDX, cod-ab-nga)",
-           "repository haasinikellampalli-wq/DATASCI-112-Final---HC (commit 35cc5f91)"),
+           "repository haasinikellampalli-wq/DATASCI-112-Final---HC (commit 35cc5f91)", spdx="CC-BY-3.0-IGO"),
     Source("population", "Bottom-up gridded population estimates for Nigeria, version 2.0",
            "WorldPop and the National Population Commission of Nigeria (aggregated to LGA by Geopode)",
            "population per LGA and state; population density behind the derived is_urban flag",
            "CC BY 4.0 (WorldPop)", "repository Oluwatobi-abu/nigeria-lga-population-density (commit a18938c7)",
-           "Modelled estimates, not census counts; the reference year is not stated in the file."),
+           "Modelled estimates, not census counts; the reference year is not stated in the file.", spdx="CC-BY-4.0"),
     Source("state_names", "State names, ISO codes and geopolitical zones", "ropensci/naijR package data",
            "state names and zones", "GPL-3 package; the values are public facts",
            "repository ropensci/naijR, data/states_nigeria.rda (commit 7fed3840)"),
@@ -57,28 +64,29 @@ SOURCES: tuple[Source, ...] = (
     Source("lga_rainfall", "LGA rainfall climatology 2001–2016 (EMOD climate inputs from GSOD stations)",
            "Institute for Disease Modeling via the Nigeria HBHI modelling group (numalariamodeling)",
            "within-state shape of LGA rainfall (rescaled to state CHIRPS)", "Apache-2.0",
-           "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)"),
+           "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)", spdx="Apache-2.0"),
     Source("hbhi_inputs", "HBHI LGA model inputs: ITN use, case management, archetypes, routine-data seasonality",
            "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (derived from DHS/MIS microdata and "
            "NMEP routine data)", "coverage context per LGA; independent seasonality check",
            "Apache-2.0", "repository numalariamodeling/hbhi-nigeria-publication-2021",
-           "Model inputs assigned to all LGAs; LGAs without survey clusters inherit state or archetype values."),
+           "Model inputs assigned to all LGAs; LGAs without survey clusters inherit state or archetype values.",
+           spdx="Apache-2.0"),
     Source("dhs_sepmein", "DHS/MIS survey indicators (2010, 2015 MIS; 2018 DHS; 2021 MIS) and MAP-style incidence",
            "The DHS Program / NMIS tabulations and Malaria Atlas Project-style admin-1 incidence, as used in "
            "the WHO Nigeria Malaria Report 2022 (sepmein)",
            "survey positivity trends, net use and access; incidence for the external agreement check only",
            "Apache-2.0 (repository sepmein/nigeria_malaria_report_2022)",
            "repository sepmein/nigeria_malaria_report_2022 (commit 0982fb23)",
-           "Incidence figures are modelled (MAP/WHO), not observations."),
+           "Incidence figures are modelled (MAP/WHO), not observations.", spdx="Apache-2.0"),
     Source("nmis2021_soehtutaung", "2021 NMIS tabulations and ward walking time to primary health care",
            "Soe H Aung, MCDA Spatial DHS project (NMIS 2021 microdata; WorldPop v2.1; GRID3 facilities; MAP "
            "walking friction surface)", "2021 state survey figures; travel time to care", "MIT",
            "repository SoeHtutAung/MCDA-Spatial-DHS-Rshiny-Nigeria",
-           "Travel time is walking time; the state mean uses band midpoints (an approximation)."),
+           "Travel time is walking time; the state mean uses band midpoints (an approximation).", spdx="MIT"),
     Source("malariariskxai", "Four 2018 state survey values", "AyeshaCamran/MalariaRiskXAI",
            "fills four 2018 state gaps (Lagos, Anambra, Imo)", "MIT (stated in the README)",
            "repository AyeshaCamran/MalariaRiskXAI, data/data_cleaned_merged.csv (commit 193cac51)",
-           "Not verified against the NDHS report."),
+           "Not verified against the NDHS report.", spdx="MIT"),
     Source("map_irs_2022", "Malaria Atlas Project: Africa IRS coverage, 2022 (release 2024-06)",
            "Malaria Atlas Project (MAP), Telethon Kids Institute / Curtin University",
            "irs_coverage per LGA and state (0 everywhere)",
@@ -87,7 +95,8 @@ SOURCES: tuple[Source, ...] = (
            "(commit 8b9859f5), averaged inside each eHA/GRID3 LGA outline",
            "Modelled surface; every pixel of Nigeria is 0. PMI AIRS sprayed only two Nasarawa LGAs (Doma, "
            "Nasarawa Eggon) around 2011–2013, which a 2022 surface does not show.",
-           "Malaria Atlas Project, Africa IRS coverage, 2022 (MAP data release 2024-06), CC BY 4.0."),
+           "Malaria Atlas Project, Africa IRS coverage, 2022 (MAP data release 2024-06), CC BY 4.0.",
+           spdx="CC-BY-4.0"),
     Source("uw_sae_itn", "Small-area estimates of ITN use by children under 5 (ML_NETC_C_ITN), NDHS 2018 and 2024",
            "University of Washington, Multi-Indicator SAE website (model-based small-area estimates from DHS "
            "microdata, SUMMER/surveyPrev family)",
@@ -97,7 +106,7 @@ SOURCES: tuple[Source, ...] = (
            "indicator ML_NETC_C_ITN only)",
            "Model-based estimates for children under 5, not whole-population net use; the interval is 90%.",
            "University of Washington Multi-Indicator Small Area Estimation, Nigeria estimates "
-           "(richardli/gatesweb); underlying data: NPC and ICF, Nigeria DHS 2018 and 2024."),
+           "(richardli/gatesweb); underlying data: NPC and ICF, Nigeria DHS 2018 and 2024.", terms=NONE_STATED),
     Source("hbhi_pfpr_lga_2018", "NDHS 2018 microscopy positivity per LGA with children tested",
            "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (aggregated from NDHS 2018 microdata)",
            "lower bound of children tested by microscopy per state, 2018 (survey-trend `sample`)",
@@ -108,7 +117,7 @@ SOURCES: tuple[Source, ...] = (
            "LGA values are never published.",
            "Ozodiegwu ID et al., Application of mathematical modelling to inform national malaria intervention "
            "planning in Nigeria, Malaria Journal 2023 (doi:10.1186/s12936-023-04563-w); data: NPC and ICF, "
-           "Nigeria DHS 2018."),
+           "Nigeria DHS 2018.", spdx="Apache-2.0"),
     Source("ndhs2018_clusters", "NDHS 2018 clusters per state",
            "Fuglstad, Li and Wakefield, 'The two cultures of prevalence mapping' case study (NDHS 2018 microdata)",
            "lower bound of survey clusters per state, 2018 (survey-trend `sample`)",
@@ -117,7 +126,7 @@ SOURCES: tuple[Source, ...] = (
            "(commit 65dae291), counted per state",
            "Counts clusters holding a child aged 12–23 months: 1,324 of the survey's 1,389.",
            "Fuglstad, Li and Wakefield, 'The two cultures of prevalence mapping', case-study repository "
-           "gafuglstad/prevalence-mapping; data: NPC and ICF, Nigeria DHS 2018."),
+           "gafuglstad/prevalence-mapping; data: NPC and ICF, Nigeria DHS 2018.", terms=AGGREGATES),
     Source("numalaria_urban_clusters", "Urban survey clusters of NMIS 2010, NMIS 2015 and NDHS 2018",
            "numalariamodeling, urban malaria DHS analysis (aggregated from NMIS/NDHS microdata)",
            "lower bounds of clusters and children tested by microscopy per state, 2010/2015/2018 "
@@ -127,14 +136,23 @@ SOURCES: tuple[Source, ...] = (
            "(commit 903c43f6)",
            "Urban clusters only, so every count is a lower bound for the state.",
            "numalariamodeling/urban-malaria-dhs-publication-2021 (Northwestern University malaria modelling "
-           "group); data: NMCP, NPC and ICF, Nigeria MIS 2010 and 2015, Nigeria DHS 2018."),
+           "group); data: NMCP, NPC and ICF, Nigeria MIS 2010 and 2015, Nigeria DHS 2018.", spdx="Apache-2.0"),
+    Source("dhis2_lga_cases", "Routine monthly malaria cases per LGA, six states, 2020–2023 (NHMIS/DHIS2 export)",
+           "Nigeria NHMIS/DHIS2, via the repository dagbashingu/malaria_rainfall_project",
+           "fitting and checking the seasons and the month terms (validation statistics only)",
+           "none stated; the rows are not redistributed",
+           "repository dagbashingu/malaria_rainfall_project, data/Malaria Cases.csv (commit 24976f71)",
+           "Used inside the pipeline only. No value of the series, however rescaled, is in any release; only "
+           "correlations, errors and counts of months and areas are published.", terms=SUMMARY_ONLY),
 )
 
 
 # The licence of what the service itself makes (scores, ranges, forecasts, seasons, aggregates and
-# the tables that hold them). Why this one: docs/releases.md#licence. Every input is public domain or
-# under an attribution-only licence (CC BY 4.0, CC BY-IGO, Apache-2.0, MIT); none is ShareAlike or
-# NonCommercial, so an attribution licence keeps every input's duty and adds none that conflicts.
+# the tables that hold them). It follows from the licence table below (`licence_table`): every
+# source whose values a release carries is public domain or under an attribution-only licence
+# (CC BY 4.0, CC BY-IGO, Apache-2.0, MIT), or states none (then no licence is granted for its
+# values); none is ShareAlike or NonCommercial, so an attribution licence keeps every input's duty
+# and adds none that conflicts. Why this one: docs/releases.md#licence.
 DERIVED_LICENCE = {
     "name": "CC-BY-4.0",
     "title": "Creative Commons Attribution 4.0 International",
@@ -144,9 +162,12 @@ DERIVED_LICENCE_TERMS = (
     "The figures this service makes (risk scores and their ranges, forecasts, transmission seasons, "
     "population-weighted state values) and the tables holding them are licensed CC BY 4.0: credit the "
     "service with the citation above and the sources below. Figures passed on unchanged from a source "
-    "(coverage context, survey values, outlines, population) keep that source's licence and credit; where a "
-    "source states no licence (the University of Washington net-use estimates, the NDHS 2018 cluster counts) "
-    "this licence does not extend to its figures."
+    "(coverage context, survey values, outlines, population, codes and names) keep that source's terms and "
+    "credit; no CC BY licence is claimed over a source's own rows. Where a source states no licence (the "
+    "University of Washington net-use estimates) no licence is granted for its figures; the NDHS 2018 "
+    "cluster counts are aggregates, as that source allows. The routine DHIS2 case series is used only to "
+    "fit and check the model: no value of it is in the release, only summary statistics. Each file's terms: "
+    "the licence table on /docs/attribution.html and `licenses` of each resource in datapackage.json."
 )
 
 
@@ -181,3 +202,139 @@ def markdown_table(sources: tuple[Source, ...] = SOURCES) -> str:
     lines += [f"| {cell(s.name)} | {cell(s.provider)} | {cell(s.used_for)} | {cell(s.licence)} | {cell(s.citation)} |"
               for s in sources]
     return "\n".join(lines) + "\n"
+
+
+# --- the licence table: each published artefact -> its sources -> their terms -> its terms ------------------
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One published artefact and the sources behind it.
+
+    `derived`: sources the service's own figures rest on (those figures are CC BY 4.0);
+    `passed_on`: sources whose values the artefact carries unchanged (they keep their terms);
+    `summary_only`: restricted sources that contribute summary statistics and nothing else.
+    """
+
+    name: str  # a route path, a bundle file, or a docs file (figure)
+    kind: str  # "route", "bundle file" or "figure"
+    derived: tuple[str, ...] = ()
+    passed_on: tuple[str, ...] = ()
+    summary_only: tuple[str, ...] = ()
+    terms: str = ""  # stated outright where the artefact only gathers others (the zip)
+
+    @property
+    def sources(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*self.derived, *self.passed_on, *self.summary_only)))
+
+
+_SURVEYS = ("dhs_sepmein", "nmis2021_soehtutaung", "malariariskxai")
+_SAMPLE = ("hbhi_pfpr_lga_2018", "ndhs2018_clusters", "numalaria_urban_clusters")
+_SEASONS = ("chirps", "lga_rainfall", "hbhi_inputs")
+_NAMES = ("ocha_codab", "state_names")
+_SCORE = (*_SURVEYS, "hbhi_pfpr_lga_2018", "numalaria_urban_clusters", *_SEASONS, "population", "boundaries")
+_CONTEXT = ("dhs_sepmein", "uw_sae_itn", "map_irs_2022", "nmis2021_soehtutaung")
+
+# Per dataset of the route table (edge.routes.Route.dataset): (derived, passed on, summary only).
+DATASET_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "risk": (_SCORE, (*_NAMES, "population"), ("dhis2_lga_cases",)),
+    "history": (_SCORE, _NAMES, ("dhis2_lga_cases",)),
+    "context": (("population", "nmis2021_soehtutaung"), (*_CONTEXT, *_NAMES, "population", "boundaries"), ()),
+    "transmission": ((*_SEASONS, *_SURVEYS, *_SAMPLE), (*_NAMES, *_SURVEYS, *_SAMPLE), ("dhis2_lga_cases",)),
+    "geography": ((), ("boundaries", *_NAMES, "population"), ()),
+    "downloads": ((), (), ()),  # the list of the bundle's files (each file has its own row)
+    "releases": ((), (), ()),  # release metadata
+}
+# Per bundle table or outline file (both formats), as downloads.py names them.
+BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "risk_lga_month": (_SCORE, (*_NAMES, "population"), ("dhis2_lga_cases",)),
+    "risk_state_month": (_SCORE, ("state_names", "population"), ("dhis2_lga_cases",)),
+    "context_lga": (("population",), (*_CONTEXT, *_NAMES, "population", "boundaries"), ()),
+    "context_state": (("population", "nmis2021_soehtutaung"), (*_CONTEXT, "state_names", "population"), ()),
+    "transmission_lga_month": (_SEASONS, ("ocha_codab", "state_names"), ("dhis2_lga_cases",)),
+    "transmission_state_month": (_SEASONS, ("state_names",), ("dhis2_lga_cases",)),
+    "survey_trend": (("population",), (*_SURVEYS, *_SAMPLE, "state_names"), ()),
+    "gazetteer": (("population",), ("ocha_codab", "boundaries", "population", "state_names"), ()),
+    "lga_outlines": ((), ("boundaries", "ocha_codab", "state_names"), ()),
+    "state_outlines": (("boundaries",), ("state_names",), ()),
+}
+# The validation report and its figures: the service's checks of its own model.
+FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
+    "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
+}
+
+
+def artefacts() -> list[Artefact]:
+    """Every published artefact: each route of the route table, each bundle file, each figure."""
+    from edge.routes import DOWNLOAD_FILE, ROUTES
+
+    out = [Artefact(r.path, "route", *DATASET_SOURCES[r.dataset]) for r in ROUTES]
+    out.append(Artefact(DOWNLOAD_FILE.path, "route"))  # serves the bundle files below, each with its own row
+    out += [Artefact(f"{stem}.csv / .parquet" if "outlines" not in stem else f"{stem}.geojson / .parquet",
+                     "bundle file", *parts) for stem, parts in BUNDLE_SOURCES.items()]
+    out.append(Artefact("malaria_risk_nigeria.zip (with README.md, datapackage.json, SHA256SUMS)", "bundle file",
+                        terms="Each file as its own row above; README.md, datapackage.json and SHA256SUMS "
+                              "are service metadata (CC BY 4.0)."))
+    out += [Artefact(name, "figure", *parts) for name, parts in FIGURE_SOURCES.items()]
+    return out
+
+
+def _part(s: Source) -> str:
+    if s.terms == NONE_STATED:
+        return f"{s.name}: no licence stated by the source; none is granted here (served as credited context)"
+    if s.terms == AGGREGATES:
+        return f"{s.name}: aggregates only, as the source allows ({s.licence})"
+    return f"{s.name}: {s.licence}"
+
+
+def artefact_terms(a: Artefact) -> str:
+    """The terms of one artefact, from its sources' terms: CC BY 4.0 over the service's own figures,
+    each passed-on source's own terms over its values; a restricted source may not be passed on."""
+    if a.terms:
+        return a.terms
+    passed = [source(k) for k in a.passed_on]
+    leaked = [s.key for s in passed if s.terms == SUMMARY_ONLY]
+    if leaked:
+        raise ValueError(f"{a.name} would pass on the rows of {leaked}, which may leave only as summary statistics")
+    if not a.derived and not passed:
+        return "CC BY 4.0 (service metadata)"
+    parts = []
+    if a.derived:
+        parts.append("CC BY 4.0 for the service's figures, crediting the sources listed")
+    if passed:
+        parts.append("Values passed on unchanged keep their source's terms — "
+                     + "; ".join(_part(s) for s in passed))
+    return ". ".join(parts) + "."
+
+
+def licence_table() -> list[dict[str, object]]:
+    """Rows of the licence table (sources page, datapackage.json): artefact, sources and their terms, terms."""
+    rows: list[dict[str, object]] = []
+    for a in artefacts():
+        rows.append({
+            "artefact": a.name, "kind": a.kind,
+            "sources": [{"key": k, "name": source(k).name, "licence": source(k).licence, "terms": source(k).terms,
+                         "use": "summary statistics only" if k in a.summary_only else
+                                "passed on unchanged" if k in a.passed_on and k not in a.derived else
+                                "passed on and derived from" if k in a.passed_on else "derived from"}
+                        for k in a.sources],
+            "terms": artefact_terms(a),
+        })
+    return rows
+
+
+def resource_licences(a: Artefact) -> list[dict[str, str]]:
+    """The `licenses` of one bundle resource: the service's licence over its own figures (when it
+    makes any), then each passed-on source's licence; sources without one are named, not licensed."""
+    out: list[dict[str, str]] = []
+    if a.derived or not a.passed_on:
+        out.append({**DERIVED_LICENCE, "title": DERIVED_LICENCE["title"] + " (the service's figures)"})
+    for s in (source(k) for k in a.passed_on):
+        if s.terms == ATTRIBUTION:
+            out.append({"name": s.spdx, "title": f"values from {s.name}: {s.licence}"})
+        else:
+            out.append({"name": "other-closed" if s.terms == NONE_STATED else "other-at",
+                        "title": f"values from {s.name}: {s.licence}; "
+                                 + ("no licence granted" if s.terms == NONE_STATED else "aggregates only")})
+    return out

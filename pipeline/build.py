@@ -118,9 +118,11 @@ def build(
         return now
 
     out = Path(out)
-    base_url = base_url or BuildSettings.from_env().base_url
+    settings = BuildSettings.from_env()
+    base_url = base_url or settings.base_url
     loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
-    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at)
+    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at,
+                              (f"dashboard_url={settings.dashboard_url}",))
            if producers is PRODUCERS else None)
     t = lap("key", started)
     if key is not None and not force:
@@ -143,7 +145,8 @@ def build(
         if published:  # cheap first check on the inputs, before the model runs
             check_window(published, [published[0], report.last], against, allow_shrink)
         t = lap("checks", t)
-        ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url)
+        ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url,
+                           dashboard_url=settings.dashboard_url)
         timings: dict[str, float] = {}
         produced, unavailable = run_producers(ctx, producers, progress, timings)
     check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)

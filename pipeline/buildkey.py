@@ -78,7 +78,7 @@ def input_key(data_dir: Path, docs_dir: Path, code_dirs: tuple[Path, ...] = CODE
 
 
 def data_loaded_at(data_dir: Path) -> str:
-    """When the data was loaded: an input of the build, never the clock (docs/releases.md).
+    """When the data was loaded: an input of the build, never the clock (docs/local-releases.md).
 
     The monthly load records when it installed the rainfall file (`.fetch/rainfall.json`,
     `installed_at`); that time holds while the installed bytes are the recorded ones. A data
@@ -99,9 +99,10 @@ def data_loaded_at(data_dir: Path) -> str:
     return datetime.fromtimestamp(int(newest), UTC).isoformat().replace("+00:00", "Z")
 
 
-def build_key(data_dir: Path, docs_dir: Path, base_url: str, loaded_at: str) -> str:
-    """The key of a build: its inputs, code, the address citations link to and the data load time."""
-    return input_key(data_dir, docs_dir, settings=(f"base_url={base_url}", f"data_loaded_at={loaded_at}"))
+def build_key(data_dir: Path, docs_dir: Path, base_url: str, loaded_at: str, more: tuple[str, ...] = ()) -> str:
+    """The key of a build: its inputs, code, the address citations link to, the data load time and
+    any other setting that changes what is written (`more`, "name=value")."""
+    return input_key(data_dir, docs_dir, settings=(f"base_url={base_url}", *more, f"data_loaded_at={loaded_at}"))
 
 
 def _read_keys(out: Path) -> dict[str, str]:

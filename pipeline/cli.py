@@ -551,11 +551,13 @@ def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: s
               help="Where sign-in codes and invitations go; console prints them here.")
 @click.option("--insecure-cookie", is_flag=True,
               help="A plain `session` cookie without Secure, for a plain-HTTP host name that is not loopback.")
+@click.option("--local-admin", default=None, metavar="EMAIL",
+              help="Make (once) the organisation `local` with EMAIL as its administrator, and say how to sign in.")
 @keys_option
 @store_option
 @dashboard_store_option
 def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mailer: str, insecure_cookie: bool,
-                  keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+                  local_admin: str | None, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Serve the key dashboard (sign-in, API access, members, audit log) on its own port."""
     import uvicorn
 
@@ -570,8 +572,12 @@ def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mail
     settings = DashboardSettings(store=spec, dashboard=dashboard_store or "", counters=ServerSettings.from_env().counters,
                                  mailer=mailer, base_url=base_url or f"http://{host}:{port}", api_url=api_url,
                                  secure_cookie=not insecure_cookie)
-    _, app = build_dashboard(settings)
+    service, app = build_dashboard(settings)
     click.echo(f"dashboard on {settings.base_url}/ (sign-in codes go to: {mailer})", err=True)
+    if local_admin:
+        service.ensure_local_org(local_admin)
+        click.echo(f"sign in at {settings.base_url}/ as {local_admin}, administrator of the local organisation; "
+                   f"the code is printed here", err=True)
     uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **HARDENED)
 
 
@@ -668,6 +674,30 @@ class LocalOrPublished(click.Command):
             return None
         cmd = self.local if local else self.published
         return cmd.main(args, prog_name=ctx.command_path, standalone_mode=False)
+
+
+@main.command("audit", epilog=example("malaria-risk audit --root build --data-dir ../shared/data"))
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--release", "release_id", default=None, help="Release id (default: the one current names).")
+@click.option("--data-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where the restricted sources are read from (default: DATA_DIR or ../shared/data).")
+def audit_cmd(root: Path, release_id: str | None, data_dir: Path | None) -> None:
+    """Check that no file of a release carries a restricted series, however rescaled (correlation
+    above 0.97 with the dated DHIS2 series, its profiles or cross-sections); exit 1 on any finding."""
+    from pipeline.release.audit import THRESHOLD, audit_release, restricted_references
+    from pipeline.settings import default_data_dir
+
+    release_dir = (root / "releases" / release_id) if release_id else (root / "current").resolve()
+    if not release_dir.is_dir():
+        raise click.ClickException(f"no release at {release_dir}")
+    found = audit_release(release_dir, restricted_references(data_dir or default_data_dir()))
+    for f in found:
+        click.echo(f"{f.file}  {f.where}: |r| = {f.correlation} over {f.length} values, vs {f.reference}")
+    if found:
+        raise click.ClickException(f"{len(found)} array(s) of release {release_dir.name} match a restricted "
+                                   f"series above |r| {THRESHOLD}: they may not be published")
+    click.echo(f"release {release_dir.name}: no file matches a restricted series")
 
 
 # -- data, refresh, release, report -----------------------------------------------------

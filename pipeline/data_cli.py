@@ -98,7 +98,7 @@ def check_cmd(data_dir: Path) -> None:
 @click.option("--thorough-verify", is_flag=True, help="Verify by a HEAD of every published object "
                                                      "(`release verify`), not one listing.")
 @click.option("--keep", default=3, show_default=True, type=click.IntRange(min=1),
-              help="Local releases kept after the build (besides pinned ones and the one served; docs/releases.md).")
+              help="Local releases kept after the build (besides pinned ones and the one served; docs/local-releases.md).")
 def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha256: str | None, bucket: str | None,
                 prefix: str, endpoint_url: str | None, workers: int, base_url: str | None, key_file: Path | None,
                 served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool, keep: int) -> None:

@@ -257,7 +257,7 @@ def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) ->
 
     steps = outcome.steps
     key = buildkey.build_key(data_dir, opts.settings.docs_dir, opts.settings.base_url,
-                             buildkey.data_loaded_at(data_dir))
+                             buildkey.data_loaded_at(data_dir), (f"dashboard_url={opts.settings.dashboard_url}",))
     same = buildkey.unchanged_release(opts.out, key)
     if same is not None:
         steps["check"] = "inputs unchanged"

@@ -18,9 +18,13 @@ ENV_DATA_DIR = "DATA_DIR"
 # The address the bundles' citation names; a deployment sets it to its own (e.g. the CloudFront domain).
 ENV_BASE_URL = "PUBLIC_BASE_URL"
 DEFAULT_BASE_URL = "http://127.0.0.1:8080"
+# Where a reader gets a key: the key dashboard's address, linked from the public pages ("Get a key").
+# `make run` serves the dashboard beside the API on DASH_PORT and passes its address here.
+ENV_DASHBOARD_URL = "DASHBOARD_URL"
+DEFAULT_DASHBOARD_URL = "http://127.0.0.1:8090"
 
 
-def clean_base_url(raw: str) -> str:
+def clean_base_url(raw: str, variable: str = ENV_BASE_URL) -> str:
     """An absolute http(s) address without a trailing slash; anything else is an operator error."""
     from urllib.parse import urlsplit
 
@@ -29,7 +33,7 @@ def clean_base_url(raw: str) -> str:
     url = raw.strip().rstrip("/")
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.netloc or parts.query or parts.fragment:
-        raise OperatorError(f"{ENV_BASE_URL}={raw!r} is not an absolute http(s) address such as https://api.example.org")
+        raise OperatorError(f"{variable}={raw!r} is not an absolute http(s) address such as https://api.example.org")
     return url
 ENV_RAINFALL_URL = "MALARIA_RAINFALL_URL"
 ENV_RAINFALL_SHA256 = "MALARIA_RAINFALL_SHA256"
@@ -46,6 +50,7 @@ class BuildSettings:
     data_dir: Path = DEFAULT_DATA_DIR
     docs_dir: Path = REPO_ROOT / "docs"
     base_url: str = DEFAULT_BASE_URL
+    dashboard_url: str = DEFAULT_DASHBOARD_URL
     # `data fetch`: where the rainfall file comes from and how patiently (docs/data-load.md)
     rainfall_url: str = DEFAULT_RAINFALL_URL
     rainfall_sha256: str | None = None  # a published checksum to verify against, when there is one
@@ -62,6 +67,8 @@ class BuildSettings:
         # started; made absolute once here so links, subprocesses and temporary folders all see the same place.
         return cls(data_dir=Path(os.path.abspath(e[ENV_DATA_DIR])) if e.get(ENV_DATA_DIR) else DEFAULT_DATA_DIR,
                    base_url=clean_base_url(e[ENV_BASE_URL]) if e.get(ENV_BASE_URL) else DEFAULT_BASE_URL,
+                   dashboard_url=(clean_base_url(e[ENV_DASHBOARD_URL], ENV_DASHBOARD_URL)
+                                  if e.get(ENV_DASHBOARD_URL) else DEFAULT_DASHBOARD_URL),
                    rainfall_url=e.get(ENV_RAINFALL_URL) or DEFAULT_RAINFALL_URL,
                    rainfall_sha256=e.get(ENV_RAINFALL_SHA256) or None)
 

@@ -48,6 +48,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NoReturn
 
+from .sqlite import SQLiteFile, connect
+
 log = logging.getLogger("malaria_risk.counters")
 
 SCHEMA = """
@@ -70,27 +72,19 @@ def counters_path_for(keys_path: Path | str) -> Path:
     return p.with_name(p.stem + ".counters" + (p.suffix or ".sqlite"))
 
 
-class SQLiteCounter:
-    def __init__(self, path: Path | str):
-        from .sqlite import create_private
+class SQLiteCounter(SQLiteFile):
+    timeout = 30
 
-        self.path = Path(path)
-        create_private(self.path)
-        self._local = threading.local()
+    def __init__(self, path: Path | str):
+        super().__init__(path)
         self._conn().executescript(SCHEMA)
 
-    def _conn(self) -> sqlite3.Connection:
+    def _open(self) -> sqlite3.Connection:
         """One connection (and one lock descriptor) per thread: neither may cross threads."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=True)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA busy_timeout=30000")
-            self._local.conn = conn
-            # a descriptor of our own: flock locks belong to the open file description,
-            # so threads sharing one descriptor would not exclude each other
-            self._local.lock_fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
+        conn = connect(self.path, self.timeout, synchronous="NORMAL")
+        # a descriptor of our own: flock locks belong to the open file description,
+        # so threads sharing one descriptor would not exclude each other
+        self._local.lock_fd = os.open(str(self.path) + ".lock", os.O_RDWR | os.O_CREAT, 0o600)
         return conn
 
     @contextlib.contextmanager

@@ -81,6 +81,21 @@ def record_from_item(item: Mapping[str, Any]) -> KeyRecord:
     )
 
 
+def client_from_env() -> Any:
+    """A boto3 DynamoDB client for the CLI and the dashboard: region from $MALARIA_RISK_REGION
+    (the one region setting, no silent default: edge/settings.py), endpoint from
+    AWS_ENDPOINT_URL_DYNAMODB if set."""
+    import boto3
+
+    from ..settings import home_region
+
+    kwargs: dict[str, Any] = {}
+    endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+    if endpoint:
+        kwargs["endpoint_url"] = endpoint
+    return boto3.client("dynamodb", region_name=home_region(), **kwargs)
+
+
 class DynamoDBKeyStore:
     def __init__(self, client: Any, table_prefix: str):
         self.client = client
@@ -90,20 +105,12 @@ class DynamoDBKeyStore:
 
     @classmethod
     def from_env(cls, table_prefix: str) -> DynamoDBKeyStore:
-        """For the CLI: region from $MALARIA_RISK_REGION, endpoint from AWS_ENDPOINT_URL_DYNAMODB if set."""
-        import boto3
+        from ..settings import SettingsError
 
-        from ..settings import SettingsError, home_region
-
-        kwargs: dict[str, Any] = {}
-        endpoint = os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
-        if endpoint:
-            kwargs["endpoint_url"] = endpoint
-        try:  # the one region setting, no silent default (edge/settings.py)
-            region = home_region()
+        try:
+            return cls(client_from_env(), table_prefix)
         except SettingsError as e:
             raise AdminError(str(e)) from None
-        return cls(boto3.client("dynamodb", region_name=region, **kwargs), table_prefix)
 
     @property
     def counters_table(self) -> tuple[Any, str]:
@@ -390,15 +397,22 @@ def _row(item: Mapping[str, Any], now: datetime) -> dict[str, Any]:
 
 
 class DynamoDBCounter:
-    """`incr` as one atomic UpdateItem ADD; TTL on `expires_at` clears old windows."""
+    """`incr` as one atomic UpdateItem ADD; TTL on `expires_at` clears old windows.
 
-    def __init__(self, table: tuple[Any, str]):
+    `key` maps a counter's name to its item key and `ttl` names the table's TTL attribute, so
+    a table with another key schema (the dashboard's `pk`/`sk`, TTL on `ttl`) can hold counters too.
+    """
+
+    def __init__(self, table: tuple[Any, str], key: Callable[[str], dict[str, Any]] | None = None,
+                 ttl: str = "expires_at"):
         self.client, self.table = table
+        self.key = key or (lambda name: {"name": {"S": name}})
+        self.ttl = ttl
 
     def incr(self, name: str, expires_at: int) -> int:
         got = self.client.update_item(
-            TableName=self.table, Key={"name": {"S": name}},
-            UpdateExpression="ADD n :one SET expires_at = :e",
+            TableName=self.table, Key=self.key(name),
+            UpdateExpression="ADD n :one SET #ttl = :e", ExpressionAttributeNames={"#ttl": self.ttl},
             ExpressionAttributeValues={":one": {"N": "1"}, ":e": {"N": str(expires_at)}},
             ReturnValues="UPDATED_NEW",
         )

@@ -21,7 +21,7 @@ from typing import Any
 from ..keys import PREFIXES, AdminError, KeyRecord, KeyStore, hash_key, new_key, validate_new_key
 from ..routes import SCOPES
 
-__all__ = ["AdminError", "ChangeAwareKeyCache", "KeyStoreUnavailable", "SQLiteKeyStore"]  # AdminError: for the CLI
+__all__ = ["AdminError", "ChangeAwareKeyCache", "KeyStoreUnavailable", "SQLiteFile", "SQLiteKeyStore", "connect"]  # AdminError: for the CLI
 log = logging.getLogger("malaria_risk.keys")
 
 SCHEMA = """
@@ -91,11 +91,42 @@ def create_private(path: Path) -> None:
                 side.chmod(0o600)
 
 
-class SQLiteKeyStore:
+def connect(path: Path, timeout: float = 10, synchronous: str | None = None) -> sqlite3.Connection:
+    """A connection in WAL mode that waits `timeout` seconds for a lock (autocommit: callers
+    open their own transactions)."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
+    conn.execute("PRAGMA journal_mode=WAL")
+    if synchronous is not None:
+        conn.execute(f"PRAGMA synchronous={synchronous}")
+    conn.execute(f"PRAGMA busy_timeout={int(timeout * 1000)}")
+    return conn
+
+
+class SQLiteFile:
+    """A private SQLite file with one connection per thread (sqlite3 connections must not cross
+    threads): the base of the key store, the limit counters and the dashboard's store."""
+
+    timeout: float = 10
+
     def __init__(self, path: Path | str):
         self.path = Path(path)
         create_private(self.path)
         self._local = threading.local()
+
+    def _open(self) -> sqlite3.Connection:
+        return connect(self.path, self.timeout)
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open()
+            self._local.conn = conn
+        return conn
+
+
+class SQLiteKeyStore(SQLiteFile):
+    def __init__(self, path: Path | str):
+        super().__init__(path)
         with self._conn() as c:
             c.executescript(SCHEMA)
             have = {row[1] for row in c.execute("PRAGMA table_info(keys)")}
@@ -103,16 +134,6 @@ class SQLiteKeyStore:
                 if column not in have:
                     c.execute(f"ALTER TABLE keys ADD COLUMN {column} {kind}")
             c.executescript(INDEXES)
-
-    def _conn(self) -> sqlite3.Connection:
-        """One connection per thread: sqlite3 connections must not cross threads."""
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA busy_timeout=10000")
-            self._local.conn = conn
-        return conn
 
     def reconnect(self) -> None:
         """Close this thread's connection; the next call opens the file now at the path."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.settings import DEFAULT_BASE_URL
+from pipeline.settings import DEFAULT_BASE_URL, DEFAULT_DASHBOARD_URL
 from pipeline.sources.inputs import Inputs
 
 if TYPE_CHECKING:
@@ -32,6 +32,7 @@ class BuildContext:
     progress: Progress | None = None
     produced: list[Produced] = field(default_factory=list)  # what earlier producers returned (the site reads it)
     base_url: str = DEFAULT_BASE_URL  # the public address, for absolute links (settings: PUBLIC_BASE_URL)
+    dashboard_url: str = DEFAULT_DASHBOARD_URL  # where the public pages send a reader for a key (DASHBOARD_URL)
     # the inputs, each read once for the whole build (made from data_dir and geography if not given)
     inputs: Inputs = None  # type: ignore[assignment]
     # model runs a later producer reuses (the validation report reuses the risk model's run)

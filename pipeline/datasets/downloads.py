@@ -22,6 +22,7 @@ import polars as pl
 import shapely
 
 from edge.routes import BUNDLE_ZIP, CSV, DOWNLOAD_FILE, GEOJSON, JSON
+from pipeline.attribution import BUNDLE_SOURCES, Artefact, artefact_terms, resource_licences
 from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
 from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
 from pipeline.datasets.boundaries import geometry_json
@@ -127,28 +128,14 @@ UNITS: dict[str, str] = {
     "rep_lat": "degrees", "horizon": "months",
 }
 
-# Which credited sources (keys of pipeline/attribution.py) each file rests on: named by key, so
-# a file credits exactly the inputs behind it (the score rests on the surveys, the season fit to
-# the case profiles, and the rainfall shape; context on its own survey and modelled sources).
-_SURVEYS = ("dhs_sepmein", "nmis2021_soehtutaung", "malariariskxai")
-_SEASONS = ("chirps", "lga_rainfall", "hbhi_inputs")
-TABLE_SOURCES: dict[str, tuple[str, ...]] = {
-    "risk_lga_month": (*_SURVEYS, "hbhi_pfpr_lga_2018", "numalaria_urban_clusters", *_SEASONS,
-                       "population", "ocha_codab", "boundaries", "state_names"),
-    "risk_state_month": (*_SURVEYS, "hbhi_pfpr_lga_2018", "numalaria_urban_clusters", *_SEASONS,
-                         "population", "state_names"),
-    "context_lga": ("dhs_sepmein", "uw_sae_itn", "map_irs_2022", "nmis2021_soehtutaung", "population",
-                    "ocha_codab", "boundaries", "state_names"),
-    "context_state": ("dhs_sepmein", "uw_sae_itn", "map_irs_2022", "nmis2021_soehtutaung", "population",
-                      "state_names"),
-    "transmission_lga_month": (*_SEASONS, "ocha_codab"),
-    "transmission_state_month": (*_SEASONS, "state_names"),
-    "survey_trend": (*_SURVEYS, "hbhi_pfpr_lga_2018", "ndhs2018_clusters", "numalaria_urban_clusters",
-                     "state_names"),
-    "gazetteer": ("ocha_codab", "boundaries", "population", "state_names"),
-    "lga_outlines": ("boundaries", "ocha_codab"),
-    "state_outlines": ("boundaries", "state_names"),
-}
+# Which credited sources (keys of pipeline/attribution.py) each file rests on, from the one licence
+# table (attribution.BUNDLE_SOURCES): a file credits exactly the inputs behind it, and its
+# `licenses` follow from whether it passes a source's values on or only derives from them.
+def bundle_artefact(stem: str) -> Artefact:
+    return Artefact(stem, "bundle file", *BUNDLE_SOURCES[stem])
+
+
+TABLE_SOURCES: dict[str, tuple[str, ...]] = {stem: bundle_artefact(stem).sources for stem in BUNDLE_SOURCES}
 
 
 @dataclass(frozen=True)
@@ -446,32 +433,24 @@ def _field_type(name: str, dtype: pl.DataType) -> dict[str, Any]:
     return {"type": "string"}
 
 
-def _sources(keys: Iterable[str] | None = None) -> list[dict[str, str]]:
-    """The credited sources with these keys (every source when None), in the attribution order."""
+def _sources(keys: Iterable[str] | None = None, artefact: Artefact | None = None) -> list[dict[str, str]]:
+    """The credited sources with these keys (every source when None), in the attribution order; with
+    `artefact`, each says how the file uses it (`x-use`) under which terms (`x-terms`)."""
     from pipeline.attribution import SOURCES, source
 
     chosen = SOURCES if keys is None else tuple(source(k) for k in dict.fromkeys(keys))
-    return [{"title": f"{s.name}: {s.provider}", "licence": s.licence, "via": s.via} for s in chosen]
+    out = [{"title": f"{s.name}: {s.provider}", "licence": s.licence, "via": s.via} for s in chosen]
+    if artefact is not None:
+        for entry, s in zip(out, chosen, strict=True):
+            entry["x-use"] = ("summary statistics only" if s.key in artefact.summary_only else
+                              "values passed on unchanged" if s.key in artefact.passed_on else "derived from")
+            entry["x-terms"] = s.terms
+    return out
 
 
-def _licences() -> list[dict[str, str]]:
-    """Each source keeps its own licence; the package lists them as the sources state them."""
-    from pipeline.attribution import SOURCES
-
-    seen: dict[str, None] = {}
-    for s in SOURCES:
-        seen.setdefault(s.licence)
-    return [{"name": _licence_id(lic),
-             "title": f"{lic} (for: {', '.join(s.name for s in SOURCES if s.licence == lic)})"} for lic in seen]
-
-
-# Licence statements that name one licence outright; anything qualified (unverified, mixed,
-# "public facts") is listed as "other-at" with the statement itself as the title.
-SPDX_PREFIXES = (("Apache-2.0", "Apache-2.0"), ("MIT", "MIT"), ("CC BY 4.0 (WorldPop)", "CC-BY-4.0"))
-
-
-def _licence_id(statement: str) -> str:
-    return next((spdx for prefix, spdx in SPDX_PREFIXES if statement.startswith(prefix)), "other-at")
+def _resource_terms(stem: str) -> dict[str, Any]:
+    a = bundle_artefact(stem)
+    return {"licenses": resource_licences(a), "sources": _sources(a.sources, a), "x-terms": artefact_terms(a)}
 
 
 def datapackage(release_id: str, model_version: str | None, updated_at: str, frames: Mapping[str, pl.DataFrame],
@@ -505,7 +484,7 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 "path": f.name, "title": TABLE_TITLES[name], "format": fmt,
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data),
                 "hash": "sha256:" + _sha256(f.data), "schema": keyed if ext == "csv" else schema,
-                "sources": _sources(TABLE_SOURCES[name]),
+                **_resource_terms(name),
             }
             if ext == "csv":
                 res["encoding"] = "utf-8"
@@ -531,7 +510,7 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
                 "mediatype": f.media_type.split(";")[0], "bytes": len(f.data), "hash": "sha256:" + _sha256(f.data),
                 "description": f.description + (" Feature properties and geometry:" if ext == "geojson" else
                                                 " Columns:") + " see `schema`.",
-                "schema": {"fields": fields}, "sources": _sources(TABLE_SOURCES[stem]),
+                "schema": {"fields": fields}, **_resource_terms(stem),
             })
     return {
         "profile": "data-package",
@@ -546,12 +525,23 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
         "homepage": f"{base_url}/docs/",
         "keywords": ["malaria", "Nigeria", "LGA", "risk", "forecast"],
         "x-model-version": model_version,
-        "licenses": [dict(DERIVED_LICENCE), *_licences()],
+        # the package's licences and sources follow from its resources' (the licence table)
+        "licenses": [dict(DERIVED_LICENCE), *_union(lic for r in resources for lic in r["licenses"]
+                                                    if lic.get("path") != DERIVED_LICENCE["path"])],
         "x-citation": service_citation(release_id, model_version, updated_at, base_url, ZIP_NAME),
         "x-licence-terms": DERIVED_LICENCE_TERMS,
-        "sources": _sources(),
+        "sources": _union({k: v for k, v in src.items() if not k.startswith("x-")}
+                          for r in resources for src in r["sources"]),
         "resources": resources,
     }
+
+
+def _union(items: Iterable[dict[str, str]]) -> list[dict[str, str]]:
+    """Distinct entries in first-seen order."""
+    seen: dict[bytes, dict[str, str]] = {}
+    for item in items:
+        seen.setdefault(orjson.dumps(item, option=orjson.OPT_SORT_KEYS), item)
+    return list(seen.values())
 
 
 def _sha256(data: bytes) -> str:
@@ -583,6 +573,8 @@ def readme(release_id: str, model_version: str | None, updated_at: str, files: l
         + " Please also credit the sources below.", "",
         "## Licence", "",
         f"{DERIVED_LICENCE_TERMS} Licence text: {DERIVED_LICENCE['path']}", "",
+        "Terms of each table and outline file (the licence table):", "",
+        *[f"- `{stem}`: {artefact_terms(bundle_artefact(stem))}" for stem in BUNDLE_SOURCES], "",
         "## Files", "",
     ]
     lines += [f"- `{f.name}` ({len(f.data):,} bytes): {f.description}" for f in files]

@@ -1,13 +1,14 @@
 """What a month carries: the evidence from the dated series, and the term it adopted.
 
 Not a producer: the risk producer calls `month_evidence` before it scores (a term enters the
-score only if the pre-registered test adopts it, docs/validation.md (f)), and the validation
+score only if the registered test adopts it, docs/validation.md (g)), and the validation
 report publishes the same evidence. Frames are turned into [LGA x month] matrices here; the
 tests themselves are pure (pipeline.model.month_tests).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +19,6 @@ from pipeline.model import month_tests
 from pipeline.model.downscale import lga_monthly, lga_ratios
 from pipeline.sources.inputs import Inputs
 
-RAIN_TERM = "b_rain_anomalies_lags_0_3"
-
 
 @dataclass(frozen=True)
 class MonthEvidence:
@@ -29,7 +28,7 @@ class MonthEvidence:
     cases: np.ndarray  # [L, T] (never published)
     data: month_tests.MonthData  # out-of-sample seasons (each from the fold holding its state out)
     tests: dict[str, Any]
-    rain_beta: np.ndarray | None  # coefficients of the rain term on all states, if adopted
+    rain_beta: np.ndarray | None  # coefficients of the adopted term on all states, if any
 
 
 def _month_of(period: pl.Expr) -> pl.Expr:
@@ -64,29 +63,18 @@ def case_matrix(dated: pl.DataFrame, lga_codes: list[str], t0: int, n: int) -> n
     return out
 
 
-def _data(inputs: Inputs, geo: Any, sm: Any, lgas: list[str], rows: np.ndarray, t0: int, cases: np.ndarray,
-          index: np.ndarray, floor: np.ndarray, lag: np.ndarray) -> month_tests.MonthData:
-    n = cases.shape[1]
-    state_of = dict(zip(geo.lgas["lga_code"], geo.lgas["state_code"], strict=True))
-    rain = lga_recorded_rain(inputs, geo, lgas, t0 - 12, n + 12)
-    smc = inputs.smc_states
-    smc_years = set() if smc is None else {(s, int(y)) for s, y, v in smc.iter_rows() if v > 0}
-    campaigns: dict[str, list[int]] = {}
-    for s, y in ([] if inputs.llin_campaigns is None else inputs.llin_campaigns.iter_rows()):
-        campaigns.setdefault(s, []).append(int(y))
-    return month_tests.month_data(cases, t0, np.array([state_of[c] for c in lgas]), index, floor, lag, rain,
-                                  t0 - 12, sm.lga_rain[rows], smc_years, campaigns)
-
-
-def month_evidence(inputs: Inputs, geo: Any, sm: Any) -> MonthEvidence | None:
-    """Run the pre-registered tests on the dated series (None when it is absent) and, if the rain
-    term is adopted, its coefficients fitted on every dated state with the published season."""
+def month_evidence(inputs: Inputs, geo: Any, sm: Any, baseline: Callable[[list[str], np.ndarray], np.ndarray]
+                   ) -> MonthEvidence | None:
+    """Run the registered tests on the dated series (None when it is absent). `baseline(states, months)`
+    gives the survey baseline [len(states), len(months)] the score would use. The reference is that
+    baseline times each LGA's season from the fold that held its state out."""
     dated = inputs.dated_cases
     if dated is None or sm.fit is None or sm.fit.dated is None:
         return None
     cv, rule = sm.fit.cv, sm.rule
     pos = {c: i for i, c in enumerate(sm.lga_codes)}
-    lgas = sorted(c for c in set(dated["lga_code"].to_list()) if c in pos and np.isfinite(cv.area_floor[rule][pos[c]]))
+    oos = cv.area_index[rule]
+    lgas = sorted(c for c in set(dated["lga_code"].to_list()) if c in pos and np.isfinite(oos[pos[c]]).all())
     if not lgas:
         return None
     rows = np.array([pos[c] for c in lgas], dtype=int)
@@ -94,28 +82,39 @@ def month_evidence(inputs: Inputs, geo: Any, sm: Any) -> MonthEvidence | None:
     t0 = int(str(first)) * 12
     n = (int(str(last)) + 1) * 12 - t0
     cases = case_matrix(dated, lgas, t0, n)
-    data = _data(inputs, geo, sm, lgas, rows, t0, cases, cv.area_index[rule][rows], cv.area_floor[rule][rows],
-                 cv.area_lag[rule][rows])
+    state_of = dict(zip(geo.lgas["lga_code"], geo.lgas["state_code"], strict=True))
+    states = np.array([state_of[c] for c in lgas])
+    months = np.arange(t0, t0 + n)
+    base = baseline(states.tolist(), months)
+    season = oos[rows][:, months % 12]
+    reference = np.log(base * season / oos[rows].mean(axis=1, keepdims=True))
+    data = month_tests.MonthData(t0, cases, reference, *_features(inputs, geo, sm, lgas, rows, t0, n), states)
     tests = month_tests.run_tests(data)
     beta = None
-    if RAIN_TERM in tests["adopted"]:
-        published = _data(inputs, geo, sm, lgas, rows, t0, cases, sm.lga_index[rows], sm.lga_floor[rows],
-                          sm.lga_lag[rows])
-        beta = month_tests.fit_all(published.anomalies, published.y - published.reference)
-        tests[RAIN_TERM]["published_coefficients"] = [round(float(b), 4) for b in beta]
+    if tests["adopted"]:
+        term = tests["adopted"][0]
+        # the published coefficients: fitted on every dated state, against the published season
+        published = np.log(base * sm.lga_index[rows][:, months % 12] / sm.lga_index[rows].mean(axis=1, keepdims=True))
+        y_ref, _ = month_tests.transforms(published, np.isfinite(cases), t0)
+        beta = month_tests.fit_all(data.features[term], month_tests.outcome(cases) - y_ref)
+        tests[term]["published_coefficients"] = [round(float(b), 4) for b in beta]
     return MonthEvidence(lgas, rows, t0, cases, data, tests, beta)
 
 
-def rain_factor(inputs: Inputs, geo: Any, sm: Any, beta: np.ndarray, months: list[int]) -> np.ndarray:
-    """[n_lga (season model order), len(months)] multiplier exp(sum_k beta_k r[t-k]) of the adopted
-    rain term; 1 where a lagged month's rainfall is not recorded."""
-    k_max = max(month_tests.ANOMALY_LAGS)
-    t0 = min(months) - k_max
+def _features(inputs: Inputs, geo: Any, sm: Any, lgas: list[str], rows: np.ndarray, t0: int, n: int
+              ) -> tuple[dict[str, np.ndarray], np.ndarray]:
+    rain = lga_recorded_rain(inputs, geo, lgas, t0 - 12, n + 12)
+    clim = sm.lga_rain[rows][:, np.arange(t0 - 12, t0 + n) % 12]
+    return month_tests.term_features(rain, clim, 12, n), month_tests.dry_months_mask(clim, 12, n)
+
+
+def rain_factor(inputs: Inputs, geo: Any, sm: Any, term: str, beta: np.ndarray, months: list[int]) -> np.ndarray:
+    """[n_lga (season model order), len(months)] multiplier exp(sum_k beta_k f_k) of the adopted term;
+    1 where a lagged month's rainfall is not recorded."""
+    t0 = min(months) - 12
     width = max(months) - t0 + 1
     rain = lga_recorded_rain(inputs, geo, sm.lga_codes, t0, width)
-    cal = np.arange(t0, t0 + width) % 12
-    anom = np.log((rain + month_tests.RAIN_OFFSET_MM) / (sm.lga_rain[:, cal] + month_tests.RAIN_OFFSET_MM))
-    anom = np.nan_to_num(anom, nan=0.0)  # an unrecorded month carries no anomaly
-    cols = np.asarray(months) - t0
-    total = sum(beta[i] * anom[:, cols - k] for i, k in enumerate(month_tests.ANOMALY_LAGS))
-    return np.exp(total)
+    clim = sm.lga_rain[:, np.arange(t0, t0 + width) % 12]
+    f = month_tests.term_features(rain, clim, 12, width - 12)[term]
+    cols = np.asarray(months) - t0 - 12
+    return np.exp(np.einsum("k,klt->lt", beta, np.nan_to_num(f[:, :, cols], nan=0.0)))

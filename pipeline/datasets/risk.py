@@ -10,7 +10,7 @@ and stable across builds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -166,10 +166,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
     pos = {c: i for i, c in enumerate(sm.lga_codes)}
     rows = np.array([pos[c] for c in lgas["lga_code"].to_list()])
     lga_c = model.season_factor(sm.lga_index[rows])
-    evidence = month_terms.month_evidence(inputs, geo, sm)
     factor = np.ones((len(rows), len(periods)))
-    if evidence is not None and evidence.rain_beta is not None:
-        factor = month_terms.rain_factor(inputs, geo, sm, evidence.rain_beta, [month_index(p) for p in periods])[rows]
     s_pos = {c: i for i, c in enumerate(state_codes)}
     state_idx = lgas["state_code"].replace_strict(s_pos, return_dtype=pl.Int64).to_numpy()
     population = lgas["population"].cast(pl.Float64).to_numpy()
@@ -183,7 +180,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         )
     is_urban = lgas["is_urban"].to_numpy().astype(bool)
     x, adj = small_area_inputs(geo, is_urban) if lga_pos is not None else (None, None)
-    return ModelData(
+    md = ModelData(
         periods=periods,
         provisional=provisional,
         state_idx=state_idx,
@@ -200,7 +197,7 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         state_c=state_c,
         season=sm,
         rain_factor=factor,
-        months=evidence,
+        months=None,
         rain_source=rec.source,
         lga_positivity=lga_pos,
         clusters=_cluster_positives(Path(data_dir)),
@@ -208,6 +205,30 @@ def load_model_data(data_dir: Path, geo: Geography, inputs: Inputs | None = None
         lga_covariates=x,
         lga_adjacency=adj,
     )
+    return with_month_evidence(md, inputs, geo, rows)
+
+
+def with_month_evidence(md: ModelData, inputs: Inputs, geo: Geography, rows: np.ndarray) -> ModelData:
+    """Run the registered month-term test against the score without a term (the survey baseline of this
+    model x the out-of-sample season) and, if a term passes, give the estimated months its multiplier."""
+    sm = md.season
+    last = month_index(md.periods[-1])
+    base = fit_baseline(md, md.rounds, last + model.HORIZONS)
+    s_pos = {c: i for i, c in enumerate(md.state_codes)}
+
+    def baseline(states: list[str], months: np.ndarray) -> np.ndarray:
+        centre, _, _ = model.baseline_range(base, np.clip(months, base.t0, base.t0 + base.mean.shape[1] - 1))
+        return centre[[s_pos[s] for s in states]]
+
+    evidence = month_terms.month_evidence(inputs, geo, sm, baseline)
+    if evidence is None:
+        return md
+    factor = md.rain_factor
+    if evidence.rain_beta is not None:
+        term = evidence.tests["adopted"][0]
+        factor = month_terms.rain_factor(inputs, geo, sm, term, evidence.rain_beta,
+                                         [month_index(p) for p in md.periods])[rows]
+    return replace(md, months=evidence, rain_factor=factor)
 
 
 # covariates of the small-area model, in this order (pipeline.model.small_area)
@@ -292,7 +313,8 @@ class RoundPrediction:
 
 
 def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, target_year: int,
-                  q_method: str | None = None, use_design_effect: bool = True) -> RoundPrediction | None:
+                  q_method: str | None = None, use_design_effect: bool = True,
+                  with_season_error: bool = True) -> RoundPrediction | None:
     """Predict `target` (one round) from `train` (earlier rounds); None if nothing to score."""
     have = set(train["state_code"]) & set(target["state_code"])
     if train.height == 0 or not have:
@@ -307,9 +329,12 @@ def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, targ
     y = np.array([y_of[md.state_codes[i]] for i in rows], dtype=float)
     m, v = base.mean[rows, cols[0]], base.var[rows, cols[0]]
     s2 = model.binomial_logit_var(model.expit(m), base.typical_children) * base.new_survey_deff
-    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2)
+    sd_season = md.season.season_sd("states") if with_season_error else 0.0
+    s3 = model.season_logit_var(model.expit(m), sd_season)
+    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2 + s3)
     pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
-    return RoundPrediction(rows, y, pred, lo, hi, z, base)
+    wide = model.widen(model.Scores(pred, lo, hi), sd_season)
+    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base)
 
 
 def inner_var_z(md: ModelData, rounds: pl.DataFrame, q_method: str) -> list[float]:
@@ -393,6 +418,7 @@ class RiskResult:
     state_fc: model.Scores
     provisional: dict[str, bool]
     baseline: model.Baseline
+    model_version: str = model.MODEL_VERSION
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -404,6 +430,7 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
     base = fit_baseline(md, rounds, fc_m[-1])
     both, for_states = lga_scores(md, base, est_m + fc_m)
+    both = model.widen(both, md.season.season_sd("lgas"))
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
@@ -413,15 +440,17 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
                               for x in (s.score, s.low, s.high)))
 
+    sd_state = md.season.season_sd("states")
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
         lga=est,
         lga_fc=fc,
-        state=agg(for_states, slice(0, k)),
-        state_fc=agg(for_states, slice(k, None)),
+        state=model.widen(agg(for_states, slice(0, k)), sd_state),
+        state_fc=model.widen(agg(for_states, slice(k, None)), sd_state),
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
+        model_version=model_version(md),
     )
 
 
@@ -475,7 +504,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "last_forecast": res.forecast[-1],
         "months": months,
         "updated_at": updated_at,
-        "model_version": model.MODEL_VERSION,
+        "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
     }
     st_est = _records(state_static, res.state)
@@ -511,6 +540,12 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
     return docs
 
 
+def model_version(md: ModelData) -> str:
+    """4.0 (baseline x season) unless a month term passed its registered test (4.1)."""
+    adopted = (md.months.tests.get("adopted") if md.months is not None else None) or []
+    return model.MODEL_VERSION_WITH_MONTH_TERM if adopted else model.MODEL_VERSION
+
+
 def model_run(ctx: BuildContext) -> tuple[ModelData, RiskResult]:
     """The model's data and run for this build, computed once (the validation report reuses them)."""
     if "risk" not in ctx.runs:
@@ -527,5 +562,5 @@ def produce(ctx: BuildContext) -> Produced:
         dataset="risk",
         documents=docs,
         facts={"estimated": res.estimated, "forecast": res.forecast},
-        model_version=model.MODEL_VERSION,
+        model_version=res.model_version,
     )

@@ -23,7 +23,7 @@ from pipeline.cache import cached, code_of
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import national_trend, season_cv
+from pipeline.model import national_trend, ranges, season_cv, season_harmonics
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
@@ -33,6 +33,7 @@ from pipeline.model.seasons import (
     area_index,
     best_months_share,
     circular_distance,
+    dry_months,
     fit_table,
     high_share_of,
     peak_window,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
 # (docs/seasons.md). With any records present the parameters are refitted on every build.
 DEFAULT_PARAMS = AreaSeasonParams(lag_at_pivot=0.9, lag_per_dry_month=0.5, floor_at_pivot=0.77,
                                   floor_per_dry_month=0.0, lag_rule="linear")
+Z_RANGE = ranges.Z_RANGE
 SMALL_SAMPLE_CHILDREN = 100  # SPEC 2.7 / section 8
 SURVEY_TEST = "microscopy"  # preferred wherever it exists; RDT only where a round has no microscopy
 LAG_DECIMALS = 1
@@ -84,6 +86,24 @@ def description(p: AreaSeasonParams) -> str:
         "lower month. method.high_season_share_of_peak is the national season's. The check figures leave whole "
         "states out: every constant refitted without the state being scored."
     )
+
+def description_model_4(f: season_harmonics.HarmonicFit) -> str:
+    """`method.description` under model 4."""
+    return (
+        "Expected monthly level of reported malaria cases, as a share of the peak month, fitted to case records: "
+        "each LGA's log profile is an annual plus a semi-annual harmonic whose four coefficients are a regression "
+        "on the LGA's rainfall climatology (its own annual and semi-annual harmonics of log rain), latitude and dry "
+        "months (months under 50 mm), plus the distance-weighted mean of the residuals of LGAs with dated case "
+        f"series (range {f.range_km:.0f} km, shrunk toward the regression by {f.shrink:g}). The regression is fitted "
+        "to 22 routine-data case profiles of LGA groups and to dated monthly case series of LGAs in six states "
+        "(fitting only; those rows are not published); the delay between rain and cases is learnt from the cases. "
+        "A state's or the nation's season is the population-weighted mean of its LGAs'. seasonal_floor is the "
+        "quietest month's share of the peak; high_season_share_of_peak is halfway between it and the peak; "
+        "lag_months is how many months the season's centre lies after the rainfall climatology's. The check "
+        "figures leave whole states out: nothing of the state scored (no LGA series, no group covering any of "
+        "its population) is in the fit."
+    )
+
 
 SURVEY_NOTE = (
     "Positivity in children 6-59 months, by microscopy wherever the round has it. A round or area "
@@ -135,8 +155,8 @@ class SeasonFit:
 class SeasonModel:
     """The fitted seasonal index for every LGA and state, with its cross-validated check."""
 
-    params: AreaSeasonParams
-    rule: str  # the adopted rule (season_cv.RULES)
+    params: AreaSeasonParams  # model 2/3 constants (used only when rule is not model 4)
+    rule: str  # the adopted rule (season_cv.RULES or season_cv.MODEL_4)
     fitted_to: int  # case series the published parameters were fitted to (0: DEFAULT_PARAMS)
     lga_codes: list[str]  # sorted by code
     lga_rain: np.ndarray  # [n_lga, 12] mm
@@ -145,6 +165,34 @@ class SeasonModel:
     lga_index: np.ndarray  # [n_lga, 12] published (rounded) index
     check: dict[str, Any]
     fit: SeasonFit | None = None
+    harmonic: season_harmonics.HarmonicFit | None = None  # model 4's published fit
+    lga_population: np.ndarray | None = None  # [n_lga] in lga_codes order
+
+    def season_sd(self, level: str) -> float:
+        """Out-of-sample log sd of the season at `level` ("states" or "lgas"): what a range adds for
+        not knowing the season's shape. Falls back to the archetype groups' error, then to 0 (no check)."""
+        err = self.check.get("season_error") or {}
+        for key in (level, "archetype_groups"):
+            if key in err:
+                return float(err[key]["log_sd"])
+        return 0.0
+
+    def aggregate(self, groups: list[str] | np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
+        """(group codes, index, floor, lag) of the population-weighted seasons of LGA groups (states, or one
+        group for the nation): profiles scaled to mean 1, averaged, rescaled to peak 1 and rounded; the
+        floor is the aggregate's quietest month, the lag the population-weighted mean of its LGAs'."""
+        g = np.asarray(groups)
+        codes = sorted(set(g.tolist()))
+        pop = self.lga_population if self.lga_population is not None else np.ones(len(g))
+        ix, fl, lg = [], [], []
+        for c in codes:
+            rows = g == c
+            w = pop[rows] / pop[rows].sum()
+            prof = season_cv.weighted_profile(self.lga_index[rows], w)
+            ix.append(np.round(prof, INDEX_DECIMALS))
+            fl.append(float(ix[-1].min()) if self.rule == season_cv.MODEL_4 else float(w @ self.lga_floor[rows]))
+            lg.append(float(w @ self.lga_lag[rows]))
+        return codes, np.array(ix), np.array(fl), np.array(lg)
 
 
 def season_of(index: np.ndarray, lag: float, floor: float) -> dict[str, Any]:
@@ -351,6 +399,12 @@ def _memo_key(data_dir: Path) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def rain_delay(index: np.ndarray, rain: np.ndarray) -> np.ndarray:
+    """Months the season's centre lies after the rainfall climatology's (signed, -6 to 6): what
+    `lag_months` reports under model 4, where the delay is learnt from cases rather than set."""
+    return season_harmonics.signed_month_difference(season_centre(index), season_centre(rain))
+
+
 def season_model(data_dir: Path, geo: Any, inputs: Inputs | None = None) -> SeasonModel:
     """Fit (or, without any case records, take DEFAULT_PARAMS) and apply the seasonal index to every LGA.
 
@@ -379,14 +433,21 @@ def _fit_season_model(data_dir: Path, geo: Any, inputs: Inputs | None) -> Season
     state_clim = inputs.state_climatology if inputs.state_climatology is not None else state_climatology(data_dir)
     lga_clim = lga_climatology(geo, state_clim, inputs.lga_climatology)
     lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
-    params, rule, fitted_to, check, sfit = DEFAULT_PARAMS, "model_2", 0, empty_check(), None
+    params, rule, fitted_to, check, sfit, harmonic = DEFAULT_PARAMS, "model_2", 0, empty_check(), None, None
     if inputs.archetype_profiles is not None or inputs.dated_cases is not None:
         fitted = run_check(inputs, geo, lga_codes, lga_rain, state_clim)
         if fitted is not None:
-            params, rule, check, sfit = fitted
+            params, rule, check, sfit, harmonic = fitted
             fitted_to = check["series"]
-    index, floor, lag = area_index(lga_rain, params)
-    return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit)
+    pop = lgas["population"].cast(pl.Float64).to_numpy()
+    if harmonic is not None:
+        areas = area_data(geo, lga_codes, lga_rain)
+        index = season_harmonics.seasonal_index_of(harmonic.predict(areas.x, areas.xy), INDEX_DECIMALS)
+        floor = index.min(axis=1)
+        lag = rain_delay(index, lga_rain)
+    else:
+        index, floor, lag = area_index(lga_rain, params)
+    return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop)
 
 
 def produce(ctx: BuildContext) -> Produced:
@@ -401,9 +462,17 @@ def produce(ctx: BuildContext) -> Produced:
     p = sm.params
 
     state_rain = state_rain_matrix(ctx.inputs.state_climatology, states)
-    state_index, state_floor, state_lag = area_index(state_rain, p)
     pop = states["population"].cast(pl.Float64).to_numpy()
-    nat_ix, nat_lag, nat_floor = national_index(state_rain, pop, p)
+    if sm.rule == season_cv.MODEL_4:
+        area_state = lgas["state_code"].to_numpy()
+        codes, state_index, state_floor, _ = sm.aggregate(area_state)
+        assert codes == states["state_code"].to_list()
+        state_lag = rain_delay(state_index, state_rain)
+        _, nat, nat_f, nat_l = sm.aggregate(np.full(len(area_state), "NG"))
+        nat_ix, nat_floor, nat_lag = nat[0], float(nat_f[0]), float(np.average(state_lag, weights=pop))
+    else:
+        state_index, state_floor, state_lag = area_index(state_rain, p)
+        nat_ix, nat_lag, nat_floor = national_index(state_rain, pop, p)
     national = season_of(nat_ix, nat_lag, nat_floor)
     lga_codes = sm.lga_codes
 
@@ -430,15 +499,18 @@ def produce(ctx: BuildContext) -> Produced:
         "method": {
             "cases_follow_rain_by_months": round(float(np.average(state_lag, weights=pop)), LAG_DECIMALS),
             "high_season_share_of_peak": national["high_season_share_of_peak"],
-            "description": description(p),
+            "description": description(p) if sm.harmonic is None else description_model_4(sm.harmonic),
             "check": sm.check,
             "seasonal_floor": national["seasonal_floor"],
-            "floor_at_5_dry_months": p.floor_at_pivot,
-            "floor_per_dry_month": p.floor_per_dry_month,
-            "floor_bounds": list(FLOOR_BOUNDS),
-            "lag_at_5_dry_months": p.lag_at_pivot,
-            "lag_per_dry_month": p.lag_per_dry_month,
-            "lag_rule": p.lag_rule,
+            **({} if sm.harmonic is not None else {
+                "floor_at_5_dry_months": p.floor_at_pivot,
+                "floor_per_dry_month": p.floor_per_dry_month,
+                "floor_bounds": list(FLOOR_BOUNDS),
+                "lag_at_5_dry_months": p.lag_at_pivot,
+                "lag_per_dry_month": p.lag_per_dry_month,
+                "lag_rule": p.lag_rule,
+            }),
+            **({"season_model": sm.harmonic.to_json()} if sm.harmonic is not None else {}),
             "season_rule": sm.rule,
             "dry_month_below_mm": DRY_MONTH_MM,
             "peak_window_share_of_peak": national["peak_window"] and float(peak_window_share_of(nat_floor)),
@@ -522,14 +594,32 @@ def archetype_series(inputs: Inputs, geo: Geography, lga_codes: list[str]) -> tu
     return names, weights, rec, home
 
 
+def area_data(geo: Geography, lga_codes: list[str], lga_rain: np.ndarray) -> season_cv.AreaData:
+    """Covariates, coordinates, population and state of every LGA, in `lga_codes` order."""
+    lgas = geo.lgas.sort("lga_code")
+    assert lgas["lga_code"].to_list() == lga_codes
+    xy = lgas.select("rep_lon", "rep_lat").to_numpy().astype(float)
+    x = season_harmonics.rain_covariates(lga_rain, xy[:, 1], dry_months(lga_rain))
+    return season_cv.AreaData(x, xy, lgas["population"].cast(pl.Float64).to_numpy(),
+                              np.array(lgas["state_code"].to_list()))
+
+
+def dated_data_weight(dated_cases: pl.DataFrame | None) -> dict[str, float]:
+    """Share of its months each dated LGA has a usable count for (its weight when residuals are pooled)."""
+    if dated_cases is None:
+        return {}
+    d = dated_cases.group_by("lga_code").agg(pl.col("cases").is_not_null().mean().alias("w"))
+    return dict(d.iter_rows())
+
+
 def run_check(
     inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray, state_clim: pl.DataFrame,
-) -> tuple[AreaSeasonParams, str, dict[str, Any], SeasonFit] | None:
-    """Fit the season rules to the case records and check them leaving whole states out.
+) -> tuple[AreaSeasonParams, str, dict[str, Any], SeasonFit, season_harmonics.HarmonicFit] | None:
+    """Fit the season models to the case records and check them leaving whole states out.
 
-    Returns (published parameters, adopted rule, `check`, what the check used), or None when
-    no usable series exists. The adopted rule is the one with the least out-of-sample squared
-    error (season_cv.RULES order on ties: the simpler first).
+    Returns (model-3 constants, adopted rule, `check`, what the check used, model 4's published fit),
+    or None when no usable series exists. Model 4 (case harmonics, partially pooled) is published;
+    models 2 and 3 are refitted in the same folds as the comparison the check reports.
     """
     names, weights, rec, home = archetype_series(inputs, geo, lga_codes)
     dated = None
@@ -549,14 +639,21 @@ def run_check(
     table = fit_table(lga_rain, series.weights, series.recorded, "linear")
     cv = season_cv.leave_state_out(table, lga_rain, series, state_of, dated_states,
                                    {s: state_rain[srow[s]] for s in dated_states})
-    sq = {r: round(season_cv.squared_error(cv.series_pred[r], series.recorded, series.weight_joint), 4)
-          for r in season_cv.RULES}
-    rule = min(season_cv.RULES, key=lambda r: (sq[r], list(season_cv.RULES).index(r)))
-    params = season_cv.fit(table, lga_rain, series, rule)
+    areas = area_data(geo, lga_codes, lga_rain)
+    units = season_cv.harmonic_units(series, areas, dated_data_weight(inputs.dated_cases))
+    std = season_harmonics.Standardiser.of(areas.x)
+    cv = season_cv.harmonic_leave_state_out(series, areas, units, std, dated_states, cv)
+    rules = (*season_cv.RULES, season_cv.MODEL_4)
+    sq = {r: round(season_cv.squared_error(cv.series_pred[r], series.recorded, series.weight_joint), 4) for r in rules}
+    rule = season_cv.MODEL_4
+    params = season_cv.fit(table, lga_rain, series, "model_3")
+    everything = np.ones(len(series.names), dtype=bool)
+    rk, sh = season_harmonics.choose_pooling(units, std, everything)
+    harmonic = season_harmonics.fit(units, std, everything, rk, sh)
     sfit = SeasonFit(series, cv, dated, state_of, zone_of)
     names_of = dict(zip(states["state_code"], states["state"], strict=True))
     check = build_check(sfit, rule, sq, dated_states, names_of)
-    return params, rule, check, sfit
+    return params, rule, check, sfit, harmonic
 
 
 def _season_offsets(pred: np.ndarray, rec: np.ndarray, floors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -584,10 +681,10 @@ def build_check(sfit: SeasonFit, rule: str, sq: dict[str, float], dated_states: 
     bands = np.array([BANDS.get(z, "middle_belt") for z in zones])
 
     def level(rows: np.ndarray, preds: dict[str, np.ndarray], recorded: np.ndarray, zone: np.ndarray) -> dict[str, Any]:
-        out: dict[str, Any] = {r: season_cv.summarise(preds[r][rows], recorded[rows]) for r in season_cv.RULES}
+        out: dict[str, Any] = {r: season_cv.summarise(preds[r][rows], recorded[rows]) for r in preds}
         out["by_zone"] = {
             z: {r: season_cv.summarise(preds[r][rows[zone[rows] == z]], recorded[rows[zone[rows] == z]])
-                for r in season_cv.RULES}
+                for r in preds}
             for z in sorted(set(zone[rows].tolist()))
         }
         return out
@@ -629,4 +726,47 @@ def build_check(sfit: SeasonFit, rule: str, sq: dict[str, float], dated_states: 
         "by_band": {b: summary(np.flatnonzero(bands == b)) for b in ("north", "middle_belt", "south")
                     if (bands == b).any()},
         "levels": levels,
+        "timing": timing_check(sfit, dated_states),
+        "season_error": season_error_check(sfit, rule, dated_states),
     }
+
+
+def season_error_check(sfit: SeasonFit, rule: str, dated_states: list[str]) -> dict[str, Any]:
+    """The adopted rule's out-of-sample season error at state and LGA level (dated series) and, where no
+    dated series exists, over the archetype groups: the sd the ranges carry and their coverage by month."""
+    s, cv, dated = sfit.series, sfit.cv, sfit.dated
+    kind, st = np.array(s.kind), np.array(s.state)
+    out: dict[str, Any] = {}
+    if dated is not None and dated_states:
+        rec = np.array([dated.state[dated.state_codes.index(c)] for c in dated_states])
+        out["states"] = season_cv.season_error(season_cv.log_residuals(cv.state_pred[rule], rec),
+                                               np.array(dated_states), Z_RANGE)
+    for k, name in (("lga", "lgas"), ("archetype", "archetype_groups")):
+        rows = np.flatnonzero(kind == k)
+        if rows.size:
+            out[name] = season_cv.season_error(season_cv.log_residuals(cv.series_pred[rule][rows], s.recorded[rows]),
+                                               st[rows], Z_RANGE)
+    return out
+
+
+def timing_check(sfit: SeasonFit, dated_states: list[str]) -> dict[str, Any]:
+    """Timing per left-out dated state, at state and LGA level, for every rule (summaries only)."""
+    s, cv, dated = sfit.series, sfit.cv, sfit.dated
+    if dated is None or not dated_states:
+        return {}
+    st_rec = np.array([dated.state[dated.state_codes.index(c)] for c in dated_states])
+    lga_rows = {c: np.flatnonzero((np.array(s.kind) == "lga") & (np.array(s.state) == c)) for c in dated_states}
+    all_rows = np.concatenate(list(lga_rows.values()))
+    out: dict[str, Any] = {}
+    for rule in cv.state_pred:
+        t_state = season_cv.timing(cv.state_pred[rule], st_rec)
+        t_lga = season_cv.timing(cv.series_pred[rule][all_rows], s.recorded[all_rows])
+        by_state = {}
+        for k, c in enumerate(dated_states):
+            rows = lga_rows[c]
+            one = {m: _round(float(v[k]), CHECK_DECIMALS) for m, v in t_state.items()}
+            by_state[c] = {"state": one,
+                           "lgas": season_cv.timing_summary(season_cv.timing(cv.series_pred[rule][rows], s.recorded[rows]))}
+        out[rule] = {"states": season_cv.timing_summary(t_state), "lgas": season_cv.timing_summary(t_lga),
+                     "by_state": by_state}
+    return out

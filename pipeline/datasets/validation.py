@@ -1,22 +1,626 @@
 """Producer of the validation report shipped in every release (docs/validation.json and its plots).
 
+How the published seasons, scores and ranges fare against data they were not fitted to:
+
+(a) seasons, leaving whole states out (pipeline.model.season_cv);
+(b) time-held-out survey rounds: the baseline refitted on rounds <= 2015 predicts the
+    2018 round, on rounds <= 2018 the 2021 round (Spearman, RMSE, share inside the 80 %
+    range), beside the Model 1 reference (last round held flat with its "95 %" band);
+(c) agreement with the MAP-style incidence table, 2018-2019 only (a check, never an input);
+(d) the LGA comparison: leave-one-LGA-out prediction of the NDHS 2018 LGA observations;
+(f) the registered tests of what a month carries, on the dated LGA series, and the score
+    against cases month by month (every season in it from the fold that held the state out).
+
 Its own dataset producer, run after the risk and transmission producers: it reuses the risk
-model's run for this build (`risk.model_run`) and the season fit with its leave-state-out
-check, and writes the report (pipeline.reports.validation) and the static SVG plots of the
-validation page (pipeline.site.plots). Nothing here feeds back into a published score.
+model's run for this build (`risk.model_run`). pipeline.reports.validation reads what this
+produces (never the other way round). Nothing here feeds back into a published score, and no
+value of the dated case series leaves it other than as a summary statistic.
 """
 
 from __future__ import annotations
 
-import orjson
+import warnings
+from pathlib import Path
+from typing import Any
 
+import numpy as np
+import orjson
+import polars as pl
+
+from pipeline import cache
 from pipeline.datasets import risk
 from pipeline.datasets.base import BuildContext, Produced
-from pipeline.reports.validation import validation_report
+from pipeline.model import month_tests, national_trend, ranges, small_area
+from pipeline.model import risk as model
 from pipeline.site import plots
+from pipeline.sources.inputs import Inputs
 
 VALIDATION_FILE = "docs/validation.json"
 SVG = "image/svg+xml"
+HELD_OUT = ((2015, 2018), (2018, 2021))  # (train on rounds up to, predict)
+AGREEMENT_YEARS = (2018, 2019)
+# Model 1's range for the reference row: the last round held flat, B +- 1.96 sqrt(B(1-B)/150).
+MODEL1_N = 150.0
+NOT_VALIDATED = [
+    "Seasons in the states without dated series: the leave-whole-state-out figures estimate that error "
+    "from six states (two far-northern, two middle-belt, two southern) and the archetype groups.",
+    "LGA differences over time: one LGA survey (NDHS 2018, 1-108 children each) sets every LGA's position "
+    "within its state; an LGA's own-data part of its published value is not covered by the leave-one-out check.",
+    "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
+    "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
+    "The dated case series are routine counts: reporting completeness, stock-outs and care seeking move "
+    "them as well as malaria does.",
+]
+CAVEATS = [
+    "Every season figure here is out of sample: constants refitted without the state being scored "
+    "(leave one whole state out). Six states have dated series; the rest of the country is judged by them "
+    "and by 22 archetype profiles of unstated years.",
+    "The dated series are routine facility counts (NHMIS/DHIS2) without a stated licence: used for fitting "
+    "and validation only, never published; figures and plots here derive from them (ratios and averages), "
+    "no row is shown.",
+    "Routine counts mix malaria with reporting completeness, stock-outs and care seeking: agreement is "
+    "limited by them as much as by the model.",
+    "The score is a survey-based positivity; the dated series are case counts. Only their timing over the "
+    "year is compared, never their level.",
+]
+SEASON_RULE_NAMES = {
+    "model_2": "model 2 rule: one floor everywhere, lag by dry months, fitted to the archetype profiles only",
+    "constant_floor_both_sources": "one floor everywhere, fitted to the archetype profiles and the dated series",
+    "model_3": "model 3 rule: floor and lag both by dry months, fitted to the archetype profiles and the dated series",
+}
+LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
+
+
+def spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho with average ranks for ties."""
+    rx = pl.Series(np.asarray(x, dtype=float)).rank("average").to_numpy()
+    ry = pl.Series(np.asarray(y, dtype=float)).rank("average").to_numpy()
+    return float(np.corrcoef(rx, ry)[0, 1])
+
+
+def _r(v: float | None, d: int = 3) -> float | None:
+    return None if v is None or not np.isfinite(v) else round(float(v), d)
+
+
+def held_out(md: Any, train_upto: int, target: int) -> dict[str, Any]:
+    """Predict the `target` round of every state from rounds <= `train_upto` only: Q, its
+    method (nested choice on those rounds) and the design effects are all refitted there."""
+    from pipeline.datasets.risk import design_effects, predict_round
+
+    out: dict[str, Any] = {"trained_on_rounds_up_to": train_upto, "predicted_round": target}
+    train = md.rounds.filter(pl.col("survey_year") <= train_upto)
+    obs = md.rounds.filter(pl.col("survey_year") == target)
+    pr = predict_round(md, train, obs, target)
+    if pr is None:
+        return {**out, "states": 0, "note": "round absent from this data load"}
+    y, pred, lo, hi = pr.observed, pr.predicted, pr.low, pr.high
+    rows = pr.rows
+    last = train.sort("survey_year").group_by("state_code").agg(pl.col("positivity").last())
+    held = dict(zip(last["state_code"], last["positivity"], strict=True))
+    flat = np.array([held[md.state_codes[i]] for i in rows])
+    hw = 1.96 * np.sqrt(flat * (1 - flat) / MODEL1_N)
+    _, _, icc = design_effects(md, train_upto, [])
+    ref = predict_round(md, train, obs, target, q_method="pooled", use_design_effect=False, with_season_error=False)
+    ref_cal = ranges.calibration(ref.z) if ref is not None else {}
+    m3 = predict_round(md, train, obs, target, with_season_error=False)
+    m3_cal = ranges.calibration(m3.z) if m3 is not None else {}
+    return {
+        **out,
+        "states": len(rows),
+        "random_walk_variance_per_year": _r(pr.baseline.q, 4),
+        "random_walk_variance_method": pr.baseline.q_method,
+        "cluster_icc": _r(icc, 3),
+        "new_survey_design_effect": _r(pr.baseline.new_survey_deff, 2),
+        "spearman": _r(spearman(pred, y)),
+        "rmse": _r(float(np.sqrt(np.mean((pred - y) ** 2)))),
+        "share_inside_80_range": _r(float(np.mean((lo <= y) & (y <= hi)))),
+        "mean_range_width": _r(float(np.mean(hi - lo))),
+        "calibration": ranges.calibration(pr.z),
+        "without_season_error": {
+            "method": "the same range without the season-shape error (model 3's range)",
+            "var_z": m3_cal.get("var_z"), "share_inside_80_range": m3_cal.get("share_inside"),
+        },
+        "model_2_reference": {
+            "method": "Q pooled over every change, binomial sampling variance (model 2.0)",
+            "random_walk_variance_per_year": _r(ref.baseline.q, 4) if ref is not None else None,
+            "var_z": ref_cal.get("var_z"),
+            "share_inside_80_range": ref_cal.get("share_inside"),
+        },
+        "model_1_reference": {
+            "method": "last round held flat, range B +- 1.96 sqrt(B(1-B)/150) (stated as 95 %)",
+            "spearman": _r(spearman(flat, y)),
+            "rmse": _r(float(np.sqrt(np.mean((flat - y) ** 2)))),
+            "share_inside_95_range": _r(float(np.mean((flat - hw <= y) & (y <= flat + hw)))),
+        },
+    }
+
+
+def map_agreement(md: Any, res: Any, incidence: pl.DataFrame | None) -> dict[str, Any]:
+    """Spearman of each state's annual mean score with the MAP-style incidence, 2018-2019."""
+    note = ("After 2020 the incidence table follows the 2018 survey, not the 2021 one, so later years "
+            "are not a check of this model and are not reported.")
+    if incidence is None:
+        return {"years": [], "note": "incidence table absent from this data load"}
+    years = np.array([int(p[:4]) for p in res.estimated])
+    out = []
+    for y in AGREEMENT_YEARS:
+        cols = years == y
+        if cols.sum() < 12:
+            continue
+        annual = res.state.score[:, cols].mean(axis=1)
+        inc = dict(incidence.filter(pl.col("year") == y).select("state_code", "incidence").iter_rows())
+        idx = [i for i, c in enumerate(md.state_codes) if c in inc]
+        if len(idx) < 3:
+            continue
+        out.append({"year": y, "states": len(idx),
+                    "spearman": _r(spearman(annual[idx], np.array([inc[md.state_codes[i]] for i in idx])))})
+    return {"years": out, "note": note}
+
+
+def binomial_deviance(p: np.ndarray, q: np.ndarray, n: np.ndarray) -> float:
+    """n-weighted binomial deviance of observed shares p against predictions q, per child."""
+    q = np.clip(q, 1e-4, 1 - 1e-4)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.where(p > 0, p * np.log(p / q), 0.0)
+        b = np.where(p < 1, (1 - p) * np.log((1 - p) / (1 - q)), 0.0)
+    return float(2 * (n * (a + b)).sum() / n.sum())
+
+
+def lga_comparison(md: Any) -> dict[str, Any]:
+    """Leave-one-LGA-out prediction of the NDHS 2018 LGA observations.
+
+    For each LGA, its state's level is the children-weighted mean of the state's *other*
+    LGAs (and the national level that of all other LGAs); "state value" gives every LGA that level, "urban split" applies the published
+    urban/rural contrast within the state (population-preserving, as the score does).
+    """
+    lp = md.lga_positivity
+    if lp is None or lp.height == 0:
+        return {"lgas": 0, "note": "LGA observations absent from this data load"}
+    # the split is linear below its cap at 1, so a small level gives each LGA's factor
+    unit = 0.01
+    factor = model.urban_split(np.full(len(md.state_codes), unit), md.population, md.is_urban, md.state_idx,
+                               md.urban_ratio) / unit
+    row = {c: i for i, c in enumerate(md.lga_codes)}
+    gi = np.array([row[c] for c in lp["lga_code"].to_list()])
+    st = md.state_idx[gi]
+    p = lp["positivity"].to_numpy()
+    n = lp["children"].to_numpy().astype(float)
+    tot_np = np.bincount(st, weights=n * p, minlength=len(md.state_codes))
+    tot_n = np.bincount(st, weights=n, minlength=len(md.state_codes))
+    others = tot_n[st] - n
+    keep = others > 0
+    state_val = np.where(keep, (tot_np[st] - n * p) / np.where(keep, others, 1), np.nan)
+    split_val = state_val * factor[gi]
+    # the national reference leaves the LGA out too, like every other prediction here
+    national = ((n * p).sum() - n * p) / (n.sum() - n)
+    # a small-area alternative: the urban/rural ratio fitted on the other LGAs' observations
+    urb = md.is_urban[gi].astype(float)
+    u_np, u_n = (urb * n * p).sum() - urb * n * p, (urb * n).sum() - urb * n
+    r_np, r_n = ((1 - urb) * n * p).sum() - (1 - urb) * n * p, ((1 - urb) * n).sum() - (1 - urb) * n
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rho = np.where((u_n > 0) & (r_np > 0), (u_np / u_n) / (r_np / r_n), 1.0)
+    w_urban = np.bincount(md.state_idx, weights=md.population * md.is_urban, minlength=len(md.state_codes))
+    w_all = np.bincount(md.state_idx, weights=md.population, minlength=len(md.state_codes))
+    rural_f = w_all[st] / (w_all[st] - w_urban[st] + rho * w_urban[st])
+    fitted_val = np.clip(state_val * np.where(urb > 0, rho * rural_f, rural_f), 0, 1)
+    k = keep
+    dev_state = binomial_deviance(p[k], state_val[k], n[k])
+    dev_split = binomial_deviance(p[k], split_val[k], n[k])
+    dev_fitted = binomial_deviance(p[k], fitted_val[k], n[k])
+    res: dict[str, Any] = {
+        "lgas": int(k.sum()),
+        "children": int(n[k].sum()),
+        "deviance_national_value": _r(binomial_deviance(p[k], national[k], n[k]), 4),
+        "deviance_state_value": _r(dev_state, 4),
+        "deviance_urban_split": _r(dev_split, 4),
+        "deviance_urban_ratio_fitted_to_lgas": _r(dev_fitted, 4),
+        "urban_ratio_fitted_to_lgas": _r(float(np.median(rho[k]))),
+        "urban_lgas": int(md.is_urban[gi][k].sum()),
+        "urban_ratio": _r(md.urban_ratio),
+    }
+    res["urban_split_beats_state_value"] = bool(dev_split < dev_state)
+    return res
+
+
+def _p(x: np.ndarray) -> list[float]:
+    return [round(float(v), 3) for v in x]
+
+
+def _band(profiles: np.ndarray) -> dict[str, list[float]]:
+    """Lowest and highest of published profiles (each scaled to peak 1) in every calendar month."""
+    scaled = profiles / profiles.max(axis=1, keepdims=True)
+    return {"low": _p(scaled.min(axis=0)), "high": _p(scaled.max(axis=0))}
+
+
+def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
+    """The model's seasons of the dated states and a fixed sample of dated LGAs: the out-of-sample
+    one (the fold that held the state out) and, for LGAs, the published index. Beside them, for
+    recorded data, only what may be published: the band spanned by the archetype case profiles
+    (Apache-2.0) whose LGAs lie in the state, or the LGA's own archetype profile. No recorded value
+    of the dated series, in any scaling, is carried: its rows may not leave the pipeline."""
+    fit = sm.fit
+    if fit is None or fit.dated is None:
+        return {"states": [], "lgas": [], "note": "dated case series absent from this data load"}
+    cv, dated, rule = fit.cv, fit.dated, sm.rule
+    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
+    states = geo.states.sort("state_code")
+    srow = {c: i for i, c in enumerate(states["state_code"].to_list())}
+    lga_names = dict(zip(geo.lgas["lga_code"], geo.lgas["lga"], strict=True))
+    s = fit.series
+    arch = np.flatnonzero(np.array(s.kind) == "archetype")
+    area_state = np.array(fit.state_of_area)
+    state_rows = []
+    dated_states = [c for c in dated.state_codes if c in srow]
+    for k, code in enumerate(dated_states):
+        row: dict[str, Any] = {"state_code": code, "state": names[code],
+                               "out_of_sample": _p(cv.state_pred[rule][k])}
+        if "model_3" in cv.state_pred and rule != "model_3":
+            row["model_3_out_of_sample"] = _p(cv.state_pred["model_3"][k])
+        covering = [a for a in arch if s.weights[a][area_state == code].sum() > 0]
+        if covering:
+            row["archetype_band"] = _band(s.recorded[covering])
+        state_rows.append(row)
+    pos = {c: i for i, c in enumerate(sm.lga_codes)}
+    lga_rows = []
+    srow_of = {n: i for i, n in enumerate(s.names)}
+    for code in dated_states:
+        for lga in [c for c, st in zip(dated.lga_codes, dated.lga_state, strict=True) if st == code][:LGA_SAMPLE_PER_STATE]:
+            i = srow_of.get(lga)
+            if i is None:
+                continue
+            row = {"lga_code": lga, "lga": lga_names.get(lga, lga), "state_code": code,
+                   "published": _p(sm.lga_index[pos[lga]]), "out_of_sample": _p(cv.series_pred[rule][i])}
+            own = [a for a in arch if s.weights[a][pos[lga]] > 0]
+            if own:
+                rec = s.recorded[own[0]]
+                row["archetype"] = s.names[own[0]]
+                row["archetype_profile"] = _p(rec / rec.max())
+            lga_rows.append(row)
+    return {"states": state_rows, "lgas": lga_rows,
+            "note": "out_of_sample: the season predicted by a fit without the state; archetype_band: the lowest and "
+                    "highest of the published archetype case profiles covering the state's LGAs in each month; all "
+                    "scaled to peak 1. The dated series' own profiles are used for the statistics only and are not "
+                    "published."}
+
+
+def month_validation(md: Any, res: Any) -> dict[str, Any]:
+    """(f, g): the registered month-term test (run by the risk producer before it scores, since a term
+    enters the score only if it passes) and the score against cases month by month.
+
+    Every season here is the one predicted for the LGA's state by a fit without that state
+    (season_cv.leave_state_out), never the published one; `model_3_reference` scores the model-3 season
+    rule of the same folds the same way (the before of the model-4 change)."""
+    ev = md.months
+    if ev is None:
+        return {"tests": None, "score_against_cases": [], "note": "dated case series absent from this data load"}
+    present = np.isfinite(ev.cases)
+    log_score = _held_out_log_score(ev)
+    m3 = _model_3_log_score(md, ev)
+    out: dict[str, Any] = {
+        "tests": ev.tests, "score_against_cases": score_against_cases(ev, log_score),
+        "lga_level": lga_month_figures(ev, log_score),
+        "forecast_skill": forecast_skill(ev),
+        "lga_months": int(np.isfinite(month_tests.outcome(ev.cases)).sum()), "lgas": len(ev.lga_codes),
+        "lga_months_with_cases": int(present.sum()),
+        "months": f"{ev.t0 // 12}-01 to {(ev.t0 + ev.cases.shape[1] - 1) // 12}-12"}
+    if m3 is not None:
+        st = score_against_cases(ev, m3)
+        out["model_3_reference"] = {
+            "season_rule": "model_3", "states": [{k: v for k, v in x.items() if k != "score_over_mean"} for x in st],
+            "median_state_r_month_to_month": _median([x["r_month_to_month"] for x in st]),
+            "lga_level": lga_month_figures(ev, m3)}
+    out["median_state_r_month_to_month"] = _median([x["r_month_to_month"] for x in out["score_against_cases"]])
+    return out
+
+
+def _median(v: list[float | None]) -> float | None:
+    x = [a for a in v if a is not None]
+    return _r(float(np.median(x))) if x else None
+
+
+def _model_3_log_score(md: Any, ev: Any) -> np.ndarray | None:
+    """The reference with model 3's out-of-sample season in place of model 4's (same baseline, same folds)."""
+    cv = md.season.fit.cv if md.season.fit is not None else None
+    if cv is None or "model_3" not in cv.area_index or md.season.rule not in cv.area_index:
+        return None
+    cal = (ev.t0 + np.arange(ev.cases.shape[1])) % 12
+    s4, s3 = cv.area_index[md.season.rule][ev.rows], cv.area_index["model_3"][ev.rows]
+    log_base = ev.data.reference - np.log(s4[:, cal] / s4.mean(axis=1, keepdims=True))
+    return log_base + np.log(s3[:, cal] / s3.mean(axis=1, keepdims=True))
+
+
+def _held_out_log_score(ev: Any) -> np.ndarray:
+    """[L, T] log of the score the model would give each dated LGA-month with its state held out:
+    the reference (baseline x out-of-sample season) and, if a term is adopted, that fold's term."""
+    log_score = ev.data.reference.copy()
+    adopted = ev.tests.get("adopted") or []
+    if adopted:
+        term = adopted[0]
+        f = np.nan_to_num(ev.data.features[term], nan=0.0)
+        for code, v in ev.tests[term]["by_state"].items():
+            rows = ev.data.state == code
+            beta = np.array(v["coefficients"], dtype=float)
+            log_score[rows] += np.einsum("k,klt->lt", beta, f[:, rows])
+    return log_score
+
+
+def score_against_cases(ev: Any, log_score: np.ndarray) -> list[dict[str, Any]]:
+    """Per dated state, month by month: its LGAs' cases against the held-out score, each LGA over its own
+    mean and averaged over the state's LGAs present that month (at least half of them); r of the levels
+    and of the month-to-month movement (O1). Only the score's curve and the r values are kept."""
+    data = ev.data
+    score = np.exp(log_score)
+    present = np.isfinite(ev.cases)
+    out = []
+    for code in sorted(set(data.state.tolist())):
+        sel = data.state == code
+        cases, sc = ev.cases[sel], score[sel]
+        enough = present[sel].sum(axis=0) >= max(1, sel.sum() / 2)
+        with np.errstate(invalid="ignore", divide="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)  # months no LGA reported: NaN, as intended
+            lvl_c = np.nanmean(cases / np.nanmean(cases, axis=1, keepdims=True), axis=0)
+            lvl_s = np.nanmean(sc / np.nanmean(sc, axis=1, keepdims=True), axis=0)
+            an_c = np.nanmean(month_tests.outcome(cases), axis=0)
+            an_s = np.nanmean(month_tests.outcome(np.where(present[sel], sc, np.nan)), axis=0)
+        lvl_c[~enough], an_c[~enough] = np.nan, np.nan
+        out.append({
+            "state_code": code, "months": int(np.isfinite(lvl_c).sum()),
+            "r_monthly_level": _r(month_tests.pearson(lvl_c, lvl_s)),
+            "r_month_to_month": _r(month_tests.pearson(an_c, an_s)),
+            "score_over_mean": [None if not np.isfinite(v) else round(float(v), 2) for v in lvl_s],
+        })
+    return out
+
+
+def lga_month_figures(ev: Any, log_score: np.ndarray) -> dict[str, Any]:
+    """Median over dated LGAs of each LGA's r between its cases and its held-out score (O1 and levels)."""
+    present = np.isfinite(ev.cases)
+    score = np.where(present, np.exp(log_score), np.nan)
+    y, yhat = month_tests.outcome(ev.cases), month_tests.outcome(score)
+    r_m = np.array([month_tests.pearson(a, b) for a, b in zip(y, yhat, strict=True)])
+    r_l = np.array([month_tests.pearson(a, b) for a, b in zip(ev.cases, score, strict=True)])
+    by_state = {}
+    for code in sorted(set(ev.data.state.tolist())):
+        rows = ev.data.state == code
+        by_state[code] = {"lgas": int(rows.sum()), "median_r_month_to_month": _r(float(np.nanmedian(r_m[rows])))}
+    return {"lgas": int(np.isfinite(r_m).sum()), "median_r_month_to_month": _r(float(np.nanmedian(r_m))),
+            "median_r_monthly_level": _r(float(np.nanmedian(r_l))), "by_state": by_state}
+
+
+FORECAST_HORIZONS = (1, 2, 3, 4)
+
+
+def forecast_skill(ev: Any) -> dict[str, Any]:
+    """Skill of h-month forecasts of each dated LGA's cases (log, over its own mean of the previous 12 months),
+    against climatology and persistence. The model's forecast is the baseline x the held-out season (no
+    month term: no rainfall forecast exists), so its shape equals the season climatology's; the figures say
+    how much that is worth. Summaries only: mean squared errors and skill = 1 - MSE / MSE(reference)."""
+    cases = ev.cases
+    L, T = cases.shape
+    logc = np.log(np.where(np.isfinite(cases) & (cases > 0), cases, np.nan))
+    season = ev.data.reference  # log score, state held out
+    out: dict[str, Any] = {"reference_climatology": "the LGA's mean log cases by calendar month over the other years",
+                           "reference_persistence": "the last month seen, carried forward",
+                           "model": "baseline x season from the fold without the state, scaled to the last 12 months",
+                           "horizons": []}
+    cal = (ev.t0 + np.arange(T)) % 12
+    for h in FORECAST_HORIZONS:
+        err_m, err_c, err_p = [], [], []
+        for t in range(12, T - h):
+            past = logc[:, t - 11:t + 1]
+            ok_past = np.isfinite(past).sum(axis=1) >= 9
+            target = logc[:, t + h]
+            level = np.nanmean(past, axis=1)
+            # the model: its season's shape, anchored on the last 12 months' level
+            pred_m = level + season[:, t + h] - np.nanmean(season[:, t - 11:t + 1], axis=1)
+            # climatology: the same calendar month in the other years, anchored the same way
+            same = np.where(cal == cal[t + h])[0]
+            same = same[same != t + h]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # an LGA without that month in other years
+                clim_m = np.nanmean(logc[:, same], axis=1) - np.nanmean(logc, axis=1) + level
+            pers = logc[:, t]
+            ok = ok_past & np.isfinite(target) & np.isfinite(pers) & np.isfinite(clim_m)
+            err_m += list((pred_m - target)[ok] ** 2)
+            err_c += list((clim_m - target)[ok] ** 2)
+            err_p += list((pers - target)[ok] ** 2)
+        mse_m, mse_c, mse_p = (float(np.mean(e)) if e else float("nan") for e in (err_m, err_c, err_p))
+        out["horizons"].append({"months_ahead": h, "lga_months": len(err_m), "mse_model": _r(mse_m, 4),
+                                "mse_climatology": _r(mse_c, 4), "mse_persistence": _r(mse_p, 4),
+                                "skill_vs_climatology": _r(1 - mse_m / mse_c), "skill_vs_persistence": _r(1 - mse_m / mse_p)})
+    return out
+
+
+def small_area_comparison(md: Any, urban_split_deviance: float | None) -> dict[str, Any]:
+    """Leave-one-LGA-out deviance of the small-area model (pipeline.model.small_area), every
+    parameter refitted without the held-out LGA, beside the urban split; and the fitted
+    constants of the published model."""
+    from pipeline.datasets.risk import SMALL_AREA_COVARIATES
+
+    lp = md.lga_positivity
+    if lp is None or md.lga_adjacency is None or lp.height < small_area.MIN_LGAS:
+        return {"lgas": 0, "note": "LGA observations absent from this data load: LGAs use the urban split"}
+    row = {c: i for i, c in enumerate(md.lga_codes)}
+    gi = np.array([row[c] for c in lp["lga_code"].to_list()])
+    adj = md.lga_adjacency[np.ix_(gi, gi)]
+    p = lp["positivity"].to_numpy()
+    n = lp["children"].to_numpy().astype(float)
+    # every refit of the leave-one-out depends only on these arrays: kept between builds (pipeline.cache)
+    figs = cache.call("small-area-check", cache.code_of("pipeline.model"), small_area.validation_figures,
+                      p, n, md.lga_covariates[gi], md.state_idx[gi], adj)
+    beats = urban_split_deviance is not None and figs["deviance_small_area"] < urban_split_deviance
+    out = {
+        "lgas": int(gi.size),
+        "covariates": list(SMALL_AREA_COVARIATES),
+        "neighbours": "LGAs whose outlines touch (within 0.001 degrees)",
+        "cross_validation": "leave one LGA out; state levels, covariate centring, covariate and neighbour "
+                            "coefficients, between-LGA variance and the neighbours' residuals refitted without it",
+        **figs,
+        "deviance_urban_split": urban_split_deviance,
+        "small_area_beats_urban_split": bool(beats),
+        "published": "small-area model" if md.lga_offsets is not None else "urban split",
+    }
+    if md.lga_offsets is not None:
+        out["published_model"] = small_area.published_figures(md.lga_offsets, list(SMALL_AREA_COVARIATES))
+    return out
+
+
+def national_trend_figures(survey: pl.DataFrame, geo: Any) -> dict[str, Any]:
+    """The national trend's derivation checked against the published national figures."""
+    zone_pop = {z: float(v) for z, v in geo.states.group_by("zone").agg(pl.col("population").sum()).iter_rows()}
+    state_pop = {c: float(v) for c, v in geo.states.select("state_code", "population").iter_rows()}
+    return national_trend.validation_figures(survey, zone_pop, state_pop)
+
+
+def _t(check: dict[str, Any], rule: str, level: str, key: str) -> Any:
+    return ((check.get("timing") or {}).get(rule) or {}).get(level, {}).get(key)
+
+
+def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[dict[str, Any]],
+            rule: str) -> dict[str, Any]:
+    """The model's targets, before (model 3's season rule and range, same folds) and after (this release),
+    each with whether it is met: the one place the docs' counts come from."""
+    c = seasons_check
+    m3 = months.get("model_3_reference") or {}
+    rows: list[dict[str, Any]] = []
+
+    def add(key: str, measure: str, aim: str, before: Any, after: Any, met: bool | None) -> None:
+        rows.append({"key": key, "measure": measure, "aim": aim, "model_3": before, "model_4": after, "met": met})
+
+    def ok(v: Any, test: Any) -> bool | None:
+        return None if v is None else bool(test(v))
+
+    r4 = _t(c, rule, "states", "median_shape_r")
+    add("state_shape_r", "state shape r, median", ">= 0.85", _t(c, "model_3", "states", "median_shape_r"), r4,
+        ok(r4, lambda v: v >= 0.85))
+    n = _t(c, rule, "states", "profiles")
+    k, e = _t(c, rule, "states", "peak_within_1_month"), _t(c, rule, "states", "mean_signed_peak_error")
+    add("peak_month", "peak month within 1 month of the 3-month smoothed recorded profile (mean signed error)",
+        ">= 5 of 6 states; mean signed error within +-0.5",
+        {"within_1_month": _t(c, "model_3", "states", "peak_within_1_month"), "states": n,
+         "mean_signed_error": _t(c, "model_3", "states", "mean_signed_peak_error")},
+        {"within_1_month": k, "states": n, "mean_signed_error": e},
+        None if k is None or e is None or not n else bool(k >= n - 1 and abs(e) <= 0.5))
+    tp = _t(c, rule, "states", "mean_trough_to_peak_error")
+    add("trough_to_peak", "trough/peak error, mean", "<= 0.08", _t(c, "model_3", "states", "mean_trough_to_peak_error"),
+        tp, ok(tp, lambda v: v <= 0.08))
+    sm = months.get("median_state_r_month_to_month")
+    add("state_month_to_month_r", "state month-to-month r, median", ">= 0.75",
+        m3.get("median_state_r_month_to_month"), sm, ok(sm, lambda v: v >= 0.75))
+    ls = _t(c, rule, "lgas", "median_shape_r")
+    add("lga_shape_r", "LGA shape r, median", ">= 0.72", _t(c, "model_3", "lgas", "median_shape_r"), ls,
+        ok(ls, lambda v: v >= 0.72))
+    lm = (months.get("lga_level") or {}).get("median_r_month_to_month")
+    add("lga_month_to_month_r", "LGA month-to-month r, median", ">= 0.55",
+        (m3.get("lga_level") or {}).get("median_r_month_to_month"), lm, ok(lm, lambda v: v >= 0.55))
+    for h in rounds:
+        v = (h.get("calibration") or {}).get("var_z")
+        add(f"var_z_{h['predicted_round']}", f"80 % range var(z), {h['predicted_round']} round", "0.8-1.25",
+            (h.get("without_season_error") or {}).get("var_z"), v, ok(v, lambda x: 0.8 <= x <= 1.25))
+    judged = [x for x in rows if x["met"] is not None]
+    return {"rows": rows, "met": sum(bool(x["met"]) for x in judged), "judged": len(judged), "listed": len(rows),
+            "missed": "; ".join(x["measure"] for x in judged if not x["met"]) or "none",
+            "not_judged": "; ".join(x["measure"] for x in rows if x["met"] is None) or "none"}
+
+
+TIMING_KEYS = ("profiles", "median_shape_r", "peak_within_1_month", "mean_signed_peak_error", "mean_abs_peak_error",
+               "mean_signed_start_error", "mean_signed_centre_error", "mean_trough_to_peak_error",
+               "mean_best_4_share_error")
+TERM_KEYS = ("states_gaining_at_least_0_03", "pooled_gain_month_to_month", "pooled_gain_anomaly",
+             "dry_month_mean_effect", "dry_month_max_effect", "meets_minimum_effect", "plausible", "adopted")
+
+
+def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> dict[str, Any]:
+    """The figures the documentation quotes, with the same keys in every release (null where the data load
+    lacks what they need), so a page never names a figure that is absent."""
+    timing = check.get("timing") or {}
+    err = check.get("season_error") or {}
+    tests = months.get("tests") or {}
+    fs = {h["months_ahead"]: h for h in (months.get("forecast_skill") or {}).get("horizons", [])}
+    from pipeline.model.month_tests import TERMS
+
+    def interval(x: dict[str, Any], k: str) -> str | None:
+        v = x.get(k)
+        return None if not v or v[0] is None else f"{v[0]} to {v[1]}"
+
+    return {
+        "timing": {r: {lv: {k: ((timing.get(r) or {}).get(lv) or {}).get(k) for k in TIMING_KEYS}
+                       for lv in ("states", "lgas")} for r in ("model_3", rule)},
+        "season_error": {lv: {k: (err.get(lv) or {}).get(k) for k in ("log_sd", "share_inside",
+                                                                       "lowest_month_share_inside", "months_below_0_7")}
+                         for lv in ("states", "lgas", "archetype_groups")},
+        "month_terms": {t: {**{k: (tests.get(t) or {}).get(k) for k in TERM_KEYS},
+                            "interval_month_to_month": interval(tests.get(t) or {}, "pooled_gain_month_to_month_interval"),
+                            "interval_anomaly": interval(tests.get(t) or {}, "pooled_gain_anomaly_interval")}
+                        for t in TERMS},
+        "month_terms_adopted": (", ".join(tests.get("adopted") or []) or "none") if tests else None,
+        "forecast_skill": {f"h{h}": {k: (fs.get(h) or {}).get(k) for k in ("skill_vs_climatology", "skill_vs_persistence",
+                                                                            "lga_months")}
+                           for h in FORECAST_HORIZONS},
+        "median_state_r_month_to_month": months.get("median_state_r_month_to_month"),
+        "median_lga_r_month_to_month": (months.get("lga_level") or {}).get("median_r_month_to_month"),
+        "lgas": months.get("lgas"), "lga_months": months.get("lga_months"),
+    }
+
+
+def season_model_figures(sm: Any) -> dict[str, Any]:
+    """The published season's fit, with the same keys whether or not it was fitted (null when not)."""
+    h = sm.harmonic.to_json() if sm.harmonic is not None else {}
+    c = sm.check or {}
+    return {"rule": sm.rule, "series": sm.fitted_to, "archetype_series": c.get("archetype_series"),
+            "dated_lga_series": c.get("dated_lga_series"), "folds": c.get("folds"),
+            "pooling_range_km": h.get("pooling_range_km"), "pooling_shrink": h.get("pooling_shrink"),
+            "dated_lgas_pooled": h.get("dated_lgas_pooled"), "ridge": h.get("ridge"),
+            "lowest_published_lga_month": round(float(sm.lga_index.min()), 3)}
+
+
+SEASON_MODEL_KEYS = ("rule", "series", "archetype_series", "dated_lga_series", "folds", "pooling_range_km",
+                     "pooling_shrink", "dated_lgas_pooled", "ridge", "lowest_published_lga_month")
+
+
+def quotable_skeleton() -> dict[str, Any]:
+    """The report's quotable blocks (`targets`, `page`) with every figure null: what a page may quote
+    even in a release without the validation dataset (each then reads as not in this release)."""
+    rounds = [{"predicted_round": b} for _, b in HELD_OUT]
+    return {"targets": targets({}, {}, rounds, "model_4"),
+            "page": {**page_figures({}, {}, "model_4"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS)}}
+
+
+def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
+    """The whole report as a JSON-able dict (see the module docstring)."""
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
+    sm = md.season
+    return {
+        "model_version": res.model_version,
+        "score_range_level": model.RANGE_LEVEL,
+        "caveats": CAVEATS,
+        "seasons": {
+            "parameters": sm.params.to_json(),
+            "rule": sm.rule,
+            "rules_compared": SEASON_RULE_NAMES,
+            "parameters_fitted_to_series": sm.fitted_to,
+            "check": sm.check,
+            "profiles": season_profiles(sm, geo),
+        },
+        "months": (months := month_validation(md, res)),
+        "held_out_rounds": (rounds := [held_out(md, a, b) for a, b in HELD_OUT]),
+        "targets": targets(sm.check, months, rounds, sm.rule),
+        "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm)},
+        "map_agreement": map_agreement(md, res, inputs.incidence),
+        "lga_comparison": (lga := lga_comparison(md)),
+        "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),
+        "national_trend": national_trend_figures(inputs.survey, geo),
+        "baseline": {
+            "random_walk_variance_per_year": _r(res.baseline.q, 4),
+            "random_walk_variance_method": res.baseline.q_method,
+            "new_survey_design_effect": _r(res.baseline.new_survey_deff, 2),
+            "typical_children_per_state_survey": _r(res.baseline.typical_children, 1),
+            "rounds": sorted(int(y) for y in md.rounds["survey_year"].unique()),
+        },
+        "not_validated": NOT_VALIDATED,
+    }
+
+
 
 
 def produce(ctx: BuildContext) -> Produced:

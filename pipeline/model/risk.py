@@ -32,7 +32,9 @@ from statistics import NormalDist
 import numpy as np
 import polars as pl
 
-MODEL_VERSION = "survey-season-rain/3.0.0"
+# 4.0: baseline x season (no month term passed its registered test); 4.1 would carry a month term.
+MODEL_VERSION = "survey-season/4.0.0"
+MODEL_VERSION_WITH_MONTH_TERM = "survey-season-rain/4.1.0"
 RANGE_LEVEL = 0.8
 Z_RANGE = NormalDist().inv_cdf(0.5 + RANGE_LEVEL / 2)  # 1.2816
 # Levels follow the WHO malaria-elimination framework (2017) transmission strata on
@@ -235,6 +237,27 @@ def baseline_range(b: Baseline, months: np.ndarray) -> tuple[np.ndarray, np.ndar
     centre = expit(m)
     sd = np.sqrt(v + binomial_logit_var(centre, b.typical_children) * b.new_survey_deff)
     return centre, expit(m - Z_RANGE * sd), expit(m + Z_RANGE * sd)
+
+
+def season_logit_var(p: np.ndarray, log_sd: float) -> np.ndarray:
+    """Logit-scale variance of a level whose season factor is off by a log error of sd `log_sd`:
+    d logit(p e^e) / de = 1 / (1 - p) at e = 0."""
+    return (float(log_sd) / np.clip(1.0 - np.asarray(p, dtype=float), EPS, 1.0)) ** 2
+
+
+def widen(s: Scores, log_sd: float) -> Scores:
+    """The range with the season-shape error added: the logit half-width of each side combined in
+    quadrature with the season's (score unchanged, so low <= score <= high still holds)."""
+    if log_sd <= 0:
+        return s
+    mid = np.clip(s.score, EPS, 1 - EPS)
+    lm = logit(mid)
+    extra = season_logit_var(mid, log_sd)
+    sd_lo = (lm - logit(np.clip(s.low, EPS, 1 - EPS))) / Z_RANGE
+    sd_hi = (logit(np.clip(s.high, EPS, 1 - EPS)) - lm) / Z_RANGE
+    low = expit(lm - Z_RANGE * np.sqrt(np.maximum(sd_lo, 0) ** 2 + extra))
+    high = expit(lm + Z_RANGE * np.sqrt(np.maximum(sd_hi, 0) ** 2 + extra))
+    return Scores(score=s.score, low=np.minimum(low, s.low), high=np.maximum(high, s.high))
 
 
 def scores(base: np.ndarray, low: np.ndarray, high: np.ndarray, c: np.ndarray) -> Scores:

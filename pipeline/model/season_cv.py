@@ -9,7 +9,7 @@ Pure: frames and arrays in, arrays out. Two kinds of recorded monthly case profi
   cases over that LGA-year's mean, averaged per calendar month over the years.
 
 Every check figure is **leave one whole state out**: the held-out state's dated LGAs and every
-archetype whose population lies mostly in it are left out of the fit, the constants are refitted
+archetype group covering any of its population are left out of the fit, the constants are refitted
 on the rest, and the held-out profiles (its LGAs, the state, its archetypes) are predicted. The
 release is used for states without dated series, so that is the error that matters.
 """
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from pipeline.model import season_harmonics as H
 from pipeline.model.seasons import (
     MONTHS,
     AreaSeasonParams,
@@ -29,8 +30,10 @@ from pipeline.model.seasons import (
     area_index,
     best_months_share,
     fit_area_params,
+    pearson_rows,
     profile_errors,
     season_centre,
+    season_from_index,
     trough_to_peak,
 )
 
@@ -130,23 +133,30 @@ RULES = {
 }
 
 
-def fit(table: FitTable, rain: np.ndarray, series: Series, rule: str, leave_out: str | None = None) -> AreaSeasonParams:
-    """One rule's constants, fitted without the series of state `leave_out`."""
+def held_out_rows(series: Series, area_state: list[str] | np.ndarray, state: str) -> np.ndarray:
+    """[S] bool: the series a fold leaving `state` out may not train on: its own series and every
+    archetype group covering any of its population (nothing of the state stays in training)."""
+    areas = np.asarray(area_state) == state
+    return (np.array(series.state) == state) | (series.weights[:, areas].sum(axis=1) > 0)
+
+
+def fit(table: FitTable, rain: np.ndarray, series: Series, rule: str, out: np.ndarray | None = None) -> AreaSeasonParams:
+    """One rule's constants, fitted without the series marked in `out` (see `held_out_rows`)."""
     attr, floor_rule = RULES[rule]
     sw = getattr(series, attr).copy()
-    if leave_out is not None:
-        sw[np.array(series.state) == leave_out] = 0.0
+    if out is not None:
+        sw[out] = 0.0
     if not (sw > 0).any():
         sw = series.weight_model_2.copy() if attr == "weight_joint" else series.weight_joint.copy()
-        if leave_out is not None:
-            sw[np.array(series.state) == leave_out] = 0.0
+        if out is not None:
+            sw[out] = 0.0
     return fit_area_params(table, rain, series.weights, series.recorded, sw, floor_rule)
 
 
 @dataclass(frozen=True)
 class Fold:
     state: str
-    params: dict[str, AreaSeasonParams]
+    params: dict[str, Any]  # rule -> AreaSeasonParams (models 2, 3) or season_harmonics.HarmonicFit (model 4)
 
 
 @dataclass(frozen=True)
@@ -177,7 +187,7 @@ def leave_state_out(table: FitTable, rain: np.ndarray, series: Series, area_stat
     ai = {r: np.full((n, MONTHS), np.nan) for r in RULES}
     folds = []
     for g in states:
-        params = {r: fit(table, rain, series, r, leave_out=g) for r in RULES}
+        params = {r: fit(table, rain, series, r, out=held_out_rows(series, area_state, g)) for r in RULES}
         folds.append(Fold(g, params))
         rows = np.flatnonzero(s_arr == g)
         areas = np.flatnonzero(a_arr == g)
@@ -229,3 +239,167 @@ def squared_error(pred: np.ndarray, rec: np.ndarray, w: np.ndarray) -> float:
     p = pred / pred.mean(axis=1, keepdims=True)
     r = rec / rec.mean(axis=1, keepdims=True)
     return float((((p - r) ** 2).sum(axis=1) * w).sum() / w.sum())
+
+
+# --- Model 4: harmonics of log cases, partially pooled (pipeline.model.season_harmonics) ---------
+
+MODEL_4 = "model_4"
+
+
+@dataclass(frozen=True)
+class AreaData:
+    """Per-area inputs of the model-4 season (areas = LGAs, in the season model's order)."""
+
+    x: np.ndarray  # [n, k] raw covariates
+    xy: np.ndarray  # [n, 2] lon, lat
+    population: np.ndarray  # [n]
+    state: np.ndarray  # [n] state code
+
+
+def harmonic_units(series: Series, areas: AreaData, data_weight: dict[str, float] | None = None) -> H.Units:
+    """The fitting table of model 4: every series' log-profile harmonics and covariates."""
+    kind = np.array(series.kind)
+    w = series.weights / series.weights.sum(axis=1, keepdims=True)
+    theta = H.harmonics(np.log(np.clip(series.recorded, 1e-9, None)))
+    x = w @ areas.x
+    dated = kind == "lga"
+    xy = np.where(dated[:, None], w @ np.nan_to_num(areas.xy), np.nan)
+    dw = np.array([(data_weight or {}).get(n, 1.0) if d else 0.0 for n, d in zip(series.names, dated, strict=True)])
+    state = np.array([s if d else "" for s, d in zip(series.state, dated, strict=True)])
+    return H.Units(theta, x, series.weight_joint.astype(float), dated, xy, dw, state)
+
+
+def area_profiles(f: H.HarmonicFit, areas: AreaData, rows: np.ndarray) -> np.ndarray:
+    """[len(rows), 12] unrounded profiles (peak 1) of the areas `rows` under fit `f`."""
+    return H.profiles(f.predict(areas.x[rows], areas.xy[rows]))
+
+
+def weighted_profile(prof: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Weighted mean of profiles each scaled to mean 1, rescaled to peak 1 (an aggregate's season)."""
+    m = prof / prof.mean(axis=1, keepdims=True)
+    out = np.asarray(w, dtype=float) @ m
+    return out / out.max(axis=-1, keepdims=True)
+
+
+def harmonic_leave_state_out(series: Series, areas: AreaData, units: H.Units, std: H.Standardiser,
+                             dated_states: list[str], cv: CrossValidated) -> CrossValidated:
+    """Model 4's leave-whole-state-out predictions, added to `cv` under MODEL_4.
+
+    Each fold drops the state's dated LGAs and every archetype covering any of its population, then
+    chooses the pooling constants by an inner leave-one-state-out over what is left (nested)."""
+    S, n = series.recorded.shape[0], len(areas.state)
+    out_s, out_f = np.full((S, MONTHS), np.nan), np.full(S, np.nan)
+    out_st = np.full((len(dated_states), MONTHS), np.nan)
+    ai, af = np.full((n, MONTHS), np.nan), np.full(n, np.nan)
+    folds = list(cv.folds)
+    states = [f.state for f in cv.folds]
+    for k, g in enumerate(states):
+        held = held_out_rows(series, areas.state, g)
+        keep = ~held
+        rk, sh = H.choose_pooling(units, std, keep)
+        f = H.fit(units, std, keep, rk, sh)
+        folds[k] = Fold(g, {**cv.folds[k].params, MODEL_4: f})
+        rows = np.flatnonzero(np.array(series.state) == g)
+        used = np.flatnonzero(series.weights[rows].sum(axis=0) > 0)
+        if rows.size:
+            prof = area_profiles(f, areas, used)
+            w = series.weights[rows][:, used]
+            out_s[rows] = weighted_profile(prof, w / w.sum(axis=1, keepdims=True))
+            out_f[rows] = out_s[rows].min(axis=1)
+        mine = np.flatnonzero(areas.state == g)
+        if mine.size:
+            prof = area_profiles(f, areas, mine)
+            ai[mine], af[mine] = prof, prof.min(axis=1)
+            if g in dated_states:
+                pw = areas.population[mine]
+                out_st[dated_states.index(g)] = weighted_profile(prof, pw / pw.sum())
+    lag = np.full(n, np.nan)
+    return CrossValidated(folds, {**cv.series_pred, MODEL_4: out_s}, {**cv.series_floor, MODEL_4: out_f},
+                          {**cv.state_pred, MODEL_4: out_st}, {**cv.area_floor, MODEL_4: af},
+                          {**cv.area_lag, MODEL_4: lag}, {**cv.area_index, MODEL_4: ai})
+
+
+def smooth3(profiles: np.ndarray) -> np.ndarray:
+    """Circular 3-month running mean (the recorded profile the peak month is read from)."""
+    p = np.atleast_2d(profiles)
+    return (np.roll(p, 1, axis=1) + p + np.roll(p, -1, axis=1)) / 3
+
+
+def timing(pred: np.ndarray, rec: np.ndarray) -> dict[str, np.ndarray]:
+    """Per profile: signed peak, start and centre errors (months, predicted minus recorded), trough/peak
+    and best-4 share errors, shape r. The recorded peak and start are read from its 3-month smoothed
+    profile; each season's start at the midpoint between its own trough and peak."""
+    pn = pred / pred.max(axis=1, keepdims=True)
+    rn = rec / rec.max(axis=1, keepdims=True)
+    rs = smooth3(rec)
+    rs = rs / rs.max(axis=1, keepdims=True)
+    start = []
+    for a, b in zip(pn, rs, strict=True):
+        sa = season_from_index(np.round(a, 3), float(a.min() + (1 - a.min()) / 2))
+        sb = season_from_index(np.round(b, 3), float(b.min() + (1 - b.min()) / 2))
+        start.append(float(H.signed_month_difference(sa.season_start_month, sb.season_start_month)))
+    return {
+        "shape_r": pearson_rows(pn, rn),
+        "peak_error": H.signed_month_difference(pn.argmax(axis=1), rs.argmax(axis=1)),
+        "start_error": np.array(start),
+        "centre_error": H.signed_month_difference(season_centre(pn), season_centre(rn)),
+        "trough_to_peak_error": np.abs(trough_to_peak(pn) - trough_to_peak(rn)),
+        "best_4_share_error": np.abs(best_months_share(pn) - best_months_share(rn)),
+    }
+
+
+def timing_summary(t: dict[str, np.ndarray]) -> dict[str, Any]:
+    """The timing measures over a set of profiles (summaries only)."""
+    n = len(t["shape_r"])
+    if n == 0:
+        return {"profiles": 0}
+    pk = t["peak_error"]
+    return {
+        "profiles": n,
+        "median_shape_r": _r(float(np.nanmedian(t["shape_r"]))),
+        "peak_within_1_month": int((np.abs(pk) <= 1).sum()),
+        "mean_signed_peak_error": _r(float(pk.mean())),
+        "mean_abs_peak_error": _r(float(np.abs(pk).mean())),
+        "mean_signed_start_error": _r(float(t["start_error"].mean())),
+        "mean_signed_centre_error": _r(float(t["centre_error"].mean())),
+        "mean_abs_centre_error": _r(float(np.abs(t["centre_error"]).mean())),
+        "mean_trough_to_peak_error": _r(float(t["trough_to_peak_error"].mean()), 3),
+        "mean_best_4_share_error": _r(float(t["best_4_share_error"].mean()), 3),
+    }
+
+
+def log_residuals(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
+    """[n, 12] out-of-sample error of the season on the log scale, both profiles scaled to mean 1."""
+    p, r = np.atleast_2d(pred), np.atleast_2d(rec)
+    return np.log(p / p.mean(axis=1, keepdims=True)) - np.log(r / r.mean(axis=1, keepdims=True))
+
+
+def rms(x: np.ndarray) -> float:
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    return float(np.sqrt(np.mean(x**2))) if x.size else 0.0
+
+
+def season_error(resid: np.ndarray, group: np.ndarray, z: float) -> dict[str, Any]:
+    """The season-shape error a range must carry, and its coverage checked in every calendar month.
+
+    resid: [n, 12] out-of-sample log residuals (one row per left-out profile); group: [n] the state each
+    row was left out with. The sd is the RMS of every residual. Coverage is nested: each state's rows are
+    judged by the sd of the *other* states' residuals, and the share of profile-months inside +-z sd is
+    summarised over the calendar months (lowest, highest, months under 0.7) and overall."""
+    resid = np.atleast_2d(resid)
+    g = np.asarray(group)
+    if resid.shape[0] == 0:
+        return {"profiles": 0, "log_sd": 0.0}
+    inside = np.zeros(resid.shape, dtype=bool)
+    for s in sorted(set(g.tolist())):
+        rows = g == s
+        sd = rms(resid[~rows]) if (~rows).any() else rms(resid)
+        inside[rows] = np.abs(resid[rows]) <= z * sd
+    by_month = inside.mean(axis=0)
+    # only summaries of the monthly coverage are kept (no per-month values of the dated series leave)
+    return {"profiles": int(resid.shape[0]), "log_sd": round(rms(resid), 4),
+            "share_inside": round(float(inside.mean()), 3),
+            "lowest_month_share_inside": round(float(by_month.min()), 3),
+            "highest_month_share_inside": round(float(by_month.max()), 3),
+            "months_below_0_7": int((by_month < 0.7).sum())}

@@ -14,7 +14,7 @@ operator pins the release, `malaria-risk pin`) is the one field that changes aft
 
 The retention rule lives here too, because it is a rule about which releases are kept:
 the newest N, every pinned one, and the one being served (`retain`). Layering: this module
-uses the release layer (`tree`) and the store, never the renderer. Design: docs/releases.md.
+uses the release layer (`tree`) and the store, never the renderer. Design: docs/local-releases.md.
 """
 
 from __future__ import annotations

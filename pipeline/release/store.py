@@ -6,7 +6,7 @@ An object is written once (to a temporary name, then renamed, so the store never
 partial object under a real name) and never changed. Releases are hard links to objects
 (`pipeline.release.tree`), so a file unchanged since the last release costs a directory
 entry, not a copy; an object's link count is its reference count, and `collect` removes
-the objects no release links any more. Design and the retention rule: docs/releases.md.
+the objects no release links any more. Design and the retention rule: docs/local-releases.md.
 
 Builds and prunes take the store's lock (`locked`): a collection between an object's write
 and its first link would otherwise remove it.

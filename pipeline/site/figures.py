@@ -1,15 +1,18 @@
 """Figures of this release that the documentation quotes, taken from the documents the
 build just produced, so a page can never disagree with the data it ships with.
 
-Markdown pages refer to them as `{{ name }}` (e.g. `{{ check.median_correlation }}`);
-`substitute` replaces every placeholder and refuses an unknown name, so a typo fails the
-build instead of publishing a blank.
+Markdown pages refer to them as `{{ name }}` (e.g. `{{ check.median_correlation }}`, or
+`{{ score_cases.AK.r_monthly_level }}`); `substitute` replaces every placeholder and refuses an
+unknown name or any `{{`/`}}` left over, so a typo fails the build instead of publishing template
+syntax. Counts that prose states beside a table (`{{ targets.missed }} of {{ targets.total }}`)
+are computed from the same figures as the table's cells (TARGETS).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -17,8 +20,80 @@ import orjson
 from pipeline.datasets.base import Produced
 from pipeline.errors import UnknownFigure
 
-PLACEHOLDER = re.compile(r"\{\{\s*([a-z_][a-z0-9_.]*)\s*\}\}")
+PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
+LEFTOVER = re.compile(r"\{\{|\}\}")
 NOT_IN_RELEASE = "(not in this release)"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A validation target set before the model was built: `figure` must lie in [low, high]."""
+
+    key: str
+    figure: str
+    low: float | None = None
+    high: float | None = None
+
+    def text(self) -> str:
+        def f(v: float) -> str:
+            return f"{v:.2f}" if round(v, 2) == v else f"{v:g}"
+
+        if self.low is not None and self.high is not None:
+            return f"{f(self.low)}–{f(self.high)}"
+        return f"≥ {f(self.low)}" if self.low is not None else f"≤ {f(self.high or 0.0)}"
+
+    def met(self, value: Any) -> bool | None:
+        """None when the figure is not in the release (neither met nor missed)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return None
+        return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
+
+
+# The model page's targets, one per figure its table compares: the prose counts (`targets.missed`
+# of `targets.total`) and the table's target cells (`target.<key>`) come from this one list.
+TARGETS: tuple[Target, ...] = (
+    Target("map_2018_spearman", "validation.map_2018.spearman", 0.88),
+    Target("map_2019_spearman", "validation.map_2019.spearman", 0.85),
+    Target("held_out_2021_spearman", "validation.held_out_2021.spearman", 0.70),
+    Target("held_out_2021_inside", "validation.held_out_2021.share_inside_80_range", 0.70, 0.90),
+    Target("held_out_2018_inside", "validation.held_out_2018.share_inside_80_range", 0.70, 0.90),
+    Target("held_out_2018_var_z", "validation.held_out_2018.var_z", 0.8, 1.25),
+    Target("held_out_2021_var_z", "validation.held_out_2021.var_z", 0.8, 1.25),
+    Target("range_holds_2018", "validation.held_out_2018.share_inside_80_range", 0.75, 0.85),
+    Target("range_holds_2021", "validation.held_out_2021.share_inside_80_range", 0.75, 0.85),
+    Target("lga_deviance", "validation.lga_small_area.deviance_small_area", None, 0.183),
+)
+NUMBER_WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+                "twelve")
+
+
+def count_words(n: int) -> str:
+    """A count as prose writes it ("two", "13")."""
+    return NUMBER_WORDS[n] if 0 <= n < len(NUMBER_WORDS) else str(n)
+
+
+def target_figures(figures: Mapping[str, Any], targets: Iterable[Target] = TARGETS) -> dict[str, Any]:
+    """`target.<key>` (the bound as text), `target.<key>.met` and the counts over all targets:
+    `targets.total`, `targets.met`, `targets.missed` (digits), `targets.missed_words` ("two"),
+    `targets.missed_list` (the keys missed), `targets.unknown` (figures not in the release)."""
+    out: dict[str, Any] = {}
+    met = missed = unknown = 0
+    missed_keys: list[str] = []
+    for t in targets:
+        ok = t.met(figures.get(t.figure))
+        out[f"target.{t.key}"] = t.text()
+        out[f"target.{t.key}.met"] = NOT_IN_RELEASE if ok is None else ok
+        if ok is None:
+            unknown += 1
+        elif ok:
+            met += 1
+        else:
+            missed += 1
+            missed_keys.append(t.key)
+    out.update({"targets.total": met + missed + unknown, "targets.met": met, "targets.missed": missed,
+                "targets.missed_words": count_words(missed), "targets.met_words": count_words(met),
+                "targets.missed_list": ", ".join(missed_keys) or "none", "targets.unknown": unknown})
+    return out
 
 
 def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
@@ -67,7 +142,64 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
                     figures[f"check.{level}.{key}.{rule}.{m}"] = _given(zv.get(m))
     figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
     figures.update(validation_figures(produced_files(produced)))
+    figures.update(target_figures(figures))
+    figures.update(freshness_figures(docs, figures))
     return figures
+
+
+# What each adopted month term multiplies an estimated month by, in the words of the pages.
+MONTH_TERM_WORDS = {
+    "a_actual_year_rainfall": "that year's recorded rainfall",
+    "b_rain_anomalies_lags_0_3": "the rain term (that month's recorded rainfall and that of the three months before it, "
+                                 "against their usual amounts)",
+    "c1_smc_rounds": "the SMC term (seasonal malaria chemoprevention rounds)",
+    "c2_llin_campaign_timing": "the net-campaign term",
+}
+
+
+def newest_survey(transmission: Mapping[str, Any] | None) -> tuple[str, int] | None:
+    """(round, year) of the newest household survey with a positivity figure in the release."""
+    rounds = [(int(t["survey_year"]), str(t.get("survey") or t["survey_year"]))
+              for st in (transmission or {}).get("states", []) for t in st.get("survey_trend") or []
+              if t.get("positivity") is not None and t.get("survey_year") is not None]
+    if not rounds:
+        return None
+    year, name = max(rounds)
+    return name, year
+
+
+FRESHNESS = ("data.last_estimated", "data.last_forecast", "data.forecast_months", "survey.newest_round",
+             "survey.newest_year", "model.month_after_survey", "model.month_terms")
+
+
+def freshness_figures(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
+    """How old the data are and what a month after the newest survey rests on, read from this
+    release's own documents (periods, survey trends, the adopted month terms of the validation
+    report), so the landing page and the map never promise more than the release holds."""
+    periods = docs.get("/v1/periods") or {}
+    months = periods.get("months") or []
+    forecast = [m["period"] for m in months if m.get("kind") == "forecast"]
+    survey = newest_survey(docs.get("/v1/transmission/states"))
+    adopted_raw = figures.get("validation.months.adopted", NOT_IN_RELEASE)
+    adopted = [] if adopted_raw in ("none", NOT_IN_RELEASE) else [t.strip() for t in str(adopted_raw).split(",")]
+    terms = [MONTH_TERM_WORDS.get(t, t.replace("_", " ")) for t in adopted]
+    if survey is None:
+        made_of = NOT_IN_RELEASE
+    else:
+        made_of = (f"the {survey[0]} survey baseline (held at its level since {survey[1]}, its range widening "
+                   "with every month) × the typical season of its calendar month"
+                   + "".join(f" × {t}" for t in terms)
+                   + (" (whether a month term is adopted is not in this release)"
+                      if adopted_raw == NOT_IN_RELEASE else ""))
+    return {
+        "data.last_estimated": periods.get("last_estimated") or NOT_IN_RELEASE,
+        "data.last_forecast": periods.get("last_forecast") or NOT_IN_RELEASE,
+        "data.forecast_months": len(forecast) if months else NOT_IN_RELEASE,
+        "survey.newest_round": survey[0] if survey else NOT_IN_RELEASE,
+        "survey.newest_year": survey[1] if survey else NOT_IN_RELEASE,
+        "model.month_after_survey": made_of,
+        "model.month_terms": ", ".join(terms) if terms else "none",
+    }
 
 
 VALIDATION_FILE = "docs/validation.json"
@@ -93,7 +225,10 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     """`validation.*` figures from the validation report the risk producer ships."""
     raw = files.get(VALIDATION_FILE)
     report: dict[str, Any] = orjson.loads(raw) if raw else {}
-    out: dict[str, Any] = {}
+    from pipeline.datasets.validation import quotable_skeleton
+
+    out: dict[str, Any] = dict(flatten_report(quotable_skeleton(), "validation"))
+    out.update(flatten_report(report, "validation"))
 
     def put(name: str, value: Any) -> None:
         out[f"validation.{name}"] = NOT_IN_RELEASE if value is None else value
@@ -161,6 +296,27 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     return out
 
 
+ROW_KEYS = ("key", "state_code", "lga_code", "predicted_round", "months_ahead", "year")
+
+
+def flatten_report(doc: Any, prefix: str) -> Iterable[tuple[str, Any]]:
+    """Every scalar of the validation report as `prefix.path` (lower case; a list of records is keyed by
+    its records' key, state code, round or horizon), so a page may quote any figure the report carries.
+    Lists of numbers are not quoted in prose and are skipped; null reads as not in this release."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            yield from flatten_report(v, f"{prefix}.{re.sub(r'[^a-z0-9_]+', '_', str(k).lower()).strip('_')}")
+    elif isinstance(doc, list):
+        if doc and all(isinstance(x, dict) for x in doc):
+            key = next((k for k in ROW_KEYS if all(k in x for x in doc)), None)
+            for i, x in enumerate(doc):
+                yield from flatten_report(x, f"{prefix}.{str(x[key]).lower() if key else i}")
+        elif doc and all(isinstance(x, str) for x in doc):
+            yield prefix, ", ".join(doc)
+    else:
+        yield prefix, NOT_IN_RELEASE if doc is None else doc
+
+
 def substitute(text: str, figures: Mapping[str, Any], page: str) -> str:
     def one(m: re.Match) -> str:
         name = m.group(1)
@@ -172,4 +328,11 @@ def substitute(text: str, figures: Mapping[str, Any], page: str) -> str:
             return "yes" if value else "no"
         return str(value)
 
-    return PLACEHOLDER.sub(one, text)
+    out = PLACEHOLDER.sub(one, text)
+    left = LEFTOVER.search(out)
+    if left:
+        line = out.count("\n", 0, left.start()) + 1
+        snippet = out[max(0, left.start() - 30):left.end() + 30].replace("\n", " ")
+        raise UnknownFigure(f"docs/{page}.md line {line}: a placeholder that is not `{{{{ name }}}}` "
+                            f"(letters, digits, _ and . only) stays unfilled: …{snippet}…")
+    return out

@@ -183,7 +183,10 @@ def resource_schemas() -> dict[str, Schema]:
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
-        "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast."},
+        "last_forecast": {**PERIOD, "description": "Furthest month ahead that has a forecast. A forecast is the "
+                          "survey baseline times the typical season of its calendar month: it equals the season "
+                          "climatology scaled by the baseline (no rainfall forecast is used; its skill against "
+                          "climatology and persistence is on the validation page)."},
         "months": {"type": "array", "items": _ref("Month"), "description": "Every available month, oldest "
                    "first, from 2018-01."},
         "updated_at": _str("When the data was last loaded (ISO 8601).", format="date-time"),
@@ -311,8 +314,9 @@ def resource_schemas() -> dict[str, Schema]:
         "mean_months_off": {"type": ["number", "null"]},
         "mean_months_peak_is_off": {"type": ["number", "null"]},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "season_rule": _str("The season rule published, chosen by held-out squared error (additive).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
+        "season_rule": _str("The season rule published (additive): model 4 whenever case records exist; the "
+                            "others are refitted in the same folds as its comparison.",
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
                                          "description": "Held-out squared error of each season rule (additive)."},
         "folds": _int("States left out in turn (additive)."),
@@ -333,7 +337,17 @@ def resource_schemas() -> dict[str, Schema]:
                     "(additive)."},
         "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
                    "dated_lgas), by rule and by zone (additive; docs: seasons)."},
-    }, description="Comparison against monthly case records, leaving whole states out.")
+        "timing": {"type": "object", "description": "Per rule: signed peak, start and centre errors, trough/peak "
+                   "and best-4 share errors and shape r over the left-out dated states and their LGAs, and per "
+                   "left-out state (summaries only; additive; present when dated series exist)."},
+        "season_error": {"type": "object", "description": "The published season's out-of-sample log error by "
+                         "level, the sd the ranges carry and its coverage summarised over calendar months "
+                         "(additive; present when case records exist)."},
+    }, required=["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off",
+                 "cross_validation", "season_rule", "season_rule_cv_squared_error", "folds", "archetype_series",
+                 "dated_lga_series", "dated_states", "mean_centre_months_off", "mean_best_4_month_share_error",
+                 "mean_trough_to_peak_error", "recorded_median_trough_to_peak", "recorded_max_best_4_month_share",
+                 "by_band", "levels"], description="Comparison against monthly case records, leaving whole states out.")
     s["TransmissionMethod"] = _obj({
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
@@ -347,7 +361,10 @@ def resource_schemas() -> dict[str, Schema]:
         "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
+        "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
+                         "range and shrink, regression coefficients (additive; present when season_rule is "
+                         "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
                                 "with 5 dry months (additive)."},
         "lag_per_dry_month": {"type": "number", "description": "Change of the lag per extra dry month (additive)."},
@@ -359,7 +376,9 @@ def resource_schemas() -> dict[str, Schema]:
         "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
                                             "the case records were absent and the documented defaults apply "
                                             "(additive)."),
-    })
+    }, required=["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check",
+                 "seasonal_floor", "season_rule", "dry_month_below_mm", "peak_window_share_of_peak",
+                 "parameters_fitted_to_series"])  # the floor and lag constants exist only under models 2-3
     s["TransmissionStatesResponse"] = _obj({
         "method": _ref("TransmissionMethod"),
         "national": _obj({

@@ -9,7 +9,8 @@ Pages: `index.html`, `api.html` (docs/api.md followed by the reference generated
 from the route table and the OpenAPI schemas), `errors.html` (the catalogue, one
 anchor per code, which is where problem `type` URIs point), `attribution.html`,
 `openapi.json`, and one page per other `docs/*.md` — a new Markdown file appears
-on the next build without any change here. Links are absolute (`/docs/…`) because
+on the next build without any change here — except the operator documents
+(OPERATOR_PAGES), which stay in the repository and are never published. Links are absolute (`/docs/…`) because
 the gate serves the site there and problem `type` URIs already assume it.
 """
 
@@ -39,11 +40,11 @@ from edge.routes import (
     Param,
     Route,
 )
-from pipeline.attribution import SOURCES
+from pipeline.attribution import SOURCES, licence_table
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
-from pipeline.settings import REPO_ROOT
-from pipeline.site.figures import release_figures, substitute
+from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
+from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -60,11 +61,14 @@ BASE = "/" + PUBLIC_PREFIX  # "/docs/"
 
 # Pages the site generates itself. A docs/<slug>.md with one of these names is not
 # a page of its own: its text becomes the introduction of the generated page.
-GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes", "operating")
+GENERATED = ("index", "api", "errors", "attribution", "map", "state-codes")
 # Reading order of the Markdown pages; anything else follows alphabetically.
 DOC_ORDER = ("quickstart", "keys", "geography", "context", "model", "seasons", "rate-limits", "downloads")
-# Pages for the people who run the service; they have their own section and navigation.
-OPERATOR_PAGES = ("architecture", "operations", "data-load", "deploy", "monitoring", "runbook", "limits", "dashboard")
+# Documents for the people who run the service: they stay Markdown in the repository's docs/ and are
+# not published with the release (a reader of the API needs none of them; an attacker gets no map of
+# the infrastructure). A public page's link to one is shown as text.
+OPERATOR_PAGES = ("architecture", "operations", "data-load", "deploy", "monitoring", "runbook", "limits", "dashboard",
+                  "local-releases")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):
@@ -455,6 +459,8 @@ def render_site(
     assets: Mapping[str, tuple[str, bytes]] | None = None,
     examples: Mapping[str, tuple[str, str, bool]] | None = None,
     states: Sequence[StateRow] = (),
+    dashboard_url: str = DEFAULT_DASHBOARD_URL,
+    facts: Mapping[str, Any] | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug.
 
@@ -462,9 +468,9 @@ def render_site(
     libraries), keyed relative to `docs/`; `examples` are example responses per route
     path; `states` fill the state-codes table and the `state` enum of the OpenAPI document.
     """
+    markdown = {slug: text for slug, text in markdown.items() if slug not in OPERATOR_PAGES}
     slugs = [s for s in markdown if s not in GENERATED]
-    operator_slugs = [s for s in OPERATOR_PAGES if s in slugs]
-    doc_slugs = _ordered([s for s in slugs if s not in OPERATOR_PAGES])
+    doc_slugs = _ordered(slugs)
     known = set(slugs) | set(GENERATED)
     pages = {slug: markdown_page(slug, text, known) for slug, text in markdown.items()}
     env = _environment(templates)
@@ -482,20 +488,21 @@ def render_site(
            item("errors", "Errors", "Error catalogue"), item("state-codes", "State codes", "State codes")]
     nav += [md_item(s) for s in doc_slugs if s != "quickstart"]
     nav += [item("attribution", "Data sources and licences")]
-    operator_nav = [item("operating", "Operating the service")] + [md_item(s) for s in operator_slugs]
+    # how old the data are (figures.FRESHNESS); absent facts read as not in this release
+    shown_facts: dict[str, Any] = {name: (facts or {}).get(name, NOT_IN_RELEASE) for name in FRESHNESS}
     common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
-              "analyst_nav": nav, "operator_nav": operator_nav}
-    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES}
+              "analyst_nav": nav, "dashboard_url": dashboard_url,
+              "facts": shown_facts}
+    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES,
+              "licence_table": licence_table()}
 
     def intro(slug: str) -> Markup | None:
         return pages[slug].body if slug in pages else None
 
     files: dict[str, tuple[str, bytes]] = {}
 
-    def put(name: str, template: str, section: str = "analyst", **extra: Any) -> None:
-        html = env.get_template(template).render(
-            **common, **shared, current=name, section=section,
-            nav=operator_nav if section == "operator" else nav, **extra)
+    def put(name: str, template: str, **extra: Any) -> None:
+        html = env.get_template(template).render(**common, **shared, current=name, nav=nav, **extra)
         files[f"{PUBLIC_PREFIX}{name}.html"] = (HTML, html.encode())
 
     put("index", "index.html", title="Malaria risk data service for Nigeria", intro=intro("index"))
@@ -505,18 +512,42 @@ def render_site(
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
-        map_config=Markup(orjson.dumps({"levels": levels}).decode().replace("<", "\\u003c")))
+        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": shown_facts["data.last_estimated"],
+                                        "last_forecast": shown_facts["data.last_forecast"]})
+                          .decode().replace("<", "\\u003c")))
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
-    put("operating", "operating.html", "operator", title="Operating the service", intro=intro("operating"))
     for slug in doc_slugs:
         put(slug, "page.html", title=pages[slug].title, page=pages[slug])
-    for slug in operator_slugs:
-        put(slug, "page.html", "operator", title=pages[slug].title, page=pages[slug])
     files[f"{PUBLIC_PREFIX}openapi.json"] = ("application/json", orjson.dumps(doc, option=orjson.OPT_INDENT_2))
     files[f"{PUBLIC_PREFIX}style.css"] = (CSS, stylesheet + swatch_rules(levels))
     for name, (ctype, data) in (assets or {}).items():
         files[f"{PUBLIC_PREFIX}{name}"] = (ctype, data)
+    for key, (ctype, data) in files.items():
+        if ctype == HTML:
+            check_prose(key, data.decode())
     return files
+
+
+_NOT_PROSE = re.compile(r"<(script|pre|code|style)\b.*?</\1>", re.S | re.I)
+_TAGS = re.compile(r"<[^>]+>")
+_UNFILLED = re.compile(r"\{\{|\}\}|\{%|%\}")
+# `nan` anywhere; `None` unless English begins with it ("None is ShareAlike", "None beyond …")
+_PYTHON_BLANK = re.compile(r"\b(?:nan|NaN)\b|\bNone\b(?! [a-z])")
+
+
+def prose(html: str) -> str:
+    """The text a reader reads: tags, scripts, styles and code left out."""
+    return _TAGS.sub(" ", _NOT_PROSE.sub(" ", html))
+
+
+def check_prose(key: str, html: str) -> None:
+    """A page whose prose shows template syntax or a Python blank (`None`, `nan`) is not published."""
+    text = prose(html)
+    for pattern, what in ((_UNFILLED, "an unfilled template placeholder"), (_PYTHON_BLANK, "a Python blank")):
+        m = pattern.search(text)
+        if m:
+            raise SiteError(f"{key} shows {what} {m.group(0)!r} in its text: "
+                            f"…{' '.join(text[max(0, m.start() - 60):m.end() + 60].split())}…")
 
 
 def swatch_rules(levels: list[dict[str, Any]]) -> bytes:
@@ -539,7 +570,8 @@ def site_assets(site_dir: Path = SITE_DIR) -> dict[str, tuple[str, bytes]]:
     other host.
     """
     modules = site_dir / "node_modules"
-    out: dict[str, tuple[str, bytes]] = {"map.js": (JS, (site_dir / "static" / "map.js").read_bytes())}
+    out: dict[str, tuple[str, bytes]] = {name: (JS, (site_dir / "static" / name).read_bytes())
+                                         for name in ("map.js", "freshness.js")}
     for package, inner, key in VENDOR_FILES:
         path = modules / package / inner
         if not path.is_file():
@@ -564,8 +596,9 @@ def read_markdown(docs_dir: Path) -> dict[str, str]:
 
 
 def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Path = SITE_DIR) -> Produced:
-    figures = release_figures(ctx.produced)
-    markdown = {slug: substitute(text, figures, slug) for slug, text in read_markdown(docs_dir).items()}
+    figures = {**release_figures(ctx.produced), "site.dashboard_url": ctx.dashboard_url}
+    markdown = {slug: substitute(text, figures, slug) for slug, text in read_markdown(docs_dir).items()
+                if slug not in OPERATOR_PAGES}
     files = render_site(
         markdown,
         site_dir / "templates",
@@ -574,5 +607,7 @@ def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Pa
         assets=site_assets(site_dir),
         examples=examples_from(ctx.produced),
         states=state_rows(ctx.geography),
+        dashboard_url=ctx.dashboard_url,
+        facts={name: figures[name] for name in FRESHNESS},
     )
     return Produced(dataset="site", documents={}, files=files)

@@ -16,31 +16,32 @@ PAD_L, PAD_R, PAD_T, PAD_B = 34, 8, 22, 24
 COLS = 3
 MONTH_LETTERS = "JFMAMJJASOND"
 STYLE = {
-    "recorded": ("#111111", ""),
+    "archetype_band": ("#bbbbbb", ""),
+    "archetype_profile": ("#555555", "1 2"),
     "out_of_sample": ("#1f6fb4", ""),
-    "model_2_out_of_sample": ("#999999", "4 3"),
+    "model_3_out_of_sample": ("#999999", "4 3"),
     "published": ("#d9730d", "2 2"),
-    "cases_over_mean": ("#111111", ""),
     "score_over_mean": ("#1f6fb4", ""),
 }
 LABELS = {
-    "recorded": "recorded (dated cases)",
-    "out_of_sample": "model 3, state held out",
-    "model_2_out_of_sample": "model 2 rule, state held out",
-    "published": "published index (fitted with this LGA)",
-    "cases_over_mean": "cases / mean",
+    "archetype_band": "range of the published archetype case profiles in the state",
+    "archetype_profile": "published case profile of the LGA's archetype",
+    "out_of_sample": "model, state held out",
+    "model_3_out_of_sample": "model 3 rule, state held out",
+    "published": "published index",
     "score_over_mean": "score (season held out) / mean",
 }
+Band = dict[str, list[float]]
 
 
 def _fmt(v: float) -> str:
     return f"{v:.1f}"
 
 
-def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | None]], ymin: float, ymax: float,
+def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | None] | Band], ymin: float, ymax: float,
            xlabels: Sequence[str]) -> list[str]:
     w, h = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
-    n = max(len(v) for v in series.values())
+    n = max(len(v["low"]) if isinstance(v, dict) else len(v) for v in series.values())
     out = [f'<text x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + 14)}" font-size="11" font-weight="bold">{escape(title)}</text>',
            f'<rect x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + PAD_T)}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
     for frac in (0.0, 0.5, 1.0):
@@ -52,8 +53,17 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
         x = x0 + PAD_L + (w * k / max(n - 1, 1))
         out.append(f'<text x="{_fmt(x)}" y="{_fmt(y0 + PAD_T + h + 10)}" font-size="7" text-anchor="middle">'
                    f'{escape(xlabels[k % len(xlabels)])}</text>')
+    def xy(k: int, v: float) -> str:
+        x = x0 + PAD_L + w * k / max(n - 1, 1)
+        y = y0 + PAD_T + h * (1 - (min(max(v, ymin), ymax) - ymin) / (ymax - ymin))
+        return f"{_fmt(x)},{_fmt(y)}"
+
     for name, vals in series.items():
         colour, dash = STYLE.get(name, ("#444", ""))
+        if isinstance(vals, dict):  # a band: filled between its low and high edges
+            ring = [xy(k, v) for k, v in enumerate(vals["high"])] + [xy(k, v) for k, v in reversed(list(enumerate(vals["low"])))]
+            out.append(f'<polygon fill="{colour}" fill-opacity="0.5" stroke="none" points="{" ".join(ring)}"/>')
+            continue
         pts: list[str] = []
         runs: list[list[str]] = []
         for k, v in enumerate(vals):
@@ -73,7 +83,7 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
     return out
 
 
-def _figure(title: str, panels: list[tuple[str, dict[str, Sequence[float | None]]]], ymin: float, ymax: float,
+def _figure(title: str, panels: list[tuple[str, dict[str, Sequence[float | None] | Band]]], ymin: float, ymax: float,
             xlabels: Sequence[str], note: str) -> str:
     names: list[str] = []
     for _, s in panels:
@@ -104,32 +114,37 @@ def _figure(title: str, panels: list[tuple[str, dict[str, Sequence[float | None]
 
 
 def validation_plots(report: dict[str, Any]) -> dict[str, str]:
-    """File name -> SVG for the validation page (always every file; empty plots say why)."""
+    """File name -> SVG for the validation page (always every file; empty plots say why).
+
+    Only the model's curves and published archetype profiles are drawn: the dated case series may not
+    leave the pipeline in any form, so none of its values (not even rescaled) reaches a plot."""
     prof = report.get("seasons", {}).get("profiles", {})
     absent = prof.get("note", "dated case series absent from this data load")
-    state_panels = [(f'{s["state"]}', {k: s[k] for k in ("recorded", "out_of_sample", "model_2_out_of_sample")})
-                    for s in prof.get("states", [])]
-    lga_panels = [(f'{s["lga"]} ({s["state_code"]})', {k: s[k] for k in ("recorded", "out_of_sample", "published")})
+    keys_s = ("archetype_band", "out_of_sample", "model_3_out_of_sample")
+    keys_l = ("archetype_profile", "out_of_sample", "published")
+    state_panels = [(f'{s["state"]}', {k: s[k] for k in keys_s if k in s}) for s in prof.get("states", [])]
+    lga_panels = [(f'{s["lga"]} ({s["state_code"]})', {k: s[k] for k in keys_l if k in s})
                   for s in prof.get("lgas", [])]
     months = report.get("months", {}) or {}
-    score_panels = [(f'{s["state_code"]}: r {s["r_monthly_level"]} / {s["r_month_to_month"]}',
-                     {"cases_over_mean": s["cases_over_mean"], "score_over_mean": s["score_over_mean"]})
-                    for s in months.get("score_against_cases", [])]
+    score_panels: list[tuple[str, dict[str, Sequence[float | None] | Band]]] = [
+        (f'{s["state_code"]}: r {s["r_monthly_level"]} / {s["r_month_to_month"]}', {"score_over_mean": s["score_over_mean"]})
+        for s in months.get("score_against_cases", [])]
     years = months.get("months", "")
     first_year = int(years[:4]) if years[:4].isdigit() else 2020
     month_labels = [f"{MONTH_LETTERS[k % 12]}{'' if k % 12 else str(first_year + k // 12)[2:]}" for k in range(48)]
     return {
-        "season_states.svg": _figure("Dated states: recorded season against the season predicted without the state",
+        "season_states.svg": _figure("Dated states: the season predicted without the state",
                                      state_panels, 0.3, 1.0, list(MONTH_LETTERS),
-                                     "Scaled to peak 1. Recorded: 2020-2023 routine confirmed cases." if state_panels
+                                     "Scaled to peak 1. Grey band: published archetype case profiles of the state's "
+                                     "LGAs. The dated series are scored (see the tables), not drawn." if state_panels
                                      else absent),
         "season_lgas.svg": _figure("Sample of dated LGAs (first two by code in each state)", lga_panels, 0.2, 1.0,
                                    list(MONTH_LETTERS),
-                                   "Published index is fitted with these LGAs; out of sample is not." if lga_panels
+                                   "The dated series are scored (see the tables), not drawn." if lga_panels
                                    else absent),
-        "score_vs_cases.svg": _figure("Score against cases, month by month (each over its own mean)", score_panels,
-                                      0.4, 1.8, month_labels,
-                                      "r: monthly levels / month-to-month anomalies. The score's season and rain "
-                                      "coefficients are fitted without the state." if score_panels
+        "score_vs_cases.svg": _figure("Score month by month (over its own mean), season fitted without the state",
+                                      score_panels, 0.4, 1.8, month_labels,
+                                      "r against the dated cases: monthly levels / month-to-month anomalies (the "
+                                      "cases themselves are not drawn)." if score_panels
                                       else months.get("note", absent)),
     }

@@ -3,7 +3,8 @@
 `malaria/dhis2_lga_monthly_2020_2023/`: monthly confirmed malaria cases for every LGA of six
 states, 2020-01 to 2023-12, an NHMIS/DHIS2 export with **no stated licence**. It is used for
 fitting and validation inside the pipeline only: no row of it may appear in a release
-(tests/pipeline/test_no_dated_rows_in_release.py searches every release file for its values).
+(pipeline/release/audit.py compares every release file with it, however rescaled: `malaria-risk audit`
+and tests/pipeline/test_release_audit.py).
 Only statistics derived from it (fitted constants, correlations, errors) leave this process.
 
 The count used is `confirmed_uncomplicated`: `clinically_diagnosed` is blank in about half the

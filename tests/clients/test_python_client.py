@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -12,7 +14,7 @@ import pytest
 from malaria_risk_client import ApiError, ChecksumError, Client
 
 from tests.clients.conftest import Limited, Servers
-from tests.paths import data_marks
+from tests.paths import REPO_ROOT, data_marks
 
 pytestmark = data_marks()
 
@@ -113,3 +115,62 @@ def test_outlines_as_a_geodataframe(servers: Servers):
         gdf = mr.boundaries("KN", as_="geopandas")
     assert isinstance(gdf, gpd.GeoDataFrame) and len(gdf) == 44 and gdf.crs.to_epsg() == 4326
     assert set(gdf["state"]) == {"KN"}
+
+
+def test_booleans_come_back_as_booleans(servers: Servers):
+    """The CSV writes booleans as `true`/`false`; both frame kinds read them as booleans."""
+    with Client(servers.url, servers.key) as mr:
+        latest = mr.periods()["last_estimated"]
+        pd_lgas, pl_lgas = mr.risk_lgas("KN", latest, as_="pandas"), mr.risk_lgas("KN", latest, as_="polars")
+        doc = mr.risk_lgas("KN", latest, as_="json")
+        assert pd_lgas["is_urban"].dtype == bool and pl_lgas.schema["is_urban"] == pl.Boolean
+        assert pd_lgas["is_urban"].tolist() == pl_lgas["is_urban"].to_list() == [r["is_urban"] for r in doc["lgas"]]
+        history = mr.history_lga("NG020001", as_="pandas")
+        assert history["provisional"].dtype == bool
+        assert mr.history_lga("NG020001", as_="polars").schema["provisional"] == pl.Boolean
+
+
+EXAMPLE = REPO_ROOT / "clients" / "python" / "examples" / "history.py"
+# runs the example in a fresh interpreter in which no data frame library can be imported, as on the
+# client's base install
+WITHOUT_FRAMES = """
+import runpy, sys
+class NoFrames:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {"pandas", "polars", "geopandas", "pyarrow"}:
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+sys.meta_path.insert(0, NoFrames())
+for name in [m for m in sys.modules if m.split(".")[0] in {"pandas", "polars", "geopandas"}]:
+    del sys.modules[name]
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def run_example(servers: Servers, key: str, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"MALARIA_RISK_BASE_URL": servers.url, "MALARIA_RISK_API_KEY": key, "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-c", WITHOUT_FRAMES, str(EXAMPLE), *args], env=env,
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_the_example_runs_on_the_base_install(servers: Servers):
+    api = httpx.Client(base_url=servers.url, headers={"Authorization": f"Bearer {servers.key}"})
+    months = api.get("/v1/history/lgas", params={"lga": "NG020001"}).json()["months"]
+    start, end = months[2]["period"], months[5]["period"]
+    done = run_example(servers, servers.key, "NG020001", start, end)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split() == ["period", "kind", "score", "score_low", "score_high", "level", "provisional"]
+    assert [line.split()[0] for line in lines[1:5]] == [m["period"] for m in months[2:6]]
+    assert lines[1].split()[2] == str(months[2]["score"])
+    latest = api.get("/v1/periods").json()["last_estimated"]
+    top = api.get("/v1/risk/lgas/all", params={"period": latest}).json()["lgas"][:5]
+    assert lines[5] == f"highest risk in {latest}:"
+    assert [line.split()[0] for line in lines[7:12]] == [r["state_code"] for r in top]
+
+
+def test_the_example_reports_a_problem_as_the_clients_error(servers: Servers):
+    done = run_example(servers, "svc_live_not_a_key", "NG020001")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: 401 ") and done.stdout == ""

@@ -112,28 +112,44 @@ def dash(world: World, settings: DashboardSettings) -> Iterator[DashServer]:
 
 
 class Browser:
-    """An HTTP client that behaves like a same-origin browser: it keeps the session cookie
-    (Secure or not), sends Sec-Fetch-Site: same-origin with its forms, and reads CSRF tokens."""
+    """An HTTP client that behaves like a same-origin browser: it keeps its cookies (Secure or
+    not: the session and the signed browser id), sends Sec-Fetch-Site: same-origin with its forms,
+    and reads CSRF tokens."""
 
     def __init__(self, base: str, cookie_name: str = "__Host-session"):
         self.base = base
         self.cookie_name = cookie_name
-        self.sid: str | None = None
+        self.cookies: dict[str, str] = {}
+        self.headers: dict[str, str] = {}  # sent with every request (e.g. the address CloudFront reports)
         self.client = httpx.Client(base_url=base, timeout=10, follow_redirects=False)
         self.last: httpx.Response | None = None
+
+    @property
+    def sid(self) -> str | None:
+        return self.cookies.get(self.cookie_name)
+
+    @sid.setter
+    def sid(self, value: str | None) -> None:
+        if value is None:
+            self.cookies.pop(self.cookie_name, None)
+        else:
+            self.cookies[self.cookie_name] = value
 
     def _remember(self, r: httpx.Response) -> httpx.Response:
         for header in r.headers.get_list("set-cookie"):
             c = SimpleCookie()
             c.load(header)
-            if self.cookie_name in c:
-                self.sid = c[self.cookie_name].value or None
+            for name, morsel in c.items():
+                if morsel.value and morsel["max-age"] != "0":
+                    self.cookies[name] = morsel.value
+                else:
+                    self.cookies.pop(name, None)
         self.last = r
         return r
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
-        h = {"cookie": f"{self.cookie_name}={self.sid}"} if self.sid else {}
-        return {**h, **(extra or {})}
+        h = {"cookie": "; ".join(f"{k}={v}" for k, v in self.cookies.items())} if self.cookies else {}
+        return {**h, **self.headers, **(extra or {})}
 
     def get(self, path: str, follow: bool = True) -> httpx.Response:
         r = self._remember(self.client.get(path, headers=self._headers()))

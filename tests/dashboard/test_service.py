@@ -11,10 +11,11 @@ import pytest
 
 from dashboard.service import (
     CODE_TRIES,
-    CODES_PER_HOUR,
+    CODES_PER_BROWSER,
     AlreadySubmitted,
     DashboardError,
     Forbidden,
+    Limited,
     NeedsFreshCode,
     NotFound,
     Space,
@@ -222,7 +223,7 @@ def test_code_guessing_locks_the_code_out(world: World):
         s.sign_in(ADA, right)
 
 
-def test_codes_are_single_use_expire_and_are_rationed(world: World):
+def test_codes_are_single_use_and_expire(world: World):
     s = world.service
     s.request_code(ADA)
     code = world.code_for(ADA)
@@ -234,13 +235,22 @@ def test_codes_are_single_use_expire_and_are_rationed(world: World):
     world.clock.t += timedelta(minutes=15, seconds=1)
     with pytest.raises(DashboardError):
         s.sign_in(ADA, late)
+
+
+def test_a_used_up_budget_says_which_and_until_when(world: World):
+    s = world.service
     sent = len(world.mail.messages())
-    for _ in range(CODES_PER_HOUR + 2):
-        s.request_code(ADA)
-    assert len(world.mail.messages()) - sent == CODES_PER_HOUR - 2  # two were sent in this hour already
-    world.clock.t += timedelta(hours=1)
-    s.request_code(ADA)
-    assert len(world.mail.messages()) - sent == CODES_PER_HOUR - 1
+    for _ in range(CODES_PER_BROWSER):
+        s.request_code(ADA, browser="b1", client="10.0.0.1")
+    with pytest.raises(Limited) as e:
+        s.request_code(ADA, browser="b1", client="10.0.0.1")
+    assert e.value.which == "browser"
+    hour = int(world.clock().timestamp()) // 3600
+    assert e.value.until.timestamp() == (hour + 1) * 3600
+    assert len(world.mail.messages()) - sent == CODES_PER_BROWSER  # the refused one sent nothing
+    world.clock.t = e.value.until
+    s.request_code(ADA, browser="b1", client="10.0.0.1")  # the next hour: a new budget
+    assert len(world.mail.messages()) - sent == CODES_PER_BROWSER + 1
 
 
 def test_one_audit_row_per_change_and_none_for_no_change(orgs: World):
@@ -269,3 +279,13 @@ def test_the_audit_log_cannot_be_rewritten(orgs: World):
         with pytest.raises(sqlite3.DatabaseError, match="append-only"):
             conn.execute(statement)
     assert len(orgs.service.store.audit()) == 2  # the two organisations' creation
+
+
+def test_the_local_organisation_is_made_once(world: World):
+    s = world.service
+    assert s.ensure_local_org("admin@example.org") is True
+    assert s.ensure_local_org("admin@example.org") is False  # a restart changes nothing
+    assert s.store.role("local", "admin@example.org") == "admin"
+    assert [r["action"] for r in s.store.audit(org="local")] == ["org_created"]
+    assert s.ensure_local_org("other@example.org") is True  # `make run DASH_ADMIN=…` adds that administrator
+    assert {m["email"] for m in s.store.members("local")} == {"admin@example.org", "other@example.org"}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
-from pipeline.reports.validation import binomial_deviance, held_out, spearman
+from pipeline.datasets.validation import binomial_deviance, held_out, spearman
 from pipeline.site.figures import validation_figures
 from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
@@ -67,7 +67,7 @@ def test_real_validation_report():
     geo = load_geography(DATA_DIR)
     md = risk.load_model_data(DATA_DIR, geo)
     res = risk.run_model(md)
-    from pipeline.reports.validation import validation_report
+    from pipeline.datasets.validation import validation_report
 
     r = validation_report(DATA_DIR, geo, md, res)
     held = {h["predicted_round"]: h for h in r["held_out_rounds"]}
@@ -83,10 +83,17 @@ def test_real_validation_report():
     if (DATA_DIR / "malaria/dhis2_lga_monthly_2020_2023").exists():
         tests = r["months"]["tests"]
         # every pre-registered term is scored in the six held-out states, and the decision follows the rule
-        for term in ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing"):
-            assert tests[term]["states"] == 6
-            assert tests[term]["adopted"] == (tests[term]["improved_in"] >= 4)
-        assert tests["adopted"] == [k for k in tests if isinstance(tests[k], dict) and tests[k].get("adopted")]
+        from pipeline.model.month_tests import TERMS
+
+        for term in TERMS:
+            t = tests[term]
+            assert t["states"] == 6
+            assert t["adopted"] == (t["meets_minimum_effect"] and t["plausible"])
+            assert t["meets_minimum_effect"] == (t["states_gaining_at_least_0_03"] >= 5
+                                                 and t["pooled_gain_month_to_month_interval"][0] > 0
+                                                 and t["pooled_gain_anomaly_interval"][0] > 0)
+        assert set(tests["adopted"]) <= {k for k in TERMS if tests[k]["adopted"]}
+        assert r["model_version"].startswith("survey-season-rain/4.1" if tests["adopted"] else "survey-season/4.0")
         assert {s["state_code"] for s in r["seasons"]["profiles"]["states"]} == {"AK", "BA", "BE", "EB", "KE", "NA"}
         assert len(r["months"]["score_against_cases"]) == 6
 
@@ -105,7 +112,7 @@ def _lga_md(p_obs: list[float]):
 
 
 def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
-    from pipeline.reports.validation import lga_comparison
+    from pipeline.datasets.validation import lga_comparison
 
     base = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.2, 0.2]))
     assert base["lgas"] == 5 and base["children"] == 230
@@ -115,3 +122,41 @@ def test_lga_comparison_is_leave_one_out_and_credits_a_true_urban_contrast():
     # an LGA's own observation never enters its prediction: only its own term changes
     moved = lga_comparison(_lga_md([0.1, 0.3, 0.3, 0.9, 0.2]))
     assert moved["deviance_state_value"] > base["deviance_state_value"]
+
+
+def test_committed_report_is_rendered_from_the_committed_figures():
+    """reports/validation.md cannot drift from reports/validation.json: it is their rendering."""
+    from pipeline.reports.validation import render
+    from tests.paths import REPO_ROOT
+
+    body = (REPO_ROOT / "reports/validation.json").read_bytes()
+    assert (REPO_ROOT / "reports/validation.md").read_text() == render(body)
+
+
+def test_the_validation_producer_does_not_import_the_report():
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(validation))
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | {
+        a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert not any(m and m.startswith("pipeline.reports") for m in imported)
+
+
+def test_report_without_the_2021_round_and_without_dated_series(tmp_path):
+    """No 2021 round, no dated series: the targets needing them are listed but not judged, nothing is
+    invented, the Markdown and every plot still render."""
+    from pipeline.reports.validation import render
+
+    p = validation.produce(BuildContext(data_dir=write_data_dir(tmp_path, with_2021=False), updated_at="t",
+                                        geography=small_geo()))
+    body = p.files[validation.VALIDATION_FILE][1]
+    report = orjson.loads(body)
+    rows = {r["key"]: r for r in report["targets"]["rows"]}
+    assert rows["var_z_2021"]["model_4"] is None and rows["var_z_2021"]["met"] is None
+    assert rows["state_shape_r"]["met"] is None and rows["lga_month_to_month_r"]["met"] is None
+    assert report["targets"]["judged"] == sum(r["met"] is not None for r in rows.values())
+    assert report["model_version"].startswith("survey-season/4.0")
+    md = render(body)
+    assert f"Targets: {report['targets']['met']} of {report['targets']['judged']} met" in md
+    assert {f"docs/figures/{n}" for n in ("season_states.svg", "season_lgas.svg", "score_vs_cases.svg")} <= set(p.files)

@@ -87,7 +87,7 @@ FIXTURE_DOCS = {
 
 def test_every_markdown_file_becomes_a_page_and_api_md_feeds_the_api_page() -> None:
     files = render_site(FIXTURE_DOCS, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
-    assert "docs/limits.html" in files and "docs/zeta.html" in files
+    assert "docs/zeta.html" in files
     assert "docs/api.html" in files and "docs/errors.html" in files and "docs/openapi.json" in files
     api = files["docs/api.html"][1].decode()
     assert "Authentication" in api  # the hand-written part is on the generated page
@@ -98,10 +98,15 @@ def test_every_markdown_file_becomes_a_page_and_api_md_feeds_the_api_page() -> N
     index = files["docs/index.html"][1].decode()
     assert index.index("/docs/geography.html") < index.index("/docs/zeta.html")
     assert "/docs/limits.html" not in index
-    operating = files["docs/operating.html"][1].decode()
-    assert "/docs/limits.html" in operating and "/docs/zeta.html" not in operating
-    limits = files["docs/limits.html"][1].decode()
-    assert "Back to the analysts" in limits and "/docs/zeta.html" not in limits
+
+
+def test_operator_documents_stay_in_the_repository() -> None:
+    """The operator documents (limits here) are not pages of the site, nor linked from one: a
+    public page's link to one is shown as text."""
+    files = render_site(FIXTURE_DOCS, TEMPLATES, CSS, "2026-11-22T10:00:00Z")
+    assert "docs/limits.html" not in files and "docs/zeta.html" in files and "docs/operating.html" not in files
+    api = files["docs/api.html"][1].decode()
+    assert "/docs/limits.html" not in Page(api).links and 'title="repository file limits.md#numbers"' in api
 
 
 def test_markdown_links_headings_and_escaping() -> None:
@@ -189,7 +194,9 @@ def _crawl(base: str) -> dict[str, Page]:
 def test_every_link_and_anchor_on_the_site_resolves(site_server: tuple[LiveServer, str]) -> None:
     server, _ = site_server
     pages = _crawl(server.url)
-    for md in (REPO_ROOT / "docs").glob("*.md"):  # every Markdown file is reachable
+    for md in (REPO_ROOT / "docs").glob("*.md"):  # every public Markdown file is reachable
+        if md.stem in OPERATOR_PAGES:
+            continue
         name = "api" if md.stem in GENERATED else md.stem
         assert f"{server.url}/docs/{name}.html" in pages
     for url, page in pages.items():
@@ -326,12 +333,12 @@ SPEC_NOT_YET_REWRITTEN: frozenset[str] = frozenset()
 def test_public_pages_do_not_speak_of_the_internal_spec() -> None:
     """The interface contract is an internal document: public pages state its rules in their own words.
 
-    Operator pages (the site's own operator list, and its generated "operating" index) may cite it.
+    Operator documents may cite it: they stay in the repository and are not published.
     """
     ctx = BuildContext(data_dir=Path("no-data"), updated_at="2026-11-22T10:00:00Z", geography=small_geo(),
                        produced=synthetic_produced(with_transmission=False))
     files = produce(ctx).files
-    operator = {f"docs/{slug}.html" for slug in (*OPERATOR_PAGES, "operating")}
+    operator = {f"docs/{slug}.html" for slug in OPERATOR_PAGES}
     public = {name: body.decode() for name, (ctype, body) in files.items()
               if (ctype.startswith("text/html") or name == "docs/openapi.json") and name not in operator}
     assert "docs/api.html" in public and "docs/seasons.html" in public and "docs/limits.html" not in public

@@ -1,7 +1,7 @@
 """Client of the malaria risk data service for Nigeria (see README.md)."""
 
 from ._client import Client
-from ._errors import ApiError, ChecksumError, ClientError, RateLimited
+from ._errors import ApiError, ChecksumError, ClientError, MissingDependency, RateLimited
 
-__all__ = ["ApiError", "ChecksumError", "Client", "ClientError", "RateLimited"]
+__all__ = ["ApiError", "ChecksumError", "Client", "ClientError", "MissingDependency", "RateLimited"]
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ changed only; a 429 (or a 503 with `Retry-After`) is waited out as the server sa
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -22,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from ._errors import ApiError, ChecksumError, ClientError, RateLimited
+from ._errors import ApiError, ChecksumError, ClientError, MissingDependency, RateLimited
 
 __all__ = ["Client"]
 
@@ -32,6 +33,8 @@ ENV_KEY = "MALARIA_RISK_API_KEY"
 ENV_URL = "MALARIA_RISK_BASE_URL"
 _RATELIMIT_RESET = re.compile(r"(?:^|[;,\s])t=(\d+)")
 _FRAMES = ("auto", "polars", "pandas", "json")
+# optional libraries and the extra of this package that installs each
+EXTRAS = {"polars": "polars", "pandas": "pandas", "geopandas": "geo"}
 
 
 class Client:
@@ -139,10 +142,7 @@ class Client:
         if as_ == "geojson":
             return doc
         if as_ == "geopandas":
-            try:
-                import geopandas as gpd
-            except ImportError:
-                raise ClientError("as_='geopandas' needs geopandas: pip install 'malaria-risk-client[geo]'") from None
+            gpd = optional("geopandas", "as_='geopandas'")
             return gpd.GeoDataFrame.from_features(doc["features"], crs="EPSG:4326")
         raise ClientError("as_ must be 'geojson' or 'geopandas'")
 
@@ -196,16 +196,18 @@ class Client:
         kind = as_ or self.frames
         if kind not in _FRAMES:
             raise ClientError(f"as_ must be one of {', '.join(_FRAMES)}")
+        if kind == "json":
+            return kind
         if kind != "auto":
+            optional(kind, f"frames={kind!r}")  # before the request: a missing library costs no download
             return kind
         for mod in ("polars", "pandas"):
             try:
-                __import__(mod)
+                optional(mod, "frames")
                 return mod
-            except ImportError:
+            except MissingDependency:
                 continue
-        raise ClientError("data frames need polars or pandas (pip install 'malaria-risk-client[polars]'), "
-                          "or pass as_='json'")
+        raise MissingDependency("polars or pandas", "polars", "data frames")
 
     def _json(self, path: str, params: Mapping[str, Any] | None = None) -> Any:
         return json.loads(self._raw(path, params or {}))
@@ -309,16 +311,23 @@ def retry_after(headers: Mapping[str, str]) -> float | None:
     return float(m.group(1)) if m else None
 
 
+def optional(module: str, needed_for: str) -> Any:
+    """An optional library, or `MissingDependency` naming the extra that installs it: a missing
+    library is one of the client's own errors, never a bare ModuleNotFoundError."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        raise MissingDependency(module, EXTRAS[module], needed_for) from None
+
+
 def read_csv(body: bytes, kind: str) -> Any:
     """A CSV answer as a frame, read with the options the service documents: only an empty cell
     is missing (Nasarawa's state code `NA` stays text) and code columns are always text."""
     header = body.split(b"\n", 1)[0].decode("utf-8").split(",")
     codes = [c for c in CODE_COLUMNS if c in header]
     if kind == "polars":
-        import polars as pl
-
+        pl = optional("polars", "frames='polars'")
         return pl.read_csv(io.BytesIO(body), infer_schema_length=None, null_values=[""],
                            schema_overrides={c: pl.String for c in codes})
-    import pandas as pd
-
+    pd = optional("pandas", "frames='pandas'")
     return pd.read_csv(io.BytesIO(body), keep_default_na=False, na_values=[""], dtype={c: str for c in codes})

@@ -28,5 +28,17 @@ class RateLimited(ApiError):
         self.retry_after = retry_after
 
 
+class MissingDependency(ClientError, ImportError):
+    """A call needs an optional library that is not installed (frames, GeoDataFrames). Also an
+    ImportError, so code that already guards the import keeps working; the message names the extra
+    that installs it."""
+
+    def __init__(self, module: str, extra: str, needed_for: str):
+        super().__init__(f"{needed_for}: {module} is not installed; "
+                         f"pip install 'malaria-risk-client[{extra}]' (or pass as_='json')")
+        self.module = module
+        self.extra = extra
+
+
 class ChecksumError(ClientError):
     """A downloaded bundle file does not have the SHA-256 the release lists for it."""

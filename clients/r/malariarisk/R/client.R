@@ -112,8 +112,21 @@ mr_read_csv <- function(text) {
   classes <- stats::setNames(rep("character", length(codes)), codes)
   con <- textConnection(text, encoding = "UTF-8")
   on.exit(close(con))
-  utils::read.csv(con, na.strings = "", stringsAsFactors = FALSE, colClasses = classes,
-                  check.names = FALSE, encoding = "UTF-8")
+  df <- utils::read.csv(con, na.strings = "", stringsAsFactors = FALSE, colClasses = classes,
+                        check.names = FALSE, encoding = "UTF-8")
+  mr_logicals(df)
+}
+
+# The service writes booleans (is_urban, provisional, small_sample) as `true`/`false`, which
+# read.csv leaves as text: a text column holding nothing else (and empty cells) becomes logical.
+mr_logicals <- function(df) {
+  for (col in names(df)) {
+    x <- df[[col]]
+    if (is.character(x) && any(!is.na(x)) && all(is.na(x) | x %in% c("true", "false"))) {
+      df[[col]] <- ifelse(is.na(x), NA, x == "true")
+    }
+  }
+  df
 }
 
 mr_table <- function(client, path, query = list()) {

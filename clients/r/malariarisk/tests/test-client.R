@@ -1,6 +1,12 @@
 # Runs against a live service named by MALARIA_RISK_TEST_URL (the repository's test suite starts
 # one on loopback and runs R CMD check with these variables); skipped without it.
 library(malariarisk)
+
+# booleans: the CSV's true/false are logicals (empty cells NA); codes and other text stay text
+b <- mr_read_csv("lga_code,lga,is_urban,small_sample,level\nNG020001,Demsa,true,,low\nNG020002,Fufore,false,true,high\n")
+stopifnot(identical(b$is_urban, c(TRUE, FALSE)), identical(b$small_sample, c(NA, TRUE)),
+          is.character(b$lga_code), is.character(b$level))
+
 url <- Sys.getenv("MALARIA_RISK_TEST_URL")
 if (!nzchar(url)) {
   cat("MALARIA_RISK_TEST_URL not set: the client tests need a running service; skipped\n")
@@ -14,6 +20,7 @@ if (!nzchar(url)) {
     httr2::req_headers(httr2::req_url_query(httr2::request(paste0(url, "/v1/history/lgas")), lga = "NG020001"),
                        Authorization = paste("Bearer", key)))))$months
   stopifnot(identical(h$period, js$period), isTRUE(all.equal(h$score, js$score)), nrow(h) > 12)
+  stopifnot(is.logical(h$provisional), identical(h$provisional, js$provisional))
   stopifnot(mr$stats$requests == 1)
 
   # a state's history with forecasts; Nasarawa's code stays "NA"
@@ -25,6 +32,7 @@ if (!nzchar(url)) {
   m <- mr_risk_lgas_all(mr, latest)
   stopifnot(nrow(m) == 774, is.character(m$lga_code), !anyDuplicated(m$lga_code),
             sum(m$state_code == "NA") > 0, !is.unsorted(rev(m$score)))
+  stopifnot(is.logical(m$is_urban), !anyNA(m$is_urban), any(m$is_urban), !all(m$is_urban))
 
   # revalidation: the same answer again is a 304 from the cache
   again <- mr_risk_lgas_all(mr, latest)

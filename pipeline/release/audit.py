@@ -1,0 +1,636 @@
+"""Release audit: no file of a release may carry a restricted series, however rescaled.
+
+A source whose SOURCES.md forbids redistributing its rows (the dated DHIS2 LGA series) may
+leave the pipeline only as summary statistics. A series divided by its mean, drawn as an SVG
+line or averaged into a 12-month profile is still the rows, so the audit compares shapes, not
+values: every numeric run of `MIN_LENGTH` or more values in any file of a release is correlated
+with the restricted references over the same months, and |r| above `THRESHOLD` is a finding.
+Correlation is blind to any rescaling or offset, and its sign to an inverted axis (SVG y grows
+downwards).
+
+Runs: JSON lists, each key down a list of objects, an object's numbered keys (`m01`…`m12`);
+CSV and Parquet columns (per area and month where the table has them) and numbered columns
+along a row; SVG path and polyline coordinates, attribute sequences and numeric labels; HTML
+table rows and columns. GeoJSON coordinates are positions, not series, and are left out.
+
+References: each recorded LGA and state monthly series of the dated file (48 months, 2020-01 to
+2023-12), its calendar-month profiles (raw mean, and mean of each year over its mean) and each
+year's 12 months, and the profiles exactly as the pipeline computes them; and the NDHS 2018 microscopy positivity and children tested per LGA (its
+SOURCES.md: never publish them as LGA estimates), which are cross-sections only. "The same months": a run whose months are known (records or rows with `period`, or
+`month` 1–12) is compared on exactly those months; a run whose months are unknown (a drawn
+line, a bare list) is compared, as 12 values, with the 12-month references and, when longer,
+at every alignment with the 48-month series. A run that belongs to a named area (inside a
+record with `lga_code` / `state_code`, or a line drawn under a figure title naming the area) is
+compared with that area's references (an LGA's own
+and its state's); a run of no named area with all of them; a cross-section (one value per LGA)
+with every month and calendar month of the series across the same LGAs.
+Unknown-area comparisons are batched into one matrix product per window length (numpy).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import zipfile
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+import polars as pl
+
+MIN_LENGTH = 12
+THRESHOLD = 0.97
+SERIES_LENGTH = 48  # 2020-01 .. 2023-12
+FIRST_YEAR = 2020
+BATCH = 200_000  # windows per matrix product
+# the dated LGA series and its state sums: no licence stated, "never redistribute the rows"
+RESTRICTED_DIR = "malaria/dhis2_lga_monthly_2020_2023"
+LGA_FILE = f"{RESTRICTED_DIR}/lga_monthly_malaria_6states_2020_2023.csv"
+STATE_FILE = f"{RESTRICTED_DIR}/state_monthly_malaria_6states_2020_2023.csv"
+ADMIN_LGAS = "admin/lgas.csv"  # eHA code -> OCHA p-code, the release's lga_code
+# NDHS 2018 microscopy per LGA (1-108 children each): "do not publish them as LGA estimates"
+LGA_MICROSCOPY = "malaria/hbhi_lga_pfpr_2018/lga_2018_microscopy_with_state.csv"
+HBHI_CROSSWALK = "climate/idm_lga_temperature_2001_2016/hbhi_lga_to_eha_lga_code_crosswalk.csv"
+LGA_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "test_positivity_pct")
+STATE_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "median_lga_tpr_pct")
+SKIP_SUFFIXES = (".js", ".css", ".png", ".txt", ".ico", ".woff", ".woff2", ".md")
+SKIP_KEYS = frozenset({"coordinates", "bbox"})
+AREA_KEYS = ("lga_code", "state_code")
+
+
+@dataclass(frozen=True)
+class References:
+    """Restricted shapes: row i of `series` (48 months) belongs to `areas[i]` (its own code and
+    its state's); `profiles` (12 values) are every series' profiles and years, `profile_of[j]`
+    the series row profile j comes from."""
+
+    series: np.ndarray  # (k, 48) float64
+    names: tuple[str, ...]
+    areas: tuple[tuple[str, str], ...]  # (code, state code); a state's series has (code, code)
+    profiles: np.ndarray  # (m, 12)
+    profile_names: tuple[str, ...]
+    profile_of: np.ndarray  # (m,) int
+    # further restricted cross-sections: name -> {lga_code: value} (one value per LGA, e.g. LGA microscopy)
+    lga_values: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    # how figures title an area ("kebbi", "abak (ak)") -> its code: a drawn line under such a title
+    # belongs to that area
+    area_names: Mapping[str, str] = field(default_factory=dict)
+
+    def all_cross_sections(self) -> list[tuple[dict[str, int], np.ndarray, list[str]]]:
+        """The dated series' cross-sections, then each further LGA cross-section on its own LGAs."""
+        out = [self.cross_sections()]
+        for name, values in self.lga_values.items():
+            codes = sorted(values)
+            out.append(({c: i for i, c in enumerate(codes)}, np.array([[values[c]] for c in codes]), [name]))
+        return out
+
+    def cross_sections(self) -> tuple[dict[str, int], np.ndarray, list[str]]:
+        """Per LGA (row), every month and profile value of every measure (columns): what a table
+        of one value per LGA would hold if it carried one month or one calendar month of the series."""
+        lgas = [i for i, (code, st) in enumerate(self.areas) if code != st]
+        measures = sorted({self.names[i].rsplit(" ", 1)[1] for i in lgas})
+        codes = sorted({self.areas[i][0] for i in lgas})
+        row = {c: k for k, c in enumerate(codes)}
+        blocks, names = [], []
+        profiles = {int(j): self.profiles[j] for j in range(len(self.profiles))}
+        for m in measures:
+            mine = [i for i in lgas if self.names[i].endswith(" " + m)]
+            if {self.areas[i][0] for i in mine} != set(codes):
+                continue
+            order = sorted(mine, key=lambda i: row[self.areas[i][0]])
+            blocks.append(self.series[order])
+            names += [f"{m} of every LGA in {FIRST_YEAR + k // 12}-{k % 12 + 1:02d}" for k in range(SERIES_LENGTH)]
+            for kind in (0, 1):  # the two calendar-month profiles
+                js = [kind * len(self.series) + i for i in order]
+                blocks.append(np.vstack([profiles[j] for j in js]))
+                names += [f"{m} profile{' (year/year mean)' if kind else ''} of every LGA, month {k + 1}"
+                          for k in range(12)]
+        matrix = np.hstack(blocks) if blocks else np.zeros((len(codes), 0))
+        return row, matrix, names
+
+    def for_area(self, area: str) -> np.ndarray:
+        """Series rows compared with a run of `area`: its own, and an LGA's state's."""
+        state = {code: st for code, st in self.areas}.get(area)
+        return np.array([i for i, (code, _) in enumerate(self.areas) if code in (area, state)], dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class Finding:
+    file: str  # release-relative path (`x.zip!member` inside a zip)
+    where: str  # which run in the file (column, key path, attribute)
+    reference: str  # the restricted series or profile it matches
+    correlation: float
+    length: int  # values compared
+
+
+@dataclass(frozen=True)
+class Run:
+    where: str
+    values: np.ndarray
+    area: str | None = None  # lga_code or state_code the run belongs to
+    months: np.ndarray | None = None  # month index from 2020-01 of each value, when known
+    calendar: bool = False  # values are January to December in order
+    keys: tuple[str, ...] | None = None  # one area code per value: a cross-section across areas
+
+
+def _fill(values: np.ndarray) -> np.ndarray:
+    """Gaps (2 in 5,808 LGA-months) filled by linear interpolation, so every window is comparable."""
+    out = values.astype(np.float64).copy()
+    bad = ~np.isfinite(out)
+    if bad.any() and (~bad).sum() >= 2:
+        idx = np.arange(out.size)
+        out[bad] = np.interp(idx[bad], idx[~bad], out[~bad])
+    return out
+
+
+def references_from_tables(lga: pl.DataFrame | None, state: pl.DataFrame | None,
+                           pcodes: Mapping[str, str] | None = None) -> References:
+    """The references from the dated LGA table and its state sums (either may be None); `pcodes`
+    maps the file's eHA LGA codes to the release's `lga_code`."""
+    series: list[np.ndarray] = []
+    names: list[str] = []
+    areas: list[tuple[str, str]] = []
+    for table, key, measures in ((lga, "lga_code", LGA_MEASURES), (state, "state_code", STATE_MEASURES)):
+        if table is None:
+            continue
+        t = table.with_columns(pl.col("year").cast(pl.Int64), pl.col("month").cast(pl.Int64))
+        present = [m for m in measures if m in t.columns]
+        t = t.with_columns([pl.col(m).cast(pl.Float64, strict=False) for m in present]).sort(key, "year", "month")
+        for (code,), g in t.group_by([key], maintain_order=True):
+            own = (pcodes or {}).get(str(code), str(code)) if key == "lga_code" else str(code)
+            st = str(g["state_code"][0])
+            for m in present:
+                v = g[m].to_numpy()
+                if v.size == SERIES_LENGTH and np.isfinite(v).sum() >= SERIES_LENGTH - 4:
+                    series.append(_fill(v))
+                    names.append(f"{key} {own} {m}")
+                    areas.append((own, st))
+    s = np.vstack(series) if series else np.zeros((0, SERIES_LENGTH))
+    years = s.reshape(len(s), SERIES_LENGTH // 12, 12)
+    mean = years.mean(axis=2, keepdims=True)
+    over_mean = years / np.where(mean == 0, 1, mean)
+    blocks = [years.mean(axis=1), over_mean.mean(axis=1)] + [years[:, y] for y in range(years.shape[1])]
+    labels = ["calendar-month profile", "calendar-month profile of year/year mean"] + [
+        f"months of {FIRST_YEAR + y}" for y in range(years.shape[1])]
+    return References(
+        s, tuple(names), tuple(areas),
+        np.vstack(blocks) if series else np.zeros((0, 12)),
+        tuple(f"{n} {label}" for label in labels for n in names),
+        np.tile(np.arange(len(s)), len(blocks)),
+    )
+
+
+def cleaned_profiles(data_dir: Path, pcodes: Mapping[str, str]) -> tuple[np.ndarray, list[str]]:
+    """The recorded profiles exactly as the pipeline computes them (flagged and zero months left
+    out, each month over its LGA-year mean; a state's case-weighted over its LGAs), by area code."""
+    from pipeline.model.season_cv import dated_profiles
+    from pipeline.sources.dated_cases import read_dated_lga_cases
+
+    dated = read_dated_lga_cases(data_dir)
+    if dated is None:
+        return np.zeros((0, 12)), []
+    dated = dated.with_columns(pl.col("lga_code").replace(dict(pcodes)))
+    dp = dated_profiles(dated)
+    return np.vstack([dp.lga, dp.state]), [*dp.lga_codes, *dp.state_codes]
+
+
+def with_profiles(refs: References, profiles: np.ndarray, codes: list[str]) -> References:
+    """`refs` with further 12-month profiles, each of an area that has a series in `refs`."""
+    row: dict[str, int] = {}
+    for i, (code, _) in enumerate(refs.areas):
+        row.setdefault(code, i)
+    keep = [k for k, c in enumerate(codes) if c in row]
+    if not keep:
+        return refs
+    return References(
+        refs.series, refs.names, refs.areas,
+        np.vstack([refs.profiles, profiles[keep]]),
+        (*refs.profile_names, *(f"{'lga_code' if codes[k] != refs.areas[row[codes[k]]][1] else 'state_code'} "
+                                f"{codes[k]} recorded profile as the pipeline computes it" for k in keep)),
+        np.concatenate([refs.profile_of, [row[codes[k]] for k in keep]]),
+        refs.lga_values, refs.area_names,
+    )
+
+
+def restricted_references(data_dir: Path) -> References:
+    """References from the data directory; an absent restricted file contributes nothing."""
+    def read(rel: str) -> pl.DataFrame | None:
+        path = Path(data_dir) / rel
+        return pl.read_csv(path, infer_schema_length=0) if path.is_file() else None
+
+    admin = read(ADMIN_LGAS)
+    pcodes = dict(zip(admin["lga_code"], admin["ocha_adm2_pcode"], strict=True)) if admin is not None else {}
+    refs = with_profiles(references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes),
+                         *cleaned_profiles(Path(data_dir), pcodes))
+    if admin is not None:
+        names = {n.lower(): c for n, c in zip(admin["state_name"], admin["state_code"], strict=True)}
+        for col in ("lga_name", "ocha_adm2_name"):
+            names |= {f"{n} ({st})".lower(): pcodes.get(code, code)
+                      for n, st, code in zip(admin[col], admin["state_code"], admin["lga_code"], strict=True)}
+        refs = replace(refs, area_names=names)
+    micro, crosswalk = read(LGA_MICROSCOPY), read(HBHI_CROSSWALK)
+    if micro is None or crosswalk is None:
+        return refs
+    joined = micro.join(crosswalk, left_on=["LGA", "State"], right_on=["hbhi_lga", "hbhi_state"], how="inner")
+    values = {name: {pcodes.get(code, code): float(v) for code, v in zip(joined["lga_code"], joined[col], strict=True)
+                     if v not in (None, "")}
+              for name, col in (("NDHS 2018 microscopy positivity per LGA (HBHI)", "p_test"),
+                                ("NDHS 2018 children tested per LGA (HBHI)", "n"))}
+    return replace(refs, lga_values=values)
+
+
+# --- numeric runs of a file ------------------------------------------------------------------------------
+
+NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+PERIOD = re.compile(r"^(\d{4})-(\d{2})$")
+DIGITS = re.compile(r"\d+")
+SVG_ATTR = re.compile(r'([a-zA-Z_:][-a-zA-Z0-9_:.]*)="([^"]*)"')
+SVG_ELEMENT_TEXT = re.compile(r"<([a-zA-Z][a-zA-Z0-9]*)\b([^>]*)>([^<]*)")
+TABLE = re.compile(r"<table\b.*?</table>", re.S | re.I)
+ROW = re.compile(r"<tr\b.*?</tr>", re.S | re.I)
+CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S | re.I)
+TAG = re.compile(r"<[^>]+>")
+TEXT = re.compile(r"<text\b[^>]*>([^<]*)</text>", re.I)
+POINT_ATTRS = ("d", "points")
+SEQUENCE_ATTRS = ("x", "y", "cx", "cy", "x1", "y1", "x2", "y2", "width", "height", "r")
+
+
+def _number(x: Any) -> float:
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else np.nan
+
+
+def _month_index(period: Any) -> float:
+    m = PERIOD.match(period) if isinstance(period, str) else None
+    return (int(m.group(1)) - FIRST_YEAR) * 12 + int(m.group(2)) - 1 if m else np.nan
+
+
+def _runs(where: str, v: np.ndarray, area: str | None = None, months: np.ndarray | None = None,
+          calendar: bool = False) -> Iterator[Run]:
+    """The finite stretches of `v` at least MIN_LENGTH long."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.size < MIN_LENGTH:
+        return
+    ok = np.isfinite(v)
+    if ok.all():
+        yield Run(where, v, area, months, calendar)
+        return
+    if months is not None:  # months known: the gaps are simply months not compared
+        if ok.sum() >= MIN_LENGTH:
+            yield Run(where, v[ok], area, months[ok], False)
+        return
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], ok.astype(np.int8), [0]))))
+    for start, stop in zip(edges[::2], edges[1::2], strict=True):
+        if stop - start >= MIN_LENGTH:
+            yield Run(f"{where}[{start}:{stop}]", v[start:stop], area)
+
+
+def _keyed(where: str, v: np.ndarray, codes: list[str]) -> Iterator[Run]:
+    """A cross-section: one value per named area (compared area by area, never as a sequence)."""
+    ok = np.isfinite(v) & np.array([bool(c) for c in codes])
+    if ok.sum() >= MIN_LENGTH:
+        yield Run(where, v[ok], keys=tuple(c for c, k in zip(codes, ok, strict=True) if k))
+
+
+def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
+    """Keys that differ only in their digits (`m01`…`m12`, `rain_1`…): one series along a row."""
+    groups: dict[str, list[str]] = {}
+    for n in names:
+        if DIGITS.search(n):
+            groups.setdefault(DIGITS.sub("#", n), []).append(n)
+    return [g for g in groups.values() if len(g) >= MIN_LENGTH]
+
+
+def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[Run]:
+    """Every run of a JSON document (see the module's docstring)."""
+    if isinstance(doc, dict):
+        area = next((doc[k] for k in AREA_KEYS if isinstance(doc.get(k), str)), area)
+        for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
+            yield from _runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area)
+        for k, v in doc.items():
+            if k not in SKIP_KEYS and isinstance(v, dict | list):
+                yield from json_runs(v, f"{where}.{k}", area)
+    elif isinstance(doc, list):
+        if len(doc) >= MIN_LENGTH:
+            if any(isinstance(x, int | float) and not isinstance(x, bool) for x in doc[:64]):
+                yield from _runs(where, np.array([_number(x) for x in doc]), area)
+            records = [r for r in doc if isinstance(r, dict)]
+            if len(records) >= MIN_LENGTH:
+                months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
+                has_months = bool(np.isfinite(months).any())
+                calendar = [r.get("month") if isinstance(r, dict) else None for r in doc] == list(range(1, 13))
+                own = [next((r[k] for k in AREA_KEYS if isinstance(r.get(k), str)), "") if isinstance(r, dict)
+                       else "" for r in doc]
+                keyed = all(own) and len(set(own)) == len(own)
+                for key in dict.fromkeys(k for r in records for k in r):
+                    vals = np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
+                    if has_months:
+                        ok = np.isfinite(months)
+                        yield from _runs(f"{where}[].{key}", vals[ok], area, months[ok])
+                    elif keyed:
+                        yield from _keyed(f"{where}[].{key}", vals, own)
+                    else:
+                        yield from _runs(f"{where}[].{key}", vals, area, calendar=calendar)
+        for i, v in enumerate(doc):
+            if isinstance(v, dict | list):
+                yield from json_runs(v, f"{where}[{i}]", area)
+
+
+def table_runs(df: pl.DataFrame) -> Iterator[Run]:
+    """Numeric columns (per area and on their months when the table has `period` or `month`, top
+    to bottom otherwise) and numbered columns along each row."""
+    numeric = [c for c, t in df.schema.items() if t.is_numeric() and c not in ("month", "year")]
+    area_col = next((k for k in AREA_KEYS if k in df.columns), None)
+    time_col = "period" if "period" in df.columns else "month" if "month" in df.columns else None
+    if area_col and time_col:
+        for (area,), g in df.group_by([area_col], maintain_order=True):
+            if time_col == "period":
+                months = np.array([_month_index(p) for p in g["period"].to_list()])
+                ok = np.isfinite(months)
+                for c in numeric:
+                    yield from _runs(f"{area_col}={area} column {c}", g[c].cast(pl.Float64).to_numpy()[ok],
+                                     str(area), months[ok])
+            else:
+                calendar = g["month"].to_list() == list(range(1, 13))
+                for c in numeric:
+                    yield from _runs(f"{area_col}={area} column {c}", g[c].cast(pl.Float64).to_numpy(), str(area),
+                                     calendar=calendar)
+    elif area_col:
+        codes = df[area_col].cast(pl.Utf8).fill_null("").to_list()
+        for c in numeric:
+            yield from _keyed(f"column {c}", df[c].cast(pl.Float64).to_numpy(), codes)
+    else:
+        for c in numeric:
+            yield from _runs(f"column {c}", df[c].cast(pl.Float64).to_numpy())
+    areas = df[area_col].cast(pl.Utf8).to_list() if area_col else [None] * df.height
+    for group in _numbered_groups(c for c in numeric):
+        rows = df.select(pl.col(group).cast(pl.Float64)).to_numpy()
+        for i, row in enumerate(rows):
+            yield from _runs(f"row {i} {group[0]}…", row, areas[i])
+
+
+def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None) -> Iterator[Run]:
+    """Path and polyline coordinates (x and y apart), attribute sequences across elements in
+    document order (every `cy`, every bar `height`), and numeric <text> labels in order. A line
+    drawn after a <text> title that names an area (`names`) belongs to that area."""
+    sequences: dict[str, list[float]] = {a: [] for a in SEQUENCE_ATTRS}
+    area: str | None = None
+    for n, m in enumerate(SVG_ELEMENT_TEXT.finditer(text)):
+        tag, attrs, content = m.group(1), m.group(2), m.group(3)
+        if tag == "text" and names and len(re.findall(r"[^\W\d_]", content)) >= 3:  # a title, not a tick
+            area = names.get(content.strip().lower())
+        for name, value in SVG_ATTR.findall(attrs):
+            if name in POINT_ATTRS:
+                nums = np.array([float(x) for x in NUMBER.findall(value)], dtype=np.float64)
+                label = f"{where}<{tag} #{n}> {name}" + (f" (under the title of {area})" if area else "")
+                yield from _runs(f"{label} x", nums[0::2], area)
+                yield from _runs(f"{label} y", nums[1::2], area)
+            elif name in sequences and NUMBER.fullmatch(value.strip()):
+                sequences[name].append(float(value))
+    for name, values in sequences.items():
+        yield from _runs(f"{where}every {name}=", np.array(values))
+    labels = [float(t) for t in (s.strip() for s in TEXT.findall(text)) if NUMBER.fullmatch(t)]
+    yield from _runs(f"{where}<text> labels", np.array(labels))
+
+
+def _cell_number(cell: str) -> float:
+    text = TAG.sub("", cell).replace(",", "").replace("%", "").replace("−", "-").strip()
+    return float(text) if NUMBER.fullmatch(text) else np.nan
+
+
+def html_runs(text: str, names: Mapping[str, str] | None = None) -> Iterator[Run]:
+    """Table rows and columns (numeric cells), and any inline SVG."""
+    for t, table in enumerate(TABLE.findall(text)):
+        rows = [[_cell_number(c) for c in CELL.findall(r)] for r in ROW.findall(table)]
+        for i, row in enumerate(rows):
+            yield from _runs(f"table {t} row {i}", np.array(row))
+        for j in range(max((len(r) for r in rows), default=0)):
+            yield from _runs(f"table {t} column {j}", np.array([r[j] if j < len(r) else np.nan for r in rows]))
+    if "<svg" in text:
+        yield from svg_runs(text, "inline svg ", names)
+
+
+def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) -> Iterator[tuple[str, Run]]:
+    """(file, run) for every numeric run in one file; gzip and zip are opened. `names` lets a
+    figure's titles say which area a drawn line belongs to."""
+    if name.endswith(".gz"):
+        yield from file_runs(name[:-3], gzip.decompress(data), names)
+        return
+    if name.endswith(".zip"):
+        with zipfile.ZipFile(io.BytesIO(data)) as z:
+            for member in z.namelist():
+                yield from file_runs(f"{name}!{member}", z.read(member), names)
+        return
+    runs: Iterable[Run] = ()
+    if name.endswith(SKIP_SUFFIXES):
+        return
+    if name.endswith((".json", ".geojson")):
+        try:
+            runs = json_runs(orjson.loads(data))
+        except orjson.JSONDecodeError:
+            runs = ()
+    elif name.endswith(".csv"):
+        try:
+            runs = table_runs(pl.read_csv(io.BytesIO(data), infer_schema_length=10_000))
+        except (pl.exceptions.PolarsError, ValueError):
+            runs = ()
+    elif name.endswith(".parquet"):
+        runs = table_runs(pl.read_parquet(io.BytesIO(data)))
+    elif name.endswith(".svg"):
+        runs = svg_runs(data.decode("utf-8", "replace"), names=names)
+    elif name.endswith((".html", ".htm")):
+        runs = html_runs(data.decode("utf-8", "replace"), names)
+    for run in runs:
+        yield name, run
+
+
+def release_files(root: Path) -> Iterator[tuple[str, bytes]]:
+    """Every file of a release directory (a `.gz` beside its identity file holds the same bytes)."""
+    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+        if path.suffix == ".gz" and path.with_suffix("").is_file():
+            continue
+        yield str(path.relative_to(root)), path.read_bytes()
+
+
+# --- comparison ---------------------------------------------------------------------------------------------
+
+
+def _normalise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows centred and scaled to unit length, and which rows carry a shape: constant rows and
+    evenly spaced ramps (axis positions, x coordinates, month numbers) carry none."""
+    centred = rows - rows.mean(axis=1, keepdims=True)
+    norm = np.linalg.norm(centred, axis=1)
+    ok = norm > 1e-9 * np.maximum(np.abs(rows).max(axis=1), 1e-300)
+    z = np.divide(centred, norm[:, None], out=np.zeros_like(centred), where=ok[:, None])
+    ramp = np.arange(rows.shape[1], dtype=np.float64)
+    ramp = (ramp - ramp.mean()) / np.linalg.norm(ramp - ramp.mean())
+    return z, ok & (np.abs(z @ ramp) < 0.999)
+
+
+def _windows(refs: References, length: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+    """Normalised references of `length` values (the profiles for 12, every same-length window
+    of the 48-month series otherwise), optionally only those of series `rows`."""
+    if length == 12:  # a run of a named area: its profiles; of no area: single years too
+        years = (np.arange(len(refs.profiles)) >= 2 * len(refs.series)) & (
+            np.arange(len(refs.profiles)) < (2 + SERIES_LENGTH // 12) * len(refs.series))
+        keep = np.arange(len(refs.profiles)) if rows is None else np.flatnonzero(
+            np.isin(refs.profile_of, rows) & ~years)
+        z, ok = _normalise(refs.profiles[keep])
+        return z[ok], [refs.profile_names[i] for i in keep[ok]]
+    idx = np.arange(len(refs.series)) if rows is None else rows
+    flat = np.lib.stride_tricks.sliding_window_view(refs.series[idx], length, axis=1).reshape(-1, length)
+    names = [f"{refs.names[i]} months {o + 1}-{o + length} of 2020-01..2023-12"
+             for i in idx for o in range(SERIES_LENGTH - length + 1)]
+    z, ok = _normalise(flat)
+    return z[ok], [n for n, k in zip(names, ok, strict=True) if k]
+
+
+def _lengths(n: int) -> list[int]:
+    """Window lengths a run of unknown months is compared at."""
+    return [12] if n <= 13 else [min(n, SERIES_LENGTH)]
+
+
+@dataclass
+class _Batch:
+    refs: np.ndarray
+    names: list[str]
+    windows: list[np.ndarray] = field(default_factory=list)
+    owners: list[np.ndarray] = field(default_factory=list)
+    size: int = 0
+
+
+class _Matcher:
+    """Best match per run id; runs of no area are batched per window length."""
+
+    def __init__(self, refs: References, threshold: float):
+        self.refs, self.threshold = refs, threshold
+        self.best: dict[int, tuple[float, str, int]] = {}
+        self.batches: dict[int, _Batch] = {}
+        self.by_area: dict[str, np.ndarray] = {}
+        self.cross: list[tuple[dict[str, int], np.ndarray, list[str]]] | None = None
+
+    def _keep(self, owner: int, r: float, name: str, length: int) -> None:
+        if r > self.threshold and r > self.best.get(owner, (0.0, "", 0))[0]:
+            self.best[owner] = (r, name, length)
+
+    def add(self, owner: int, run: Run) -> None:
+        if not len(self.refs.series):
+            return
+        if run.keys is not None:
+            self._keyed(owner, run)
+            return
+        rows = None
+        if run.area is not None:
+            if run.area not in self.by_area:
+                self.by_area[run.area] = self.refs.for_area(run.area)
+            rows = self.by_area[run.area]
+            if not rows.size:
+                return  # an area without a restricted series
+        if run.months is not None:
+            self._aligned(owner, run, rows)
+        elif run.calendar or rows is not None:
+            self._direct(owner, run, rows)
+        else:
+            self._batched(owner, run)
+
+    def _keyed(self, owner: int, run: Run) -> None:
+        """A cross-section across areas: compared, over the LGAs both cover, with every month and
+        calendar month of the series across LGAs."""
+        if self.cross is None:
+            self.cross = self.refs.all_cross_sections()
+        assert run.keys is not None
+        for row, matrix, names in self.cross:
+            pos = np.array([i for i, c in enumerate(run.keys) if c in row], dtype=np.int64)
+            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+                continue
+            zx, okx = _normalise(run.values[pos][None, :])
+            zr, okr = _normalise(matrix[[row[run.keys[i]] for i in pos]].T)
+            if not okx[0]:
+                continue
+            r = np.abs(zr @ zx[0]) * okr
+            best = int(r.argmax())
+            self._keep(owner, float(r[best]), f"{names[best]} (across the same {pos.size} LGAs)", int(pos.size))
+
+    def _aligned(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
+        """Months known: one correlation per reference series over the months both cover."""
+        assert run.months is not None
+        inside = (run.months >= 0) & (run.months < SERIES_LENGTH)
+        if inside.sum() < MIN_LENGTH:
+            return
+        idx = np.arange(len(self.refs.series)) if rows is None else rows
+        x = run.values[inside][None, :]
+        refs = self.refs.series[idx][:, run.months[inside].astype(np.int64)]
+        zx, okx = _normalise(x)
+        zr, okr = _normalise(refs)
+        if not okx[0]:
+            return
+        r = np.abs(zr @ zx[0]) * okr
+        best = int(r.argmax())
+        self._keep(owner, float(r[best]), f"{self.refs.names[idx[best]]} on the same months", int(inside.sum()))
+
+    def _direct(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
+        """A calendar run, or a run of a named area: compared at once with its few references."""
+        for length in ([12] if run.calendar else _lengths(run.values.size)):
+            refs, names = _windows(self.refs, length, rows)
+            if not len(refs):
+                continue
+            z, ok = _normalise(np.lib.stride_tricks.sliding_window_view(run.values, length))
+            r = np.abs(z[ok] @ refs.T)
+            if r.size:
+                i, j = np.unravel_index(int(r.argmax()), r.shape)
+                self._keep(owner, float(r[i, j]), names[j], length)
+
+    def _batched(self, owner: int, run: Run) -> None:
+        for length in _lengths(run.values.size):
+            if length not in self.batches:
+                self.batches[length] = _Batch(*_windows(self.refs, length))
+            b = self.batches[length]
+            w = np.lib.stride_tricks.sliding_window_view(run.values, length)
+            b.windows.append(w)
+            b.owners.append(np.full(len(w), owner, dtype=np.int64))
+            b.size += len(w)
+            if b.size >= BATCH:
+                self.flush(length)
+
+    def flush(self, length: int | None = None) -> None:
+        for ln in [length] if length is not None else list(self.batches):
+            b = self.batches[ln]
+            if not b.size or not len(b.refs):
+                b.windows, b.owners, b.size = [], [], 0
+                continue
+            z, ok = _normalise(np.concatenate(b.windows))
+            owners = np.concatenate(b.owners)[ok]
+            r = np.abs(z[ok].astype(np.float32) @ b.refs.T.astype(np.float32))
+            best_ref = r.argmax(axis=1)
+            best = r[np.arange(len(r)), best_ref]
+            for i in np.flatnonzero(best > self.threshold):
+                self._keep(int(owners[i]), float(best[i]), b.names[best_ref[i]], ln)
+            b.windows, b.owners, b.size = [], [], 0
+
+
+def audit_runs(runs: Iterable[tuple[str, Run]], refs: References, threshold: float = THRESHOLD) -> list[Finding]:
+    """Findings for (file, run) pairs; a run seen before (same values, area and months) is compared once."""
+    matcher = _Matcher(refs, threshold)
+    seen: dict[tuple[bytes, str | None, bytes | None, bool, tuple[str, ...] | None], int] = {}
+    places: list[list[tuple[str, str]]] = []
+    for file, run in runs:
+        key = (run.values.tobytes(), run.area, None if run.months is None else run.months.tobytes(), run.calendar,
+               run.keys)
+        if key not in seen:
+            seen[key] = len(places)
+            places.append([])
+            matcher.add(seen[key], run)
+        places[seen[key]].append((file, run.where))
+    matcher.flush()
+    out = [Finding(file, where, name, round(r, 4), length)
+           for owner, (r, name, length) in matcher.best.items() for file, where in places[owner]]
+    return sorted(out, key=lambda f: (f.file, f.where))
+
+
+def audit_release(root: Path, refs: References, threshold: float = THRESHOLD) -> list[Finding]:
+    """Every numeric run of every file of the release at `root` matched against `refs`."""
+    return audit_runs((r for name, data in release_files(root) for r in file_runs(name, data, refs.area_names)),
+                      refs, threshold)
