@@ -5,7 +5,8 @@ monthly series stops k months before the real one (tests/rainfall_files.py and t
 tests make new months the same way). Every build runs in its own process, so its peak memory
 is its own. Printed side by side, as ratios measured in this run (targets: docs/releases.md):
 
-* one new month / full build (seconds);
+* one new month / full build (seconds, and CPU seconds, which other work on a shared machine
+  disturbs less; best of two runs each);
 * a forced rebuild of unchanged inputs: files that differ from the release it rebuilds;
 * disk added by one new month / disk of one release (hard links counted once);
 * disk after N monthly refreshes with the default retention / one release;
@@ -38,11 +39,14 @@ sys.path.insert(0, {root!r})
 from pipeline.build import build
 from pipeline.release.catalogue import retain
 t = time.perf_counter()
+cpu0 = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
 r = build(Path(sys.argv[1]), Path(sys.argv[2]), force=sys.argv[3] == "force")
 seconds = time.perf_counter() - t
 if sys.argv[4] != "0":
     retain(Path(sys.argv[2]), int(sys.argv[4]))
-print(json.dumps({{"seconds": seconds, "release": r.stats.release_id, "files": r.stats.files,
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({{"seconds": seconds, "cpu": use.ru_utime + use.ru_stime - cpu0,
+                  "release": r.stats.release_id, "files": r.stats.files,
                   "written": r.stats.written, "unchanged": r.unchanged,
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
@@ -123,11 +127,17 @@ def main(months: int, keep: int) -> None:
             d = work / f"data-{k}"
             loads.append((load_without(data_dir, d, k), d))
         out = work / "build"
-        # the full build and the new month into one root, as a month passes
+        # the full build and the new month into one root, as a month passes; then both again into a
+        # second root, interleaved, and the faster of each kept (the machine is shared: a ratio of
+        # single runs moves with whatever else runs)
         full = run_build(loads[-2][1], out)
         one_release = disk(out)
         new = run_build(loads[-1][1], out)
         added = disk(out) - one_release
+        full2 = run_build(loads[-2][1], work / "build2")
+        new2 = run_build(loads[-1][1], work / "build2")
+        full_s, new_s = min(full["seconds"], full2["seconds"]), min(new["seconds"], new2["seconds"])
+        full_cpu, new_cpu = min(full["cpu"], full2["cpu"]), min(new["cpu"], new2["cpu"])
         # a forced rebuild of the same inputs into a second root: every file compared
         again = run_build(loads[-1][1], work / "again", force=True)
         differ = differing(out / "releases" / new["release"], work / "again" / "releases" / again["release"])
@@ -141,9 +151,10 @@ def main(months: int, keep: int) -> None:
         print(f"data: {data_dir}; loads ending {loads[0][0]} .. {loads[-1][0]}")
         print(f"{'measure':<62}{'value':>12}{'aim':>10}")
         rows = [
-            ("one new month / full build (seconds)", f"{new['seconds'] / full['seconds']:.2f}", "<= 0.35"),
-            ("  full build s / new month s",
-             f"{full['seconds']:.1f}/{new['seconds']:.1f}", ""),
+            ("one new month / full build (seconds, best of 2 each)", f"{new_s / full_s:.2f}", "<= 0.35"),
+            ("one new month / full build (CPU seconds, best of 2 each)", f"{new_cpu / full_cpu:.2f}", "<= 0.35"),
+            ("  full build s / new month s (each run)",
+             f"{full['seconds']:.1f},{full2['seconds']:.1f}/{new['seconds']:.1f},{new2['seconds']:.1f}", ""),
             ("forced rebuild of unchanged inputs: files that differ", f"{differ}", "0"),
             ("  (the same release id both times)", f"{same_id}", ""),
             ("disk added by a new month / one release", f"{added / one_release:.2f}", "<= 0.5"),
@@ -151,7 +162,7 @@ def main(months: int, keep: int) -> None:
             (f"disk after {months} monthly refreshes, keep {keep} / one release", f"{after / one_release:.2f}",
              "<= 3"),
             (f"  releases kept after {months} refreshes", f"{len(kept)}", ""),
-            ("full build peak memory (MiB)", f"{full['peak_mib']:.0f}", "<= 500"),
+            ("full build peak memory (MiB)", f"{max(full['peak_mib'], full2['peak_mib']):.0f}", "<= 500"),
             ("  files in a release / objects written by the new month",
              f"{new['files']}/{new['written']}", ""),
             ("  monthly build seconds (median)",
