@@ -77,7 +77,7 @@ OWN_FIELDS: dict[str, str] = {
     "provisional": "true when the month's rainfall is preliminary and may be revised.",
     "month": "Calendar month, 1 (January) to 12 (December).",
     "seasonal_index": "Expected level of reported cases in this calendar month as a share of the peak month "
-                      "(peak month = 1). Modelled from rainfall.",
+                      "(peak month = 1). Modelled: the season fitted to routine case data (docs: seasons).",
     "typical_rainfall_mm": "Usual rainfall in this calendar month, mm (downscaled from state CHIRPS).",
     "high_season": "true when the month is one of the season's high months.",
     "area_type": "`state` or `national`; national rows have no state_code.",
@@ -550,8 +550,39 @@ def _sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
+def how_values_were_made(model_version: str | None, season_method: Mapping[str, Any] | None,
+                         cross_fitted_states: Iterable[str] = ()) -> str:
+    """The README's account of the scores and seasons, read from what the build adopted: whether a month
+    term passed its registered test (the model version says) and which season rule was published."""
+    from pipeline.model.risk import MODEL_VERSION_WITH_MONTH_TERM
+
+    if model_version == MODEL_VERSION_WITH_MONTH_TERM:
+        months = ("is multiplied by the season of its calendar month and moved month by month by the registered "
+                  "rainfall term that passed its test (CHIRPS, downscaled to LGAs); forecasts use the rainfall known "
+                  "at the last estimated month and climatology after it.")
+    else:
+        months = ("is multiplied by the typical season of its calendar month: no month term passed its registered "
+                  "test, so recorded rainfall decides which months are estimated, not their score, and a forecast "
+                  "equals the season climatology scaled by the baseline.")
+    rule = (season_method or {}).get("season_rule")
+    if rule == "model_4":
+        cross = sorted(cross_fitted_states)
+        season = ("Transmission seasons are fitted to routine case data (annual and semi-annual harmonics of log "
+                  "cases, partially pooled between areas), with each area's rainfall climatology, latitude and "
+                  "dry-season length as covariates" + (
+                      f"; in the states with dated case series ({', '.join(cross)}) the season published is the "
+                      "one fitted without that state's series." if cross else "."))
+    elif rule is None:
+        season = "Transmission seasons are not part of this release."
+    else:
+        season = "Transmission seasons are derived from typical rainfall shifted by the delay from rain to cases."
+    return ("Risk scores are modelled, not measured: a survey baseline of parasite positivity per state (DHS/MIS "
+            f"rounds), split between urban and rural LGAs, {months} `score_low`/`score_high` give the likely range. "
+            f"State figures are population-weighted from their LGAs. {season}")
+
+
 def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile],
-           base_url: str = DEFAULT_BASE_URL) -> bytes:
+           base_url: str = DEFAULT_BASE_URL, made: str | None = None) -> bytes:
     from pipeline.attribution import (
         DERIVED_LICENCE,
         DERIVED_LICENCE_TERMS,
@@ -582,12 +613,8 @@ def readme(release_id: str, model_version: str | None, updated_at: str, files: l
         "- `datapackage.json`: Frictionless Data Package describing every file, column, type and unit.",
         "- `SHA256SUMS`: SHA-256 of every other file (`sha256sum -c SHA256SUMS`).", "",
         "## How the values were made", "",
-        "Risk scores are modelled, not measured: a survey baseline of parasite positivity per state "
-        "(DHS/MIS rounds), split between urban and rural LGAs, is moved month by month by recorded rainfall "
-        "(CHIRPS, downscaled to LGAs); forecasts use the rainfall known at the last estimated month and "
-        "climatology after it. `score_low`/`score_high` give the likely range. State figures are "
-        "population-weighted from their LGAs. Transmission seasons are derived from typical rainfall shifted by "
-        "the delay from rain to cases. Context figures are survey and modelled values and are not score inputs. "
+        (made or how_values_were_made(model_version, None)) + " "
+        "Context figures are survey and modelled values and are not score inputs. "
         "Empty cells are nulls: the sources hold no figure there. Details: /docs/model.html, "
         "/docs/seasons.html, /docs/context.html, /docs/geography.html and /docs/downloads.html.", "",
         "## Sources and licences", "",
@@ -630,7 +657,8 @@ def index_document(release_id: str, model_version: str | None, files: Iterable[B
 
 
 def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
-           describe: Callable[[str], dict[str, Any]] | None = None, base_url: str = DEFAULT_BASE_URL) -> Produced:
+           describe: Callable[[str], dict[str, Any]] | None = None, base_url: str = DEFAULT_BASE_URL,
+           made: str | None = None) -> Produced:
     """The bundle as a producer's output: data files now, the files naming the release id at stamp time."""
 
     def stamp(release_id: str) -> tuple[Documents, StaticFiles]:
@@ -639,7 +667,7 @@ def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
             own.append(BundleFile("datapackage.json", JSON,
                                   orjson.dumps(describe(release_id), option=orjson.OPT_INDENT_2),
                                   "Frictionless Data Package: every file, column, type, unit, source and licence."))
-        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files, base_url),
+        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files, base_url, made),
                               "What the bundle is, the release id, model version, citation, sources, licences "
                               "and how the values were made."))
         own.append(BundleFile("SHA256SUMS", TEXT, sha256sums(own), "SHA-256 of every other file."))
@@ -662,4 +690,8 @@ def produce(ctx: BuildContext) -> Produced:
     def describe(release_id: str) -> dict[str, Any]:
         return datapackage(release_id, model_version, ctx.updated_at, frames, files, notes, ctx.base_url)
 
-    return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url)
+    states_doc = docs.get("/v1/transmission/states", {}).get(())
+    made = how_values_were_made(
+        model_version, (states_doc or {}).get("method"),
+        [s["state"] for s in (states_doc or {}).get("states", []) if s["season"].get("fitted_without_own_series")])
+    return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url, made)

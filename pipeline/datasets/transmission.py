@@ -1,13 +1,13 @@
 """Producer for /v1/transmission/states and /v1/transmission/lgas (SPEC 2.6-2.8, rule 6).
 
-Seasons come from rainfall, shaped by the only independent monthly case records: there
-is no dated monthly case series per state or LGA (malaria SOURCES.md §7.4), while the
-CHIRPS climatology covers every state and, downscaled, every LGA. The expected monthly
-level of reported cases is a floor plus a lagged rainfall shape, the lag growing with
-the length of the dry season (pipeline.model.seasons). The floor and the lag rule are
-fitted to the 22 routine-data archetype profiles; every figure published in
-`method.check` is cross-validated (leave one archetype out, all parameters refitted), so
-no profile is ever scored by parameters it helped fit. docs/seasons.md has the reasoning.
+Model 4 (the published season rule whenever case records exist): each LGA's season is fitted to
+routine case profiles (the archetype profiles and the dated LGA series) as harmonics of log cases,
+with its rainfall climatology, latitude and dry months as covariates and partial pooling between
+areas (pipeline.model.season_harmonics). In states with dated series the published season is the
+whole-state fold that held the state out (cross-fitting). Every figure in `method.check` is from
+folds that leave whole states out (pipeline.model.season_cv). Models 2 and 3 (a rainfall shape
+shifted by a lag) are refitted in the same folds for comparison, and model 2's documented constants
+are the fallback without any case record. docs/seasons.md has the reasoning.
 """
 
 from __future__ import annotations
@@ -167,6 +167,16 @@ class SeasonModel:
     fit: SeasonFit | None = None
     harmonic: season_harmonics.HarmonicFit | None = None  # model 4's published fit
     lga_population: np.ndarray | None = None  # [n_lga] in lga_codes order
+    # [n_lga] True where the published season is the fold that held the LGA's state out (states with
+    # dated series: none of the state's own rows shapes its published figures)
+    cross_fitted: np.ndarray | None = None
+
+    def state_cross_fitted(self, state_codes: list[str], lga_state: list[str] | np.ndarray) -> list[bool]:
+        """Per state: its published season is fitted without its own series (all its LGAs are)."""
+        if self.cross_fitted is None:
+            return [False] * len(state_codes)
+        st = np.asarray(lga_state)
+        return [bool(self.cross_fitted[st == c].any()) for c in state_codes]
 
     def season_sd(self, level: str) -> float:
         """Out-of-sample log sd of the season at `level` ("states" or "lgas"): what a range adds for
@@ -195,9 +205,10 @@ class SeasonModel:
         return codes, np.array(ix), np.array(fl), np.array(lg)
 
 
-def season_of(index: np.ndarray, lag: float, floor: float) -> dict[str, Any]:
+def season_of(index: np.ndarray, lag: float, floor: float, cross_fitted: bool = False) -> dict[str, Any]:
     """SPEC 2.6 season at the area's own high-season share, plus the additive centre, peak
-    window, lag, floor and share (so a client recomputes high_months from the index)."""
+    window, lag, floor and share (so a client recomputes high_months from the index), and whether
+    the season was fitted without the area's state's own dated series (docs/seasons.md)."""
     share = float(high_share_of(floor))
     s = season_from_index(index, share)
     return {
@@ -207,6 +218,7 @@ def season_of(index: np.ndarray, lag: float, floor: float) -> dict[str, Any]:
         "lag_months": round(float(lag), LAG_DECIMALS),
         "seasonal_floor": round(float(floor), INDEX_DECIMALS),
         "high_season_share_of_peak": share,
+        "fitted_without_own_series": bool(cross_fitted),
     }
 
 
@@ -440,14 +452,35 @@ def _fit_season_model(data_dir: Path, geo: Any, inputs: Inputs | None) -> Season
             params, rule, check, sfit, harmonic = fitted
             fitted_to = check["series"]
     pop = lgas["population"].cast(pl.Float64).to_numpy()
+    cross = np.zeros(len(lga_codes), dtype=bool)
     if harmonic is not None:
         areas = area_data(geo, lga_codes, lga_rain)
         index = season_harmonics.seasonal_index_of(harmonic.predict(areas.x, areas.xy), INDEX_DECIMALS)
+        if sfit is not None:
+            index, cross = cross_fitted_index(index, sfit, areas.state)
         floor = index.min(axis=1)
         lag = rain_delay(index, lga_rain)
     else:
         index, floor, lag = area_index(lga_rain, params)
-    return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop)
+    return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop,
+                       cross)
+
+
+def cross_fitted_index(index: np.ndarray, sfit: SeasonFit, area_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(index, cross-fitted rows): in every state with dated series, each LGA's published index is
+    the one of the whole-state fold that held that state out (its LGA series, every archetype group
+    covering it and the pooling constants' choice all without it), as the check already fitted it.
+    So no row of a state's own dated series shapes a published figure of that state; the series enter
+    only through coefficients pooled over the other states. Other states keep the full fit."""
+    dated = set(sfit.dated.state_codes) if sfit.dated is not None else set()
+    held = sfit.cv.area_index.get(season_cv.MODEL_4)
+    rows = np.isin(area_state, sorted(dated))
+    if held is None or not rows.any():
+        return index, np.zeros(len(index), dtype=bool)
+    rows &= np.isfinite(held).all(axis=1)
+    out = index.copy()
+    out[rows] = np.round(held[rows], INDEX_DECIMALS)
+    return out, rows
 
 
 def produce(ctx: BuildContext) -> Produced:
@@ -522,21 +555,23 @@ def produce(ctx: BuildContext) -> Produced:
                 "state_code": code,
                 "state": name,
                 "zone": zone,
-                "season": season_of(ix, lag, floor),
+                "season": season_of(ix, lag, floor, cf),
                 "survey_trend": state_trends.get(code, []),
             }
-            for code, name, zone, ix, lag, floor in zip(
-                states["state_code"], states["state"], states["zone"], state_index, state_lag, state_floor, strict=True
+            for code, name, zone, ix, lag, floor, cf in zip(
+                states["state_code"], states["state"], states["zone"], state_index, state_lag, state_floor,
+                sm.state_cross_fitted(states["state_code"].to_list(), lgas["state_code"].to_list()), strict=True
             )
         ],
         "source": sources,
     }
 
     by_code = {
-        code: {"lga_code": code, **season_of(ix, lag, floor),
+        code: {"lga_code": code, **season_of(ix, lag, floor, cf),
                "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
-        for code, ix, lag, floor, rain in zip(lga_codes, sm.lga_index, sm.lga_lag, sm.lga_floor, sm.lga_rain,
-                                              strict=True)
+        for code, ix, lag, floor, rain, cf in zip(
+            lga_codes, sm.lga_index, sm.lga_lag, sm.lga_floor, sm.lga_rain,
+            sm.cross_fitted if sm.cross_fitted is not None else np.zeros(len(lga_codes), dtype=bool), strict=True)
     }
     names = dict(zip(lgas["lga_code"], lgas["lga"], strict=True))
     order = lgas.sort(pl.col("lga").str.to_lowercase(), "lga_code").select("lga_code", "state_code")

@@ -25,6 +25,19 @@ compared with that area's references (an LGA's own
 and its state's); a run of no named area with all of them; a cross-section (one value per LGA)
 with every month and calendar month of the series across the same LGAs.
 Unknown-area comparisons are batched into one matrix product per window length (numpy).
+A run known to be a calendar-month index or profile (a 12-value list under `seasonal_index`,
+`profile`, `recorded`, `published`, `out_of_sample` and the like, a table of `month` 1-12, a line of
+12 points in a season figure) is January to December of no year: it is compared with calendar-month
+profiles only, never with one year of the series. A national record is the nation's: it is compared
+with the states' series, not with any one LGA's (as a state's run is not compared with its LGAs').
+
+Seasons fitted without their state: a good model's smooth 12-month season correlates above the
+threshold with the recorded profile by its merit, so the correlation alone cannot tell it from a
+leak. Where the release declares a season fitted without its state's own series
+(`fitted_without_own_series` in the transmission documents), the audit refits that state's season
+without any of the state's series (`held_out_seasons`) and checks the published index is exactly
+that fit; a run that is that proven season (|r| >= INDEPENDENT_R) is then reported as independent
+of that state's rows, not as a finding. A declaration that is not the held-out fit is a finding.
 """
 
 from __future__ import annotations
@@ -60,6 +73,8 @@ STATE_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "median_lga_
 SKIP_SUFFIXES = (".js", ".css", ".png", ".txt", ".ico", ".woff", ".woff2", ".md")
 SKIP_KEYS = frozenset({"coordinates", "bbox"})
 AREA_KEYS = ("lga_code", "state_code")
+NATION = "NG"  # a national record (`national` in JSON, a table row of area_type national) is the nation's
+SEASON_FIGURE_PREFIX = "season_"  # docs/figures/season_*.svg draw calendar-month seasons
 
 
 @dataclass(frozen=True)
@@ -113,7 +128,10 @@ class References:
         return row, matrix, names
 
     def for_area(self, area: str) -> np.ndarray:
-        """Series rows compared with a run of `area`: its own, and an LGA's state's."""
+        """Series rows compared with a run of `area`: its own, and an LGA's state's; the nation has no
+        series of its own and is compared with every state's (the coarsest grain of the restricted file)."""
+        if area == NATION:
+            return np.array([i for i, (code, st) in enumerate(self.areas) if code == st], dtype=np.int64)
         state = {code: st for code, st in self.areas}.get(area)
         return np.array([i for i, (code, _) in enumerate(self.areas) if code in (area, state)], dtype=np.int64)
 
@@ -304,6 +322,14 @@ def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) >= MIN_LENGTH]
 
 
+# keys whose 12-value lists are calendar-month profiles (January to December), never a dated year
+CALENDAR_KEYS = frozenset({"seasonal_index", "profile", "recorded", "published", "out_of_sample", "low", "high"})
+
+
+def is_calendar_key(key: str) -> bool:
+    return key in CALENDAR_KEYS or key.endswith(("_profile", "_out_of_sample", "_index"))
+
+
 def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[Run]:
     """Every run of a JSON document (see the module's docstring)."""
     if isinstance(doc, dict):
@@ -312,11 +338,12 @@ def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[R
             yield from _runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area)
         for k, v in doc.items():
             if k not in SKIP_KEYS and isinstance(v, dict | list):
-                yield from json_runs(v, f"{where}.{k}", area)
+                yield from json_runs(v, f"{where}.{k}", NATION if k == "national" else area)
     elif isinstance(doc, list):
         if len(doc) >= MIN_LENGTH:
             if any(isinstance(x, int | float) and not isinstance(x, bool) for x in doc[:64]):
-                yield from _runs(where, np.array([_number(x) for x in doc]), area)
+                calendar_list = len(doc) == 12 and is_calendar_key(where.rsplit(".", 1)[-1])
+                yield from _runs(where, np.array([_number(x) for x in doc]), area, calendar=calendar_list)
             records = [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
                 months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
@@ -346,7 +373,9 @@ def table_runs(df: pl.DataFrame) -> Iterator[Run]:
     area_col = next((k for k in AREA_KEYS if k in df.columns), None)
     time_col = "period" if "period" in df.columns else "month" if "month" in df.columns else None
     if area_col and time_col:
-        for (area,), g in df.group_by([area_col], maintain_order=True):
+        for (code,), g in df.group_by([area_col], maintain_order=True):
+            national = code is None and "area_type" in g.columns and (g["area_type"] == "national").all()
+            area = NATION if national else code
             if time_col == "period":
                 months = np.array([_month_index(p) for p in g["period"].to_list()])
                 ok = np.isfinite(months)
@@ -372,10 +401,12 @@ def table_runs(df: pl.DataFrame) -> Iterator[Run]:
             yield from _runs(f"row {i} {group[0]}…", row, areas[i])
 
 
-def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None) -> Iterator[Run]:
+def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None,
+             calendar: bool = False) -> Iterator[Run]:
     """Path and polyline coordinates (x and y apart), attribute sequences across elements in
     document order (every `cy`, every bar `height`), and numeric <text> labels in order. A line
-    drawn after a <text> title that names an area (`names`) belongs to that area."""
+    drawn after a <text> title that names an area (`names`) belongs to that area. In a season
+    figure (`calendar`) a drawn line of 12 points is a calendar-month profile."""
     sequences: dict[str, list[float]] = {a: [] for a in SEQUENCE_ATTRS}
     area: str | None = None
     for n, m in enumerate(SVG_ELEMENT_TEXT.finditer(text)):
@@ -386,8 +417,9 @@ def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None)
             if name in POINT_ATTRS:
                 nums = np.array([float(x) for x in NUMBER.findall(value)], dtype=np.float64)
                 label = f"{where}<{tag} #{n}> {name}" + (f" (under the title of {area})" if area else "")
-                yield from _runs(f"{label} x", nums[0::2], area)
-                yield from _runs(f"{label} y", nums[1::2], area)
+                cal = calendar and len(nums) == 24
+                yield from _runs(f"{label} x", nums[0::2], area, calendar=cal)
+                yield from _runs(f"{label} y", nums[1::2], area, calendar=cal)
             elif name in sequences and NUMBER.fullmatch(value.strip()):
                 sequences[name].append(float(value))
     for name, values in sequences.items():
@@ -440,7 +472,8 @@ def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) ->
     elif name.endswith(".parquet"):
         runs = table_runs(pl.read_parquet(io.BytesIO(data)))
     elif name.endswith(".svg"):
-        runs = svg_runs(data.decode("utf-8", "replace"), names=names)
+        runs = svg_runs(data.decode("utf-8", "replace"), names=names,
+                        calendar=name.rsplit("/", 1)[-1].startswith(SEASON_FIGURE_PREFIX))
     elif name.endswith((".html", ".htm")):
         runs = html_runs(data.decode("utf-8", "replace"), names)
     for run in runs:
@@ -470,14 +503,17 @@ def _normalise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return z, ok & (np.abs(z @ ramp) < 0.999)
 
 
-def _windows(refs: References, length: int, rows: np.ndarray | None = None) -> tuple[np.ndarray, list[str]]:
+def _windows(refs: References, length: int, rows: np.ndarray | None = None,
+             calendar: bool = False) -> tuple[np.ndarray, list[str]]:
     """Normalised references of `length` values (the profiles for 12, every same-length window
-    of the 48-month series otherwise), optionally only those of series `rows`."""
-    if length == 12:  # a run of a named area: its profiles; of no area: single years too
+    of the 48-month series otherwise), optionally only those of series `rows`. A calendar-month
+    run (January to December of no year) is compared with calendar-month profiles only: a single
+    year of the series is not over the same months."""
+    if length == 12:  # a run of a named area or a calendar run: its profiles; of no area: single years too
         years = (np.arange(len(refs.profiles)) >= 2 * len(refs.series)) & (
             np.arange(len(refs.profiles)) < (2 + SERIES_LENGTH // 12) * len(refs.series))
-        keep = np.arange(len(refs.profiles)) if rows is None else np.flatnonzero(
-            np.isin(refs.profile_of, rows) & ~years)
+        mine = np.ones(len(refs.profiles), dtype=bool) if rows is None else np.isin(refs.profile_of, rows)
+        keep = np.arange(len(refs.profiles)) if rows is None and not calendar else np.flatnonzero(mine & ~years)
         z, ok = _normalise(refs.profiles[keep])
         return z[ok], [refs.profile_names[i] for i in keep[ok]]
     idx = np.arange(len(refs.series)) if rows is None else rows
@@ -507,14 +543,21 @@ class _Matcher:
 
     def __init__(self, refs: References, threshold: float):
         self.refs, self.threshold = refs, threshold
-        self.best: dict[int, tuple[float, str, int]] = {}
+        # run id -> state of the matched reference ("" for a cross-section) -> best match
+        self.best: dict[int, dict[str, tuple[float, str, int]]] = {}
         self.batches: dict[int, _Batch] = {}
         self.by_area: dict[str, np.ndarray] = {}
         self.cross: list[tuple[dict[str, int], np.ndarray, list[str]]] | None = None
+        self.state_of = {code: st for code, st in refs.areas}
 
     def _keep(self, owner: int, r: float, name: str, length: int) -> None:
-        if r > self.threshold and r > self.best.get(owner, (0.0, "", 0))[0]:
-            self.best[owner] = (r, name, length)
+        """Best match per run and per state of the reference (a run may be independent of one state's
+        series and not of another's)."""
+        parts = name.split(" ", 2)
+        state = self.state_of.get(parts[1], "") if len(parts) > 1 and parts[0] in AREA_KEYS else ""
+        mine = self.best.setdefault(owner, {})
+        if r > self.threshold and r > mine.get(state, (0.0, "", 0))[0]:
+            mine[state] = (r, name, length)
 
     def add(self, owner: int, run: Run) -> None:
         if not len(self.refs.series):
@@ -574,7 +617,7 @@ class _Matcher:
     def _direct(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
         """A calendar run, or a run of a named area: compared at once with its few references."""
         for length in ([12] if run.calendar else _lengths(run.values.size)):
-            refs, names = _windows(self.refs, length, rows)
+            refs, names = _windows(self.refs, length, rows, calendar=run.calendar)
             if not len(refs):
                 continue
             z, ok = _normalise(np.lib.stride_tricks.sliding_window_view(run.values, length))
@@ -611,26 +654,158 @@ class _Matcher:
             b.windows, b.owners, b.size = [], [], 0
 
 
-def audit_runs(runs: Iterable[tuple[str, Run]], refs: References, threshold: float = THRESHOLD) -> list[Finding]:
-    """Findings for (file, run) pairs; a run seen before (same values, area and months) is compared once."""
+# --- seasons declared fitted without their state's series ---------------------------------------------
+
+INDEPENDENT_R = 0.999  # a run this close to a proven held-out season is that season (drawn or rescaled)
+INDEX_TOLERANCE = 0.0005 + 1e-9  # the published index is rounded to 3 decimals
+TRANSMISSION_STATES = "v1/transmission/states.json"
+TRANSMISSION_LGAS = "v1/transmission/lgas"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """A published season the release declares fitted without its state's own series."""
+
+    file: str
+    area: str  # state or LGA code
+    state: str
+    index: np.ndarray  # (12,) the published seasonal_index
+
+
+def declarations(root: Path) -> list[Declared]:
+    """Every season of the release's transmission documents carrying `fitted_without_own_series: true`."""
+    root = Path(root)
+    out: list[Declared] = []
+    path = root / TRANSMISSION_STATES
+    if path.is_file():
+        doc = orjson.loads(path.read_bytes())
+        for st in doc.get("states", []):
+            season = st.get("season") or {}
+            if season.get("fitted_without_own_series") is True:
+                out.append(Declared(TRANSMISSION_STATES, st["state_code"], st["state_code"],
+                                    np.asarray(season["seasonal_index"], dtype=np.float64)))
+    for p in sorted((root / TRANSMISSION_LGAS).glob("*.json")):
+        doc = orjson.loads(p.read_bytes())
+        for lga in doc.get("lgas", []):
+            if lga.get("fitted_without_own_series") is True:
+                out.append(Declared(str(p.relative_to(root)), lga["lga_code"], doc["state_code"],
+                                    np.asarray(lga["seasonal_index"], dtype=np.float64)))
+    return out
+
+
+def check_declarations(declared: Iterable[Declared], held_out: Mapping[str, np.ndarray]
+                       ) -> tuple[dict[str, list[np.ndarray]], list[Finding]]:
+    """(proven held-out seasons per state, false declarations). A declaration is proven when the
+    published index equals, to its rounding, the season the audit obtained by fitting without the
+    state (`held_out`, area code -> 12 values); one that differs is a finding of its own, and an
+    area the audit has no held-out season for proves nothing."""
+    proven: dict[str, list[np.ndarray]] = {}
+    false: list[Finding] = []
+    for d in declared:
+        h = held_out.get(d.area)
+        if h is None:
+            continue
+        h = np.asarray(h, dtype=np.float64)
+        if h.shape == d.index.shape and float(np.abs(h - d.index).max()) <= INDEX_TOLERANCE:
+            proven.setdefault(d.state, []).append(h)
+        else:
+            r = float(np.corrcoef(h, d.index)[0, 1]) if h.shape == d.index.shape else 0.0
+            false.append(Finding(d.file, f"{d.area} season.fitted_without_own_series",
+                                 f"declared fitted without {d.state}, but not the season fitted without it "
+                                 f"(r with it {r:.4f})", round(r, 4), int(d.index.size)))
+    return proven, false
+
+
+def _independent(values: np.ndarray, curves: list[np.ndarray]) -> bool:
+    if values.size != 12 or not curves:
+        return False
+    z, ok = _normalise(np.vstack([values[None, :], *[c[None, :] for c in curves]]))
+    return bool(ok[0]) and bool((np.abs(z[1:][ok[1:]] @ z[0]) >= INDEPENDENT_R).any())
+
+
+@dataclass(frozen=True)
+class AuditResult:
+    findings: list[Finding]  # restricted series in the release (and false declarations)
+    independent: list[Finding]  # matches that are a proven held-out season of the matched series' state
+
+
+def audit_runs_detailed(runs: Iterable[tuple[str, Run]], refs: References, threshold: float = THRESHOLD,
+                        proven: Mapping[str, list[np.ndarray]] | None = None) -> AuditResult:
+    """Findings for (file, run) pairs; a run seen before (same values, area and months) is compared once.
+    A match with a series of state S is independent, not a finding, when the run is (|r| >=
+    INDEPENDENT_R) a season the release declares fitted without S and the audit proved to be that fit."""
     matcher = _Matcher(refs, threshold)
     seen: dict[tuple[bytes, str | None, bytes | None, bool, tuple[str, ...] | None], int] = {}
     places: list[list[tuple[str, str]]] = []
+    values: list[np.ndarray] = []
     for file, run in runs:
         key = (run.values.tobytes(), run.area, None if run.months is None else run.months.tobytes(), run.calendar,
                run.keys)
         if key not in seen:
             seen[key] = len(places)
             places.append([])
+            values.append(run.values)
             matcher.add(seen[key], run)
         places[seen[key]].append((file, run.where))
     matcher.flush()
-    out = [Finding(file, where, name, round(r, 4), length)
-           for owner, (r, name, length) in matcher.best.items() for file, where in places[owner]]
-    return sorted(out, key=lambda f: (f.file, f.where))
+    found: list[Finding] = []
+    independent: list[Finding] = []
+    for owner, by_state in matcher.best.items():
+        for state, (r, name, length) in by_state.items():
+            free = bool(state) and _independent(values[owner], list((proven or {}).get(state, [])))
+            for file, where in places[owner]:
+                if free:
+                    independent.append(Finding(file, where, f"{name}; independent (fitted without {state})",
+                                               round(r, 4), length))
+                else:
+                    found.append(Finding(file, where, name, round(r, 4), length))
+    key_of = lambda f: (f.file, f.where, f.reference)  # noqa: E731
+    return AuditResult(sorted(found, key=key_of), sorted(independent, key=key_of))
 
 
-def audit_release(root: Path, refs: References, threshold: float = THRESHOLD) -> list[Finding]:
-    """Every numeric run of every file of the release at `root` matched against `refs`."""
-    return audit_runs((r for name, data in release_files(root) for r in file_runs(name, data, refs.area_names)),
-                      refs, threshold)
+def audit_runs(runs: Iterable[tuple[str, Run]], refs: References, threshold: float = THRESHOLD) -> list[Finding]:
+    """Findings for (file, run) pairs, no declaration taken into account."""
+    return audit_runs_detailed(runs, refs, threshold).findings
+
+
+def audit(root: Path, refs: References, held_out: Mapping[str, np.ndarray] | None = None,
+          threshold: float = THRESHOLD) -> AuditResult:
+    """Every numeric run of every file of the release at `root` matched against `refs`; the release's
+    declarations of seasons fitted without their state are checked against `held_out`."""
+    proven, false = check_declarations(declarations(root), held_out or {})
+    result = audit_runs_detailed((r for name, data in release_files(root) for r in file_runs(name, data, refs.area_names)),
+                                 refs, threshold, proven)
+    return AuditResult(sorted([*false, *result.findings], key=lambda f: (f.file, f.where, f.reference)),
+                       result.independent)
+
+
+def audit_release(root: Path, refs: References, threshold: float = THRESHOLD,
+                  held_out: Mapping[str, np.ndarray] | None = None) -> list[Finding]:
+    """The findings of `audit` (what may not be published)."""
+    return audit(root, refs, held_out, threshold).findings
+
+
+def held_out_seasons(data_dir: Path) -> dict[str, np.ndarray]:
+    """Area code -> the season fitted without its state's series, for every state with dated series and
+    its LGAs, at the published rounding: each LGA's from the whole-state fold that left its state out
+    (pipeline.model.season_cv), a state's the population-weighted mean of its LGAs' as published."""
+    from pipeline.datasets.transmission import INDEX_DECIMALS, season_model
+    from pipeline.geography import load_geography
+    from pipeline.model.season_cv import MODEL_4, weighted_profile
+
+    geo = load_geography(Path(data_dir))
+    sm = season_model(Path(data_dir), geo)
+    if sm.fit is None or sm.fit.dated is None or MODEL_4 not in sm.fit.cv.area_index:
+        return {}
+    held = sm.fit.cv.area_index[MODEL_4]
+    state = np.asarray(sm.fit.state_of_area)
+    pop = sm.lga_population if sm.lga_population is not None else np.ones(len(state))
+    out: dict[str, np.ndarray] = {}
+    for s in sm.fit.dated.state_codes:
+        rows = np.flatnonzero(state == s)
+        if not rows.size or not np.isfinite(held[rows]).all():
+            continue
+        ix = np.round(held[rows], INDEX_DECIMALS)
+        out |= {sm.lga_codes[i]: ix[k] for k, i in enumerate(rows)}
+        out[s] = np.round(weighted_profile(ix, pop[rows] / pop[rows].sum()), INDEX_DECIMALS)
+    return out

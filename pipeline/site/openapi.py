@@ -117,12 +117,18 @@ def resource_schemas() -> dict[str, Schema]:
                                 "(additive)."},
         "peak_window": {"type": "array", "items": MONTH_NUMBER, "minItems": 1,
                         "description": "Months at `peak_window_share_of_peak` of the peak or more (additive)."},
-        "lag_months": {"type": "number", "description": "Months by which cases follow rain in this area "
-                       "(from the length of its dry season; additive)."},
-        "seasonal_floor": _share("The area's floor: expected cases in its quietest month as a share of the peak, "
-                                 "from the length of its dry season (additive)."),
+        "lag_months": {"type": "number", "description": "Months by which the season's centre lies after the "
+                       "centre of the area's rainfall climatology (negative: before), read off the season fitted "
+                       "to cases (additive)."},
+        "seasonal_floor": _share("The area's floor: expected cases in its quietest month as a share of the peak "
+                                 "(additive)."),
         "high_season_share_of_peak": _share("The area's threshold share of the peak defining `high_months`: "
-                                            "where its rain-driven part reaches half its own peak (additive)."),
+                                            "halfway between its floor and the peak (additive)."),
+        "fitted_without_own_series": {"type": "boolean", "description": "true where the area's state has dated "
+                                      "case series: its season is then the one fitted without any of that state's "
+                                      "series (the curve the validation page scores out of sample), so none of "
+                                      "its own rows shapes it; false elsewhere and nationally (additive; docs: "
+                                      "seasons)."},
     }
     survey = {
         "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),

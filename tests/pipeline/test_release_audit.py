@@ -22,7 +22,9 @@ import pytest
 from pipeline.release.audit import (
     LGA_FILE,
     References,
+    audit,
     audit_release,
+    held_out_seasons,
     references_from_tables,
     restricted_references,
 )
@@ -165,6 +167,96 @@ def test_a_line_under_an_area_title_is_compared_with_that_area(tmp_path: Path, t
     assert len(audit_release(tmp_path, named)) == 1
 
 
+def _corr(a: np.ndarray, b: np.ndarray) -> float:
+    return abs(float(np.corrcoef(a, b)[0, 1]))
+
+
+def _two_harmonics(p: np.ndarray) -> np.ndarray:
+    """A smooth model-like season: the profile's annual and semi-annual harmonics, peak 1, 3 decimals."""
+    m = np.arange(12)
+    basis = np.vstack([np.ones(12), *[f(2 * np.pi * h * m / 12) for h in (1, 2) for f in (np.cos, np.sin)]])
+    fit = np.linalg.lstsq(basis.T, p, rcond=None)[0] @ basis
+    return np.round(fit / fit.max(), 3)
+
+
+def test_a_calendar_month_index_is_compared_with_profiles_not_with_single_years(tmp_path: Path, table: pl.DataFrame,
+                                                                                 refs: References) -> None:
+    """January to December of no year is not over the same months as January to December of 2022:
+    a seasonal index is compared with calendar-month profiles only; the same 12 values under a key
+    that says nothing about its months are compared with single years too."""
+    years = [(code, y, _series(table, code)[12 * y:12 * y + 12]) for code in LGAS for y in range(4)]
+    profiles = [_profile(_series(table, code)) for code in LGAS]
+    year_only = [(c, y, v) for c, y, v in years if max(_corr(v, p) for p in profiles) < 0.9]
+    assert year_only  # the premise: some single year resembles no calendar-month profile
+    _, y, v = year_only[0]
+    (tmp_path / "a.json").write_bytes(orjson.dumps({"season": {"seasonal_index": [round(float(x / v.max()), 3) for x in v]}}))
+    assert audit_release(tmp_path, refs) == []
+    (tmp_path / "a.json").write_bytes(orjson.dumps({"values": [round(float(x / v.max()), 3) for x in v]}))
+    found = audit_release(tmp_path, refs)
+    assert len(found) == 1 and found[0].reference.endswith(f"months of {2020 + y}")
+    # a recorded profile under a calendar key is still found
+    p = profiles[4]
+    (tmp_path / "a.json").write_bytes(orjson.dumps({"published": [round(float(x / p.max()), 3) for x in p]}))
+    assert [f.where for f in audit_release(tmp_path, refs)] == ["$.published"]
+
+
+def _declaring_release(root: Path, index: np.ndarray, declared: bool, extra: dict | None = None) -> None:
+    """A release whose transmission document gives LGAS[0] the season `index`, the same curve drawn in
+    a season figure and listed as a validation profile, with or without the declaration."""
+    (root / "v1" / "transmission" / "lgas").mkdir(parents=True)
+    (root / "docs" / "figures").mkdir(parents=True)
+    curve = [float(x) for x in index]
+    (root / "v1" / "transmission" / "lgas" / "ZZ.json").write_bytes(orjson.dumps({"state_code": "ZZ", "lgas": [
+        {"lga_code": LGAS[0], "seasonal_index": curve, "fitted_without_own_series": declared}]}))
+    (root / "docs" / "figures" / "season_lgas.svg").write_text(f"<svg>{_polyline(index)}</svg>")
+    (root / "docs" / "validation.json").write_bytes(orjson.dumps({"profiles": {"lgas": [
+        {"lga_code": LGAS[0], "out_of_sample": curve}], **(extra or {})}}))
+
+
+def test_a_season_proven_fitted_without_its_state_is_independent(tmp_path: Path, table: pl.DataFrame,
+                                                                  refs: References) -> None:
+    """A good model's smooth season correlates above 0.97 with the recorded profile by its merit. When
+    the release declares it fitted without the state and the audit's own held-out fit is exactly it,
+    every copy of it (JSON, the drawn line, the validation list) is independent, and listed as such."""
+    p = _profile(_series(table, LGAS[0]))
+    h = _two_harmonics(p)
+    assert _corr(h, p) > 0.97  # the premise: the audit alone would flag it
+    _declaring_release(tmp_path / "r", h, declared=True)
+    result = audit(tmp_path / "r", refs, held_out={LGAS[0]: h})
+    assert result.findings == []
+    assert {f.file for f in result.independent} == {"v1/transmission/lgas/ZZ.json", "docs/figures/season_lgas.svg",
+                                                    "docs/validation.json"}
+    assert all("independent (fitted without ZZ)" in f.reference for f in result.independent)
+    # without held-out fits (nothing proven) the same release is three findings
+    assert {f.file for f in audit_release(tmp_path / "r", refs)} == {
+        "v1/transmission/lgas/ZZ.json", "docs/figures/season_lgas.svg", "docs/validation.json"}
+
+
+def test_a_false_declaration_and_leaks_beside_a_proven_season_are_findings(tmp_path: Path, table: pl.DataFrame,
+                                                                           refs: References) -> None:
+    p = _profile(_series(table, LGAS[0]))
+    h = _two_harmonics(p)
+    # declared, but the season fitted without the state is another curve: the declaration is false
+    other = np.round(np.roll(h, 1) * 0.5 + h * 0.5, 3)
+    _declaring_release(tmp_path / "false", h, declared=True)
+    found = audit_release(tmp_path / "false", refs, held_out={LGAS[0]: other})
+    assert {f.file for f in found} == {"v1/transmission/lgas/ZZ.json", "docs/figures/season_lgas.svg",
+                                       "docs/validation.json"}
+    assert any(f.where == f"{LGAS[0]} season.fitted_without_own_series" and "declared fitted without ZZ" in
+               f.reference for f in found)
+    # not declared: the proven fit does not help
+    _declaring_release(tmp_path / "undeclared", h, declared=False)
+    assert len(audit_release(tmp_path / "undeclared", refs, held_out={LGAS[0]: h})) == 3
+    # declared and proven, but the recorded profile and a rescaled series published beside it are found
+    a = _series(table, LGAS[0])
+    _declaring_release(tmp_path / "leaks", h, declared=True, extra={
+        "recorded": [round(float(x / p.max()), 3) for x in p],
+        "cases_over_mean": [round(float(x), 2) for x in a / a.mean()]})
+    result = audit(tmp_path / "leaks", refs, held_out={LGAS[0]: h})
+    assert sorted(f.where for f in result.findings) == ["$.profiles.cases_over_mean", "$.profiles.recorded"]
+    assert len(result.independent) == 3
+
+
 # --- real data ---------------------------------------------------------------------------------------
 
 
@@ -206,6 +298,59 @@ class TestRealData:
     def test_no_file_of_the_real_release_matches_a_restricted_series(self, real_build: Path,
                                                                      real_refs: References) -> None:
         release = (real_build / "current").resolve()
-        found = audit_release(release, real_refs)
-        assert found == [], "restricted series in the release:\n" + "\n".join(
-            f"{f.file} {f.where}: r={f.correlation} vs {f.reference}" for f in found[:40])
+        result = audit(release, real_refs, held_out_seasons(DATA_DIR))
+        assert result.findings == [], "restricted series in the release:\n" + "\n".join(
+            f"{f.file} {f.where}: r={f.correlation} vs {f.reference}" for f in result.findings[:40])
+        # the seasons of the dated states resemble their recorded profiles by the model's merit, fitted
+        # without them: they are reported, never silently passed
+        assert result.independent and all("independent (fitted without" in f.reference for f in result.independent)
+
+    def test_each_declared_season_is_the_fit_without_its_state(self, real_build: Path) -> None:
+        """Every season the release declares fitted without its state's series equals, to the published
+        rounding, a fit made here from the fitting table with every series of that state (its dated LGAs
+        and every archetype group covering any of its population) removed and the pooling constants chosen
+        without it; every LGA and the state of the six dated states is declared, no other area is."""
+        from pipeline.datasets.transmission import area_data, dated_data_weight, season_model
+        from pipeline.geography import load_geography
+        from pipeline.model import season_cv
+        from pipeline.model import season_harmonics as H
+        from pipeline.sources.inputs import Inputs
+
+        release = (real_build / "current").resolve()
+        geo = load_geography(DATA_DIR)
+        sm = season_model(DATA_DIR, geo)
+        assert sm.fit is not None and sm.fit.dated is not None
+        series = sm.fit.series
+        areas = area_data(geo, sm.lga_codes, sm.lga_rain)
+        units = season_cv.harmonic_units(series, areas, dated_data_weight(Inputs(DATA_DIR, geo).dated_cases))
+        std = H.Standardiser.of(areas.x)
+        dated_states = sorted(sm.fit.dated.state_codes)
+        assert dated_states == ["AK", "BA", "BE", "EB", "KE", "NA"]
+        states_doc = orjson.loads((release / "v1/transmission/states.json").read_bytes())
+        declared_states = {s["state_code"] for s in states_doc["states"] if s["season"]["fitted_without_own_series"]}
+        assert declared_states == set(dated_states)
+        assert states_doc["national"]["season"]["fitted_without_own_series"] is False
+        pop = geo.lgas.sort("lga_code")["population"].cast(pl.Float64).to_numpy()
+        for s in dated_states:
+            mine = areas.state == s
+            keep = np.ones(len(series.names), dtype=bool)
+            keep &= np.array(series.state) != s  # its dated LGAs
+            keep &= series.weights[:, mine].sum(axis=1) == 0  # every archetype covering any of its people
+            assert not (keep & (np.array(series.kind) == "lga") & (np.array(series.state) == s)).any()
+            rk, sh = H.choose_pooling(units, std, keep)
+            fit = H.fit(units, std, keep, rk, sh)
+            expect = np.round(H.profiles(fit.predict(areas.x[mine], areas.xy[mine])), 3)
+            doc = orjson.loads((release / f"v1/transmission/lgas/{s}.json").read_bytes())
+            published = {r["lga_code"]: r for r in doc["lgas"]}
+            codes = np.array(sm.lga_codes)[mine]
+            assert set(published) == set(codes)
+            for code, e in zip(codes, expect, strict=True):
+                assert published[code]["fitted_without_own_series"] is True
+                np.testing.assert_allclose(published[code]["seasonal_index"], e, atol=5e-4 + 1e-9, err_msg=code)
+            w = pop[mine] / pop[mine].sum()
+            state_season = next(x["season"] for x in states_doc["states"] if x["state_code"] == s)
+            np.testing.assert_allclose(state_season["seasonal_index"],
+                                       np.round(season_cv.weighted_profile(expect, w), 3), atol=5e-4 + 1e-9)
+        others = [p for p in (release / "v1/transmission/lgas").glob("*.json") if p.stem not in dated_states]
+        assert others and not any(r["fitted_without_own_series"] for p in others
+                                  for r in orjson.loads(p.read_bytes())["lgas"])

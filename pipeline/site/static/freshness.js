@@ -17,7 +17,12 @@ if (typeof document !== "undefined") {
     var note = document.getElementById("stale-note");
     if (!note) return;
     var text = staleNote(note.dataset.lastEstimated, note.dataset.lastForecast, new Date());
-    if (text) { note.textContent = text; note.hidden = false; }
+    if (!text) return;
+    note.textContent = text;
+    note.hidden = false;
+    // the map keeps its first screen: the note sits in the folded block, its gist on the visible line
+    var flag = document.getElementById("stale-flag");
+    if (flag) { flag.textContent = "; all past, next load due"; flag.hidden = false; }
   });
 }
 if (typeof module !== "undefined") module.exports = { staleNote: staleNote };

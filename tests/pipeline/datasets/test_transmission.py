@@ -146,7 +146,7 @@ def produced(tmp_path: Path):
 
 SEASON_KEYS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months", "seasonal_index"]
 EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months", "seasonal_floor",
-                     "high_season_share_of_peak"]
+                     "high_season_share_of_peak", "fitted_without_own_series"]
 TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
 CHECK_KEYS = ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
 
@@ -367,3 +367,26 @@ def test_real_data_seasons_are_plausible() -> None:
     # no state has a 2010 entry; Borno 2015 is missing in the source
     assert all(e["survey_year"] != 2010 for s in doc["states"] for e in s["survey_trend"])
     assert 2015 not in [e["survey_year"] for e in by["BO"]["survey_trend"]]
+
+
+def test_cross_fitting_publishes_the_held_out_fold_in_dated_states_only() -> None:
+    """In a state with dated series every LGA's published index is the fold that held the state out
+    (rounded as published); LGAs of other states keep the full fit, whatever the folds hold for them."""
+    from types import SimpleNamespace
+
+    from pipeline.datasets.transmission import cross_fitted_index
+    from pipeline.model.season_cv import MODEL_4
+
+    rng = np.random.default_rng(5)
+    full = np.round(rng.uniform(0.3, 1.0, (5, 12)), 3)
+    held = rng.uniform(0.3, 1.0, (5, 12))
+    state = np.array(["AA", "AA", "BB", "CC", "CC"])
+    sfit = SimpleNamespace(dated=SimpleNamespace(state_codes=["AA", "CC"]),
+                           cv=SimpleNamespace(area_index={MODEL_4: held}))
+    out, cross = cross_fitted_index(full, sfit, state)  # type: ignore[arg-type]
+    assert cross.tolist() == [True, True, False, True, True]
+    np.testing.assert_array_equal(out[cross], np.round(held[cross], 3))
+    np.testing.assert_array_equal(out[~cross], full[~cross])
+    no_dated = SimpleNamespace(dated=None, cv=SimpleNamespace(area_index={MODEL_4: held}))
+    out, cross = cross_fitted_index(full, no_dated, state)  # type: ignore[arg-type]
+    assert not cross.any() and (out == full).all()
