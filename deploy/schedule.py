@@ -42,7 +42,6 @@ phases:
 cache:
   paths:
     - /root/.cache/pip/**/*
-    - build/**/*
 """
 
 
@@ -64,8 +63,9 @@ def events_trust() -> dict[str, Any]:
 def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
     """What the scheduled jobs may do, and nothing else: publish releases and the pointer under the
     prefix (create-only objects: no s3:DeleteObject on releases except through `release prune`, which is
-    not scheduled), read and write the data directory, the build cache and the usage exports under
-    ops/, write status.json, read the key table (usage export: Scan), read the canary's key, log."""
+    not scheduled, and the repair of a damaged object), read and write the data directory and the usage
+    exports under ops/, write status.json, read the key table (usage export: Scan), read the canary's
+    key, log. The stored objects (`objects/`) are written by the same publish as the release keys."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     ops = ops_prefix(prefix)
     b = f"arn:aws:s3:::{bucket}"
@@ -75,9 +75,10 @@ def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: 
         {"Sid": "SourceAndCacheBucket", "Effect": "Allow",  # CodeBuild checks the bucket of its source and cache
          "Action": ["s3:GetBucketAcl", "s3:GetBucketLocation"], "Resource": b},
         {"Sid": "PublishReleases", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
-         "Resource": [f"{b}/{base}releases/*", f"{b}/{base}current.json"]},
+         "Resource": [f"{b}/{base}releases/*", f"{b}/{base}objects/*", f"{b}/{base}current.json",
+                      f"{b}/{base}releases.json"]},
         {"Sid": "RepairDamagedReleaseObjects", "Effect": "Allow", "Action": "s3:DeleteObject",
-         "Resource": f"{b}/{base}releases/*"},
+         "Resource": [f"{b}/{base}releases/*", f"{b}/{base}objects/*"]},
         {"Sid": "OpsFiles", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": [f"{b}/{ops}/*", f"{b}/{base}status/status.json"]},
         {"Sid": "UsageExport", "Effect": "Allow", "Action": "dynamodb:Scan",
@@ -120,8 +121,10 @@ def ensure_role(iam: Any, role: str, trust: dict[str, Any], policy: dict[str, An
 def project_config(name: str, role_arn: str, bucket: str, prefix: str, table_prefix: str, region: str,
                    base_url: str, max_lag_days: int) -> dict[str, Any]:
     """The CodeBuild project running every job: source is the code zip `deploy/aws.py source` put in the
-    bucket; the job's name comes from each schedule's JOB override. The build root is carried from run to
-    run in CodeBuild's S3 cache, so an unchanged refresh recognises the current release and builds nothing."""
+    bucket; the job's name comes from each schedule's JOB override. The build root is not carried from run
+    to run (the cache holds pip's downloads only): releases are reproducible, so an unchanged refresh
+    builds the live release again and its publish finds every file in place and uploads nothing
+    (docs/local-releases.md)."""
     ops = ops_prefix(prefix)
 
     def env(k: str, v: str, kind: str = "PLAINTEXT") -> dict[str, str]:

@@ -27,11 +27,12 @@ def lifecycle_rule(noncurrent_days: int = NONCURRENT_DAYS) -> dict[str, Any]:
 
 
 def create_only_statement(bucket: str, prefix: str) -> dict[str, Any]:
-    """Any PutObject under releases/ without `If-None-Match` is refused, whoever sends it: release objects
-    are created, never replaced (the publisher sends the header, pipeline/publish/s3/upload.py)."""
+    """Any PutObject (a CopyObject too) under releases/ or objects/ without `If-None-Match` is refused,
+    whoever sends it: release files and stored objects are created, never replaced (the publisher sends
+    the header, pipeline/publish/s3/upload.py)."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Sid": CREATE_ONLY_SID, "Effect": "Deny", "Principal": "*", "Action": "s3:PutObject",
-            "Resource": f"arn:aws:s3:::{bucket}/{base}releases/*",
+            "Resource": [f"arn:aws:s3:::{bucket}/{base}releases/*", f"arn:aws:s3:::{bucket}/{base}objects/*"],
             "Condition": {"Null": {"s3:if-none-match": "true"}}}
 
 

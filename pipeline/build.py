@@ -8,13 +8,14 @@ documented error.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pipeline import buildkey
+from pipeline import buildkey, cache
 from pipeline.datasets import (
     boundaries,
     context,
@@ -34,6 +35,7 @@ from pipeline.sources.checks import RainfallReport, check_rainfall
 from pipeline.window import check_window
 
 Producer = Callable[[BuildContext], Produced]
+CACHE_DIR = "cache"  # OUT/cache: fits kept between builds (pipeline.cache), never published
 
 PRODUCERS: tuple[Producer, ...] = (
     boundaries.produce,
@@ -61,6 +63,7 @@ class BuildResult:
 
 
 def now_iso() -> str:
+    """The build's clock: it goes into the manifest and releases.json only, never into a document."""
     return datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
@@ -117,8 +120,9 @@ def build(
     out = Path(out)
     settings = BuildSettings.from_env()
     base_url = base_url or settings.base_url
-    key = (buildkey.input_key(Path(data_dir), BuildSettings().docs_dir,
-                              settings=(f"base_url={base_url}", f"dashboard_url={settings.dashboard_url}"))
+    loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
+    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at,
+                              (f"dashboard_url={settings.dashboard_url}",))
            if producers is PRODUCERS else None)
     t = lap("key", started)
     if key is not None and not force:
@@ -126,24 +130,28 @@ def build(
         if same is not None:
             stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
             return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)
-    if progress:
-        progress("reading geography", 0, 1)
-    geography = load_geography(Path(data_dir))
-    t = lap("geography", t)
-    report = check_rainfall(Path(data_dir), geography)
-    current = buildkey.current_manifest(out)
-    published = list(current.facts.get("estimated", [])) if current else []
-    against = f"{out / 'current'} ({current.release_id})" if current else ""
-    if published:  # cheap first check on the inputs, before the model runs
-        check_window(published, [published[0], report.last], against, allow_shrink)
-    t = lap("checks", t)
-    ctx = BuildContext(Path(data_dir), updated_at or now_iso(), geography, progress, base_url=base_url,
-                       dashboard_url=settings.dashboard_url)
-    timings: dict[str, float] = {}
-    produced, unavailable = run_producers(ctx, producers, progress, timings)
+    with cache.use(out / CACHE_DIR) if producers is PRODUCERS else contextlib.nullcontext(out):
+        if progress:
+            progress("reading geography", 0, 1)
+        # the outlines are parsed once per content of admin/ and code (pipeline.cache), not once a build
+        geography = cache.cached("geography", Path(data_dir), ["admin"],
+                                 cache.code_of("pipeline.geography", "pipeline.sources"),
+                                 lambda: load_geography(Path(data_dir)))
+        t = lap("geography", t)
+        report = check_rainfall(Path(data_dir), geography)
+        current = buildkey.current_manifest(out)
+        published = list(current.facts.get("estimated", [])) if current else []
+        against = f"{out / 'current'} ({current.release_id})" if current else ""
+        if published:  # cheap first check on the inputs, before the model runs
+            check_window(published, [published[0], report.last], against, allow_shrink)
+        t = lap("checks", t)
+        ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url,
+                           dashboard_url=settings.dashboard_url)
+        timings: dict[str, float] = {}
+        produced, unavailable = run_producers(ctx, producers, progress, timings)
     check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
     t = lap("producers", t)
-    stats = render_release(out, produced, ctx.updated_at, progress)
+    stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso())
     if key is not None:
         buildkey.record_key(out, stats.release_id, key)
     lap("render", t)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 
@@ -74,6 +75,34 @@ def input_key(data_dir: Path, docs_dir: Path, code_dirs: tuple[Path, ...] = CODE
     for lib in LIBRARIES:
         h.update(f"lib\t{lib}\t{_version(lib)}\n".encode())
     return h.hexdigest()
+
+
+def data_loaded_at(data_dir: Path) -> str:
+    """When the data was loaded: an input of the build, never the clock (docs/local-releases.md).
+
+    The monthly load records when it installed the rainfall file (`.fetch/rainfall.json`,
+    `installed_at`); that time holds while the installed bytes are the recorded ones. A data
+    directory filled by hand has no such record: its load time is when its newest input file
+    was written (modification time). Either way the same directory gives the same time, so
+    a rebuild of unchanged inputs gives the same bytes.
+    """
+    from pipeline.sources.fetch import read_record, sha256_file
+    from pipeline.sources.rainfall import WFP_SUBNATIONAL
+
+    data_dir = Path(data_dir)
+    record = read_record(data_dir)
+    installed = record.get("installed_at") or record.get("fetched_at")
+    target = data_dir / WFP_SUBNATIONAL
+    if isinstance(installed, str) and target.is_file() and record.get("sha256") == sha256_file(target):
+        return installed
+    newest = max((p.stat().st_mtime for p in _files(data_dir, set())), default=0.0) if data_dir.is_dir() else 0.0
+    return datetime.fromtimestamp(int(newest), UTC).isoformat().replace("+00:00", "Z")
+
+
+def build_key(data_dir: Path, docs_dir: Path, base_url: str, loaded_at: str, more: tuple[str, ...] = ()) -> str:
+    """The key of a build: its inputs, code, the address citations link to, the data load time and
+    any other setting that changes what is written (`more`, "name=value")."""
+    return input_key(data_dir, docs_dir, settings=(f"base_url={base_url}", *more, f"data_loaded_at={loaded_at}"))
 
 
 def _read_keys(out: Path) -> dict[str, str]:

@@ -616,15 +616,32 @@ def verify_local_cmd(root: Path, release_id: str | None, every: bool) -> None:
 @click.option("--keep", required=True, type=click.IntRange(min=1), help="How many of the newest releases to keep.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
 def prune_local_cmd(root: Path, keep: int, dry_run: bool) -> None:
-    """Remove old local releases; the current one is always kept. Also removes killed builds' leftovers."""
+    """Remove old local releases; the current one and pinned ones are always kept. Also removes killed
+    builds' leftovers and the stored objects no kept release links."""
     from pipeline.release.local import prune_local
 
     result = prune_local(root, keep, dry_run)
     verb = "would remove" if dry_run else "removed"
     click.echo(f"{verb} {len(result.removed)} release(s){': ' + ', '.join(result.removed) if result.removed else ''}; "
-               f"kept {len(result.kept)}")
+               f"kept {len(result.kept)}" + ("" if dry_run else f"; {result.objects} object(s), "
+                                                                 f"{result.bytes / 1e6:.1f} MB freed"))
     if result.cleaned:
         click.echo(f"removed {len(result.cleaned)} temporary director(ies) left by killed builds", err=True)
+
+
+@click.command("pin", epilog=example("malaria-risk pin --root build 20261101T050000Z-1a2b3c4d",
+                                     "malaria-risk pin --root build --unpin 20261101T050000Z-1a2b3c4d"))
+@click.option("--root", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Build root holding releases/ and current.")
+@click.option("--unpin", is_flag=True, help="Let the retention rule remove it again once it is old.")
+@click.argument("release_id")
+def pin_cmd(root: Path, release_id: str, unpin: bool) -> None:
+    """Keep a local release whatever its age (e.g. one a publication cites): `prune` and `refresh` never
+    remove a pinned release. The mark is the record's `pinned` in releases.json."""
+    from pipeline.release.catalogue import pin_local
+
+    pin_local(root, release_id, not unpin)
+    click.echo(f"release {release_id} {'unpinned' if unpin else 'pinned'}")
 
 
 class LocalOrPublished(click.Command):
@@ -699,6 +716,7 @@ def audit_cmd(root: Path, release_id: str | None, data_dir: Path | None, verbose
 main.add_command(data)
 main.add_command(refresh_cmd)
 main.add_command(release)
+main.add_command(pin_cmd)
 _local = {"verify": verify_local_cmd, "prune": prune_local_cmd}
 for _alias in aliases:
     # `verify`/`prune` with --root act on a local build root; with --bucket, on a published one

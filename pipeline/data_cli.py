@@ -97,9 +97,11 @@ def check_cmd(data_dir: Path) -> None:
 @click.option("--dry-run", is_flag=True, help="Read and check everything, change nothing; say what would happen.")
 @click.option("--thorough-verify", is_flag=True, help="Verify by a HEAD of every published object "
                                                      "(`release verify`), not one listing.")
+@click.option("--keep", default=3, show_default=True, type=click.IntRange(min=1),
+              help="Local releases kept after the build (besides pinned ones and the one served; docs/local-releases.md).")
 def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha256: str | None, bucket: str | None,
                 prefix: str, endpoint_url: str | None, workers: int, base_url: str | None, key_file: Path | None,
-                served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool) -> None:
+                served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool, keep: int) -> None:
     """Fetch, check, build, publish, verify and confirm the served /v1/periods moved; one summary line.
 
     Idempotent: unchanged inputs build and upload nothing. Exit 0 (updated or nothing changed),
@@ -109,7 +111,7 @@ def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha2
     opts = RefreshOptions(data_dir=data_dir, out=out, fetch=not no_fetch, url=url, sha256=sha256, bucket=bucket,
                           prefix=prefix, endpoint_url=endpoint_url, workers=workers, base_url=base_url,
                           key_file=key_file, served_timeout=served_timeout, allow_shrink=allow_shrink,
-                          dry_run=dry_run, thorough_verify=thorough_verify)
+                          dry_run=dry_run, thorough_verify=thorough_verify, keep=keep)
     outcome = refresh(opts, log=lambda m: click.echo(m, err=True))
     click.echo(outcome.summary, err=outcome.code != 0)
     if outcome.code:

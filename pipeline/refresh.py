@@ -63,6 +63,7 @@ class RefreshOptions:
     allow_shrink: bool = False
     dry_run: bool = False
     thorough_verify: bool = False
+    keep: int = 3  # local releases kept after the build besides pinned ones and the one served
     settings: BuildSettings = field(default_factory=BuildSettings.from_env)
 
 
@@ -216,8 +217,14 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
         else:
             steps["check"] = "inputs unchanged"
         steps["build"] = (f"nothing changed, {outcome.release_id} is current" if result.unchanged else
-                          f"{outcome.release_id} ({result.stats.written} files written, "
-                          f"{result.stats.linked} reused, {result.seconds:.1f} s)")
+                          f"{outcome.release_id} ({result.stats.written} new objects written, "
+                          f"{result.stats.linked} files linked, {result.seconds:.1f} s)")
+        from pipeline.release.catalogue import retain
+
+        with _step("build"):
+            kept = retain(opts.out, opts.keep)
+        steps["retain"] = (f"kept {len(kept.kept)} release(s), removed {len(kept.removed)}, "
+                           f"{kept.collected.bytes / 1e6:.1f} MB freed")
     manifest = buildkey.current_manifest(opts.out) if not opts.dry_run or not outcome.changed else None
     if manifest is not None:
         outcome.release_id = manifest.release_id
@@ -249,7 +256,8 @@ def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) ->
     from pipeline.window import check_window
 
     steps = outcome.steps
-    key = buildkey.input_key(data_dir, opts.settings.docs_dir)
+    key = buildkey.build_key(data_dir, opts.settings.docs_dir, opts.settings.base_url,
+                             buildkey.data_loaded_at(data_dir), (f"dashboard_url={opts.settings.dashboard_url}",))
     same = buildkey.unchanged_release(opts.out, key)
     if same is not None:
         steps["check"] = "inputs unchanged"
@@ -299,8 +307,13 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
             steps["publish"] = f"{local.release_id} is already live"
         else:
             result = s3.publish_release(client, target, local, workers=opts.workers, allow_shrink=opts.allow_shrink)
-            outcome.changed = True
-            steps["publish"] = (f"{result.uploaded} objects uploaded, {result.already_present} already present, "
+            local = result.local or local  # the bucket's manifest of a release built again (reproducible)
+            # the live release built again (a build root that was not kept): the same files, nothing to do
+            again = not (result.pointer_switched or result.uploaded or result.copied)
+            outcome.changed = not again
+            steps["publish"] = (f"{local.release_id} is already live (built again: the same files)" if again else
+                                f"{result.uploaded} objects uploaded, {result.copied} copied from stored bytes, "
+                                f"{result.already_present} already present, "
                                 f"pointer {'switched' if result.pointer_switched else 'unchanged'}")
     with _step("verify"):
         problems = verify_published(client, target, local, thorough=opts.thorough_verify, workers=opts.workers)

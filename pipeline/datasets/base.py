@@ -43,6 +43,16 @@ class BuildContext:
             self.inputs = Inputs(self.data_dir, self.geography)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A document already turned into its response bytes (`pipeline.release.tabular.rendered`): a
+    producer whose documents no later producer reads hands these over instead of the dicts, so a
+    build does not hold a large route's documents as Python objects until the end."""
+
+    json: bytes
+    csv: bytes | None = None
+
+
 @dataclass
 class Produced:
     dataset: str

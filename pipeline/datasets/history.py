@@ -9,7 +9,7 @@ exactly the numbers the per-month routes serve, whatever the model computes them
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import polars as pl
@@ -53,28 +53,35 @@ def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods:
     return df.with_columns(pl.col("provisional").fill_null(False))
 
 
-def histories(df: pl.DataFrame, key: str, static: tuple[str, ...]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Per area code, its history document without and with the forecast months, oldest month first."""
+def histories(df: pl.DataFrame, key: str, static: tuple[str, ...],
+              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
+    """Per (area code, include), its history document without and with the forecast months, oldest
+    month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
     months = pl.struct(*MONTH_FIELDS).alias("months")
     ordered = df.sort(key, "period")
     heads = ordered.group_by(key, maintain_order=True).agg(pl.col(c).first() for c in static if c != key)
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
-                          (INCLUDE_FORECASTS, ordered)):
-        grouped = heads.join(rows.group_by(key, maintain_order=True).agg(months), on=key, how="left")
-        for doc in grouped.select(*static, "months").to_dicts():
-            out.setdefault(doc[key], {})[include] = doc
-    return out
+    grouped = {include: heads.join(rows.group_by(key, maintain_order=True).agg(months), on=key, how="left")
+               .select(*static, "months")
+               for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
+                                     (INCLUDE_FORECASTS, ordered))}
+    for start in range(0, heads.height, chunk):
+        out: dict[tuple[str, ...], dict[str, Any]] = {}
+        for include, frame in grouped.items():
+            for doc in frame.slice(start, chunk).to_dicts():
+                out[(doc[key], include)] = doc
+        yield out
 
 
-def all_lgas(lga: pl.DataFrame, record_fields: list[str]) -> dict[str, dict[str, Any]]:
+def all_lgas(lga: pl.DataFrame, record_fields: list[str],
+             chunk: int = 12) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
     """Per estimated month, every LGA of the country, highest score first and ties by `lga_code`
-    (the per-state reports' order, over all states)."""
+    (the per-state reports' order, over all states); `chunk` months at a time."""
     est = lga.filter(pl.col("kind") == "estimated").sort(
         ["period", "score", "lga_code"], descending=[False, True, False], nulls_last=True)
     grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"))
-    return {r["period"]: {"period": r["period"], "kind": "estimated", "lgas": r["lgas"]}
-            for r in grouped.to_dicts()}
+    for start in range(0, grouped.height, chunk):
+        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"]}
+               for r in grouped.slice(start, chunk).to_dicts()}
 
 
 def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[dict[str, dict], list[str]]:
@@ -96,17 +103,16 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[
     own = list(first[0]) if first else ["lga_code", "lga"]
     record = [*own[:2], "state_code", "state", *(c for c in own[2:] if c not in ("state_code", "state"))]
 
+    # no later producer reads these documents: each batch is rendered to its response bytes at once
+    # (tabular.rendered), so the build never holds every history as Python objects
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
-    for code, by_include in histories(state, "state_code", STATE_FIELDS).items():
-        for include, doc in by_include.items():
-            out[STATES_ROUTE][(code, include)] = doc
-    lga_docs = histories(lga, "lga_code", LGA_FIELDS)
-    for code, by_include in lga_docs.items():
-        for include, doc in by_include.items():
-            out[LGAS_ROUTE][(code, include)] = doc
-    for period, doc in all_lgas(lga, record).items():
-        out[ALL_LGAS_ROUTE][(period,)] = doc
-    return out, sorted(lga_docs)
+    for batch in histories(state, "state_code", STATE_FIELDS):
+        out[STATES_ROUTE].update(tabular.rendered(batch))
+    for batch in histories(lga, "lga_code", LGA_FIELDS):
+        out[LGAS_ROUTE].update(tabular.rendered(batch))
+    for months in all_lgas(lga, record):
+        out[ALL_LGAS_ROUTE].update(tabular.rendered(months))
+    return out, sorted({code for code, _ in out[LGAS_ROUTE]})
 
 
 def produce(ctx: BuildContext) -> Produced:

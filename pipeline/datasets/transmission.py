@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from pipeline.cache import cached, code_of
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
@@ -425,6 +426,19 @@ def season_model(data_dir: Path, geo: Any, inputs: Inputs | None = None) -> Seas
     key = _memo_key(data_dir)
     if _MEMO and _MEMO[0][0] == key and _MEMO[0][1] is geo:
         return _MEMO[0][2]
+    # kept between builds by the content of what the fit reads (pipeline.cache): a new month of
+    # recorded rainfall does not refit it unless the climatology has to come from that series
+    reads = [f for f, *_ in key[1:]] + ["admin"]
+    if not (Path(data_dir) / rainfall.CHIRPS_CLIMATOLOGY).exists():
+        reads.append("rainfall")
+    model = cached("season-model", Path(data_dir), reads,
+                   code_of("pipeline.model", "pipeline.sources", "pipeline.geography", __name__),
+                   lambda: _fit_season_model(Path(data_dir), geo, inputs))
+    _MEMO[:] = [(key, geo, model)]
+    return model
+
+
+def _fit_season_model(data_dir: Path, geo: Any, inputs: Inputs | None) -> SeasonModel:
     inputs = Inputs(data_dir, geo) if inputs is None else inputs
     lgas = geo.lgas.sort("lga_code")
     lga_codes = lgas["lga_code"].to_list()
@@ -448,10 +462,8 @@ def season_model(data_dir: Path, geo: Any, inputs: Inputs | None = None) -> Seas
         lag = rain_delay(index, lga_rain)
     else:
         index, floor, lag = area_index(lga_rain, params)
-    model = SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop,
-                        cross)
-    _MEMO[:] = [(key, geo, model)]
-    return model
+    return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop,
+                       cross)
 
 
 def cross_fitted_index(index: np.ndarray, sfit: SeasonFit, area_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

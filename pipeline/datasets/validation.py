@@ -27,6 +27,7 @@ import numpy as np
 import orjson
 import polars as pl
 
+from pipeline import cache
 from pipeline.datasets import risk
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.model import month_tests, national_trend, ranges, small_area
@@ -444,7 +445,9 @@ def small_area_comparison(md: Any, urban_split_deviance: float | None) -> dict[s
     adj = md.lga_adjacency[np.ix_(gi, gi)]
     p = lp["positivity"].to_numpy()
     n = lp["children"].to_numpy().astype(float)
-    figs = small_area.validation_figures(p, n, md.lga_covariates[gi], md.state_idx[gi], adj)
+    # every refit of the leave-one-out depends only on these arrays: kept between builds (pipeline.cache)
+    figs = cache.call("small-area-check", cache.code_of("pipeline.model"), small_area.validation_figures,
+                      p, n, md.lga_covariates[gi], md.state_idx[gi], adj)
     beats = urban_split_deviance is not None and figs["deviance_small_area"] < urban_split_deviance
     out = {
         "lgas": int(gi.size),

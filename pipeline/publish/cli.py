@@ -149,8 +149,9 @@ def publish_cmd(
     )
     rate = result.uploaded / result.seconds["upload"] if result.seconds.get("upload") else 0.0
     click.echo(
-        f"release {result.release_id}: {result.objects} objects, {result.uploaded} uploaded and verified "
-        f"({result.bytes_uploaded / 1e6:.1f} MB, {rate:.0f} objects/s), {result.already_present} already present, "
+        f"release {result.release_id}: {result.objects} objects, {result.uploaded} uploaded "
+        f"({result.bytes_uploaded / 1e6:.1f} MB, {rate:.0f} objects/s), {result.copied} copied from stored bytes, "
+        f"all verified, {result.already_present} already present, "
         f"in {result.seconds['total']:.1f}s"
     )
     if result.headers_unchecked:

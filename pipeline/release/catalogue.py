@@ -9,22 +9,34 @@ prune, a publish, a rollback, a bucket prune), and the edge serves it as it is.
 
 Each record is written once, when its release first appears, and carried forward
 unchanged afterwards: `published_at` is when the release first went live there and
-`changes` compares it with the release that was live before it. Design: docs/local-releases.md.
+`changes` compares it with the release that was live before it; `pinned` (false unless an
+operator pins the release, `malaria-risk pin`) is the one field that changes afterwards.
+
+The retention rule lives here too, because it is a rule about which releases are kept:
+the newest N, every pinned one, and the one being served (`retain`). Layering: this module
+uses the release layer (`tree`) and the store, never the renderer. Design: docs/local-releases.md.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from edge.release import release_ids
 from edge.routes import BUNDLE_ZIP, DOWNLOAD_FILE, RELEASE_LIST_NAME
+from pipeline.errors import LocalReleaseError
+from pipeline.release.manifest import Manifest
+from pipeline.release.store import Collected, Store, locked
+from pipeline.release.tree import clean_killed_builds, current_release_id, remove_release
 
 LIST_FORMAT = 1
+DEFAULT_KEEP = 3  # releases kept by `retain` besides the pinned ones and the one served
 
 
 def stamp(at: datetime) -> str:
@@ -76,6 +88,7 @@ def record(release_id: str, updated_at: str | None, model_version: str | None, f
         "bundle": DOWNLOAD_FILE.path_for(release_id, BUNDLE_ZIP),
     }
     rec["changes"] = changes(rec, before)
+    rec["pinned"] = False
     return rec
 
 
@@ -83,7 +96,8 @@ def list_document(records: Iterable[Mapping[str, Any]], current: str | None) -> 
     """Newest first (by when each went live, then id); `current` marks the one being served."""
     recs = sorted(records, key=lambda r: (r.get("published_at") or "", r["release_id"]), reverse=True)
     return {"format": LIST_FORMAT, "current": current,
-            "releases": [{**r, "current": r["release_id"] == current} for r in recs]}
+            "releases": [{**r, "pinned": bool(r.get("pinned")), "current": r["release_id"] == current}
+                         for r in recs]}
 
 
 def updated_list(existing: Mapping[str, Any] | None, kept: Iterable[str], current: str | None,
@@ -129,17 +143,16 @@ def write_local(root: Path, doc: Mapping[str, Any]) -> None:
 
 
 def _describe(root: Path, rid: str, before: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    from pipeline.release.manifest import Manifest
-
     try:
         m = Manifest.load(root / "releases" / rid)
         mtime = datetime.fromtimestamp((root / "releases" / rid / "manifest.json").stat().st_mtime, UTC)
     except (OSError, ValueError, KeyError):
         return None
-    return record(rid, m.updated_at, m.model_version, m.facts, stamp(mtime), before)
+    return record(rid, m.updated_at, m.model_version, m.facts, m.built_at or stamp(mtime), before)
 
 
-def refresh_local(root: Path, new_id: str | None = None, before_id: str | None = None) -> dict[str, Any]:
+def refresh_local(root: Path, new_id: str | None = None, before_id: str | None = None,
+                  built_at: str | None = None) -> dict[str, Any]:
     """Rewrite the root's list for the releases now under `releases/`, the current one marked.
 
     `new_id` is a release just switched to, compared with `before_id` (the one live before).
@@ -147,9 +160,6 @@ def refresh_local(root: Path, new_id: str | None = None, before_id: str | None =
     their manifests, oldest first, each compared with the one before it; a release's
     `published_at` is then the time its build finished (its manifest's modification time).
     """
-    from edge.release import release_ids
-    from pipeline.release.local import current_release_id
-
     root = Path(root)
     kept = [rid for rid in release_ids(root) if (root / "releases" / rid / "manifest.json").is_file()]
     doc: dict[str, Any] = dict(read_local(root) or list_document([], None))
@@ -163,8 +173,77 @@ def refresh_local(root: Path, new_id: str | None = None, before_id: str | None =
     if new_id is not None and new_id not in by_id:
         rec = _describe(root, new_id, by_id.get(before_id) if before_id else None)
         if rec is not None:
-            rec["published_at"] = stamp(datetime.now(UTC))
+            rec["published_at"] = built_at or stamp(datetime.now(UTC))
             by_id[new_id] = rec
     out = updated_list({"releases": list(by_id.values())}, kept, current_release_id(root))
     write_local(root, out)
+    return out
+
+
+# --- retention ------------------------------------------------------------------------------
+
+
+def pin_local(root: Path, release_id: str, pinned: bool = True) -> dict[str, Any]:
+    """Mark a kept release as pinned (never removed by `retain`) or unpin it."""
+    root = Path(root)
+    with locked(root):
+        doc = refresh_local(root)
+        recs = {r["release_id"]: dict(r) for r in doc["releases"]}
+        if release_id not in recs:
+            raise LocalReleaseError(f"no kept release {release_id} under {root / 'releases'}")
+        recs[release_id]["pinned"] = pinned
+        out = list_document(recs.values(), doc.get("current"))
+        write_local(root, out)
+        return out
+
+
+@dataclass
+class Retained:
+    removed: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    cleaned: list[str] = field(default_factory=list)  # temporary directories of killed builds
+    collected: Collected = field(default_factory=Collected)  # objects no kept release links
+
+
+def kept_by_rule(ordered: list[str], keep: int, pinned: set[str], served: str | None) -> list[str]:
+    """The retention rule over releases ordered newest first: the `keep` newest, every pinned one
+    and the one served. Everything else may go."""
+    return [rid for i, rid in enumerate(ordered) if i < keep or rid in pinned or rid == served]
+
+
+def retain(root: Path, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Retained:
+    """Apply the retention rule to a build root, then drop the objects no kept release links.
+
+    Newest means the latest to go live here (`published_at` of the list; a release the list
+    does not know counts by its id). The release `current` names and the pinned ones are never
+    removed, whatever `keep` says. Removing a release removes its links; its bytes go only
+    when no other release links them (`Store.collect`).
+    """
+    if keep < 1:
+        raise LocalReleaseError("--keep must be at least 1 (the current release is always kept)")
+    root = Path(root)
+    if not (root / "releases").is_dir():
+        raise LocalReleaseError(f"no releases under {root / 'releases'}")
+    with locked(root):
+        ids = release_ids(root)  # only real release directories, never a link
+        listed = {r["release_id"]: r for r in (read_local(root) or {}).get("releases", [])}
+        ordered = sorted(ids, key=lambda rid: (listed.get(rid, {}).get("published_at") or "", rid), reverse=True)
+        pinned = {rid for rid, r in listed.items() if r.get("pinned")}
+        served = current_release_id(root)
+        kept = kept_by_rule(ordered, keep, pinned, served)
+        out = Retained(removed=[rid for rid in ordered if rid not in kept], kept=kept,
+                       cleaned=[] if dry_run else clean_killed_builds(root))
+        if dry_run:
+            return out
+        try:
+            for n, rid in enumerate(out.removed):
+                try:
+                    remove_release(root, rid)
+                except OSError as e:
+                    done = ", ".join(out.removed[:n]) or "none"
+                    raise LocalReleaseError(f"could not remove release {rid}: {e.strerror or e} "
+                                            f"(removed before it: {done}; nothing else was touched)") from None
+        finally:
+            refresh_local(root)  # the list drops the removed ones, even after a failure
+        out.collected = Store(root).collect()
     return out

@@ -1,22 +1,21 @@
 """The releases under a local build root: verify them, prune old ones.
 
 `malaria-risk verify --root build` and `malaria-risk prune --root build --keep N` call
-these. A release is immutable once renamed into `releases/` (the renderer copies, never
-hard-links), so verifying one can never be made to pass by another's repair, and
-removing one can never damage another.
+these. Releases are hard links into the content store, whose objects are read-only:
+verifying checks every link's bytes against the manifest, and pruning removes a
+release's links, then the objects no kept release links (`pipeline.release.catalogue`).
 """
 
 from __future__ import annotations
 
-import os
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from edge.release import MANIFEST_NAME, release_ids, verify_release_files
 from pipeline.errors import LocalReleaseError
+from pipeline.release.catalogue import retain
 from pipeline.release.manifest import Manifest
-from pipeline.release.render import clean_killed_builds
+from pipeline.release.tree import current_release_id
 
 
 @dataclass
@@ -29,14 +28,6 @@ class Verified:
     @property
     def ok(self) -> bool:
         return not self.problems
-
-
-def current_release_id(root: Path) -> str | None:
-    """The release `current` names (even when its directory is gone), or None without a link."""
-    try:
-        return Path(os.readlink(Path(root) / "current")).name
-    except OSError:
-        return None
 
 
 def verify_release(root: Path, release_id: str) -> Verified:
@@ -75,40 +66,12 @@ class Pruned:
     removed: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)  # temporary directories of killed builds
+    objects: int = 0  # objects of the store no kept release links any more, removed
+    bytes: int = 0
 
 
 def prune_local(root: Path, keep: int, dry_run: bool = False) -> Pruned:
-    """Remove all but the `keep` newest releases; the one `current` names is always kept.
-
-    Removed releases cannot be rolled back to. Nothing else refers to a release's files
-    (no hard links), so removing one frees its space and changes no other release.
-    """
-    if keep < 1:
-        raise LocalReleaseError("--keep must be at least 1 (the current release is always kept)")
-    root = Path(root)
-    if not (root / "releases").is_dir():
-        raise LocalReleaseError(f"no releases under {root / 'releases'}")
-    ids = release_ids(root)  # newest first; only real release directories, never a link
-    cur = current_release_id(root)
-    out = Pruned(cleaned=[] if dry_run else clean_killed_builds(root))
-    for i, rid in enumerate(ids):
-        (out.kept if i < keep or rid == cur else out.removed).append(rid)
-    if dry_run:
-        return out
-    try:
-        for n, rid in enumerate(out.removed):
-            target = root / "releases" / rid
-            try:
-                if target.is_symlink():  # replaced by a link since it was listed: never follow it
-                    raise OSError(f"{target} is now a link")
-                shutil.rmtree(target)
-            except OSError as e:
-                done = ", ".join(out.removed[:n]) or "none"
-                raise LocalReleaseError(f"could not remove release {rid}: {e.strerror or e} "
-                                        f"(removed before it: {done}; nothing else was touched)") from None
-    finally:
-        if out.removed:
-            from pipeline.release.catalogue import refresh_local
-
-            refresh_local(root)  # the list of kept releases drops the removed ones, even after a failure
-    return out
+    """The retention rule (`catalogue.retain`): keep the `keep` newest, every pinned release and
+    the one `current` names; remove the rest and the objects only they linked."""
+    got = retain(root, keep, dry_run)
+    return Pruned(got.removed, got.kept, got.cleaned, got.collected.objects, got.collected.bytes)

@@ -33,10 +33,11 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def file_entry(data: bytes, content_type: str, content_encoding: str | None = None) -> dict[str, Any]:
+def file_entry(data: bytes, content_type: str, content_encoding: str | None = None,
+               digest: str | None = None) -> dict[str, Any]:
     return {
         "size": len(data),
-        "sha256": sha256_hex(data),
+        "sha256": digest or sha256_hex(data),
         "content_type": content_type,
         "content_encoding": content_encoding,
     }
@@ -49,26 +50,30 @@ class Manifest:
     model_version: str | None
     facts: dict[str, Any]
     files: dict[str, dict[str, Any]]
+    # when the build ran: the one place the clock is written (with releases.json); the files
+    # themselves depend only on the inputs and the code, so two builds of them are equal
+    built_at: str | None = None
 
     def to_bytes(self) -> bytes:
-        return orjson.dumps(
-            {
-                "format": FORMAT,
-                "release_id": self.release_id,
-                "updated_at": self.updated_at,
-                "model_version": self.model_version,
-                "facts": self.facts,
-                "files": self.files,
-            },
-            option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2,
-        )
+        doc: dict[str, Any] = {
+            "format": FORMAT,
+            "release_id": self.release_id,
+            "updated_at": self.updated_at,
+            "model_version": self.model_version,
+            "facts": self.facts,
+            "files": self.files,
+        }
+        if self.built_at is not None:
+            doc["built_at"] = self.built_at
+        return orjson.dumps(doc, option=orjson.OPT_SORT_KEYS | orjson.OPT_INDENT_2)
 
     @classmethod
     def from_bytes(cls, raw: bytes) -> Manifest:
         doc = orjson.loads(raw)
         if doc.get("format") != FORMAT:
             raise ValueError(f"unsupported manifest format {doc.get('format')!r}")
-        return cls(doc["release_id"], doc["updated_at"], doc.get("model_version"), doc["facts"], doc["files"])
+        return cls(doc["release_id"], doc["updated_at"], doc.get("model_version"), doc["facts"], doc["files"],
+                   doc.get("built_at"))
 
     @classmethod
     def load(cls, release_dir: Path) -> Manifest:

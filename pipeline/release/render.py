@@ -1,58 +1,54 @@
-"""The renderer: turns producers' documents into an immutable, verified release.
+"""The renderer: turns producers' documents into the files of a release, and makes it current.
 
 It walks the route table (the one list of endpoints) and, for every parameter
-combination the release's facts call for, writes the file the gate will map that
+combination the release's facts call for, makes the file the gate will map that
 request to. A missing or unexpected document stops the build before anything is
-visible: files go to a temporary directory, the manifest is written and verified,
-the directory is renamed into `releases/`, and only then is `current` switched —
-one atomic `rename` of a symlink.
+visible. The files are stored by content and linked into a release directory
+(`pipeline.release.tree`, over `pipeline.release.store`), `current` is switched, and
+the list of kept releases is rewritten (`pipeline.release.catalogue`): store ← release
+← catalogue ← renderer, no module importing one above it.
 
-Files whose bytes equal the previous release's reuse its gzip copy rather than being
-re-compressed, which is what makes a one-month data load cheap. They are copied (a
-reflink where the filesystem has one), never hard-linked: releases share no inode, so a
-write into one release can never change another (a rollback target above all). A reused
-file is checked against the previous manifest first; a damaged one is written fresh, so
-the next build heals it. Temporary directories of builds that were killed are removed
-by the next build.
+Nothing here reads the clock: the release id is the data load time (`updated_at`, an
+input) and a hash of the files, so the same inputs and code make the same release.
+`built_at` goes into the manifest and the list only.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
-import fcntl
-import gzip
 import hashlib
-import os
-import shutil
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from edge.routes import (
     DOWNLOAD_FILE,
-    PRECOMPRESSED_SUFFIXES,
     PUBLIC_PREFIX,
     ROUTES,
     Facts,
     Route,
     route_values,
 )
-from pipeline.datasets.base import Produced
+from pipeline.datasets.base import Produced, Rendered
 from pipeline.errors import RenderError
 from pipeline.release import catalogue, tabular
-from pipeline.release.manifest import (
-    MANIFEST_NAME,
-    Manifest,
-    file_entry,
-    sha256_hex,
-    verify_release_dir,
+from pipeline.release.manifest import Manifest, sha256_hex
+from pipeline.release.store import locked
+from pipeline.release.tree import (
+    clean_killed_builds,
+    current_manifest,
+    disk_problem,
+    gzip_known,
+    switch_current,
+    write_release,
 )
+
+_disk_problem = disk_problem  # the name callers knew
+__all__ = ["clean_killed_builds", "switch_current"]
 
 Progress = Callable[[str, int, int], None]
 
@@ -64,8 +60,8 @@ class RenderStats:
     release_id: str
     files: int
     bytes: int
-    written: int  # files written fresh
-    linked: int  # files copied from the previous release (name kept for callers; no hard links)
+    written: int  # objects written fresh (new bytes)
+    linked: int  # files linked to objects already in the store (unchanged bytes: nothing written)
     bundle_files: int = 0  # files under downloads/ (identity bytes only)
     bundle_bytes: int = 0
     zip_bytes: int = 0  # the one zip of the bundle, 0 when there is none
@@ -116,15 +112,20 @@ def route_files(route: Route, docs: dict, facts: Facts) -> list[tuple[str, str, 
         raise RenderError(f"{route.path}: {len(missing)} documents missing, e.g. {sorted(missing)[:3]}")
     if extra:
         raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
-    out: list[tuple[str, str, bytes]] = []
-    for values in expected:
-        doc = docs[tuple(values[p.name] for p in params)]
-        if values.get("format") == "csv":
-            data = tabular.to_csv(doc)
-        else:
-            data = doc if isinstance(doc, bytes) else orjson.dumps(doc)
-        out.append((route.key(values), route.media_type(values), data))
-    return out
+    chosen = [docs[tuple(values[p.name] for p in params)] for values in expected]
+    is_csv = [values.get("format") == "csv" for values in expected]
+    csv = iter(tabular.to_csv_many([doc for doc, c in zip(chosen, is_csv, strict=True)
+                                    if c and not isinstance(doc, Rendered)]))
+
+    def data(doc: Any, c: bool) -> bytes:
+        if isinstance(doc, Rendered):
+            if c and doc.csv is None:
+                raise RenderError(f"{route.path}: a document rendered without its CSV")
+            return doc.csv if c and doc.csv is not None else doc.json
+        return next(csv) if c else doc if isinstance(doc, bytes) else orjson.dumps(doc)
+
+    return [(route.key(values), route.media_type(values), data(doc, c))
+            for values, doc, c in zip(expected, chosen, is_csv, strict=True)]
 
 
 def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = frozenset(),
@@ -174,72 +175,16 @@ def release_id_for(updated_at: str, files: list[tuple[str, str, bytes]]) -> str:
     return stamp.strftime("%Y%m%dT%H%M%SZ") + "-" + h.hexdigest()[:8]
 
 
-def _previous(out: Path) -> tuple[Path, Manifest] | None:
-    link = out / "current"
-    if not link.is_symlink():
-        return None
-    target = (out / os.readlink(link)).resolve()
-    try:
-        return target, Manifest.load(target)
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-_FICLONE = 0x40049409  # linux/fs.h: share extents copy-on-write (btrfs, XFS); never shares the inode
-
-
-def copy_file(src: Path, dst: Path) -> None:
-    """`dst` becomes an independent copy of `src`: a reflink where the filesystem has one, else bytes."""
-    with open(src, "rb") as fs, open(dst, "wb") as fd:
-        try:
-            fcntl.ioctl(fd.fileno(), _FICLONE, fs.fileno())
-            return
-        except OSError:
-            pass
-        shutil.copyfileobj(fs, fd, 1 << 20)
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def clean_killed_builds(out: Path) -> list[str]:
-    """Remove what builds that died left behind: `releases/.tmp-<id>-<pid>` directories and
-    `.current-<pid>` links whose process is gone. A running build's are kept."""
-    removed: list[str] = []
-    candidates = [*Path(out, "releases").glob(".tmp-*"), *Path(out).glob(".current-*")]
-    for path in candidates:
-        pid_text = path.name.rsplit("-", 1)[-1]
-        if pid_text.isdigit() and int(pid_text) != os.getpid() and _pid_alive(int(pid_text)):
-            continue
-        if path.is_dir() and not path.is_symlink():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
-        removed.append(path.name)
-    return removed
-
-
-def _matches(path: Path, sha256: str) -> bool:
-    try:
-        return sha256_hex(path.read_bytes()) == sha256
-    except OSError:
-        return False
-
-
 def render_release(
     out: Path,
     produced: list[Produced],
     updated_at: str,
     progress: Progress | None = None,
+    built_at: str | None = None,
 ) -> RenderStats:
+    """Render, store, link and switch; `built_at` (the clock, default now) is for the manifest
+    and the list of kept releases only."""
+    built_at = built_at or catalogue.stamp(datetime.now(UTC))
     facts, model_version = merge_facts(produced)
     stampers = [p for p in produced if p.stamp is not None]
     seen: set[str] = set()
@@ -257,130 +202,23 @@ def render_release(
                                      lgas=facts.lgas),
                       seen=seen)
     stamp_seconds = time.perf_counter() - stamp_started
-    releases = out / "releases"
-    try:
-        releases.mkdir(parents=True, exist_ok=True)
-    except OSError as failed:
-        raise RenderError(_disk_problem(releases, failed)) from None
-    cleaned = clean_killed_builds(out)
-    final = releases / release_id
-    if final.exists():
-        raise RenderError(f"release {release_id} already exists")
-    tmp = releases / f".tmp-{release_id}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    previous = _previous(out)
-    prev_files = previous[1].files if previous else {}
-    prev_dir = previous[0] if previous else None
-
-    entries: dict[str, dict] = {}
-    counters = {"written": 0, "linked": 0, "done": 0}
-    made_dirs: set[Path] = set()
-
-    # CPU seconds per bundle file (thread time: waiting for a core or the GIL is not the bundle's cost)
-    bundle_seconds: list[float] = []
-
-    def write_one(item: tuple[str, str, bytes]) -> tuple[list[tuple[str, dict]], bool]:
-        if item[0].startswith(DOWNLOAD_FILE.key_prefix):
-            started = time.thread_time()
-            try:
-                return _write_one(item)
-            finally:
-                bundle_seconds.append(time.thread_time() - started)
-        return _write_one(item)
-
-    def _write_one(item: tuple[str, str, bytes]) -> tuple[list[tuple[str, dict]], bool]:
-        key, ctype, data = item
-        target = tmp / key
-        digest = sha256_hex(data)
-        prev = prev_files.get(key)
-        gz_key = key + ".gz"
-        if key.endswith(PRECOMPRESSED_SUFFIXES):  # already compressed: no gzip sibling (the edge relies on it)
-            if (prev_dir is not None and prev is not None and prev["sha256"] == digest
-                    and _matches(prev_dir / key, digest)):
-                copy_file(prev_dir / key, target)  # a copy, never a shared inode
-                return [(key, file_entry(data, ctype))], True
-            target.write_bytes(data)
-            return [(key, file_entry(data, ctype))], False
-        prev_gz = prev_files.get(gz_key)
-        if (prev_dir is not None and prev is not None and prev["sha256"] == digest and prev_gz is not None
-                and _matches(prev_dir / gz_key, prev_gz["sha256"])):
-            # the identity bytes are in hand; only the compression is worth reusing (checked first,
-            # so a damaged file of the previous release is written fresh here, never carried on)
-            target.write_bytes(data)
-            copy_file(prev_dir / gz_key, tmp / gz_key)
-            return [(key, file_entry(data, ctype)), (gz_key, prev_gz)], True
-        target.write_bytes(data)
-        gz = gzip.compress(data, compresslevel=6, mtime=0)
-        (tmp / gz_key).write_bytes(gz)
-        return [(key, file_entry(data, ctype)), (gz_key, file_entry(gz, ctype, "gzip"))], False
-
-    try:
-        tmp.mkdir()  # inside the try: a full disk or inode table leaves no `.tmp-*` behind
-        for key, _, _ in files:
-            parent = (tmp / key).parent
-            if parent not in made_dirs:
-                parent.mkdir(parents=True, exist_ok=True)
-                made_dirs.add(parent)
-        # batches of 64 files per task: a thread pool ignores map's chunksize, and one future per
-        # file costs more than writing a small file
-        batches = [files[i:i + 64] for i in range(0, len(files), 64)]
-        with ThreadPoolExecutor(max_workers=4) as pool:
-            for done in pool.map(lambda batch: [write_one(item) for item in batch], batches):
-                for pairs, linked in done:
-                    counters["linked" if linked else "written"] += len(pairs)
-                    for k, e in pairs:
-                        entries[k] = e
-                counters["done"] += len(done)
-                if progress and (counters["done"] % 640 == 0 or counters["done"] == len(files)):
-                    progress("writing files", counters["done"], len(files))
-
-        manifest = Manifest(release_id, updated_at, model_version, facts.to_json(), dict(sorted(entries.items())))
-        (tmp / MANIFEST_NAME).write_bytes(manifest.to_bytes())
-        if progress:
-            progress("verifying", 0, 1)
-        problems = verify_release_dir(tmp, manifest)
-        if problems:
-            raise RenderError("release failed verification: " + "; ".join(problems[:5]))
-        os.rename(tmp, final)
-    except OSError as failed:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise RenderError(_disk_problem(releases, failed)) from None
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
-        switch_current(out, release_id)
-        catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None)
-    except OSError as failed:
-        raise RenderError(_disk_problem(out, failed) + f" (release {release_id} is complete; "
-                          f"`current` may still name the previous one)") from None
+    previous = current_manifest(out)
+    with locked(out):
+        written = write_release(
+            out, release_id, files,
+            lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(), entries, built_at),
+            progress, gzip_known(previous[1] if previous else None))
+        try:
+            switch_current(out, release_id)
+            catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None, built_at)
+        except OSError as failed:
+            raise RenderError(disk_problem(out, failed) + f" (release {release_id} is complete; "
+                              f"`current` may still name the previous one)") from None
+    entries = written.entries
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()
               if k.startswith(DOWNLOAD_FILE.key_prefix) and e["content_encoding"] is None}
     zips = [e["size"] for e in bundle.values() if e["content_type"] == "application/zip"]
-    return RenderStats(release_id, len(entries), total, counters["written"], counters["linked"],
+    return RenderStats(release_id, len(entries), total, written.written, written.linked,
                        len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds,
-                       len(cleaned), sum(bundle_seconds))
-
-
-def _disk_problem(where: Path, e: OSError) -> str:
-    """One line for a failed write: the operator's fix depends on which resource ran out."""
-    hint = {errno.ENOSPC: "the disk (or its inode table) is full: free space, e.g. `malaria-risk prune --root "
-                          f"{where.parent if where.name == 'releases' else where} --keep 2`",
-            errno.EDQUOT: "the disk quota is used up",
-            errno.EROFS: "the file system is read-only",
-            errno.EACCES: "permission denied",
-            errno.EMFILE: "too many open files"}.get(e.errno or 0, e.strerror or type(e).__name__)
-    return f"cannot write the release under {where}: {hint}; nothing was switched"
-
-
-def switch_current(out: Path, release_id: str) -> None:
-    """Point `current` at a release atomically: a new symlink renamed over the old one."""
-    if not (out / "releases" / release_id / MANIFEST_NAME).exists():
-        raise RenderError(f"no complete release {release_id}")
-    tmp_link = out / f".current-{os.getpid()}"
-    if tmp_link.is_symlink() or tmp_link.exists():
-        tmp_link.unlink()
-    os.symlink(f"releases/{release_id}", tmp_link)
-    os.replace(tmp_link, out / "current")
+                       written.cleaned, sum(written.bundle_seconds))

@@ -502,6 +502,8 @@ def resource_schemas() -> dict[str, Schema]:
         "changes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
                     "description": "What changed from the release live before it, in sentences."},
         "current": {"type": "boolean", "description": "true for the release answering now."},
+        "pinned": {"type": "boolean", "description": "true for a release kept whatever its age (e.g. one a "
+                   "publication cites); others are kept while they are among the newest few."},
     }, description="One kept release.")
     s["ReleaseList"] = _obj({
         "format": _int("Version of this document's layout.", const=1),

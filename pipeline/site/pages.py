@@ -41,7 +41,7 @@ from edge.routes import (
     Route,
 )
 from pipeline.attribution import SOURCES, licence_table
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
 from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
@@ -294,7 +294,8 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
         # a value the file key spells but the query leaves out (`include` absent = estimated months only)
         query = "&".join(f"{p.name}={v}" for p, v in zip(params, key, strict=False)
                          if not (p.kind == "include" and v == INCLUDE_NONE))
-        shown, was_cut = cut(documents[key])
+        doc = documents[key]
+        shown, was_cut = cut(orjson.loads(doc.json) if isinstance(doc, Rendered) else doc)  # already bytes
         out[route.path] = (query, orjson.dumps(shown, option=orjson.OPT_INDENT_2).decode(), was_cut)
     return out
 

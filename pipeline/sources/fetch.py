@@ -223,7 +223,9 @@ def fetch_rainfall(
         if target.exists() and sha256_file(target) == digest:
             report = check_rainfall_file(target, geography)  # type: ignore[arg-type]
             if install:
-                _write_record(data_dir, url, digest, size, got, record.get("previous_sha256"))
+                _write_record(data_dir, url, digest, size, got, record.get("previous_sha256"),
+                              (record.get("installed_at") or record.get("fetched_at"))
+                              if record.get("sha256") == digest else None)
             return FetchResult("unchanged", target, url, digest, size, attempts, report, seconds=seconds)
         try:
             report = check_rainfall_file(tmp, geography)  # type: ignore[arg-type]
@@ -280,14 +282,18 @@ def _install(tmp: Path, target: Path, data_dir: Path) -> str | None:
 
 
 def _write_record(data_dir: Path, url: str, digest: str, size: int, headers: dict[str, str],
-                  previous_sha: str | None) -> None:
+                  previous_sha: str | None, installed_at: str | None = None) -> None:
+    """`installed_at` is when these bytes were installed (kept by a fetch of the same bytes): the
+    data load time a build stamps into its release (pipeline.buildkey.data_loaded_at)."""
     lower = {k.lower(): v for k, v in headers.items()}
+    now = datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     doc = {
         "file": WFP_SUBNATIONAL,
         "url": url,
         "sha256": digest,
         "bytes": size,
-        "fetched_at": datetime.now(UTC).isoformat(timespec="seconds").replace("+00:00", "Z"),
+        "fetched_at": now,
+        "installed_at": installed_at or now,
         "etag": lower.get("etag"),
         "last_modified": lower.get("last-modified"),
         "previous_sha256": previous_sha,

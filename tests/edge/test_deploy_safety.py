@@ -69,7 +69,8 @@ def test_bucket_and_tables_are_safe_by_default_and_a_second_run_changes_nothing(
     (rule,) = s3.get_bucket_lifecycle_configuration(Bucket=bucket)["Rules"]
     assert rule["NoncurrentVersionExpiration"]["NoncurrentDays"] == storage.NONCURRENT_DAYS
     (statement,) = json.loads(s3.get_bucket_policy(Bucket=bucket)["Policy"])["Statement"]
-    assert statement["Effect"] == "Deny" and statement["Resource"] == f"arn:aws:s3:::{bucket}/api/releases/*"
+    assert statement["Effect"] == "Deny" and statement["Resource"] == [f"arn:aws:s3:::{bucket}/api/releases/*",
+                                                                       f"arn:aws:s3:::{bucket}/api/objects/*"]
     assert statement["Condition"] == {"Null": {"s3:if-none-match": "true"}}
 
     for table in (f"{prefix}keys", f"{prefix}counters"):
@@ -226,7 +227,9 @@ def test_the_schedule_dry_run_changes_nothing_then_deploys_twice(endpoint: str,
     actions = [a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
     assert not any("*" in a for a in actions)
     assert [s["Resource"] for s in statements if "s3:DeleteObject" in s["Action"]] == [
-        "arn:aws:s3:::sched-bucket/api/releases/*"]
+        ["arn:aws:s3:::sched-bucket/api/releases/*", "arn:aws:s3:::sched-bucket/api/objects/*"]]
+    # the job's cache carries pip's downloads, never the build root (releases are rebuilt, not cached)
+    assert "build/" not in schedule.BUILDSPEC
     assert [s["Action"] for s in statements if "dynamodb" in json.dumps(s["Action"])] == ["dynamodb:Scan"]
     start = iam.get_role_policy(RoleName=f"{name}-schedule", PolicyName="jobs")["PolicyDocument"]
     start = json.loads(start) if isinstance(start, str) else start

@@ -1,10 +1,14 @@
 """Where every object of a published release lives in the bucket.
 
-    <prefix>/releases/<release_id>/<key>            immutable, cached for a year
+    <prefix>/objects/<sha256>                       the bytes, uploaded once whatever release holds them
+    <prefix>/releases/<release_id>/<key>            a server-side copy of an object with the file's headers;
+                                                    immutable, cached for a year
     <prefix>/releases/<release_id>/manifest.json    written after every file it lists
     <prefix>/current.json                           the one mutable object: which release is live
 
-The edge reads the same layout (`edge/cloudfront.py`); keep the two in step.
+The edge reads the release keys only (`edge/cloudfront.py`), exactly as before objects were
+shared; CloudFront may read nothing under objects/ (deploy/aws.py's bucket policy). Keep the
+two in step. Costs: docs/operations.md#what-a-month-of-publishing-costs.
 """
 
 from __future__ import annotations
@@ -15,6 +19,8 @@ from edge.routes import PUBLISHED_RELEASE_ID_RE
 from pipeline.errors import PublishError
 
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
+CACHE_OBJECT = "private, no-store"  # objects/ is never served; only the release copies are
+CONTENT_OBJECT = "application/octet-stream"
 # Short enough that a switch (or a rollback) reaches every client within seconds,
 # long enough that a CDN does not ask the bucket for the pointer on every request.
 CACHE_POINTER = "public, max-age=10, must-revalidate"
@@ -51,6 +57,13 @@ class Target:
 
     def object_key(self, release_id: str, rel: str) -> str:
         return self.release_prefix(release_id) + rel
+
+    @property
+    def objects_prefix(self) -> str:
+        return self.key("objects/")
+
+    def content_key(self, sha256: str) -> str:
+        return self.objects_prefix + sha256
 
     @property
     def pointer_key(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from botocore.exceptions import ClientError
@@ -262,4 +262,35 @@ def prune(
         delete_keys(client, target, keys)
         log(f"deleted release {rid} ({count} objects)")
     after_prune(client, target, again, doomed)
+    gone = collect_objects(client, target)
+    if gone:
+        log(f"deleted {len(gone)} stored object(s) no kept release holds")
+    return doomed
+
+
+OBJECT_GRACE = timedelta(days=1)
+
+
+def collect_objects(client: S3Client, target: Target, grace: timedelta = OBJECT_GRACE,
+                    now: datetime | None = None) -> list[str]:
+    """Delete the stored objects (`objects/`) that no release left in the bucket holds.
+
+    A release that has no manifest yet (a publish under way, or one that died) holds nothing
+    by its manifest, so objects younger than `grace` are kept: a publish uploads its objects
+    before it copies and seals. One listing of each prefix plus one GET per kept manifest.
+    """
+    now = now or datetime.now(UTC)
+    root = target.releases_prefix
+    rids = {key[len(root):].partition("/")[0] for key in list_objects(client, target, root)}
+    held: set[str] = set()
+    for rid in rids:
+        if not RELEASE_ID_RE.match(rid):
+            continue
+        got = read_remote_manifest(client, target, rid)
+        if got is not None:
+            held |= {e["sha256"] for e in got[0].files.values()}
+    base = target.objects_prefix
+    doomed = [key for key, obj in list_objects(client, target, base).items()
+              if key[len(base):] not in held and now - obj.last_modified > grace]
+    delete_keys(client, target, doomed)
     return doomed

@@ -4,12 +4,19 @@ Each phase is a function over a boto3 client; `publish_release` runs them in
 order and times each. The pointer moves only in `switch`, after every object of
 the release has been uploaded and verified and the manifest written last (`seal`),
 so a publish that dies anywhere leaves the previous release live and untouched.
+
+Bytes are uploaded once: `upload` PUTs to `objects/<sha256>` only what one listing of
+`objects/` does not show, then makes each file of the release a server-side copy of its
+object (CopyObject, no bytes sent) carrying the file's headers. A month whose files are
+mostly unchanged uploads only the new ones.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -28,11 +35,12 @@ from pipeline.publish.s3.client import (
     run_pool,
     s3_errors,
 )
-from pipeline.publish.s3.layout import JSON, SHA_META, Target
+from pipeline.publish.s3.layout import CACHE_OBJECT, CONTENT_OBJECT, JSON, SHA_META, Target
 from pipeline.publish.s3.local import LocalRelease, expected_objects
 from pipeline.publish.s3.objects import (
     Expected,
     Head,
+    Listed,
     check_head,
     delete_keys,
     head_object,
@@ -41,7 +49,8 @@ from pipeline.publish.s3.objects import (
 )
 from pipeline.publish.s3.pointer import Pointer, pointer_document, read_pointer, write_pointer
 from pipeline.publish.s3.release_list import after_switch
-from pipeline.release.manifest import MANIFEST_NAME
+from pipeline.publish.s3.remote import read_remote_manifest
+from pipeline.release.manifest import MANIFEST_NAME, sha256_hex
 from pipeline.window import check_window
 
 
@@ -49,8 +58,9 @@ from pipeline.window import check_window
 class PublishResult:
     release_id: str
     objects: int  # including the manifest
-    uploaded: int = 0
+    uploaded: int = 0  # PUTs with a body: new objects under objects/, and the manifest
     bytes_uploaded: int = 0
+    copied: int = 0  # release files made by a server-side copy of their object (no bytes sent)
     already_present: int = 0
     # Of those already present: objects trusted on the listing alone (size and body MD5
     # match), whose headers and SHA-256 metadata were NOT read. A header changed in place
@@ -60,6 +70,7 @@ class PublishResult:
     pointer_switched: bool = False
     previous: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    local: LocalRelease | None = None  # what was published (the bucket's manifest, for a release built again)
 
 
 @dataclass
@@ -75,6 +86,7 @@ class Plan:
     strays: list[str]  # keys under the release prefix that the manifest does not list
     md5s: dict[str, str] = field(default_factory=dict)  # rel -> MD5 hex of the local bytes
     damaged: list[str] = field(default_factory=list)  # keys of `todo` present with other bytes or headers
+    stored: dict[str, Listed] = field(default_factory=dict)  # sha256 -> the object under objects/, as listed
 
     @property
     def release_id(self) -> str:
@@ -119,10 +131,15 @@ def plan(
     with s3_errors(client, target.bucket, f"read {target.url(manifest_key)}"):
         remote_manifest = head_object(client, target.bucket, manifest_key)
     if remote_manifest is not None and metadata(remote_manifest).get(SHA_META) != local.manifest_sha256:
-        raise PublishError(
-            f"release {rid} is already published at {target.url(target.release_prefix(rid))} with a "
-            "different manifest; release ids are immutable: build a new release id"
-        )
+        adopted = _same_release_built_again(client, target, local)
+        if adopted is None:
+            raise PublishError(
+                f"release {rid} is already published at {target.url(target.release_prefix(rid))} with a "
+                "different manifest; release ids are immutable: build a new release id"
+            )
+        local = adopted
+        with s3_errors(client, target.bucket, f"read {target.url(manifest_key)}"):
+            remote_manifest = head_object(client, target.bucket, manifest_key)
 
     listed = list_objects(client, target, target.release_prefix(rid))
     wanted = expected_objects(local.manifest)
@@ -156,7 +173,14 @@ def plan(
     progress.finish()
     good |= {e.rel for e, fine in zip(doubtful, ok, strict=True) if fine}
     times["check"] = time.perf_counter() - t
+    stored: dict[str, Listed] = {}
+    if len(good) < len(wanted):  # one listing of the shared objects: what needs no upload
+        t = time.perf_counter()
+        base = target.objects_prefix
+        stored = {k[len(base):]: o for k, o in list_objects(client, target, base).items()}
+        times["list objects"] = time.perf_counter() - t
     return Plan(
+        stored=stored,
         local=local,
         pointer=pointer,
         remote_manifest=remote_manifest,
@@ -169,51 +193,90 @@ def plan(
     )
 
 
-def _put(client: S3Client, target: Target, release_id: str, exp: Expected, body: bytes) -> str:
-    """PUT one object with all its headers, create-only; returns the MD5 hex of the body.
+def _create(client: S3Client, target: Target, key: str, exp: Expected, md5_hex: str, what: str,
+            write: Callable[..., Any]) -> None:
+    """Create `key` with `write(**condition)`, create-only.
 
-    Content-MD5 makes the server reject a body damaged in transit (BadDigest), which
-    botocore then retries; it also costs less than botocore's default CRC trailer.
-
-    `If-None-Match: *` makes the PUT create-only: S3 refuses (412) to replace an object
+    `If-None-Match: *` makes the write create-only: S3 refuses (412) to replace an object
     that exists, so nothing — a second publisher, a rerun, a mistake — overwrites an
     object of a release. A 412 for an object that holds exactly our bytes is our own
     earlier attempt (botocore retried after a lost answer) and counts as done. A server
-    without conditional writes (501) gets HEAD-then-PUT: a second writer between the
+    without conditional writes (501) gets HEAD-then-write: a second writer between the
     two calls can still be overwritten (docs/operations.md#create-only-release-objects).
     """
-    digest = hashlib.md5(body, usedforsecurity=False).digest()
-    extra: dict[str, Any] = {"ContentMD5": base64.b64encode(digest).decode()}
-    if exp.content_encoding:
-        extra["ContentEncoding"] = exp.content_encoding
-    key = target.object_key(release_id, exp.rel)
     url = target.url(key)
-
-    def put(**cond: str) -> None:
-        client.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=exp.content_type,
-                          CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
-
-    with s3_errors(client, target.bucket, f"upload {url}"):
+    with s3_errors(client, target.bucket, f"{what} {url}"):
         try:
-            put(IfNoneMatch="*")
+            write(IfNoneMatch="*")
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
             if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
                 head = head_object(client, target.bucket, key)
-                if head is None or check_head(head, exp, digest.hex()):
+                if head is None or check_head(head, exp, md5_hex):
                     raise PublishError(
                         f"{url} already exists with other bytes: release objects are create-only and "
                         "never overwritten (another publisher at work? `release verify` lists damage, "
                         "republishing repairs it)"
                     ) from None
-            elif code == "NotImplemented" or status == 501:  # no conditional writes: HEAD, then PUT
+            elif code == "NotImplemented" or status == 501:  # no conditional writes: HEAD, then write
                 if head_object(client, target.bucket, key) is not None:
                     raise PublishError(f"{url} already exists: release objects are never overwritten") from None
-                put()
+                write()
             else:
                 raise
+
+
+def _same_release_built_again(client: S3Client, target: Target, local: LocalRelease) -> LocalRelease | None:
+    """The published release when `local` is the same release built again (releases are reproducible:
+    only `built_at` differs), so a build root that was not kept (the scheduled job's) republishes
+    nothing; None when the two differ in anything else."""
+    got = read_remote_manifest(client, target, local.release_id)
+    if got is None:
+        return None
+    remote, sha, _ = got
+    raw = remote.to_bytes()  # the renderer's own serialisation: the published bytes, checked below
+    if sha256_hex(raw) != sha or \
+            dataclasses.replace(remote, built_at=None) != dataclasses.replace(local.manifest, built_at=None):
+        return None
+    return LocalRelease(local.release_id, local.path, remote, raw)
+
+
+def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes) -> str:
+    """PUT one object with all its headers, create-only (`_create`); returns the MD5 hex of the body.
+
+    Content-MD5 makes the server reject a body damaged in transit (BadDigest), which
+    botocore then retries; it also costs less than botocore's default CRC trailer.
+    """
+    digest = hashlib.md5(body, usedforsecurity=False).digest()
+    extra: dict[str, Any] = {"ContentMD5": base64.b64encode(digest).decode()}
+    if exp.content_encoding:
+        extra["ContentEncoding"] = exp.content_encoding
+
+    def put(**cond: str) -> None:
+        client.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=exp.content_type,
+                          CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
+
+    _create(client, target, key, exp, digest.hex(), "upload", put)
     return digest.hex()
+
+
+def object_expected(exp: Expected) -> Expected:
+    """What the shared object of a file's bytes looks like: the bytes and their SHA-256, no file headers."""
+    return Expected(f"objects/{exp.sha256}", exp.size, exp.sha256, CONTENT_OBJECT, None, CACHE_OBJECT)
+
+
+def _copy(client: S3Client, target: Target, release_id: str, exp: Expected, md5_hex: str) -> None:
+    """The release file as a server-side copy of its object, with the file's own headers (create-only)."""
+    extra: dict[str, Any] = {"ContentEncoding": exp.content_encoding} if exp.content_encoding else {}
+
+    def copy(**cond: str) -> None:
+        client.copy_object(Bucket=target.bucket, Key=target.object_key(release_id, exp.rel),
+                           CopySource={"Bucket": target.bucket, "Key": target.content_key(exp.sha256)},
+                           MetadataDirective="REPLACE", ContentType=exp.content_type,
+                           CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
+
+    _create(client, target, target.object_key(release_id, exp.rel), exp, md5_hex, "copy", copy)
 
 
 def upload(
@@ -227,12 +290,13 @@ def upload(
     on_uploaded: Callable[[str], None] | None = None,
     log: Callable[[str], None] = lambda _msg: None,
 ) -> None:
-    """Delete strays, then PUT every object of `plan.todo` (not the manifest).
+    """Delete strays, PUT the objects `plan.todo` needs that the bucket lacks, then copy each file of
+    `plan.todo` from its object (not the manifest).
 
     Objects under the release prefix that the manifest does not list are not part of
     the release (left by an earlier, different build of an unfinished release).
-    `on_uploaded(key)` runs in the worker after each PUT (tests use it to kill the
-    upload midway).
+    `on_uploaded(key)` runs in the worker after each PUT (`objects/<sha256>`) and each copy
+    (the key in the release); tests use it to kill the upload midway.
     """
     progress = progress or Progress()
     if plan.strays:
@@ -247,20 +311,46 @@ def upload(
         delete_keys(client, target, plan.damaged)
 
     lock = threading.Lock()
+    new: dict[str, Expected] = {}
+    damaged: list[str] = []
+    for exp in plan.todo:  # each missing object once, however many files hold its bytes
+        obj = plan.stored.get(exp.sha256)
+        if obj is not None and obj.size == exp.size and (not re.fullmatch(r"[0-9a-f]{32}", obj.etag.strip('"'))
+                                                         or obj.etag.strip('"') == _md5(plan.local.read(exp))):
+            continue
+        if obj is not None and exp.sha256 not in new:
+            damaged.append(target.content_key(exp.sha256))
+        new.setdefault(exp.sha256, exp)
+    if damaged:  # an object whose bytes are not its name's: replaced (puts are create-only)
+        log(f"replacing {len(damaged)} stored object(s) whose bytes differ from their name")
+        delete_keys(client, target, damaged)
 
     def put_one(exp: Expected) -> None:
         data = plan.local.read(exp)
-        md5 = _put(client, target, plan.release_id, exp, data)
+        _put(client, target, target.content_key(exp.sha256), object_expected(exp), data)
         with lock:
-            plan.md5s[exp.rel] = md5
             result.uploaded += 1
             result.bytes_uploaded += len(data)
         if on_uploaded is not None:
+            on_uploaded(f"objects/{exp.sha256}")
+
+    def copy_one(exp: Expected) -> None:
+        md5 = _md5(plan.local.read(exp))
+        _copy(client, target, plan.release_id, exp, md5)
+        with lock:
+            plan.md5s[exp.rel] = md5
+            result.copied += 1
+        if on_uploaded is not None:
             on_uploaded(exp.rel)
 
-    progress.start("uploading", len(plan.todo))
+    progress.start("uploading", len(new))
     try:
-        run_pool(plan.todo, put_one, workers, progress)
+        run_pool(list(new.values()), put_one, workers, progress)
+    finally:
+        progress.finish()
+    progress.start("copying", len(plan.todo))
+    try:
+        run_pool(plan.todo, copy_one, workers, progress)
     finally:
         progress.finish()
 
@@ -326,7 +416,7 @@ def seal(client: S3Client, target: Target, plan: Plan, result: PublishResult) ->
         return
     if plan.remote_manifest is not None:  # same manifest, headers damaged: replaced (puts are create-only)
         delete_keys(client, target, [target.object_key(plan.release_id, MANIFEST_NAME)])
-    _put(client, target, plan.release_id, manifest_exp, local.manifest_bytes)
+    _put(client, target, target.object_key(plan.release_id, MANIFEST_NAME), manifest_exp, local.manifest_bytes)
     result.uploaded += 1
     result.bytes_uploaded += len(local.manifest_bytes)
     key = target.object_key(plan.release_id, MANIFEST_NAME)
@@ -402,6 +492,7 @@ def publish_release(
         len(local.manifest.files) + 1,
         already_present=planned.already_present,
         headers_unchecked=planned.headers_unchecked,
+        local=planned.local,
     )
 
     t = time.perf_counter()

@@ -164,7 +164,11 @@ def test_a_damaged_file_of_a_kept_release_is_a_logged_500_not_an_unknown_release
         release_root: Path, store, all_scopes_key: str, caplog: pytest.LogCaptureFixture):
     first, second = two_releases(release_root)
     damaged = release_root / "releases" / first / DOWNLOAD_FILE.key("gazetteer.csv")
-    damaged.write_bytes(damaged.read_bytes()[:-3] + b"XYZ")
+    # the file replaced by other bytes (a new inode, as an editor saves): releases link one stored
+    # object per content, so a write in place would damage every release holding those bytes alike
+    spoilt = damaged.with_name("spoilt")
+    spoilt.write_bytes(damaged.read_bytes()[:-3] + b"XYZ")
+    os.replace(spoilt, damaged)
     with LiveServer(App(release_root, store)) as live, httpx.Client(base_url=live.url) as c, \
             caplog.at_level(logging.ERROR, "malaria_risk.server"):
         r = c.get(f"/v1/downloads/{first}/gazetteer.csv", headers=auth(all_scopes_key))

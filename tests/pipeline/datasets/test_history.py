@@ -8,11 +8,12 @@ import csv
 import io
 from pathlib import Path
 
+import orjson
 import pytest
 
 from edge.routes import INCLUDE_FORECASTS, INCLUDE_NONE
 from pipeline.datasets import history, risk
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
@@ -26,7 +27,16 @@ def built(tmp_path_factory):
     root = write_data_dir(tmp_path_factory.mktemp("data"))
     ctx = BuildContext(data_dir=root, updated_at="2019-07-02T10:00:00Z", geography=small_geo())
     ctx.produced.append(risk.produce(ctx))
-    return ctx.produced[0], history.produce(ctx)
+    h = history.produce(ctx)
+    # the producer hands over response bytes (tabular.rendered); the tests read the documents back,
+    # and check each CSV is what the renderer would have made of the document
+    for route, docs in h.documents.items():
+        for key, done in docs.items():
+            assert isinstance(done, Rendered)
+            doc = orjson.loads(done.json)
+            assert done.csv == tabular.to_csv(doc), (route, key)
+            docs[key] = doc
+    return ctx.produced[0], h
 
 
 def _same(rec: dict, month: dict) -> bool:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.errors import PublishError
 from pipeline.publish import s3
-from pipeline.publish.s3.upload import _put
+from pipeline.publish.s3.upload import _copy, _put
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
 from tests.s3server import S3Server
@@ -126,13 +126,16 @@ class Boom(Exception):
     pass
 
 
-def dies_after(k: int):
-    """An on_uploaded hook that kills the upload after k objects went up."""
+def dies_after(k: int, copies: bool = False):
+    """An on_uploaded hook that kills the upload after k objects went up (or, with `copies`, after
+    k files of the release were copied from their stored objects)."""
     count = 0
     lock = threading.Lock()
 
-    def hook(_key: str) -> None:
+    def hook(key: str) -> None:
         nonlocal count
+        if copies and key.startswith("objects/"):
+            return
         with lock:
             count += 1
             if count >= k:
@@ -206,6 +209,34 @@ def test_republish_uploads_nothing_and_leaves_pointer(
     )
 
 
+def test_the_same_release_built_again_elsewhere_publishes_nothing(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    """Releases are reproducible: a build root that was not kept (the scheduled job's) builds the live
+    release again with only its build time different, and its publish changes nothing in the bucket."""
+    import dataclasses
+
+    def stamped(root: Path, built_at: str) -> Path:
+        rdir = make_release(root, "r1")
+        m = dataclasses.replace(Manifest.load(rdir), built_at=built_at)
+        (rdir / MANIFEST_NAME).write_bytes(m.to_bytes())
+        return rdir
+
+    stamped(tmp_path / "a", "2026-12-01T05:00:00Z")
+    publish(client, target, tmp_path / "a", "r1")
+    pointer = pointer_doc(s3_server, target)
+    rdir = stamped(tmp_path / "b", "2026-12-02T05:00:00Z")
+    again = publish(client, target, tmp_path / "b", "r1")
+    assert (again.uploaded, again.copied, again.pointer_switched) == (0, 0, False)
+    assert again.local is not None and again.local.manifest.built_at == "2026-12-01T05:00:00Z"
+    assert pointer_doc(s3_server, target) == pointer
+    # anything else different is still refused: release ids are immutable
+    m = Manifest.load(rdir)
+    (rdir / MANIFEST_NAME).write_bytes(dataclasses.replace(m, model_version="model-2").to_bytes())
+    with pytest.raises(PublishError, match="different manifest"):
+        publish(client, target, tmp_path / "b", "r1")
+
+
 def test_second_release_records_previous(
     s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
 ) -> None:
@@ -235,17 +266,60 @@ def test_interrupted_upload_keeps_previous_live_and_rerun_completes(
 
     assert pointer_doc(s3_server, target)["release_id"] == "r1"
     assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+    stored = keys_under(s3_server, target, target.objects_prefix)
     partial = keys_under(s3_server, target, target.release_prefix("r2"))
-    assert 3 <= len(partial) < n_objects(12)
+    assert not partial  # killed while uploading objects: no release key yet
+    r2_objects = {e["sha256"] for e in Manifest.load(tmp_path / "releases" / "r2").files.values()}
+    uploaded_before = {target.content_key(sha) for sha in r2_objects} & stored
+    assert len(uploaded_before) >= 3
+
+    # killed again, now while copying: some release keys exist, the manifest does not
+    with pytest.raises(Boom):
+        publish(client, target, tmp_path, "r2", on_uploaded=dies_after(4, copies=True))
+    partial = keys_under(s3_server, target, target.release_prefix("r2"))
+    assert 4 <= len(partial) < n_objects(12)
     assert target.object_key("r2", MANIFEST_NAME) not in partial  # the manifest goes last
     problems = s3.verify_remote_release(client, target, "r2")
     assert problems and "incomplete" in problems[0]
 
     rerun = publish(client, target, tmp_path, "r2")
     assert rerun.already_present == len(partial)
-    assert rerun.uploaded == n_objects(12) - len(partial)
+    assert rerun.uploaded == 1  # the manifest: every object went up before, once
+    assert rerun.copied == n_objects(12) - 1 - len(partial)
     assert rerun.pointer_switched and rerun.previous == "r1"
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []
+
+
+def test_a_new_release_uploads_only_the_bytes_the_bucket_lacks(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    """Files unchanged since the live release are copies made in the bucket; only new bytes go up."""
+    make_release(tmp_path, "r1", n=10)
+    first = publish(client, target, tmp_path, "r1")
+    assert first.uploaded == n_objects(10)
+    rdir = make_release(tmp_path, "r2", n=12)  # the first 10 documents as before, 2 new ones
+    m = Manifest.load(rdir)
+    old = {e["sha256"] for e in Manifest.load(tmp_path / "releases" / "r1").files.values()}
+    new_shas = {e["sha256"] for e in m.files.values()} - old
+    assert len(new_shas) < len(m.files)
+    puts: list[str] = []
+    client.meta.events.register("before-parameter-build.s3.PutObject", lambda params, **_: puts.append(params["Key"]))
+    second = publish(client, target, tmp_path, "r2")
+    assert second.uploaded == len(new_shas) + 1  # the new objects and the manifest
+    # besides the pointer and the list of kept releases, the two mutable documents
+    assert sorted(puts) == sorted([*(target.content_key(s) for s in new_shas), target.object_key("r2", MANIFEST_NAME),
+                                   target.pointer_key, target.key("releases.json")])
+    assert second.copied == len(m.files)
+    assert s3.verify_remote_release(client, target, "r2", deep=True) == []
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
+    # the release keys carry the file's headers, the shared objects none of them
+    raw = raw_client(s3_server)
+    head = raw.head_object(Bucket=target.bucket, Key=target.object_key("r2", "v1/risk/000.json.gz"))
+    assert head["ContentEncoding"] == "gzip" and head["ContentType"] == JSON
+    assert head["CacheControl"] == "public, max-age=31536000, immutable"
+    sha = m.files["v1/risk/000.json.gz"]["sha256"]
+    stored = raw.head_object(Bucket=target.bucket, Key=target.content_key(sha))
+    assert stored.get("ContentEncoding") is None and stored["CacheControl"] == "private, no-store"
 
 
 def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
@@ -301,7 +375,7 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
 
     # republishing repairs exactly the damage (the ETag exposes the sneaky body)
     fixed = publish(client, target, tmp_path, "r1")
-    assert fixed.uploaded == 2 and fixed.strays_deleted == 1
+    assert fixed.copied == 2 and fixed.uploaded == 0 and fixed.strays_deleted == 1  # copies of stored bytes
     assert s3.verify_remote_release(client, target, "r1", deep=True) == []
 
 
@@ -330,7 +404,7 @@ def test_metadata_only_damage_needs_thorough_publish(
         "cache control differs", "content type differs", "sha256 metadata differs",
     ]  # fmt: skip
     thorough = publish(client, target, tmp_path, "r1", thorough=True)
-    assert thorough.uploaded == 1 and thorough.headers_unchecked == 0
+    assert thorough.copied == 1 and thorough.uploaded == 0 and thorough.headers_unchecked == 0
     assert s3.verify_remote_release(client, target, "r1") == []
 
 
@@ -487,7 +561,7 @@ def test_rollback_switches_back_and_refuses_incomplete(
     # an interrupted release cannot become current
     make_release(tmp_path, "r3", seed="c")
     with pytest.raises(Boom):
-        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2))
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, copies=True))
     with pytest.raises(s3.PublishError, match="refusing to roll back to r3"):
         s3.rollback(client, target, "r3")
     with pytest.raises(s3.PublishError, match="refusing to roll back to nope"):
@@ -523,7 +597,7 @@ def test_releases_list_marks_current_previous_and_counts(
     publish(client, target, tmp_path, "r2")
     make_release(tmp_path, "r3", n=5, seed="c")
     with pytest.raises(Boom):
-        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2))
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, copies=True))
 
     infos = {r.release_id: r for r in s3.list_releases(client, target)}
     assert set(infos) == {"r1", "r2", "r3"}
@@ -571,6 +645,33 @@ def test_prune_keeps_newest_current_and_previous(
     assert s3.verify_remote_release(client, target, "r4", deep=True) == []
     assert pointer_doc(s3_server, target)["release_id"] == "r2"
     assert s3.prune(client, target, 0) == []
+
+
+def test_stored_objects_go_only_when_no_kept_release_holds_them(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    from pipeline.publish.s3.remote import collect_objects
+
+    for i, rid in enumerate(["r1", "r2", "r3"]):
+        make_release(tmp_path, rid, n=2, seed=str(i))
+        publish(client, target, tmp_path, rid)
+    shas = {rid: {e["sha256"] for e in Manifest.load(tmp_path / "releases" / rid).files.values()}
+            for rid in ("r1", "r2", "r3")}
+    before = keys_under(s3_server, target, target.objects_prefix)
+    assert before == {target.content_key(x) for x in shas["r1"] | shas["r2"] | shas["r3"]}
+    assert s3.prune(client, target, 0) == ["r1"]  # current r3, previous r2
+    # within the grace period nothing goes: a publish under way may rely on any stored object
+    assert keys_under(s3_server, target, target.objects_prefix) == before
+    later = datetime.now(UTC) + timedelta(days=2)
+    gone = collect_objects(client, target, now=later)
+    assert set(gone) == {target.content_key(x) for x in shas["r1"] - shas["r2"] - shas["r3"]} and gone
+    assert keys_under(s3_server, target, target.objects_prefix) == before - set(gone)
+    assert s3.verify_remote_release(client, target, "r2", deep=True) == []
+    make_release(tmp_path, "r4", n=2, seed="0")  # new documents: their bytes go up once; the shared GeoJSON is copied
+    again = publish(client, target, tmp_path, "r4")
+    assert again.uploaded == len(shas["r1"] - shas["r2"] - shas["r3"]) + 1
 
 
 def test_cli_publish_end_to_end(s3_server: S3Server, target: s3.Target, tmp_path: Path) -> None:
@@ -777,13 +878,19 @@ def _expected(rel: str, body: bytes) -> s3.Expected:
 def test_a_create_only_upload_refuses_to_overwrite(s3_server: S3Server, client: Any,
                                                    target: s3.Target) -> None:
     first, second = b'{"v": 1}', b'{"v": 2}'
-    _put(client, target, "r1", _expected("v1/periods.json", first), first)
     key = target.object_key("r1", "v1/periods.json")
+    _put(client, target, key, _expected("v1/periods.json", first), first)
     with pytest.raises(PublishError, match="create-only"):
-        _put(client, target, "r1", _expected("v1/periods.json", second), second)
+        _put(client, target, key, _expected("v1/periods.json", second), second)
     assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
     # the same bytes again (a retry whose first answer was lost) is not an error, and changes nothing
-    _put(client, target, "r1", _expected("v1/periods.json", first), first)
+    _put(client, target, key, _expected("v1/periods.json", first), first)
+    assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
+    # a copy from a stored object is create-only as well
+    exp = _expected("v1/periods.json", second)
+    _put(client, target, target.content_key(exp.sha256), exp, second)
+    with pytest.raises(PublishError, match="create-only"):
+        _copy(client, target, "r1", exp, hashlib.md5(second).hexdigest())
     assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
 
 

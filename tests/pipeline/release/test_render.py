@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import os
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def test_a_failure_while_writing_leaves_nothing_half_published(tmp_path: Path):
     assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == [first.release_id]
 
 
-def test_unchanged_files_are_reused_as_copies_that_share_no_inode(tmp_path: Path):
+def test_unchanged_files_are_links_to_the_objects_the_previous_release_wrote(tmp_path: Path):
     first = render_release(tmp_path, synthetic_produced(), T1)
     produced = synthetic_produced()
     produced[2].documents["/v1/periods"][()] = {"changed": True}
@@ -103,20 +104,18 @@ def test_unchanged_files_are_reused_as_copies_that_share_no_inode(tmp_path: Path
     stamped = [k for k in m.files if k.startswith(("downloads/README", "downloads/SHA256SUMS",
                                                    "downloads/malaria_risk_nigeria.zip", "v1/downloads.json"))]
     assert len(stamped) == 7
-    assert second.written == 2 + len(stamped)
-    assert second.linked == second.files - second.written  # gzip copies reused, not recompressed
+    assert second.written == 2 + len(stamped)  # new bytes only: everything else is linked
+    assert second.linked == second.files - second.written
     old_dir = tmp_path / "releases" / first.release_id
     new_dir = tmp_path / "releases" / second.release_id
-    inodes = {p.stat().st_ino for p in old_dir.rglob("*") if p.is_file()}
-    assert not inodes & {p.stat().st_ino for p in new_dir.rglob("*") if p.is_file()}
-    assert all(p.stat().st_nlink == 1 for p in new_dir.rglob("*") if p.is_file())
-    assert verify_release_dir(new_dir) == []
-    # a write into the current release changes no other release (the rollback target above all)
-    with (new_dir / "v1/context/states.json.gz").open("r+b") as f:
-        f.seek(10)
-        f.write(b"\xff")
-    assert verify_release_dir(old_dir) == []
-    assert verify_release_dir(new_dir) == ["checksum differs: v1/context/states.json.gz"]
+    same = new_dir / "v1/context/states.json.gz"
+    assert same.stat().st_ino == (old_dir / "v1/context/states.json.gz").stat().st_ino
+    assert same.stat().st_nlink == 3  # the object and the two releases: the link count is the reference count
+    assert (new_dir / "v1/periods.json").stat().st_ino != (old_dir / "v1/periods.json").stat().st_ino
+    assert same.stat().st_mode & 0o222 == 0  # objects are read-only: a stray write is refused
+    objects = [p for p in (tmp_path / "objects").rglob("*") if p.is_file()]
+    assert all(hashlib.sha256(p.read_bytes()).hexdigest() == p.name for p in objects)
+    assert verify_release_dir(new_dir) == [] and verify_release_dir(old_dir) == []
 
 
 def test_the_next_build_heals_a_damaged_file_and_blames_nothing(tmp_path: Path):
@@ -135,8 +134,10 @@ def test_the_next_build_heals_a_damaged_file_and_blames_nothing(tmp_path: Path):
     m = Manifest.load(new_dir)
     stamped = [k for k in m.files if k.startswith(("downloads/README", "downloads/SHA256SUMS",
                                                    "downloads/malaria_risk_nigeria.zip", "v1/downloads.json"))]
-    # only the damaged pair rewritten, besides the bundle files that name the new release id
-    assert second.written == 2 + len(stamped) and second.linked == second.files - second.written
+    # only the damaged object written afresh, besides the bundle files that name the new release id
+    assert second.written == 1 + len(stamped) and second.linked == second.files - second.written
+    # the damaged inode stays where it was, and verify names it there
+    assert verify_release_dir(old_dir) == ["checksum differs: v1/context/states.json.gz"]
 
 
 def test_a_killed_build_leaves_a_temporary_directory_that_the_next_build_removes(tmp_path: Path):

@@ -6,6 +6,7 @@ import csv
 import io
 
 import polars as pl
+import pytest
 
 from pipeline.release.tabular import frame, to_csv
 
@@ -95,3 +96,76 @@ def test_both_writers_end_lines_alike_and_quote_alike():
     df = frame([doc]).with_columns(pl.col("high_months").cast(pl.List(pl.String)).list.join(";"))
     assert frame_csv(df) == to_csv(doc)
     assert to_csv(doc).count(b"\n") == 3 and b"\r" not in to_csv(doc)
+
+
+# --- many documents at once: the same bytes as one at a time --------------------------------------
+
+
+def _tricky_docs() -> list[dict]:
+    """Documents of one route's shape and odd ones: text needing quotes or neutralising, CR and LF in
+    values, lists, nested objects, nulls, booleans, floats Python and polars spell differently."""
+    def lga(i: int, **over: object) -> dict:
+        rec = {"lga_code": f"NG{i:03d}", "lga": ["Kano", 'Say "hi"', "a,b", "=SUM(A1)", "-3", "line\nbreak", "",
+                                                  "tab\tinside", "@x", "+1"][i % 10],
+               "risk": [0.25, 1.0, 0.0, None, 12345678.5, -0.125][i % 6], "rank": i, "urban": i % 3 == 0,
+               "weeks": [["2024-01", None], [], None, ["=x", "y"]][i % 4], "range": {"low": i / 8, "high": None}}
+        rec.update(over)
+        return rec
+
+    same = [{"period": f"2024-0{p}", "state_code": s, "lgas": [lga(i) for i in range(p * 3)]}
+            for p in range(1, 4) for s in ("KN", "=LA")]
+    forecast = [{"state_code": "KN", "forecasts": [{"period": f"2024-0{m}", "lgas": [lga(i) for i in range(4)]}
+                                                    for m in range(1, 1 + n)]} for n in (1, 2)]
+    odd = [
+        {"period": "2024-01", "lgas": [lga(1, risk=1e-05)]},  # a float Python spells 1e-05
+        {"period": "2024-01", "lgas": [lga(1, rank=2.5), lga(2)]},  # a column mixing int and float
+        {"period": "2024-01", "lgas": [lga(1, lga="carriage\rreturn")]},
+        {"period": "2024-01", "lgas": [lga(1), {"lga_code": "X"}]},  # records of two shapes
+        {"period": "2024-01", "lgas": []},  # a header only
+        {"states": [{"state_code": "KN"}]},  # one column
+        {"period": "2024-01", "lgas": [lga(3, period="1999-01")]},  # a field named like a report scalar
+        {"period": "2024-01", "lgas": [lga(4, weeks=[True, False, None])]},
+        {"period": "2024-01", "lgas": [lga(5, risk=float("nan"))]},
+    ]
+    return [*same, *forecast, *odd]
+
+
+def test_many_documents_at_once_are_the_bytes_of_one_at_a_time(monkeypatch: pytest.MonkeyPatch):
+    from pipeline.release import tabular
+
+    docs = _tricky_docs()
+    expected = [to_csv(d) for d in docs]
+    one_at_a_time: list[dict] = []
+    monkeypatch.setattr(tabular, "to_csv", lambda d: one_at_a_time.append(d) or to_csv(d))
+    assert tabular.to_csv_many(docs) == expected
+    assert len(one_at_a_time) == 9  # only the odd ones: every document of a shared shape went through polars
+    assert tabular.to_csv_many([]) == []
+
+
+@pytest.mark.slow
+def test_every_csv_of_a_real_build_is_the_bytes_of_one_at_a_time(real_build):
+    """The vectorised writer against the per-document one, on every CSV route document of a real build."""
+    import orjson
+
+    from edge.routes import ROUTES, Facts, route_values
+    from pipeline.release.manifest import Manifest
+    from pipeline.release.tabular import to_csv_many
+
+    release = (real_build / "current").resolve()
+    manifest = Manifest.load(release)
+    facts = Facts.from_json(manifest.facts)
+    checked = 0
+    for route in ROUTES:
+        if route.beside_pointer or route.dataset not in facts.available:
+            continue
+        docs = []
+        for values in route_values(route, facts):
+            if values.get("format") == "csv":
+                key = route.key(values)
+                source = route.key({**values, "format": "json"})
+                docs.append((key, orjson.loads((release / source).read_bytes())))
+        written = to_csv_many([d for _, d in docs])
+        assert written == [(release / key).read_bytes() for key, _ in docs]
+        assert written == [to_csv(d) for _, d in docs]
+        checked += len(docs)
+    assert checked > 1000

@@ -69,6 +69,28 @@ def test_same_bytes_without_validators_are_unchanged(data_dir: Path):
     assert got.status == "unchanged" and (data_dir / WFP_SUBNATIONAL).stat().st_mtime_ns == before
 
 
+def test_the_install_time_holds_while_the_bytes_do(data_dir: Path):
+    """The data load time a release states (pipeline.buildkey.data_loaded_at) is when these bytes
+    were installed: a later fetch of the same bytes keeps it, new bytes move it."""
+    from pipeline.buildkey import data_loaded_at
+
+    new = body(last="2020-06")
+    with serving(Behaviour(new)) as url:
+        fetch_rainfall(data_dir, FAST, url=url)
+        first = orjson.loads((data_dir / FETCH_DIR / "rainfall.json").read_bytes())
+        # as if installed a while ago, and asked again without validators (the bytes come back)
+        record = {**first, "installed_at": "2020-07-02T05:00:00Z", "etag": None, "last_modified": None}
+        (data_dir / FETCH_DIR / "rainfall.json").write_bytes(orjson.dumps(record))
+        fetch_rainfall(data_dir, FAST, url=url)  # the same bytes again
+    again = orjson.loads((data_dir / FETCH_DIR / "rainfall.json").read_bytes())
+    assert again["installed_at"] == "2020-07-02T05:00:00Z" == data_loaded_at(data_dir)
+    assert again["fetched_at"] >= first["fetched_at"]
+    with serving(Behaviour(body(last="2020-07"))) as url:
+        fetch_rainfall(data_dir, FAST, url=url)
+    moved = orjson.loads((data_dir / FETCH_DIR / "rainfall.json").read_bytes())
+    assert moved["installed_at"] != "2020-07-02T05:00:00Z" and moved["installed_at"] == data_loaded_at(data_dir)
+
+
 @pytest.mark.parametrize(("modes", "words"), [
     (["truncate"], "truncated"),
     (["500"], "HTTP 500"),

@@ -1,0 +1,174 @@
+"""The content-addressed store under a build root: every file of every release, once.
+
+    <root>/objects/<sha256[:2]>/<sha256>     the bytes whose SHA-256 is the name, read-only
+
+An object is written once (to a temporary name, then renamed, so the store never holds a
+partial object under a real name) and never changed. Releases are hard links to objects
+(`pipeline.release.tree`), so a file unchanged since the last release costs a directory
+entry, not a copy; an object's link count is its reference count, and `collect` removes
+the objects no release links any more. Design and the retention rule: docs/local-releases.md.
+
+Builds and prunes take the store's lock (`locked`): a collection between an object's write
+and its first link would otherwise remove it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+OBJECTS = "objects"
+LOCK = ".lock"
+STORED_MTIME_NS = 946_684_800 * 10**9  # 2000-01-01T00:00:00Z: every stored object's modification time
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def _sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Collected:
+    objects: int = 0  # objects removed
+    bytes: int = 0
+    temporary: int = 0  # partial objects of killed writers removed
+
+
+class Store:
+    """The objects of one build root."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.dir = self.root / OBJECTS
+
+    def path(self, sha256: str) -> Path:
+        return self.dir / sha256[:2] / sha256
+
+    def has(self, sha256: str, size: int) -> bool:
+        """Present with the right size (cheap: a stat). `sound` also checks the bytes."""
+        try:
+            return self.path(sha256).stat().st_size == size
+        except OSError:
+            return False
+
+    def sound(self, sha256: str, size: int) -> bool:
+        """Present, of its size, and not written since it was stored: the store sets every object's
+        modification time to STORED_MTIME, and a write in place moves it to the time of the write.
+        A stat, not a read (`intact` and `verify` read the bytes)."""
+        try:
+            st = self.path(sha256).stat()
+        except OSError:
+            return False
+        return st.st_size == size and st.st_mtime_ns == STORED_MTIME_NS
+
+    def intact(self, sha256: str) -> bool:
+        """The bytes hash to the name (a read)."""
+        try:
+            return _sha256_file(self.path(sha256)) == sha256
+        except OSError:
+            return False
+
+    def put(self, data: bytes, sha256: str | None = None, *, check: bool = True) -> tuple[str, bool]:
+        """Store `data`; returns (its SHA-256, whether it was written now).
+
+        An object already present is kept when it is sound (`check`: `sound`, else its size
+        only); one written since it was stored is replaced by a fresh object under the same
+        name, so the next build heals it. The releases that linked the damaged inode keep it,
+        and `verify` reports them.
+        """
+        sha256 = sha256 or sha256_hex(data)
+        target = self.path(sha256)
+        if self.sound(sha256, len(data)) if check else self.has(sha256, len(data)):
+            return sha256, False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
+        try:
+            # created read-only (an object never changes: a stray write is refused, not shared);
+            # the descriptor opened for writing still writes it
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o444)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.utime(fd, ns=(STORED_MTIME_NS, STORED_MTIME_NS))  # the mark `sound` checks
+            finally:
+                os.close(fd)
+            os.replace(tmp, target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        return sha256, True
+
+    def link(self, sha256: str, dst: Path) -> None:
+        """`dst` becomes a name of the object (a hard link: the same inode, no bytes copied)."""
+        os.link(self.path(sha256), dst)
+
+    def objects(self) -> Iterator[os.DirEntry[str]]:
+        try:
+            shards = list(os.scandir(self.dir))
+        except OSError:
+            return
+        for shard in shards:
+            if shard.is_dir(follow_symlinks=False):
+                yield from os.scandir(shard.path)
+
+    def collect(self) -> Collected:
+        """Remove objects no release links (link count 1) and partial objects of dead writers.
+
+        Call it holding the lock (`locked`): it must not run between a build's write of an
+        object and that build's link to it.
+        """
+        out = Collected()
+        for entry in self.objects():
+            if entry.name.startswith(".tmp-"):
+                pid = entry.name.rsplit("-", 2)[-2]
+                if pid.isdigit() and int(pid) != os.getpid() and _pid_alive(int(pid)):
+                    continue
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    out.temporary += 1
+                continue
+            st = entry.stat(follow_symlinks=False)
+            if st.st_nlink <= 1:
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
+                    out.objects += 1
+                    out.bytes += st.st_size
+        return out
+
+
+@contextlib.contextmanager
+def locked(root: Path) -> Iterator[None]:
+    """The build root's lock: one build or prune at a time (a second one waits)."""
+    Path(root).mkdir(parents=True, exist_ok=True)
+    fd = os.open(Path(root) / LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)

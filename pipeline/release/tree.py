@@ -1,0 +1,212 @@
+"""A release on disk: a manifest plus hard links into the store, switched into place atomically.
+
+    <root>/releases/<id>/manifest.json      what the release holds (size, SHA-256, type of each file)
+    <root>/releases/<id>/<key>              a hard link to objects/<sha256>: a plain file to the edge
+    <root>/current -> releases/<id>          the release being served
+
+A release is assembled in `releases/.tmp-<id>-<pid>/`, checked against its manifest, and
+renamed into place; only then does `current` move (one `rename` of a symlink). A killed
+build leaves its temporary directory, which the next build removes; the objects it had
+written stay in the store and are linked, not written again, by the next run. This module
+knows nothing of which releases are kept (`pipeline.release.catalogue`) nor of documents
+(`pipeline.release.render`).
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import os
+import shutil
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from edge.release import verify_release_files
+from edge.routes import DOWNLOAD_FILE, PRECOMPRESSED_SUFFIXES
+from pipeline.errors import RenderError
+from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
+from pipeline.release.store import Store, _pid_alive, sha256_hex
+
+Progress = Callable[[str, int, int], None]
+File = tuple[str, str, bytes]  # (key, content type, identity bytes)
+
+
+@dataclass
+class Written:
+    entries: dict[str, dict[str, Any]]
+    written: int = 0  # objects written now (new bytes)
+    linked: int = 0  # files linked to objects already in the store
+    cleaned: int = 0  # temporary directories of killed builds removed
+    bundle_seconds: list[float] = field(default_factory=list)
+
+
+def current_release_id(root: Path) -> str | None:
+    """The release `current` names (even when its directory is gone), or None without a link."""
+    try:
+        return Path(os.readlink(Path(root) / "current")).name
+    except OSError:
+        return None
+
+
+def current_manifest(out: Path) -> tuple[Path, Manifest] | None:
+    link = out / "current"
+    if not link.is_symlink():
+        return None
+    target = (out / os.readlink(link)).resolve()
+    try:
+        return target, Manifest.load(target)
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def clean_killed_builds(out: Path) -> list[str]:
+    """Remove what builds that died left behind: `releases/.tmp-<id>-<pid>` directories and
+    `.current-<pid>` links whose process is gone. A running build's are kept."""
+    removed: list[str] = []
+    candidates = [*Path(out, "releases").glob(".tmp-*"), *Path(out).glob(".current-*")]
+    for path in candidates:
+        pid_text = path.name.rsplit("-", 1)[-1]
+        if pid_text.isdigit() and int(pid_text) != os.getpid() and _pid_alive(int(pid_text)):
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink()
+        removed.append(path.name)
+    return removed
+
+
+def gzip_known(manifest: Manifest | None) -> dict[str, dict[str, Any]]:
+    """identity SHA-256 -> the manifest entry of its gzip copy, from a release's manifest:
+    what lets a file unchanged since that release skip its compression."""
+    if manifest is None:
+        return {}
+    files = manifest.files
+    return {e["sha256"]: files[k + ".gz"] for k, e in files.items()
+            if e.get("content_encoding") is None and k + ".gz" in files}
+
+
+def write_release(out: Path, release_id: str, files: list[File], manifest_of: Callable[[dict], Manifest],
+                  progress: Progress | None = None, known_gzip: dict[str, dict[str, Any]] | None = None) -> Written:
+    """Store every file's bytes (and a gzip copy) and link them into `releases/<release_id>`.
+
+    `manifest_of(entries)` makes the manifest once the entries are known. A release already
+    in place with the same files (a forced rebuild of unchanged inputs) is kept as it is.
+    """
+    store = Store(out)
+    releases = out / "releases"
+    try:
+        releases.mkdir(parents=True, exist_ok=True)
+        store.dir.mkdir(parents=True, exist_ok=True)
+    except OSError as failed:
+        raise RenderError(disk_problem(releases, failed)) from None
+    result = Written({}, cleaned=len(clean_killed_builds(out)))
+    gz_of = dict(known_gzip or {})
+    final = releases / release_id
+    tmp = releases / f".tmp-{release_id}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+
+    def one(item: File) -> tuple[list[tuple[str, dict]], int, int]:
+        key, ctype, data = item
+        started = time.thread_time()
+        digest, new = store.put(data)
+        store.link(digest, tmp / key)
+        pairs = [(key, file_entry(data, ctype, digest=digest))]
+        written = int(new)
+        if not key.endswith(PRECOMPRESSED_SUFFIXES):  # already compressed: no gzip sibling (the edge relies on it)
+            gz_key = key + ".gz"
+            known = gz_of.get(digest)
+            if known is not None and store.sound(known["sha256"], int(known["size"])):
+                store.link(known["sha256"], tmp / gz_key)
+                pairs.append((gz_key, {**known, "content_type": ctype}))
+            else:
+                gz = gzip.compress(data, compresslevel=6, mtime=0)
+                gz_sha, gz_new = store.put(gz)
+                store.link(gz_sha, tmp / gz_key)
+                pairs.append((gz_key, file_entry(gz, ctype, "gzip", digest=gz_sha)))
+                written += int(gz_new)
+        if key.startswith(DOWNLOAD_FILE.key_prefix):
+            result.bundle_seconds.append(time.thread_time() - started)
+        return pairs, written, len(pairs) - written
+
+    try:
+        tmp.mkdir()  # inside the try: a full disk or inode table leaves no `.tmp-*` behind
+        for parent in sorted({(tmp / key).parent for key, _, _ in files}):
+            parent.mkdir(parents=True, exist_ok=True)
+        done = 0
+        # batches of 64 files per task: one future per file costs more than linking a small file
+        batches = [files[i:i + 64] for i in range(0, len(files), 64)]
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            for batch in pool.map(lambda b: [one(item) for item in b], batches):
+                for pairs, written, linked in batch:
+                    result.written += written
+                    result.linked += linked
+                    result.entries.update(pairs)
+                done += len(batch)
+                if progress and (done % 640 == 0 or done == len(files)):
+                    progress("writing files", done, len(files))
+        manifest = manifest_of(dict(sorted(result.entries.items())))
+        if final.exists():  # the same inputs and code built this release before: keep it
+            shutil.rmtree(tmp)
+            try:
+                same = Manifest.load(final).files == manifest.files
+            except (OSError, ValueError, KeyError):
+                same = False
+            if not same or verify_release_files(final, manifest.files, checksums=False):
+                raise RenderError(f"release {release_id} already exists with other files; "
+                                  f"remove {final} or run `malaria-risk verify --root {out} --release {release_id}`")
+            return result
+        (tmp / MANIFEST_NAME).write_bytes(manifest.to_bytes())
+        if progress:
+            progress("verifying", 0, 1)
+        # every file is a link made here to an object whose bytes were hashed on their way into
+        # the store (or, reused, found as stored): the tree is its manifest by construction, which
+        # a count confirms without a second walk of 20,000 files (`verify` reads every byte)
+        if len(result.entries) != len(files) + sum(not k.endswith(PRECOMPRESSED_SUFFIXES) for k, _, _ in files):
+            raise RenderError("release failed verification: files and manifest differ in number")
+        os.rename(tmp, final)
+    except OSError as failed:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise RenderError(disk_problem(releases, failed)) from None
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return result
+
+
+def remove_release(root: Path, release_id: str) -> None:
+    """Remove one release directory (its links); the objects stay until `Store.collect`."""
+    target = Path(root) / "releases" / release_id
+    if target.is_symlink():  # replaced by a link since it was listed: never follow it
+        raise OSError(f"{target} is now a link")
+    shutil.rmtree(target)
+
+
+def disk_problem(where: Path, e: OSError) -> str:
+    """One line for a failed write: the operator's fix depends on which resource ran out."""
+    hint = {errno.ENOSPC: "the disk (or its inode table) is full: free space, e.g. `malaria-risk prune --root "
+                          f"{where.parent if where.name == 'releases' else where} --keep 2`",
+            errno.EDQUOT: "the disk quota is used up",
+            errno.EROFS: "the file system is read-only",
+            errno.EACCES: "permission denied",
+            errno.EMFILE: "too many open files"}.get(e.errno or 0, e.strerror or type(e).__name__)
+    return f"cannot write the release under {where}: {hint}; nothing was switched"
+
+
+def switch_current(out: Path, release_id: str) -> None:
+    """Point `current` at a release atomically: a new symlink renamed over the old one."""
+    if not (out / "releases" / release_id / MANIFEST_NAME).exists():
+        raise RenderError(f"no complete release {release_id}")
+    tmp_link = out / f".current-{os.getpid()}"
+    if tmp_link.is_symlink() or tmp_link.exists():
+        tmp_link.unlink()
+    os.symlink(f"releases/{release_id}", tmp_link)
+    os.replace(tmp_link, out / "current")
+
+
+__all__ = ["sha256_hex"]

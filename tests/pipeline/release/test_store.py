@@ -1,0 +1,151 @@
+"""Reproducible releases, the content store under them, and the retention rule."""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from pipeline.release.catalogue import kept_by_rule, pin_local, read_local, retain
+from pipeline.release.local import verify_local
+from pipeline.release.manifest import MANIFEST_NAME, Manifest
+from pipeline.release.render import render_release
+from pipeline.release.store import Store
+from tests.conftest import DATA_DIR, synthetic_produced
+from tests.paths import REPO_ROOT
+
+T1, T2, T3 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z", "2026-11-22T12:00:00Z"
+
+
+def tree(release_dir: Path) -> dict[str, bytes]:
+    return {p.relative_to(release_dir).as_posix(): p.read_bytes()
+            for p in sorted(release_dir.rglob("*")) if p.is_file()}
+
+
+def without_build_time(manifest: bytes) -> dict:
+    doc = orjson.loads(manifest)
+    assert doc.pop("built_at")  # the one field that may differ
+    return doc
+
+
+def assert_same_release(a: Path, b: Path) -> None:
+    ta, tb = tree(a), tree(b)
+    assert ta.keys() == tb.keys()
+    differ = [k for k in ta if k != MANIFEST_NAME and ta[k] != tb[k]]
+    assert differ == []
+    assert without_build_time(ta[MANIFEST_NAME]) == without_build_time(tb[MANIFEST_NAME])
+
+
+def test_the_same_documents_make_the_same_bytes_in_two_roots(tmp_path: Path):
+    a = render_release(tmp_path / "a", synthetic_produced(), T1, built_at="2026-12-01T00:00:00Z")
+    b = render_release(tmp_path / "b", synthetic_produced(), T1, built_at="2026-12-02T09:30:00Z")
+    assert a.release_id == b.release_id
+    assert_same_release(tmp_path / "a" / "releases" / a.release_id, tmp_path / "b" / "releases" / b.release_id)
+    # the build time is in the manifest and the list of kept releases, nowhere else
+    assert Manifest.load(tmp_path / "b" / "releases" / b.release_id).built_at == "2026-12-02T09:30:00Z"
+    assert read_local(tmp_path / "b")["releases"][0]["published_at"] == "2026-12-02T09:30:00Z"
+
+
+def test_rendering_the_same_release_again_keeps_it_and_writes_nothing(tmp_path: Path):
+    first = render_release(tmp_path, synthetic_produced(), T1)
+    again = render_release(tmp_path, synthetic_produced(), T1)
+    assert again.release_id == first.release_id and again.written == 0
+    assert [r.ok for r in verify_local(tmp_path, every=True)] == [True]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (DATA_DIR / "admin").is_dir(), reason="needs the real data directory")
+def test_two_builds_of_the_real_data_are_byte_identical(tmp_path: Path):
+    """A forced rebuild of unchanged inputs, into a second root: no file differs."""
+    from pipeline.build import build
+
+    a = build(DATA_DIR, tmp_path / "a")
+    b = build(DATA_DIR, tmp_path / "b", force=True)
+    assert a.stats.release_id == b.stats.release_id
+    assert_same_release(tmp_path / "a" / "current", tmp_path / "b" / "current")
+    forced = build(DATA_DIR, tmp_path / "a", force=True)  # the same root: the release is kept, nothing written
+    assert forced.stats.release_id == a.stats.release_id and forced.stats.written == 0
+
+
+def test_every_object_is_named_by_its_bytes_and_written_once(tmp_path: Path):
+    render_release(tmp_path, synthetic_produced(), T1)
+    store = Store(tmp_path)
+    names = [e.name for e in store.objects()]
+    assert names and all(hashlib.sha256(Path(store.path(n)).read_bytes()).hexdigest() == n for n in names)
+    before = {n: os.stat(store.path(n)).st_ino for n in names}
+    render_release(tmp_path, synthetic_produced(), T2)
+    assert all(os.stat(store.path(n)).st_ino == ino for n, ino in before.items())  # never rewritten
+
+
+@pytest.mark.parametrize("keep,pinned,served", list(itertools.product([1, 2, 3], [(), (0,), (1, 3)], [0, 2, 4])))
+def test_the_retention_rule_never_drops_the_served_or_a_pinned_release(keep: int, pinned: tuple, served: int):
+    ordered = [f"r{i}" for i in range(5, 0, -1)]  # newest first
+    pins = {ordered[i] for i in pinned}
+    kept = kept_by_rule(ordered, keep, pins, ordered[served])
+    assert ordered[served] in kept and pins <= set(kept)
+    assert set(ordered[:keep]) <= set(kept)
+    assert set(kept) == set(ordered[:keep]) | pins | {ordered[served]}
+
+
+def test_retain_keeps_served_and_pinned_and_frees_what_only_the_removed_linked(tmp_path: Path):
+    ids = [render_release(tmp_path, _month(i), t).release_id for i, t in enumerate([T1, T2, T3])]
+    ids.append(render_release(tmp_path, _month(3), "2026-11-22T13:00:00Z").release_id)
+    pin_local(tmp_path, ids[0])
+    os.replace(tmp_path / "current", tmp_path / "current.bak")  # rolled back to the second
+    os.symlink(f"releases/{ids[1]}", tmp_path / "current")
+    objects = sum(1 for _ in Store(tmp_path).objects())
+    got = retain(tmp_path, keep=1)
+    assert sorted(got.kept) == sorted([ids[3], ids[1], ids[0]]) and got.removed == [ids[2]]
+    assert sorted(p.name for p in (tmp_path / "releases").iterdir()) == sorted(got.kept)
+    assert got.collected.objects > 0 and sum(1 for _ in Store(tmp_path).objects()) == objects - got.collected.objects
+    assert all(r.ok for r in verify_local(tmp_path, every=True))
+    listed = read_local(tmp_path)
+    assert {r["release_id"]: r["pinned"] for r in listed["releases"]} == {ids[3]: False, ids[1]: False, ids[0]: True}
+    # every object left is linked by a kept release
+    assert all(os.stat(e.path).st_nlink > 1 for e in Store(tmp_path).objects())
+
+
+def _month(i: int) -> list:
+    produced = synthetic_produced()
+    produced[2].documents["/v1/periods"][()] = {"month": i}
+    return produced
+
+
+def test_a_build_killed_while_writing_objects_leaves_a_sound_store_the_next_run_completes(tmp_path: Path):
+    render_release(tmp_path, synthetic_produced(), T1)
+    script = (
+        "import os, signal\n"
+        "from pathlib import Path\n"
+        "from pipeline.release import store\n"
+        "from pipeline.release.render import render_release\n"
+        "from tests.conftest import synthetic_produced\n"
+        "produced = synthetic_produced()\n"
+        "produced[2].documents['/v1/periods'][()] = {'month': 7}\n"
+        "count = [0]\n"
+        "real = store.Store.put\n"
+        "def put(self, data, sha256=None, *, check=True):\n"
+        "    got = real(self, data, sha256, check=check)\n"
+        "    count[0] += got[1]\n"
+        "    if count[0] == 3:\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return got\n"
+        "store.Store.put = put\n"
+        f"render_release(Path({str(tmp_path)!r}), produced, {T2!r})\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT)
+    assert proc.returncode == -signal.SIGKILL
+    store = Store(tmp_path)
+    # whatever the kill interrupted: every object under a real name holds exactly its bytes
+    real = [e for e in store.objects() if not e.name.startswith(".")]
+    assert all(hashlib.sha256(Path(e.path).read_bytes()).hexdigest() == e.name for e in real)
+    done = render_release(tmp_path, _month(7), T2)
+    assert done.written < 2 + 7  # the objects the killed run wrote are linked, not written again
+    assert [r.ok for r in verify_local(tmp_path, every=True)] == [True, True]
+    assert not [p for p in (tmp_path / "releases").iterdir() if p.name.startswith(".")]

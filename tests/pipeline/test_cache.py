@@ -1,0 +1,62 @@
+"""Fits kept between builds: recomputed exactly when what they read, or their code, changes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pipeline import cache
+
+
+def test_a_fit_is_read_back_until_a_file_it_reads_changes(tmp_path: Path):
+    data = tmp_path / "data"
+    (data / "climate").mkdir(parents=True)
+    (data / "climate" / "normals.csv").write_text("m,mm\n1,3\n")
+    (data / "rainfall.csv").write_text("month,mm\n2026-01,4\n")
+    code = tmp_path / "fit.py"
+    code.write_text("VERSION = 1\n")
+    runs: list[int] = []
+
+    def fit() -> dict:
+        runs.append(1)
+        return {"normals": (data / "climate" / "normals.csv").read_text(), "array": np.arange(3)}
+
+    def get() -> dict:
+        return cache.cached("season", data, ["climate"], [code], fit)
+
+    assert get()["normals"] == "m,mm\n1,3\n" and len(runs) == 1  # no cache active: computed
+    assert get() and len(runs) == 2
+    with cache.use(tmp_path / "cache"):
+        first = get()
+        assert len(runs) == 3
+        again = get()
+        assert len(runs) == 3 and again["normals"] == first["normals"] and (again["array"] == np.arange(3)).all()
+        (data / "rainfall.csv").write_text("month,mm\n2026-01,4\n2026-02,9\n")  # a new month it does not read
+        get()
+        assert len(runs) == 3
+        (data / "climate" / "normals.csv").write_text("m,mm\n1,5\n")  # what it reads
+        assert get()["normals"] == "m,mm\n1,5\n" and len(runs) == 4
+        code.write_text("VERSION = 2\n")  # its code
+        get()
+        assert len(runs) == 5
+        assert len(list((tmp_path / "cache").glob("season-*.pickle"))) == 1  # the latest entry only
+        (tmp_path / "cache" / next((tmp_path / "cache").glob("season-*.pickle")).name).write_bytes(b"torn")
+        get()  # an unreadable entry is recomputed
+        assert len(runs) == 6
+
+
+def test_a_pure_call_is_keyed_by_its_arguments(tmp_path: Path):
+    calls: list[int] = []
+
+    def total(a: np.ndarray, scale: float = 1.0) -> float:
+        calls.append(1)
+        return float(a.sum() * scale)
+
+    code = tmp_path / "model.py"
+    code.write_text("x = 1\n")
+    with cache.use(tmp_path / "cache"):
+        assert cache.call("sum", [code], total, np.array([1.0, 2.0])) == 3.0
+        assert cache.call("sum", [code], total, np.array([1.0, 2.0])) == 3.0 and len(calls) == 1
+        assert cache.call("sum", [code], total, np.array([1.0, 2.5])) == 3.5 and len(calls) == 2
+        assert cache.call("sum", [code], total, np.array([1.0, 2.5]), scale=2.0) == 7.0 and len(calls) == 3
