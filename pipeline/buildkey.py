@@ -43,11 +43,8 @@ def _files(root: Path, skip: set[str]) -> list[Path]:
 
 
 def _file_sha(path: Path) -> str:
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _version(name: str) -> str:

@@ -32,6 +32,7 @@ from pipeline.datasets import risk
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.model import month_tests, national_trend, ranges, small_area
 from pipeline.model import risk as model
+from pipeline.model.small_area import binomial_deviance
 from pipeline.site import plots
 from pipeline.sources.inputs import Inputs
 
@@ -155,15 +156,6 @@ def map_agreement(md: Any, res: Any, incidence: pl.DataFrame | None) -> dict[str
         out.append({"year": y, "states": len(idx),
                     "spearman": _r(spearman(annual[idx], np.array([inc[md.state_codes[i]] for i in idx])))})
     return {"years": out, "note": note}
-
-
-def binomial_deviance(p: np.ndarray, q: np.ndarray, n: np.ndarray) -> float:
-    """n-weighted binomial deviance of observed shares p against predictions q, per child."""
-    q = np.clip(q, 1e-4, 1 - 1e-4)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        a = np.where(p > 0, p * np.log(p / q), 0.0)
-        b = np.where(p < 1, (1 - p) * np.log((1 - p) / (1 - q)), 0.0)
-    return float(2 * (n * (a + b)).sum() / n.sum())
 
 
 def lga_comparison(md: Any) -> dict[str, Any]:
