@@ -354,11 +354,18 @@ class ChangeAwareKeyCache:
         self.max_items = max_items
         self._local = threading.local()
         self._missing_logged = False
+        # the file this process last read, whichever thread read it: a thread that opens its first
+        # connection after a replacement must set the old file's WAL aside too, or SQLite would
+        # replay the old file's pages onto the new one
+        self._known: tuple[int, int] | None = None
 
     def _state(self) -> _CacheState:
         st: _CacheState | None = getattr(self._local, "st", None)
         if st is None:
             identity = self._identity()
+            if self._known is not None and identity != self._known:
+                self._set_aside_under_lock()
+            self._known = identity
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             st = _CacheState(conn, {}, -1, _map_wal_index(conn, self.path), b"", identity)
             self._local.st = st
@@ -416,11 +423,23 @@ class ChangeAwareKeyCache:
         try:
             fcntl.flock(lock_fd, fcntl.LOCK_EX)
             _set_aside_stale_side_files(self.path)
+            self._known = None  # adopted here, under the lock
             st = self._state()
         finally:
             os.close(lock_fd)
         log.warning("key store %s was replaced (a new file at the path); reading keys from the new file", self.path)
         return st
+
+    def _set_aside_under_lock(self) -> None:
+        import fcntl
+
+        lock_fd = os.open(str(self.path) + "-replaced.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(lock_fd, fcntl.LOCK_EX)
+            _set_aside_stale_side_files(self.path)
+        finally:
+            os.close(lock_fd)
+        log.warning("key store %s was replaced (a new file at the path); reading keys from the new file", self.path)
 
     def __getattr__(self, name: str) -> Any:  # admin methods pass straight through
         return getattr(self.inner, name)
