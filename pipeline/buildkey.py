@@ -33,7 +33,8 @@ SKIP_DIRS = {"__pycache__", "node_modules", ".mypy_cache", ".pytest_cache", ".ru
 LIBRARIES = ("malaria-risk", "polars", "numpy", "orjson", "shapely", "jinja2", "pyarrow")
 
 
-def _files(root: Path, skip: set[str]) -> list[Path]:
+def source_files(root: Path, skip: set[str] = SKIP_DIRS) -> list[Path]:
+    """Every file under `root` in a fixed order, without caches and hidden files: what a content key reads."""
     out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=True):
         dirnames[:] = sorted(d for d in dirnames if d not in skip and not d.startswith("."))
@@ -67,7 +68,7 @@ def input_key(data_dir: Path, docs_dir: Path, code_dirs: tuple[Path, ...] = CODE
         if not root.is_dir():
             h.update(f"{role} absent\n".encode())
             continue
-        for path in _files(root, skip):
+        for path in source_files(root, skip):
             h.update(f"{role}\t{path.relative_to(root).as_posix()}\t{_file_sha(path)}\n".encode())
     for lib in LIBRARIES:
         h.update(f"lib\t{lib}\t{_version(lib)}\n".encode())
@@ -92,7 +93,7 @@ def data_loaded_at(data_dir: Path) -> str:
     target = data_dir / WFP_SUBNATIONAL
     if isinstance(installed, str) and target.is_file() and record.get("sha256") == sha256_file(target):
         return installed
-    newest = max((p.stat().st_mtime for p in _files(data_dir, set())), default=0.0) if data_dir.is_dir() else 0.0
+    newest = max((p.stat().st_mtime for p in source_files(data_dir, set())), default=0.0) if data_dir.is_dir() else 0.0
     return datetime.fromtimestamp(int(newest), UTC).isoformat().replace("+00:00", "Z")
 
 

@@ -23,11 +23,11 @@ from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pipeline.buildkey import source_files
 from pipeline.settings import REPO_ROOT
 
 T = TypeVar("T")
 FORMAT = b"malaria-risk fit cache 1\n"
-SKIP = {"__pycache__", ".mypy_cache", ".pytest_cache", ".ruff_cache", "node_modules"}
 
 _ROOT: ContextVar[Path | None] = ContextVar("fit_cache_root", default=None)
 _HASHES: dict[tuple[str, int, int, int], str] = {}  # (path, size, mtime, inode) -> SHA-256, for one process
@@ -47,14 +47,7 @@ def _sha_file(path: Path) -> str:
 
 
 def _walk(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(path, followlinks=True):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP and not d.startswith("."))
-        out.extend(Path(dirpath) / f for f in sorted(filenames)
-                   if not f.startswith(".") and not f.endswith((".pyc", ".pyo")))
-    return out
+    return [path] if path.is_file() else source_files(path)
 
 
 def content_key(name: str, data_dir: Path, inputs: Iterable[str], code: Iterable[Path], extra: str = "") -> str:
