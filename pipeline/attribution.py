@@ -137,7 +137,7 @@ SOURCES: tuple[Source, ...] = (
            "Urban clusters only, so every count is a lower bound for the state.",
            "numalariamodeling/urban-malaria-dhs-publication-2021 (Northwestern University malaria modelling "
            "group); data: NMCP, NPC and ICF, Nigeria MIS 2010 and 2015, Nigeria DHS 2018.", spdx="Apache-2.0"),
-    Source("dhis2_lga_cases", "Routine monthly malaria cases per LGA, six states, 2020–2023 (NHMIS/DHIS2 export)",
+    Source("dhis2_lga_cases", "Routine monthly malaria cases per LGA, seven states, 2020–2023 (NHMIS/DHIS2 export)",
            "Nigeria NHMIS/DHIS2, via the repository dagbashingu/malaria_rainfall_project",
            "fitting and checking the seasons and the month terms (validation statistics only)",
            "none stated; the rows are not redistributed",

@@ -79,7 +79,7 @@ def description(p: AreaSeasonParams) -> str:
         f"{FLOOR_BOUNDS[0]}-{FLOOR_BOUNDS[1]}; lag = {p.lag_at_pivot:.1f} {p.lag_per_dry_month:+.2f} x (dry months - 5) "
         "months, kept within -1 to 4 (fractional lags interpolate between months). Cases follow rain later, and "
         "the quiet months are quieter, where the dry season is long. The constants are fitted to 22 routine-data "
-        "case profiles of LGA groups and to dated monthly case series of LGAs in six states (fitting only; those "
+        "case profiles of LGA groups and to dated monthly case series of LGAs in seven states (fitting only; those "
         "rows are not published). Each season carries its own seasonal_floor and high_season_share_of_peak "
         "(where its rain-driven part reaches half its own peak): its high months are those at that share of the "
         "peak or more, and the high season is the run of high months holding the peak, carried across a single "
@@ -95,7 +95,7 @@ def description_model_4(f: season_harmonics.HarmonicFit) -> str:
         "on the LGA's rainfall climatology (its own annual and semi-annual harmonics of log rain), latitude and dry "
         "months (months under 50 mm), plus the distance-weighted mean of the residuals of LGAs with dated case "
         f"series (range {f.range_km:.0f} km, shrunk toward the regression by {f.shrink:g}). The regression is fitted "
-        "to 22 routine-data case profiles of LGA groups and to dated monthly case series of LGAs in six states "
+        "to 22 routine-data case profiles of LGA groups and to dated monthly case series of LGAs in seven states "
         "(fitting only; those rows are not published); the delay between rain and cases is learnt from the cases. "
         "A state's or the nation's season is the population-weighted mean of its LGAs'. seasonal_floor is the "
         "quietest month's share of the peak; high_season_share_of_peak is halfway between it and the peak; "
@@ -402,7 +402,7 @@ _MEMO: list[tuple[tuple[Any, ...], Any, SeasonModel]] = []  # at most one (key, 
 def _memo_key(data_dir: Path) -> tuple[Any, ...]:
     """The inputs' paths with size and modification time: a changed file is a new fit."""
     files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES,
-             dated_cases.DATED_LGA_CASES)
+             *(str(f.relative_to(data_dir)) for f in dated_cases.dated_files(Path(data_dir))))
     out: list[Any] = [str(Path(data_dir).resolve())]
     for f in files:
         path = Path(data_dir) / f

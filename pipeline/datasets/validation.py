@@ -44,7 +44,7 @@ AGREEMENT_YEARS = (2018, 2019)
 MODEL1_N = 150.0
 NOT_VALIDATED = [
     "Seasons in the states without dated series: the leave-whole-state-out figures estimate that error "
-    "from six states (two far-northern, two middle-belt, two southern) and the archetype groups.",
+    "from seven states (two far-northern, two middle-belt, two southern, one south-western) and the archetype groups.",
     "LGA differences over time: one LGA survey (NDHS 2018, 1-108 children each) sets every LGA's position "
     "within its state; an LGA's own-data part of its published value is not covered by the leave-one-out check.",
     "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",

@@ -62,8 +62,8 @@ FIRST_YEAR = 2020
 BATCH = 200_000  # windows per matrix product
 # the dated LGA series and its state sums: no licence stated, "never redistribute the rows"
 RESTRICTED_DIR = "malaria/dhis2_lga_monthly_2020_2023"
-LGA_FILE = f"{RESTRICTED_DIR}/lga_monthly_malaria_6states_2020_2023.csv"
-STATE_FILE = f"{RESTRICTED_DIR}/state_monthly_malaria_6states_2020_2023.csv"
+# every state file of the folder is read (pipeline.sources.dated_cases.dated_files), not a fixed name
+LGA_FILE = RESTRICTED_DIR
 ADMIN_LGAS = "admin/lgas.csv"  # eHA code -> OCHA p-code, the release's lga_code
 # NDHS 2018 microscopy per LGA (1-108 children each): "do not publish them as LGA estimates"
 LGA_MICROSCOPY = "malaria/hbhi_lga_pfpr_2018/lga_2018_microscopy_with_state.csv"
@@ -242,7 +242,10 @@ def restricted_references(data_dir: Path) -> References:
 
     admin = read(ADMIN_LGAS)
     pcodes = dict(zip(admin["lga_code"], admin["ocha_adm2_pcode"], strict=True)) if admin is not None else {}
-    refs = with_profiles(references_from_tables(read(LGA_FILE), read(STATE_FILE), pcodes),
+    from pipeline.sources.dated_cases import LGA_PATTERN, STATE_PATTERN, read_raw_dated
+
+    refs = with_profiles(references_from_tables(read_raw_dated(data_dir, LGA_PATTERN),
+                                                read_raw_dated(data_dir, STATE_PATTERN), pcodes),
                          *cleaned_profiles(Path(data_dir), pcodes))
     if admin is not None:
         names = {n.lower(): c for n, c in zip(admin["state_name"], admin["state_code"], strict=True)}

@@ -210,7 +210,7 @@ SEASON_MEASURES = ("series", "median_correlation", "mean_centre_months_off", "me
 ZONE_KEYS = {"North West": "nw", "North East": "ne", "North Central": "nc", "South West": "sw", "South East": "se",
              "South South": "ss"}
 MONTH_TERMS = ("a_actual_year_rainfall", "b_rain_anomalies_lags_0_3", "c1_smc_rounds", "c2_llin_campaign_timing")
-DATED_STATES = ("AK", "BA", "BE", "EB", "KE", "NA")
+DATED_STATES = ("AK", "BA", "BE", "EB", "KE", "NA", "OY")
 
 
 def _given(value: Any) -> Any:

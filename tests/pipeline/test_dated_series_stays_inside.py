@@ -19,7 +19,7 @@ import orjson
 import polars as pl
 import pytest
 
-from pipeline.sources.dated_cases import DATED_LGA_CASES
+from pipeline.sources.dated_cases import DATED_LGA_CASES, read_raw_dated
 from tests.paths import DATA_DIR, data_marks
 
 pytestmark = data_marks(DATED_LGA_CASES)
@@ -30,7 +30,8 @@ MIN_COUNT = 100  # small counts (0-99) are everywhere in a release; they make no
 
 def signatures() -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
     """(pairs, triples) of the dated series."""
-    raw = pl.read_csv(DATA_DIR / DATED_LGA_CASES, infer_schema_length=0)
+    raw = read_raw_dated(DATA_DIR)
+    assert raw is not None
     d = raw.select(
         "lga_code", pl.col("year").cast(pl.Int64), pl.col("month").cast(pl.Int64),
         pl.col("confirmed_uncomplicated").cast(pl.Float64, strict=False).alias("c"),
@@ -104,7 +105,8 @@ def scan_release(root: Path) -> list[str]:
 
 def test_the_scan_finds_a_leaked_row(tmp_path: Path) -> None:
     """The detector can fail: a row, a column and a zipped CSV of the series are each found."""
-    raw = pl.read_csv(DATA_DIR / DATED_LGA_CASES, infer_schema_length=0)
+    raw = read_raw_dated(DATA_DIR)
+    assert raw is not None
     row = raw.filter(pl.col("clinically_diagnosed").cast(pl.Float64, strict=False) > 0,
                      pl.col("confirmed_uncomplicated").cast(pl.Float64, strict=False) >= MIN_COUNT).row(0, named=True)
     (tmp_path / "a.json").write_bytes(orjson.dumps({"lga": row["lga_code"], "clinical": int(row["clinically_diagnosed"]),
@@ -133,7 +135,7 @@ def test_no_dated_row_in_any_release_file(real_build: Path) -> None:
 @pytest.fixture(scope="module")
 def data_without_dated_series(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data = tmp_path_factory.mktemp("nodated") / "data"
-    skip = Path(DATED_LGA_CASES).parent
+    skip = Path(DATED_LGA_CASES)
     for path in DATA_DIR.rglob("*"):
         rel = path.relative_to(DATA_DIR)
         if path.is_file() and skip not in rel.parents:
