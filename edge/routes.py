@@ -383,6 +383,21 @@ ROUTES: tuple[Route, ...] = (
         errors=("UNKNOWN_STATE", "TRANSMISSION_DATA_UNAVAILABLE", "INVALID_FORMAT"),
     ),
     Route(
+        "/v1/transmission/ratios/states", "risk_scores", (FORMAT,), "v1/transmission/ratios/states.{format}", JSON,
+        "Season ratios per state: expected cases h = 1-4 months after each start month over the start month's "
+        "cases, from the published seasonal index, with an 80 % range from whole-state cross-validation and "
+        "whether it beat persistence there (docs/skill.md).",
+        "ratios", unavailable=TRANSMISSION_UNAVAILABLE, errors=("TRANSMISSION_DATA_UNAVAILABLE", "INVALID_FORMAT"),
+    ),
+    Route(
+        "/v1/transmission/ratios/lgas", "risk_scores", (STATE, FORMAT), "v1/transmission/ratios/lgas/{state}.{format}",
+        JSON,
+        "Season ratios per LGA of a state (LGAs alphabetical, then start month and horizon): as the state "
+        "ratios, from each LGA's published seasonal index.",
+        "ratios", unavailable=TRANSMISSION_UNAVAILABLE,
+        errors=("UNKNOWN_STATE", "TRANSMISSION_DATA_UNAVAILABLE", "INVALID_FORMAT"),
+    ),
+    Route(
         "/v1/boundaries/lgas", "lga_boundaries", (STATE,), "v1/boundaries/lgas/{state}.geojson", GEOJSON,
         "LGA outlines of a state as a GeoJSON FeatureCollection.",
         "geography", errors=("UNKNOWN_STATE",),

@@ -21,6 +21,7 @@ from pipeline.datasets import (
     context,
     downloads,
     history,
+    ratios,
     risk,
     transmission,
     validation,
@@ -43,6 +44,7 @@ PRODUCERS: tuple[Producer, ...] = (
     risk.produce,
     history.produce,  # after risk: regroups its documents
     transmission.produce,
+    ratios.produce,  # after transmission: reads the seasonal index it publishes
     validation.produce,  # after risk and transmission: reuses their model run and season check
     downloads.produce,  # after the datasets it tabulates
     pages.produce,  # last: documents the release it ships in
