@@ -241,6 +241,7 @@ DATASET_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ..
     "history": (_SCORE, _NAMES, ("dhis2_lga_cases",)),
     "context": (("population", "nmis2021_soehtutaung"), (*_CONTEXT, *_NAMES, "population", "boundaries"), ()),
     "transmission": ((*_SEASONS, *_SURVEYS, *_SAMPLE), (*_NAMES, *_SURVEYS, *_SAMPLE), ("dhis2_lga_cases",)),
+    "ratios": (_SEASONS, _NAMES, ("dhis2_lga_cases",)),
     "geography": ((), ("boundaries", *_NAMES, "population"), ()),
     "downloads": ((), (), ()),  # the list of the bundle's files (each file has its own row)
     "releases": ((), (), ()),  # release metadata
@@ -253,6 +254,8 @@ BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     "context_state": (("population", "nmis2021_soehtutaung"), (*_CONTEXT, "state_names", "population"), ()),
     "transmission_lga_month": (_SEASONS, ("ocha_codab", "state_names"), ("dhis2_lga_cases",)),
     "transmission_state_month": (_SEASONS, ("state_names",), ("dhis2_lga_cases",)),
+    "season_ratio_lga": (_SEASONS, ("ocha_codab", "state_names"), ("dhis2_lga_cases",)),
+    "season_ratio_state": (_SEASONS, ("state_names",), ("dhis2_lga_cases",)),
     "survey_trend": (("population",), (*_SURVEYS, *_SAMPLE, "state_names"), ()),
     "gazetteer": (("population",), ("ocha_codab", "boundaries", "population", "state_names"), ()),
     "lga_outlines": ((), ("boundaries", "ocha_codab", "state_names"), ()),
@@ -262,6 +265,7 @@ BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
 FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
     "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
     "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
+    "docs/skill.json": (_SEASONS, (), ("dhis2_lga_cases",)),
 }
 
 

@@ -52,6 +52,10 @@ LEAD: dict[str, tuple[str, ...]] = {
     "transmission_lga_month": ("lga_code", "lga", "state_code", "month", "seasonal_index",
                                "typical_rainfall_mm", "high_season"),
     "transmission_state_month": ("area_type", "state_code", "state", "month", "seasonal_index", "high_season"),
+    "season_ratio_lga": ("lga_code", "lga", "state_code", "start_month", "horizon", "ratio", "low", "high",
+                         "beats_persistence", "season_class"),
+    "season_ratio_state": ("state_code", "state", "start_month", "horizon", "ratio", "low", "high",
+                           "beats_persistence", "season_class"),
     "survey_trend": ("area_type", "state_code", "state", "survey_year", "positivity", "low", "high"),
     "gazetteer": ("lga_code", "lga", "state_code", "state", "admin1_pcode", "zone", "population",
                   "area_km2", "is_urban", "eha_code"),
@@ -64,6 +68,9 @@ TABLE_TITLES: dict[str, str] = {
     "context_state": "Coverage context per state (population-weighted averages of the LGAs).",
     "transmission_lga_month": "Transmission season per LGA, one row per calendar month, with the season's fields.",
     "transmission_state_month": "Transmission season per state and nationally, one row per calendar month.",
+    "season_ratio_lga": "Season ratios per LGA: expected cases h = 1-4 months after a start month over the start "
+                        "month's cases, with the 80 % range and whether it beat persistence in cross-validation.",
+    "season_ratio_state": "Season ratios per state (as the LGA table).",
     "survey_trend": "Survey parasite positivity in children 6 to 59 months per round, national and per state.",
     "gazetteer": "Every LGA with its codes (OCHA p-codes, eHA/GRID3 code), state, zone, population and area.",
 }
@@ -73,7 +80,11 @@ TABLE_TITLES: dict[str, str] = {
 OWN_FIELDS: dict[str, str] = {
     "kind": "`estimated` (a month with recorded rainfall) or `forecast` (a month after the last estimated one). "
             "The JSON API spells the first `estimated`.",
-    "horizon": "Months ahead of the last estimated month, 1 to 4; empty for estimates.",
+    "horizon": "Months ahead, 1 to 4: in the risk tables, of the last estimated month (empty for estimates); in "
+               "the season ratio tables, of the start month.",
+    "low": "Lower end of the record's range: the 95 % range of survey positivity (survey_trend) or the 80 % "
+           "range of the season ratio (season_ratio_*).",
+    "high": "Upper end of the record's range (as `low`).",
     "provisional": "true when the month's rainfall is preliminary and may be revised.",
     "month": "Calendar month, 1 (January) to 12 (December).",
     "seasonal_index": "Expected level of reported cases in this calendar month as a share of the peak month "
@@ -104,6 +115,8 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "context_state": ("state_code",),
     "transmission_lga_month": ("lga_code", "month"),
     "transmission_state_month": ("area_type", "state", "month"),
+    "season_ratio_lga": ("lga_code", "start_month", "horizon"),
+    "season_ratio_state": ("state_code", "start_month", "horizon"),
     "survey_trend": ("area_type", "state", "survey_year"),
     "gazetteer": ("lga_code",),
 }
@@ -115,6 +128,8 @@ FOREIGN_KEYS: dict[str, tuple[dict[str, Any], ...]] = {
     "context_lga": (_TO_GAZETTEER, _TO_STATES),
     "transmission_lga_month": (_TO_GAZETTEER, _TO_STATES),
     "transmission_state_month": (_TO_STATES,),
+    "season_ratio_lga": (_TO_GAZETTEER, _TO_STATES),
+    "season_ratio_state": (_TO_STATES,),
     "survey_trend": (_TO_STATES,),
     "gazetteer": (_TO_STATES,),
 }
@@ -232,6 +247,14 @@ def transmission_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.Data
     return lga, state, survey
 
 
+def ratio_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The season ratio routes as two tables (one row per area, start month and horizon)."""
+    lga = tabular.frame(docs["/v1/transmission/ratios/lgas"][k] for k in sorted(docs["/v1/transmission/ratios/lgas"]))
+    lga = _ordered(lga, "season_ratio_lga").sort("lga_code", "start_month", "horizon")
+    state = tabular.frame([docs["/v1/transmission/ratios/states"][()]])
+    return lga, _ordered(state, "season_ratio_state").sort("state_code", "start_month", "horizon")
+
+
 def gazetteer(geography: Any) -> pl.DataFrame:
     states = geography.states.select("state_code", "state", pl.col("ocha_pcode").alias("admin1_pcode"), "zone")
     df = geography.lgas.join(states, on="state_code", how="left")
@@ -341,6 +364,8 @@ def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
     if "transmission" in have:
         lga, state, survey = transmission_tables(docs)
         out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
+    if "ratios" in have:
+        out["season_ratio_lga"], out["season_ratio_state"] = ratio_tables(docs)
     out["gazetteer"] = gazetteer(geography)
     return {name: _typed_nulls(df) for name, df in out.items()}
 

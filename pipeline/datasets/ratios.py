@@ -70,8 +70,13 @@ def run_cv(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str,
     out = {}
     for level, series, seasons in (("lgas", lga_series, lgas), ("states", state_series, states)):
         sea = [seasons[c] for c in series.codes]
-        out[level] = skill.level_cv(series, index_of(sea), [skill.season_class(s) for s in sea])
+        cls = [skill.season_class(s) for s in sea]
+        out[level] = skill.level_cv(series, index_of(sea), cls)
+        out[level + PRE] = skill.level_cv(series, index_of(sea), cls, alphas=skill.ALPHAS_PREREGISTERED)
     return out
+
+
+PRE = "_pre_registered_grid"
 
 
 def skill_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> dict[str, Any]:
@@ -101,7 +106,11 @@ def skill_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> di
     }
     if cvs is None:
         return {**base, "run": False, "reason": "the dated case series are absent from this data load", "levels": {}}
-    levels = {lv: skill.scorecard(cv) for lv, cv in cvs.items()}
+    levels = {lv: skill.scorecard(cv) for lv, cv in cvs.items() if not lv.endswith(PRE)}
+    pre = {lv[: -len(PRE)]: [{"months_ahead": e["months_ahead"], "projected_published": e["projected_published"],
+                              "projected_chosen": e["projected_chosen"]}
+                             for e in skill.scorecard(cv)["horizons"]]
+           for lv, cv in cvs.items() if lv.endswith(PRE)}
     lg = {e["months_ahead"]: e for e in levels["lgas"]["horizons"]}
     aims = []
     for h in skill.HORIZONS:
@@ -116,7 +125,9 @@ def skill_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> di
                          "met": bool((e["skill_vs_persistence"] or -9) >= want and (e["skill_vs_flat"] or -9) >= 0.25
                                      and e["coverage_80"] is not None and 0.75 <= e["coverage_80"] <= 0.85)})
     return {**base, "run": True, "levels": levels, "aims": aims,
-            "beats_persistence": {lv: skill.beats_persistence(cv) for lv, cv in cvs.items()}}
+            "pre_registered_grid": {"alpha": list(skill.ALPHAS_PREREGISTERED), "levels": pre,
+                                    "published_alpha": skill.published_alpha(cvs["lgas" + PRE])},
+            "beats_persistence": {lv: skill.beats_persistence(cvs[lv]) for lv in levels}}
 
 
 def _rows(seasons: list[dict[str, Any]], alpha: list[float], q: dict[str, Any] | None,

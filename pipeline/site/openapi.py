@@ -412,6 +412,50 @@ def resource_schemas() -> dict[str, Schema]:
         "lgas": {"type": "array", "items": _ref("LgaTransmission"), "description": "Alphabetical by LGA name."},
         "source": _ref("TransmissionSource"),
     }, required=["state_code", "state", "lgas"])  # a state without LGAs carries no source
+    ratio_fields = {
+        "season_class": _str("`marked`, `moderate` or `weak`: the season's published class, else by trough/peak of "
+                             "the index (< 0.50, 0.50-0.70, >= 0.70). Ranges and beats_persistence are by class.",
+                             enum=["marked", "moderate", "weak"]),
+        "start_month": {**MONTH_NUMBER, "description": "The month whose count you have, 1 (January) to 12."},
+        "horizon": _int("Months after the start month, 1 to 4.", minimum=1, maximum=4),
+        "ratio": {"type": "number", "minimum": 0, "description": "Expected cases(start + horizon) / cases(start) under "
+                  "the published seasonal index: (I(start + h) / I(start)) ** alpha_h (method.alpha_by_horizon). "
+                  "Modelled."},
+        "low": _nullable("number", "Lower end of the 80 % range of the ratio, from out-of-sample errors in "
+                         "whole-state cross-validation on dated case series (null where none was run)."),
+        "high": _nullable("number", "Upper end of the 80 % range of the ratio (null where none was run)."),
+        "beats_persistence": _nullable("boolean", "Whether, in that cross-validation, projected counts beat the "
+                                       "count carried forward for areas of this season class at this horizon; "
+                                       "null where no dated series of the class was there to judge it."),
+    }
+    ratio_method = _obj({
+        "description": _str("How the ratios and their ranges are made."),
+        "alpha_by_horizon": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4,
+                             "description": "The exponent of the index ratio per horizon 1-4, chosen in "
+                             "cross-validation (docs/skill.md)."},
+        "range": _str("Range level."),
+        "season_class": _str("How season_class is set."),
+        "cross_validated": {"type": "boolean", "description": "false when the dated series were absent: ranges "
+                            "and beats_persistence are then null."},
+        "scorecard": _str("Where the scorecard is (docs/skill.json in the same release)."),
+    }, description="The method of the season ratios.")
+    ratio_source = _obj({"season": _str("Where the index comes from."), "ranges": _str("What the ranges rest on.")})
+    s["StateSeasonRatio"] = _obj({"state_code": STATE_CODE, "state": _str("State name."), **ratio_fields},
+                                 description="One state, start month and horizon.")
+    s["StateSeasonRatioResponse"] = _obj({
+        "method": ratio_method,
+        "states": {"type": "array", "items": _ref("StateSeasonRatio"),
+                   "description": "By state code, then start month, then horizon."},
+        "source": ratio_source,
+    }, description="Season ratios of every state: multiply a count of a month by `ratio` to project later months.")
+    s["LgaSeasonRatio"] = _obj({"lga_code": LGA_CODE, "lga": _str("LGA name."), **ratio_fields},
+                               description="One LGA, start month and horizon.")
+    s["LgaSeasonRatioResponse"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), "method": ratio_method,
+        "lgas": {"type": "array", "items": _ref("LgaSeasonRatio"),
+                 "description": "Alphabetical by LGA name, then start month, then horizon."},
+        "source": ratio_source,
+    }, description="Season ratios of every LGA of a state.")
     s["BoundaryFeature"] = _obj({
         "type": _str("Always `Feature`.", const="Feature"),
         "properties": _obj({
@@ -529,6 +573,8 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/context/lgas": "LgaContextResponse",
     "/v1/transmission/states": "TransmissionStatesResponse",
     "/v1/transmission/lgas": "LgaTransmissionResponse",
+    "/v1/transmission/ratios/states": "StateSeasonRatioResponse",
+    "/v1/transmission/ratios/lgas": "LgaSeasonRatioResponse",
     "/v1/boundaries/lgas": "BoundaryCollection",
     "/v1/downloads": "DownloadIndex",
     "/v1/releases": "ReleaseList",
