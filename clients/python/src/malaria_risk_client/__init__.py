@@ -2,6 +2,7 @@
 
 from ._client import Client
 from ._errors import ApiError, ChecksumError, ClientError, MissingDependency, RateLimited
+from ._project import project_counts
 
-__all__ = ["ApiError", "ChecksumError", "Client", "ClientError", "MissingDependency", "RateLimited"]
+__all__ = ["ApiError", "ChecksumError", "Client", "ClientError", "MissingDependency", "RateLimited", "project_counts"]
 __version__ = "0.1.0"

@@ -24,6 +24,7 @@ from typing import Any
 import httpx
 
 from ._errors import ApiError, ChecksumError, ClientError, MissingDependency, RateLimited
+from ._project import area_kind, check_inputs, parse_month, projection
 
 __all__ = ["Client"]
 
@@ -145,6 +146,40 @@ class Client:
             gpd = optional("geopandas", "as_='geopandas'")
             return gpd.GeoDataFrame.from_features(doc["features"], crs="EPSG:4326")
         raise ClientError("as_ must be 'geojson' or 'geopandas'")
+
+    def ratios_states(self, *, as_: str | None = None) -> Any:
+        """Season ratios of every state (start month x horizon 1-4), with 80 % ranges."""
+        return self._table("/v1/transmission/ratios/states", {}, as_)
+
+    def ratios_lgas(self, state: str, *, as_: str | None = None) -> Any:
+        """Season ratios of every LGA of a state."""
+        return self._table("/v1/transmission/ratios/lgas", {"state": state}, as_)
+
+    def project_counts(self, area: str, month: Any, cases: Any, horizons: int = 4, *,
+                       state: str | None = None) -> dict[str, Any]:
+        """Project a count you have: `cases` confirmed in `area` (state code or lga_code) in `month`
+        ('YYYY-MM' or 1-12), over the next 1-`horizons` months, with 80 % ranges. Each month is
+        `insufficient_skill` (no number) where the service's cross-validation found projected counts did
+        not beat the count carried forward for areas like this one. For an LGA, `state` saves one lookup.
+        Offline, use `malaria_risk_client.project_counts(..., bundle=...)`."""
+        fn = "project_counts"
+        kind = area_kind(area, fn)
+        parse_month(month, fn)
+        check_inputs(cases, horizons, fn)
+        if kind == "state":
+            rows = [r for r in self._json("/v1/transmission/ratios/states")["states"] if r["state_code"] == area]
+        else:
+            if state is None:
+                found = [r["state_code"] for r in self._json("/v1/risk/lgas/all")["lgas"] if r["lga_code"] == area]
+                if not found:
+                    raise ClientError(f"{fn}: LGA {area!r} is not in this release")
+                state = found[0]
+            rows = [r for r in self._json("/v1/transmission/ratios/lgas", {"state": state})["lgas"]
+                    if r["lga_code"] == area]
+        if not rows:
+            raise ClientError(f"{fn}: area {area!r} has no season ratios in this release"
+                              + (f" (is it in state {state}?)" if kind == "lga" else ""))
+        return projection(rows, area, month, cases, horizons, fn)
 
     # --- bundles -------------------------------------------------------------------------------
 
