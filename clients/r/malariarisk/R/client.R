@@ -194,3 +194,81 @@ sha256_file <- function(path) {
   on.exit(close(con))
   as.character(openssl::sha256(con))
 }
+
+mr_ratios_states <- function(client) mr_table(client, "/v1/transmission/ratios/states")
+mr_ratios_lgas <- function(client, state) mr_table(client, "/v1/transmission/ratios/lgas", list(state = state))
+
+# Project a count a programme has with the published season ratios: expected = cases x ratio, the
+# 80 % range = cases x low .. cases x high. A month is "insufficient_skill" (no number) where the
+# service's cross-validation found projected counts did not beat the count carried forward for areas
+# of this season class. `bundle` (a bundle folder or its zip) works with no network and no client.
+mr_project_counts <- function(client = NULL, area, month, cases, horizons = 4, bundle = NULL, state = NULL) {
+  fail <- function(...) stop("mr_project_counts: ", ..., call. = FALSE)
+  is_state <- is.character(area) && length(area) == 1 && grepl("^[A-Z]{2}$", area)
+  is_lga <- is.character(area) && length(area) == 1 && grepl("^NG[0-9]{6}$", area)
+  if (!is_state && !is_lga) fail("area must be a two-letter state code (e.g. \"KN\") or an LGA code (e.g. \"NG020001\")")
+  year <- NA_integer_
+  if (is.character(month) && length(month) == 1 && grepl("^[0-9]{4}-(0[1-9]|1[0-2])$", month)) {
+    year <- as.integer(substr(month, 1, 4))
+    cal <- as.integer(substr(month, 6, 7))
+  } else if (is.numeric(month) && length(month) == 1 && !is.na(month) && month %in% 1:12) {
+    cal <- as.integer(month)
+  } else {
+    fail("month must be \"YYYY-MM\" (the month of the count) or a calendar month 1 to 12")
+  }
+  if (!is.numeric(cases) || length(cases) != 1 || is.na(cases) || !is.finite(cases) || cases < 0) {
+    fail("cases must be one count: a finite number of 0 or more")
+  }
+  if (!is.numeric(horizons) || length(horizons) != 1 || is.na(horizons) || !(horizons %in% 1:4)) {
+    fail("horizons must be a whole number from 1 to 4")
+  }
+  key <- if (is_state) "state_code" else "lga_code"
+  if (!is.null(bundle)) {
+    name <- if (is_state) "season_ratio_state.csv" else "season_ratio_lga.csv"
+    if (dir.exists(bundle)) {
+      path <- file.path(bundle, name)
+      if (!file.exists(path)) fail("the bundle folder has no ", name)
+      text <- paste(readLines(path, encoding = "UTF-8", warn = FALSE), collapse = "\n")
+    } else if (file.exists(bundle)) {
+      inside <- utils::unzip(bundle, list = TRUE)$Name
+      hit <- inside[basename(inside) == name]
+      if (length(hit) == 0) fail(bundle, " has no ", name)
+      con <- unz(bundle, hit[[1]], encoding = "UTF-8")
+      text <- paste(readLines(con, warn = FALSE), collapse = "\n")
+      close(con)
+    } else {
+      fail("bundle ", bundle, " is neither a bundle folder nor the bundle zip")
+    }
+    rows <- mr_read_csv(paste0(text, "\n"))
+  } else {
+    if (is.null(client)) fail("give a client (mr_client()) or a downloaded bundle")
+    if (is_state) {
+      rows <- mr_ratios_states(client)
+    } else {
+      if (is.null(state)) {
+        all <- mr_risk_lgas_all(client)
+        state <- all$state_code[all$lga_code == area]
+        if (length(state) == 0) fail("LGA ", area, " is not in this release")
+        state <- state[[1]]
+      }
+      rows <- mr_ratios_lgas(client, state)
+    }
+  }
+  rows <- rows[rows[[key]] == area & rows$start_month == cal, , drop = FALSE]
+  if (nrow(rows) == 0) fail("area ", area, " has no season ratios")
+  h <- seq_len(horizons)
+  r <- rows[match(h, rows$horizon), , drop = FALSE]
+  ok <- !is.na(r$beats_persistence) & r$beats_persistence & !is.na(r$low) & !is.na(r$high)
+  mon <- (cal - 1 + h) %% 12 + 1
+  period <- if (is.na(year)) NA_character_ else sprintf("%04d-%02d", year + (cal - 1 + h) %/% 12, mon)
+  data.frame(
+    area = area, horizon = h, period = period, month = mon,
+    status = ifelse(ok, "ok", "insufficient_skill"),
+    expected = ifelse(ok, round(cases * r$ratio, 1), NA_real_),
+    low = ifelse(ok, round(cases * r$low, 1), NA_real_),
+    high = ifelse(ok, round(cases * r$high, 1), NA_real_),
+    ratio = r$ratio, ratio_low = r$low, ratio_high = r$high,
+    beats_persistence = r$beats_persistence, season_class = r$season_class,
+    stringsAsFactors = FALSE
+  )
+}

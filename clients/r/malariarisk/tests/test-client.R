@@ -48,6 +48,20 @@ if (!nzchar(url)) {
   close(con)
   stopifnot(isTRUE(as.vector(got) == want), nrow(mr_read_csv(paste(readLines(path, encoding = "UTF-8"), collapse = "\n"))) == 774)
 
+  # projected counts: expected = cases x ratio of the published ratio table, from the API and offline
+  pr <- mr_project_counts(mr, "KN", "2024-06", 100, horizons = 2)
+  kn <- mr_ratios_states(mr)
+  kn <- kn[kn$state_code == "KN" & kn$start_month == 6, ]
+  ok <- pr$status == "ok"
+  stopifnot(nrow(pr) == 2, all(pr$period == c("2024-07", "2024-08")),
+            isTRUE(all.equal(pr$expected[ok], round(100 * kn$ratio[match(pr$horizon[ok], kn$horizon)], 1))),
+            all(is.na(pr$expected[!ok])))
+  rz <- mr_download(mr, "season_ratio_state.csv", dest)
+  off <- mr_project_counts(area = "KN", month = "2024-06", cases = 100, horizons = 2, bundle = dest)
+  stopifnot(identical(off$expected, pr$expected))
+  err <- tryCatch(mr_project_counts(mr, "KN", "2024-13", 1), error = function(e) conditionMessage(e))
+  stopifnot(startsWith(err, "mr_project_counts:"))
+
   # problems stop with their code
   err <- tryCatch(mr_risk_lgas(mr, "XX"), mr_api_error = function(e) e)
   stopifnot(inherits(err, "mr_api_error"), err$status == 404, err$code == "UNKNOWN_STATE")
