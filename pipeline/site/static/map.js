@@ -20,6 +20,8 @@
   var MONTH_NAMES = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
   var $ = function (id) { return document.getElementById(id); };
+  // where this script was served from: project.js lies beside it
+  var SCRIPT_BASE = document.currentScript ? document.currentScript.src.replace(/map\.js([?#].*)?$/, "") : "";
   var state = {
     key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {},
     risk: {}, // period -> lga_code -> row
@@ -384,6 +386,28 @@
     if ($("lga-select").value !== code) $("lga-select").value = code;
     showDetails(code);
     loadCharts(code);
+    showProjection(code);
+  }
+
+  // --- "last month's confirmed cases": project.js, loaded on the first area panel only --------------
+
+  var projectScript = null;
+  function showProjection(code) {
+    var g = state.gazetteer[code] || {};
+    if (!projectScript) {
+      projectScript = new Promise(function (ok, fail) {
+        var s = document.createElement("script");
+        s.src = SCRIPT_BASE + "project.js";
+        s.onload = ok;
+        s.onerror = fail;
+        document.head.appendChild(s);
+      });
+      projectScript.catch(function () { projectScript = null; });
+    }
+    projectScript.then(function () {
+      window.MalariaProject.show($("project-panel"), { lga: code, state: g.state_code, name: g.lga || code,
+        api: api, explain: explain });
+    }).catch(function () { /* the form is an extra: the panel works without it */ });
   }
 
   function showDetails(code) {
@@ -477,6 +501,7 @@
     state.selected = null;
     if (previous && state.layers[previous]) state.layers[previous].setStyle(styleFor(previous));
     $("details").hidden = true;
+    $("project-panel").hidden = true;
     $("season-figure").hidden = true;
   }
 
