@@ -142,6 +142,7 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
                     figures[f"check.{level}.{key}.{rule}.{m}"] = _given(zv.get(m))
     figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
     figures.update(validation_figures(produced_files(produced)))
+    figures.update(skill_figures(produced_files(produced)))
     figures.update(target_figures(figures))
     figures.update(freshness_figures(docs, figures))
     return figures
@@ -219,6 +220,33 @@ def _given(value: Any) -> Any:
 
 def produced_files(produced: Iterable[Produced]) -> dict[str, bytes]:
     return {k: data for p in produced for k, (_, data) in p.files.items()}
+
+
+SKILL_FILE = "docs/skill.json"
+SKILL_METHODS = ("projected", "projected_published", "projected_chosen", "persistence", "flat", "climatology",
+                 "api_forecast")
+SKILL_MEASURES = ("skill_vs_persistence", "skill_vs_flat", "coverage_80")
+
+
+def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
+    """`skill.*` figures from the season-ratio scorecard (pipeline.datasets.ratios); every figure the
+    validation page quotes reads as not in this release where the scorecard is absent or was not run."""
+    raw = files.get(SKILL_FILE)
+    report: dict[str, Any] = orjson.loads(raw) if raw else {}
+    out: dict[str, Any] = {}
+    for level in ("lgas", "states"):
+        out[f"skill.levels.{level}.series"] = NOT_IN_RELEASE
+        out[f"skill.levels.{level}.states"] = NOT_IN_RELEASE
+        for h in (1, 2, 3, 4):
+            out[f"skill.levels.{level}.horizons.{h}.forecasts"] = NOT_IN_RELEASE
+            for m in SKILL_METHODS:
+                for k in SKILL_MEASURES:
+                    out[f"skill.levels.{level}.horizons.{h}.{m}.{k}"] = NOT_IN_RELEASE
+    out["skill.published_alpha"] = NOT_IN_RELEASE
+    out.update(flatten_report(report, "skill"))
+    if isinstance(report.get("published_alpha"), list):
+        out["skill.published_alpha"] = ", ".join(str(a) for a in report["published_alpha"])
+    return out
 
 
 def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
