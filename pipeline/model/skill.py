@@ -240,6 +240,7 @@ class MethodCV:
     inside: np.ndarray  # [n, T, H] bool: the observed count inside the 80 % range
     chosen: dict[str, list[int]]  # held-out state -> candidate index per horizon
     oos_resid: np.ndarray  # [n, T, H] residuals each made with a choice that did not see its state
+    fold_quantiles: dict[str, Any]  # held-out state -> the range quantiles applied to it (from the others)
 
 
 def nested_cv(errs: Sequence[np.ndarray], valid: np.ndarray, state: np.ndarray, classes: np.ndarray,
@@ -254,6 +255,7 @@ def nested_cv(errs: Sequence[np.ndarray], valid: np.ndarray, state: np.ndarray, 
     resid = np.full(valid.shape, np.nan)
     inside = np.zeros(valid.shape, dtype=bool)
     chosen: dict[str, list[int]] = {}
+    fold_q: dict[str, Any] = {}
 
     def oos_for(train: list[str]) -> np.ndarray:
         """Residuals of each state in `train`, with the candidate chosen on the rest of `train`."""
@@ -274,6 +276,7 @@ def nested_cv(errs: Sequence[np.ndarray], valid: np.ndarray, state: np.ndarray, 
         picks = [choose(errs, tr, valid, k) for k in range(H)]
         chosen[s] = picks
         q = quantiles(oos_for(train), classes, state, horizons) if train else None
+        fold_q[s] = q
         for k in range(H):
             r = -errs[picks[k]][rows, :, k]
             r = np.where(valid[rows, :, k], r, np.nan)
@@ -283,7 +286,7 @@ def nested_cv(errs: Sequence[np.ndarray], valid: np.ndarray, state: np.ndarray, 
             lo = np.array([q[c]["q_low"][k] for c in classes[rows]])[:, None]
             hi = np.array([q[c]["q_high"][k] for c in classes[rows]])[:, None]
             inside[rows, :, k] = np.isfinite(r) & (r >= lo) & (r <= hi)
-    return MethodCV(resid, inside, chosen, resid)
+    return MethodCV(resid, inside, chosen, resid, fold_q)
 
 
 def _skill(mse: float, ref: float) -> float | None:
