@@ -1,0 +1,101 @@
+"""Season ratios and the scorecard in a release built from the real data: the ratios equal those
+recomputed from the published seasonal index, the ranges hold their promises, the clients' projection
+of a known count is the documented formula (offline from the bundle and over HTTP), and the scorecard
+is summaries only."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.model import skill
+from tests.paths import data_marks
+
+pytestmark = data_marks("malaria/dhis2_lga_monthly_2020_2023")
+
+
+def _json(root: Path, key: str) -> dict:
+    return json.loads((root / "current" / key).read_text())
+
+
+def test_release_ratios_equal_those_recomputed_from_the_published_index(real_build: Path) -> None:
+    states_doc = _json(real_build, "v1/transmission/states.json")
+    ratios_doc = _json(real_build, "v1/transmission/ratios/states.json")
+    alpha = ratios_doc["method"]["alpha_by_horizon"]
+    assert len(alpha) == 4 and ratios_doc["method"]["cross_validated"] is True
+    by_state = {(r["state_code"], r["start_month"], r["horizon"]): r for r in ratios_doc["states"]}
+    assert len(by_state) == 37 * 12 * 4
+    checked = 0
+    for s in states_doc["states"]:
+        ix = np.array(s["season"]["seasonal_index"])
+        for m in range(12):
+            for h in range(1, 5):
+                expect = round(float((ix[(m + h) % 12] / ix[m]) ** alpha[h - 1]), 3)
+                assert by_state[(s["state_code"], m + 1, h)]["ratio"] == expect
+                checked += 1
+    codes = [p.stem for p in (real_build / "current" / "v1" / "transmission" / "lgas").glob("*.json")]
+    for code in codes:
+        seasons = {r["lga_code"]: r for r in _json(real_build, f"v1/transmission/lgas/{code}.json")["lgas"]}
+        recs = _json(real_build, f"v1/transmission/ratios/lgas/{code}.json")["lgas"]
+        assert len(recs) == 48 * len(seasons)
+        assert [r["lga_code"] for r in recs[::48]] == list(seasons)  # the season route's (alphabetical) order
+        for r in recs:
+            ix = seasons[r["lga_code"]]["seasonal_index"]
+            m, h = r["start_month"] - 1, r["horizon"]
+            assert r["ratio"] == round(float((ix[(m + h) % 12] / ix[m]) ** alpha[h - 1]), 3)
+            assert r["season_class"] == skill.season_class(seasons[r["lga_code"]])
+            checked += 1
+    assert checked > 774 * 48
+
+
+def test_ranges_hold_the_ratio_and_widen_with_horizon(real_build: Path) -> None:
+    recs = _json(real_build, "v1/transmission/ratios/lgas/KN.json")["lgas"]
+    assert all(r["low"] < r["ratio"] < r["high"] for r in recs)
+    assert all(isinstance(r["beats_persistence"], bool) or r["beats_persistence"] is None for r in recs)
+    by = {}
+    for r in recs:
+        by.setdefault((r["lga_code"], r["start_month"]), []).append(np.log(r["high"]) - np.log(r["low"]))
+    for widths in by.values():
+        assert all(b >= a - 2e-3 for a, b in zip(widths, widths[1:]))
+
+
+def test_the_scorecard_is_summaries_of_nested_cv_over_seven_states(real_build: Path) -> None:
+    report = _json(real_build, "docs/skill.json")
+    assert report["run"] is True
+    lgas = report["levels"]["lgas"]
+    assert lgas["states"] == 7 and lgas["series"] >= 150
+    assert [h["months_ahead"] for h in lgas["horizons"]] == [1, 2, 3, 4]
+    for h in lgas["horizons"]:
+        for m in ("projected", "projected_published", "persistence", "flat", "climatology", "api_forecast"):
+            assert h[m]["skill_vs_persistence"] is not None and 0 <= h[m]["coverage_80"] <= 1
+        assert h["persistence"]["skill_vs_persistence"] == 0.0
+    assert {a["which"] for a in report["aims"]} == {"before", "after"}
+    text = json.dumps(report)
+    assert "NG0" not in text  # no LGA named with a figure
+
+
+def test_projection_of_a_known_count_is_the_documented_formula_offline(real_build: Path) -> None:
+    from malaria_risk_client import ClientError, project_counts
+
+    bundle = real_build / "current" / "downloads"
+    recs = [r for r in _json(real_build, "v1/transmission/ratios/lgas/KN.json")["lgas"]]
+    code = recs[0]["lga_code"]
+    mine = {r["horizon"]: r for r in recs if r["lga_code"] == code and r["start_month"] == 11}
+    for source in (bundle, bundle / "malaria_risk_nigeria.zip"):
+        out = project_counts(code, "2024-11", 1234, bundle=source)
+        assert [p["period"] for p in out["projections"]] == ["2024-12", "2025-01", "2025-02", "2025-03"]
+        for p in out["projections"]:
+            r = mine[p["horizon"]]
+            if r["beats_persistence"] is True:
+                assert p["status"] == "ok"
+                assert (p["expected"], p["low"], p["high"]) == (round(1234 * r["ratio"], 1), round(1234 * r["low"], 1),
+                                                                round(1234 * r["high"], 1))
+            else:
+                assert p["status"] == "insufficient_skill" and p["expected"] is None
+    with pytest.raises(ClientError, match="^project_counts: "):
+        project_counts(code, "2024-11", -1, bundle=bundle)
+    with pytest.raises(ClientError, match="^project_counts: .*not in the bundle"):
+        project_counts("NG999999", "2024-11", 10, bundle=bundle)
