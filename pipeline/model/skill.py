@@ -102,7 +102,8 @@ def case_series(dated: pl.DataFrame) -> tuple[CaseSeries, CaseSeries]:
     """(LGA series, state series) of the dated counts (`cases` null where missing). A state-month is
     the sum of its LGAs, missing when any of them is missing (no infilling)."""
     d = dated.with_columns((pl.col("year") * 12 + pl.col("month") - 1).alias("_t"))
-    t0, t1 = int(d["_t"].min()), int(d["_t"].max())
+    t = d["_t"].to_numpy()
+    t0, t1 = int(t.min()), int(t.max())
     T = t1 - t0 + 1
     lga = d.select("lga_code", "state_code").unique().sort("lga_code")
     codes = lga["lga_code"].to_list()

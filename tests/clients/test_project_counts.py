@@ -4,8 +4,8 @@ on the ratio route's own figures, and it equals the offline (bundle) answer."""
 from __future__ import annotations
 
 import pytest
-
 from malaria_risk_client import Client, ClientError, project_counts
+
 from tests.clients.conftest import Servers
 from tests.paths import data_marks
 

@@ -59,7 +59,7 @@ def test_ranges_hold_the_ratio_and_widen_with_horizon(real_build: Path) -> None:
     for r in recs:
         by.setdefault((r["lga_code"], r["start_month"]), []).append(np.log(r["high"]) - np.log(r["low"]))
     for widths in by.values():
-        assert all(b >= a - 2e-3 for a, b in zip(widths, widths[1:]))
+        assert all(b >= a - 2e-3 for a, b in zip(widths, widths[1:], strict=False))
 
 
 def test_the_scorecard_is_summaries_of_nested_cv_over_seven_states(real_build: Path) -> None:

@@ -42,7 +42,7 @@ def test_ranges_widen_with_horizon(resid: np.ndarray, seed: int) -> None:
     rows = skill.ratio_rows(np.linspace(0.4, 1.0, 12)[None, :], [classes[0]], [1.0] * 4, q, None)[0]
     for m in range(1, 13):
         width = [r["high"] / r["ratio"] - r["low"] / r["ratio"] for r in rows if r["start_month"] == m]
-        assert all(b >= a - 2e-3 for a, b in zip(width, width[1:]))  # rounding of 3 decimals
+        assert all(b >= a - 2e-3 for a, b in zip(width, width[1:], strict=False))  # rounding of 3 decimals
 
 
 def synthetic(seed: int, states: int = 4, lgas: int = 5, years: int = 4) -> tuple[skill.CaseSeries, np.ndarray]:

@@ -12,7 +12,13 @@ import pytest
 
 from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
-from tests.pipeline.site.screenshots import STATE, chromium_path, first_lga_of, open_map, point_inside
+from tests.pipeline.site.screenshots import (
+    STATE,
+    chromium_path,
+    first_lga_of,
+    open_map,
+    point_inside,
+)
 
 pytestmark = [
     *data_marks(),
