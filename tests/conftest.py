@@ -105,6 +105,13 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
                 "/v1/transmission/lgas": {(s,): {"state_code": s, "lgas": []} for s in STATES},
             },
         ))
+        out.append(Produced(
+            "ratios",
+            {
+                "/v1/transmission/ratios/states": {(): {"states": []}},
+                "/v1/transmission/ratios/lgas": {(s,): {"state_code": s, "lgas": []} for s in STATES},
+            },
+        ))
     return out
 
 
