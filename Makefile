@@ -81,6 +81,7 @@ screenshots: install
 
 reports: install
 	$(BIN)/malaria-risk report validation --data-dir "$(DATA_DIR)" --out reports
+	$(BIN)/malaria-risk report skill --data-dir "$(DATA_DIR)" --out reports
 
 bench-build: install
 	$(BIN)/python bench/build.py

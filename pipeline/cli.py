@@ -727,6 +727,7 @@ for _cmd in _local.values():
 
 @main.group(cls=LazyGroup, lazy={
     "validation": "pipeline.reports.validation:main",
+    "skill": "pipeline.reports.skill:main",
 })  # fmt: skip
 def report() -> None:
     """Write the model evaluation reports (Markdown + JSON) into reports/."""
