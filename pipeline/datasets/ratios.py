@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.model import skill
 from pipeline.sources import dated_cases
@@ -38,7 +38,8 @@ def published_seasons(produced: list[Produced]) -> tuple[dict[str, dict[str, Any
                                                         dict[str, list[tuple[str, str]]], dict[str, str]]:
     """(state season by code, LGA record by code, LGAs (code, name) per state in published order,
     state names) from the transmission documents of this build: the one place ratios read a season."""
-    docs = {path: d for p in produced for path, d in p.documents.items()}
+    docs = {path: {k: _doc(v) for k, v in d.items()} for p in produced for path, d in p.documents.items()
+            if path.startswith("/v1/transmission/")}
     if "/v1/transmission/states" not in docs:
         raise DatasetUnavailable("season ratios need the transmission documents")
     states_doc = docs["/v1/transmission/states"][()]
@@ -51,6 +52,11 @@ def published_seasons(produced: list[Produced]) -> tuple[dict[str, dict[str, Any
         for r in d["lgas"]:
             lgas[r["lga_code"]] = r
     return states, lgas, order, names
+
+
+def _doc(v: Any) -> Any:
+    """A document as a dict, also when its producer handed it over already rendered."""
+    return orjson.loads(v.json) if isinstance(v, Rendered) else v
 
 
 def index_of(seasons: list[dict[str, Any]]) -> np.ndarray:
