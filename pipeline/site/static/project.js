@@ -70,7 +70,7 @@
     new window.Chart(canvas, {
       type: "line",
       data: { labels: labels, datasets: [
-        { label: "80 % range, high", data: rows.map(function (p) { return p.high; }), borderWidth: 0, pointRadius: 0,
+        { label: "80 % range", data: rows.map(function (p) { return p.high; }), borderWidth: 0, pointRadius: 0,
           backgroundColor: "rgba(240,59,32,0.18)", fill: "+1" },
         { label: "80 % range, low", data: rows.map(function (p) { return p.low; }), borderWidth: 0, pointRadius: 0 },
         { label: "expected cases", data: rows.map(function (p) { return p.expected; }), borderColor: "#bd0026",
