@@ -124,16 +124,14 @@ def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
 
 
 def build_package(out: Path) -> Path:
-    """A zip of the dashboard, the edge modules it uses, pipeline/errors.py and the pure-Python
-    libraries, with fixed timestamps so the same sources give the same bytes (and no new version)."""
+    """A zip of the dashboard, the edge modules it uses (its shared exceptions among them, `edge/errors.py`:
+    nothing of `pipeline/`) and the pure-Python libraries, with fixed timestamps so the same sources give the same bytes (and no new version)."""
     files: dict[str, bytes] = {}
     for folder in ("dashboard", "edge"):
         for f in sorted((ROOT / folder).rglob("*")):
             rel = f.relative_to(ROOT)
             if f.is_file() and "__pycache__" not in rel.parts and rel.parts[:2] != ("edge", "local"):
                 files[str(rel)] = f.read_bytes()
-    for name in ("__init__.py", "errors.py"):
-        files[f"pipeline/{name}"] = (ROOT / "pipeline" / name).read_bytes()
     for lib in (*LIBRARIES, *IF_INSTALLED):
         spec = importlib.util.find_spec(lib)
         if spec is None or spec.origin is None:
