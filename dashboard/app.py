@@ -96,6 +96,7 @@ MEMBER_TEXT = {
     "locked": "API access is not unlocked for this account yet: request it under Request API access.",
 }
 ORIGIN_HEADER = "x-origin-verify"
+CLIENT_ADDRESS_HEADER = "cloudfront-viewer-address"  # added by CloudFront from the viewer's connection (docs/deploy.md)
 
 Scope = MutableMapping[str, Any]
 ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
@@ -302,7 +303,7 @@ class DashboardApp:
         shared client, which fails closed. Locally the socket's peer, which uvicorn replaces only
         for a proxy named by `--forwarded-allow-ips`."""
         if self.settings.origin_secret:
-            viewer = request.headers.get("cloudfront-viewer-address", "")
+            viewer = request.headers.get(CLIENT_ADDRESS_HEADER, "")
             return viewer.rsplit(":", 1)[0] if ":" in viewer else "no-viewer-address"
         return request.client.host if request.client else ""
 

@@ -55,6 +55,9 @@ TIMEOUT_S = 15
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
 ALL_VIEWER_EXCEPT_HOST = "b689b0a8-53d0-40ab-baf2-68738e2966ac"
 ORIGIN_HEADER = "X-Origin-Verify"
+# The client address the app counts budgets by: a header CloudFront adds from the viewer's own
+# connection (`IP:port`), in the all-viewer policy above; the app reads nothing else (docs/deploy.md).
+CLIENT_ADDRESS_HEADER = "CloudFront-Viewer-Address"
 TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "lambda.amazonaws.com"}}]}
 # pure-Python libraries the function needs beyond the runtime's boto3 (and, where the installed
