@@ -571,8 +571,8 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     import uvicorn
 
     from dashboard.app import build as build_dashboard
+    from dashboard.serve import options as serve_options
     from dashboard.settings import DashboardSettings
-    from edge.local.asgi import HARDENED
     from edge.local.settings import ServerSettings
 
     spec = store_spec or f"sqlite:{keys_path}"
@@ -590,11 +590,7 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     # uvicorn would take X-Forwarded-For from any loopback peer by default: only a named proxy may say who the client is
     proxies = {"proxy_headers": True, "forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips \
         else {"proxy_headers": False}
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, server_header=False,
-                **{**HARDENED, "h11_max_incomplete_event_size": DASHBOARD_HEAD_BUFFER}, **proxies)
-
-
-DASHBOARD_HEAD_BUFFER = 20 * 1024  # uvicorn's own bound on a head; the app answers 431 above 16 KiB (dashboard.settings)
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(), **proxies)
 
 
 @dashboard_cmd.command("rotate-secret", epilog=example("malaria-risk dashboard rotate-secret --keys var/keys.sqlite",

@@ -652,3 +652,11 @@ def test_the_dashboard_imports_nothing_from_the_pipeline():
     from edge.errors import OperatorError
 
     assert PipelineOperatorError is OperatorError  # the command line catches both families at once
+
+
+def test_request_heads_are_capped_by_the_dashboard_command(dashboard_command):
+    url = dashboard_command()
+    with httpx.Client(base_url=url) as client:
+        answers = [client.get("/sign-in", headers={"x-padding": "a" * (size - 300)}).status_code
+                   for size in (15 * 1024, 17 * 1024, 70 * 1024, 200 * 1024)]
+    assert answers == [200, 431, 431, 431]
