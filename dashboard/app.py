@@ -234,7 +234,7 @@ class DashboardApp:
         self.env.filters["expiry"] = expiry_text
         self.css = (HERE / "static" / "dashboard.css").read_bytes()
         self._secrets: tuple[bytes, ...] = ()
-        self._secrets_read = -SECRET_SECONDS
+        self._secrets_read = -float(SECRET_SECONDS)
 
     # -- plumbing ------------------------------------------------------------------------------
     def routes(self) -> list[Route]:

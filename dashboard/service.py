@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from edge.errors import OperatorError
 from edge.keys import AdminError, AdminStore
 from edge.routes import SCOPES
-from edge.errors import OperatorError
 
 from .mailer import Mailer
 from .settings import MAIL_PER_HOUR

@@ -648,8 +648,8 @@ def test_the_dashboard_imports_nothing_from_the_pipeline():
             "try:\n    dashboard.mailer.open_mailer('nonsense')\nexcept OperatorError:\n    pass\n")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    from pipeline.errors import OperatorError as PipelineOperatorError
     from edge.errors import OperatorError
+    from pipeline.errors import OperatorError as PipelineOperatorError
 
     assert PipelineOperatorError is OperatorError  # the command line catches both families at once
 
