@@ -23,7 +23,7 @@ the function's configuration, so a re-run keeps CloudFront and the function in s
 The distribution sits behind a WAF web ACL of rate-based rules (deploy/waf.py) that caps how
 often a client, and all clients together, may ask for mail or check codes. The function's log
 group gets a retention and a metric filter for the mail budget's event, with an alarm to the
-API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule blocks (docs/monitoring.md).
+API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule counts a flood (docs/monitoring.md).
 
 The tables get point-in-time recovery and deletion protection (the keys table too: losing
 it would stop every key). See docs/dashboard.md for SES (production access, DKIM, SPF, DMARC).

@@ -660,3 +660,16 @@ def test_request_heads_are_capped_by_the_dashboard_command(dashboard_command):
         answers = [client.get("/sign-in", headers={"x-padding": "a" * (size - 300)}).status_code
                    for size in (15 * 1024, 17 * 1024, 70 * 1024, 200 * 1024)]
     assert answers == [200, 431, 431, 431]
+
+
+def test_no_waf_rule_lets_a_flood_refuse_everyones_sign_in():
+    """A rate rule on one key for all clients that blocks would switch sign-in off for everyone while a
+    flood spread over many addresses lasts (W-1 at the WAF): such a rule may count, never block."""
+    from deploy import waf
+
+    rules = waf.web_acl_config("dash")["Rules"]
+    constant = [r for r in rules if r["Statement"]["RateBasedStatement"]["AggregateKeyType"] == "CONSTANT"]
+    assert constant and all("Block" not in r["Action"] for r in constant)
+    assert all("Block" in r["Action"] for r in rules if r not in constant)  # per-client limits still block
+    (alarm,) = waf.waf_alarms("dash", None)
+    assert alarm["MetricName"] == "CountedRequests"  # the alarm reads what a counting rule writes
