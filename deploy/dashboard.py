@@ -21,7 +21,7 @@ the function's configuration, so a re-run keeps CloudFront and the function in s
     python deploy/dashboard.py monitoring --region eu-west-1 --edge-name malaria-risk-edge [--dry-run]
 
 The distribution sits behind a WAF web ACL of rate-based rules (deploy/waf.py) that caps how
-often a client, and all clients together, may ask for mail or check codes. The function's log
+often a client may ask for mail or check codes, and counts (never blocks) all clients together. The function's log
 group gets a retention and a metric filter for the mail budget's event, with an alarm to the
 API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule counts a flood (docs/monitoring.md).
 
