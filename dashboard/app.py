@@ -290,7 +290,8 @@ class DashboardApp:
 
     def _signed(self, sig: str, *parts: str) -> bool:
         """Whether `sig` signs `parts` under the current or the previous secret."""
-        return any(hmac.compare_digest(sig, self._sign(*parts, secret=k)) for k in self.secrets)
+        given = sig.encode("utf-8", "replace")  # bytes: compare_digest refuses str with other than ASCII
+        return any(hmac.compare_digest(given, self._sign(*parts, secret=k).encode()) for k in self.secrets)
 
     def client(self, request: Request) -> str:
         """The visitor's network address (the service counts an IPv6 /64 as one, `service.client_group`).
