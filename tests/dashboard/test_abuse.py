@@ -677,5 +677,5 @@ def test_no_waf_rule_lets_a_flood_refuse_everyones_sign_in():
 
 def test_a_forged_browser_cookie_with_other_than_ascii_gets_a_new_browser_id(dash: DashServer):
     with httpx.Client(base_url=dash.url) as client:
-        r = client.get("/sign-in", headers={"cookie": "__Host-browser=abc.\xe9\xe9"})
+        r = client.get("/sign-in", headers={"cookie": "__Host-browser=abc.\xe9\xe9".encode("latin-1")})
     assert r.status_code == 200 and "__Host-browser=" in r.headers["set-cookie"]
