@@ -64,6 +64,7 @@ TRUST = {"Version": "2012-10-17", "Statement": [{
 # versions still use them, their helpers)
 LIBRARIES = ("starlette", "jinja2", "markupsafe", "anyio", "idna")
 IF_INSTALLED = ("sniffio", "typing_extensions", "exceptiongroup")
+LOCAL_ONLY = ("dashboard/serve.py",)  # uvicorn's front for `malaria-risk dashboard`: the function never runs it
 
 
 # --- tables -------------------------------------------------------------------------------------
@@ -133,7 +134,8 @@ def build_package(out: Path) -> Path:
     for folder in ("dashboard", "edge"):
         for f in sorted((ROOT / folder).rglob("*")):
             rel = f.relative_to(ROOT)
-            if f.is_file() and "__pycache__" not in rel.parts and rel.parts[:2] != ("edge", "local"):
+            if f.is_file() and "__pycache__" not in rel.parts and rel.parts[:2] != ("edge", "local") \
+                    and rel.as_posix() not in LOCAL_ONLY:
                 files[str(rel)] = f.read_bytes()
     for lib in (*LIBRARIES, *IF_INSTALLED):
         spec = importlib.util.find_spec(lib)
