@@ -22,6 +22,7 @@ import hmac
 import io
 import re
 import secrets
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
@@ -41,11 +42,12 @@ from edge.routes import SCOPES
 
 from . import service as rules
 from .service import Dashboard, DashboardError, Limited, Space
-from .settings import MAX_BODY, DashboardSettings
+from .settings import MAX_BODY, MAX_HEAD, DashboardSettings
 
 HERE = Path(__file__).parent
 WAT = timedelta(hours=1)  # West Africa Time, UTC+1 all year
 SAFE_NEXT = re.compile(r"^/(?!/)[A-Za-z0-9/_.\-]{0,200}$")
+INVITATION_NEXT = re.compile(r"^/invitations/([A-Za-z0-9_\-]{16,64})$")
 CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
        "base-uri 'none'")
 HEADERS = [
@@ -59,6 +61,7 @@ HEADERS = [
 ]
 BROWSER_COOKIE_DAYS = 400  # the longest a browser keeps a cookie; the id has no server row
 PURGE_SECONDS = 600  # how often expired sessions, codes and budget windows are forgotten
+SECRET_SECONDS = 60  # how often a process reads the signing secrets again (a rotation reaches it this fast)
 
 # Every message a page shows comes from the service or from these tables, chosen by a code:
 # no page prints text taken from its address.
@@ -73,15 +76,19 @@ NOTICES = {
 LIMITS = {
     "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
                "(in {minutes} minutes).",
-    "client": "Your network has asked for as many codes and invitations as it may this hour. You can ask again "
+    "client": "Your network has asked for as many codes as it may this hour. You can ask again "
               "after {until} (in {minutes} minutes). A browser where you have signed in before can still ask "
               "for a code for that address.",
+    "inviter": "You have sent as many invitations as you may this hour. You can send more after {until} "
+               "(in {minutes} minutes).",
+    "invitation": "As many codes as may be sent this hour for this invitation have been sent. You can ask again "
+                  "after {until} (in {minutes} minutes).",
     "address": "This address has been sent as many codes as it may this hour for browsers it has not signed in "
                "from. You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
                "with this address before can still ask for a code.",
     "service": "The dashboard has sent as many emails this hour as it allows, and the service team is told. "
                "You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
-               "before can still ask for a code.",
+               "before can still ask for a code, and so can members and people invited by an organisation.",
 }
 MEMBER_TEXT = {
     "member": "Only the organisation's administrators can create, roll or revoke its keys: ask one of them "
@@ -89,13 +96,21 @@ MEMBER_TEXT = {
     "locked": "API access is not unlocked for this account yet: request it under Request API access.",
 }
 ORIGIN_HEADER = "x-origin-verify"
+CLIENT_ADDRESS_HEADER = "cloudfront-viewer-address"  # added by CloudFront from the viewer's connection (docs/deploy.md)
 
 Scope = MutableMapping[str, Any]
 ASGI = Callable[[Scope, Callable[[], Awaitable[Any]], Callable[[Any], Awaitable[None]]], Awaitable[None]]
 
 
+def head_size(scope: Scope) -> int:
+    """The request head's size as sent: request line and every header line (`name: value\r\n`)."""
+    line = len(scope.get("method", "")) + len(scope.get("raw_path") or b"") + len(scope.get("query_string") or b"") + 12
+    return line + sum(len(k) + len(v) + 4 for k, v in scope.get("headers", []))
+
+
 class SecurityHeaders:
-    """Adds the headers above to every response; refuses requests that bypassed CloudFront."""
+    """Adds the headers above to every response; refuses requests that bypassed CloudFront and
+    request heads above MAX_HEAD (431), whether uvicorn or the Lambda adapter made the scope."""
 
     def __init__(self, app: ASGI, origin_secret: str = ""):
         self.app = app
@@ -104,6 +119,10 @@ class SecurityHeaders:
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
+            return
+        if head_size(scope) > MAX_HEAD:
+            await PlainTextResponse("Request header fields too large", 431,
+                                    headers=dict((k.decode(), v.decode()) for k, v in HEADERS))(scope, receive, send)
             return
         if self.origin_secret:
             got = dict(scope["headers"]).get(ORIGIN_HEADER.encode(), b"")
@@ -214,7 +233,8 @@ class DashboardApp:
         self.env.filters["wat"] = wat
         self.env.filters["expiry"] = expiry_text
         self.css = (HERE / "static" / "dashboard.css").read_bytes()
-        self._secret: bytes | None = None
+        self._secrets: tuple[bytes, ...] = ()
+        self._secrets_read = -float(SECRET_SECONDS)
 
     # -- plumbing ------------------------------------------------------------------------------
     def routes(self) -> list[Route]:
@@ -251,24 +271,42 @@ class DashboardApp:
         return self.settings.base_url.rstrip("/") or f"{request.url.scheme}://{request.url.netloc}"
 
     @property
-    def secret(self) -> bytes:
-        if self._secret is None:
-            self._secret = self.service.store.signing_secret().encode()
-        return self._secret
+    def secrets(self) -> tuple[bytes, ...]:
+        """The cookie-signing secrets, current first then the previous one (if any), read from the
+        store again every SECRET_SECONDS: a running process follows `malaria-risk dashboard
+        rotate-secret` within a minute, and cookies signed before still verify."""
+        if time.monotonic() - self._secrets_read >= SECRET_SECONDS:
+            current, previous = self.service.store.signing_secrets()
+            self._secrets = tuple(x.encode() for x in (current, previous) if x)
+            self._secrets_read = time.monotonic()
+        return self._secrets
 
-    def _sign(self, *parts: str) -> str:
-        return hmac.new(self.secret, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
+    @property
+    def secret(self) -> bytes:
+        return self.secrets[0]
+
+    def _sign(self, *parts: str, secret: bytes | None = None) -> str:
+        return hmac.new(secret or self.secret, "\x00".join(parts).encode(), hashlib.sha256).hexdigest()[:32]
+
+    def _signed(self, sig: str, *parts: str) -> bool:
+        """Whether `sig` signs `parts` under the current or the previous secret."""
+        given = sig.encode("utf-8", "replace")  # bytes: compare_digest refuses str with other than ASCII
+        return any(hmac.compare_digest(given, self._sign(*parts, secret=k).encode()) for k in self.secrets)
 
     def client(self, request: Request) -> str:
-        """The visitor's network address (an IPv6 /64 as one): behind CloudFront the viewer's
-        address it adds (`CloudFront-Viewer-Address`, else the last `X-Forwarded-For` entry);
-        locally the socket's peer."""
-        ip = request.client.host if request.client else ""
-        if self.settings.origin_secret:  # only CloudFront reaches the app: its headers can be trusted
-            viewer = request.headers.get("cloudfront-viewer-address")
-            forwarded = request.headers.get("x-forwarded-for", "").split(",")[-1].strip()
-            ip = viewer.rsplit(":", 1)[0] if viewer else forwarded or ip
-        return ":".join(ip.split(":")[:4]) if ":" in ip else ip
+        """The visitor's network address (the service counts an IPv6 /64 as one, `service.client_group`).
+
+        In production only CloudFront reaches the app (the secret origin header), and the address
+        is the one CloudFront itself adds, `CloudFront-Viewer-Address` (`IP:port`, from the
+        viewer's connection; the distribution's origin request policy forwards it). Nothing a
+        client sends is read: `X-Forwarded-For` keeps whatever the client put in it, so it is
+        ignored, and a request without CloudFront's header (a misconfigured policy) counts as one
+        shared client, which fails closed. Locally the socket's peer, which uvicorn replaces only
+        for a proxy named by `--forwarded-allow-ips`."""
+        if self.settings.origin_secret:
+            viewer = request.headers.get(CLIENT_ADDRESS_HEADER, "")
+            return viewer.rsplit(":", 1)[0] if ":" in viewer else "no-viewer-address"
+        return request.client.host if request.client else ""
 
     def session(self, request: Request) -> dict[str, Any] | None:
         """The signed-in session, or None (nobody who is not signed in has a session row)."""
@@ -295,13 +333,20 @@ class DashboardApp:
     def ctx(self, request: Request) -> Ctx:
         value = request.cookies.get(self.settings.browser_cookie_name, "")
         bid, _, sig = value.partition(".")
-        if bid and len(value) < 100 and hmac.compare_digest(sig, self._sign("browser", bid)):
+        if bid and len(value) < 100 and self._signed(sig, "browser", bid):
             return Ctx(request, bid, None, self.session(request))
         bid = secrets.token_urlsafe(18)
         return Ctx(request, bid, f"{bid}.{self._sign('browser', bid)}", self.session(request))
 
     def csrf(self, ctx: Ctx) -> str:
         return str(ctx.session["csrf"]) if ctx.session else self._sign("csrf", ctx.browser)
+
+    def _csrf_ok(self, ctx: Ctx, token: str) -> bool:
+        """The session's token; before sign-in, the browser id's HMAC under either signing secret
+        (a page loaded before a rotation still sends its form)."""
+        if ctx.session:
+            return hmac.compare_digest(token.encode(), str(ctx.session["csrf"]).encode())
+        return self._signed(token, "csrf", ctx.browser)
 
     def new_session(self, email: str) -> str:
         sid = secrets.token_urlsafe(32)
@@ -355,7 +400,7 @@ class DashboardApp:
         except (UnicodeDecodeError, ValueError):
             raise Refused(400, "That form could not be read.") from None
         token = next((v for k, v in pairs if k == "csrf"), "")
-        if ctx.new_browser is not None or not token or not hmac.compare_digest(token.encode(), self.csrf(ctx).encode()):
+        if ctx.new_browser is not None or not token or not self._csrf_ok(ctx, token):
             raise Refused(403, "This form has expired or did not come from this site: reload the page and try again.")
         return pairs
 
@@ -471,7 +516,9 @@ class DashboardApp:
 
     async def sign_in_send(self, request: Request) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
-            self.service.request_code(f.get("email", ""), ctx.browser, self.client(request))
+            invited = INVITATION_NEXT.match(f.get("next", ""))  # following an invitation's link: its own budget
+            self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
+                                      invitation=invited.group(1) if invited else None)
             nxt = f.get("next", "")
             return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)
@@ -736,7 +783,7 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
                 await anyio.to_thread.run_sync(purge)
 
         await anyio.to_thread.run_sync(purge)
-        await anyio.to_thread.run_sync(lambda: handlers.secret)  # made once per store, at start
+        await anyio.to_thread.run_sync(lambda: handlers.secrets)  # made once per store, at start
         async with anyio.create_task_group() as tg:
             tg.start_soon(every)
             yield

@@ -103,7 +103,7 @@ class DynamoDBDashboardStore:
         existing = set(self.client.list_tables().get("TableNames", []))
         missing = [t for t in (self.table, self.audit_table) if t not in existing]
         if missing:
-            from pipeline.errors import OperatorError
+            from edge.errors import OperatorError
 
             raise OperatorError(f"table(s) {', '.join(missing)} do not exist: create them with "
                                 f"`python deploy/dashboard.py tables --table-prefix {self.table[:-len('dashboard')]}`")
@@ -248,6 +248,8 @@ class DynamoDBDashboardStore:
             {"Put": {"TableName": self.table, "Item": _item(pk=f"invite#{inv['token_hash']}", sk="invite", ttl=ttl, **inv)}},
             {"Put": {"TableName": self.table, "Item": _item(pk=f"org#{inv['org']}", sk=f"invitation#{inv['id']}",
                                                               ttl=ttl, **inv)}},
+            {"Put": {"TableName": self.table, "Item": _item(pk=f"invitee#{inv['email']}", sk=f"invitation#{inv['id']}",
+                                                              ttl=ttl, **inv)}},
         ])
 
     def invitation_by_token(self, token_hash: str) -> dict[str, Any] | None:
@@ -276,7 +278,22 @@ class DynamoDBDashboardStore:
         if ok:
             self.client.delete_item(TableName=self.table, Key={"pk": {"S": f"org#{inv['org']}"},
                                                                "sk": {"S": f"invitation#{inv_id}"}})
+            self.client.delete_item(TableName=self.table, Key={"pk": {"S": f"invitee#{inv['email']}"},
+                                                               "sk": {"S": f"invitation#{inv_id}"}})
         return ok
+
+    def invitations_to(self, email: str, now: str) -> list[dict[str, Any]]:
+        """The live invitations sent to an address (its open copies `invitee#E`/`invitation#ID`)."""
+        rows = [r for r in self._query(f"invitee#{email}", "invitation#") if r["expires_at"] > now]
+        for r in rows:
+            r.setdefault("used_at", None)
+            r.setdefault("cancelled_at", None)
+        return rows
+
+    def cancel_invitations_from(self, org: str, inviter: str, now: str) -> int:
+        """End every pending invitation `inviter` sent for `org` (they stop being an administrator)."""
+        return sum(self._close_invitation(r["id"], now, "cancelled_at", org)
+                   for r in self._query(f"org#{org}", "invitation#") if r["invited_by"] == inviter)
 
     def cancel_invitation(self, org: str, inv_id: str, now: str) -> bool:
         return self._close_invitation(inv_id, now, "cancelled_at", org)
@@ -313,13 +330,31 @@ class DynamoDBDashboardStore:
         got = self._get(f"device#{browser}", email)
         return got is not None and got["last_seen"] >= since
 
-    # -- the signing secret ---------------------------------------------------------------------------------
-    def signing_secret(self) -> str:
-        """The secret that signs browser cookies, made once per table (a conditional put: first writer wins)."""
-        self._put_new(_item(pk="meta", sk="signing_secret", value=secrets.token_hex(32)))
-        got = self._get("meta", "signing_secret")
+    # -- secrets ---------------------------------------------------------------------------------------------
+    def secret(self, name: str) -> str:
+        """A named random secret, made once per table (a conditional put: first writer wins)."""
+        self._put_new(_item(pk="meta", sk=name, value=secrets.token_hex(32)))
+        got = self._get("meta", name)
         assert got is not None
         return str(got["value"])
+
+    def signing_secret(self) -> str:
+        return self.secret("signing_secret")
+
+    def signing_secrets(self) -> tuple[str, str | None]:
+        """(current, previous), from one item: cookies are signed with the current one, accepted with either."""
+        current = self.signing_secret()
+        got = self._get("meta", "signing_secret")
+        return current, None if got is None else got.get("previous")
+
+    def rotate_signing_secret(self) -> None:
+        """A new current secret, the current one kept as `previous`: one conditional write on the
+        secret's own item, so two rotations at once cannot lose the secret cookies are signed with."""
+        current = self.signing_secret()
+        self._conditional(Key={"pk": {"S": "meta"}, "sk": {"S": "signing_secret"}},
+                          UpdateExpression="SET #v = :new, previous = :old", ConditionExpression="#v = :old",
+                          ExpressionAttributeNames={"#v": "value"},
+                          ExpressionAttributeValues={":new": {"S": secrets.token_hex(32)}, ":old": {"S": current}})
 
     def spend_try(self, code_id: str, max_tries: int) -> bool:
         return self._conditional(Key=self._key_of_code(code_id), UpdateExpression="ADD tries :one",

@@ -81,6 +81,6 @@ def open_mailer(spec: str) -> Mailer:
         return FileMailer(rest)
     if kind == "ses" and rest:
         return SESMailer(rest)
-    from pipeline.errors import OperatorError
+    from edge.errors import OperatorError
 
     raise OperatorError(f"mailer {spec!r}: use console, file:PATH or ses:FROM_ADDRESS")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import re
 import secrets
@@ -23,9 +24,9 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
+from edge.errors import OperatorError
 from edge.keys import AdminError, AdminStore
 from edge.routes import SCOPES
-from pipeline.errors import OperatorError
 
 from .mailer import Mailer
 from .settings import MAIL_PER_HOUR
@@ -36,8 +37,12 @@ CODE_MINUTES = 15
 CODE_TRIES = 5  # wrong attempts per code; then it is dead
 # Sending budgets, per hour (docs/dashboard.md#sign-in-limits says why these sizes):
 CODES_PER_BROWSER = 5  # codes asked for in one browser, for any addresses
-MAIL_PER_CLIENT = 20  # codes and invitations asked for from one network address
-CODES_PER_ADDRESS = 5  # codes mailed to one address, from browsers that have not signed in as it
+MAIL_PER_CLIENT = 20  # codes asked for from one network address (an IPv6 /64), per kind of address
+CODES_PER_ADDRESS = 5  # codes mailed to one unknown address, from browsers that have not signed in as it
+CODES_PER_CLIENT_ADDRESS = 5  # codes one network address may have mailed to one known address
+CODES_PER_KNOWN_ADDRESS = 20  # codes mailed to one known address from every network together
+CODES_PER_INVITATION = 5  # codes asked for by people following one invitation's link
+INVITATIONS_PER_ADMIN = 30  # invitations one administrator sends
 DEVICE_DAYS = 90  # a browser that signed in as an address keeps its own budget for it this long
 INVITATION_DAYS = 7
 ROLL_OVERLAP_DAYS = 30  # the longest an old key may keep working after a roll
@@ -74,7 +79,8 @@ class NeedsFreshCode(DashboardError):
 
 
 class Limited(DashboardError):
-    """A sending budget is used up until `until`; `which` is browser, client, address or service."""
+    """A sending budget is used up until `until`; `which` is browser, client, address, inviter,
+    invitation or service."""
 
     def __init__(self, which: str, until: datetime):
         super().__init__(f"the {which} budget of codes is used up until {_iso(until)}")
@@ -113,6 +119,23 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
+def client_group(address: str) -> str:
+    """The network a client address counts as: an IPv4 address itself, an IPv6 address its /64
+    (one subscriber's allocation), an IPv4-mapped IPv6 address its IPv4 address. Parsed with
+    `ipaddress`, so every text form of one address (compressed, expanded, zone, brackets) is one
+    client; text that is no address at all counts as itself."""
+    text = address.strip().strip("[]").split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.IPv6Network((ip, 64), strict=False))
+    return str(ip)
+
+
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="seconds")
 
@@ -127,50 +150,93 @@ class Dashboard:
         self.base_url = base_url.rstrip("/")
         self.clock = clock or (lambda: datetime.now(UTC))
         self.usage = usage
+        self._log_key: bytes | None = None
 
     def now(self) -> datetime:
         return self.clock()
+
+    def _log_hash(self, value: str) -> str:
+        """What log lines carry instead of an address or a client: an HMAC keyed with the store's
+        `log_key`, so a list of likely addresses cannot be hashed and matched against the logs,
+        while one address still gives one value (lines about it can be followed)."""
+        if self._log_key is None:
+            self._log_key = self.store.secret("log_key").encode()
+        return hmac.new(self._log_key, value.encode(), hashlib.sha256).hexdigest()[:16]
 
     def _audit(self, actor: str, action: str, *, org: str | None = None, account: str | None = None,
                target: str | None = None, detail: str = "") -> None:
         self.store.append_audit(_iso(self.now()), actor, org, account, action, target, detail)
 
     # -- sending budgets -------------------------------------------------------------------------
-    def _spend(self, which: str, name: str, limit: int) -> None:
-        """Count one mail against a budget of this UTC hour; Limited past `limit`."""
+    def _spend(self, which: str, name: str, limit: int, shown: str | None = None) -> None:
+        """Count one mail against a budget of this UTC hour; Limited past `limit` (`shown`: the
+        budget the person is told about, when it is not `which`)."""
         now = self.now()
         hour = int(now.timestamp()) // 3600
         n = self.store.counter.incr(f"mail:{which}:{name}:{hour}", (hour + 2) * 3600)
         if n > limit:
             until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
-            if which == "service":
-                log_event("dashboard.mail_budget_exhausted", limit=limit, until=_iso(until))
-            raise Limited(which, until)
+            if which.startswith("service"):
+                pool = "known" if which == "service-known" else "unknown"
+                log_event("dashboard.mail_budget_exhausted", budget=pool, limit=limit, until=_iso(until))
+            raise Limited(shown or which, until)
 
-    def _spend_mail(self, to: str, client: str) -> None:
-        """The budgets every mail to someone not yet proven to own the address passes."""
-        self._spend("client", _digest(client)[:24], MAIL_PER_CLIENT)
-        self._spend("address", _digest(to)[:24], CODES_PER_ADDRESS)
-        self._spend("service", "all", self.mail_per_hour)
+    def _spend_mail(self, to: str, client: str, known: bool) -> None:
+        """The budgets a code for someone not yet proven to own the address passes: per network,
+        per (network, address) and per address, then the service's pool of its kind. Addresses the
+        service knows (an account, a pending invitation) have their own pool and counters, which
+        a flood of codes to unknown addresses cannot use up; one network can hold a known address
+        to 5 codes an hour, not lock its owner out. Both kinds do the same number of steps."""
+        group = client_group(client)
+        kind = "known" if known else "unknown"
+        self._spend(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client")
+        self._spend("pair", _digest(group, to)[:24], CODES_PER_CLIENT_ADDRESS if known else CODES_PER_ADDRESS,
+                    "address")
+        self._spend(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
+                    "address")
+        self._spend(f"service-{kind}", "all", self.mail_per_hour, "service")
+
+    def _known_address(self, email: str) -> bool:
+        """An address the service knows: an account that signed in or was made by staff or an
+        invitation's acceptance (not removed), or one with a live invitation from a current admin."""
+        account = self.store.get_account(email)
+        invited = [i for i in self.store.invitations_to(email, _iso(self.now())) if self._may_still_invite(i)]
+        return (account is not None and account["removed_at"] is None) or bool(invited)
+
+    def _invitation_for(self, email: str, token: str | None) -> dict[str, Any] | None:
+        """The live invitation `token` names, when it was sent to `email` by a current administrator."""
+        if not token:
+            return None
+        inv = self.store.invitation_by_token(_digest(token))
+        if inv is None or inv["used_at"] or inv["cancelled_at"] or inv["expires_at"] <= _iso(self.now()) \
+                or inv["email"] != email or not self._may_still_invite(inv):
+            return None
+        return inv
 
     # -- sign-in -------------------------------------------------------------------------------
-    def request_code(self, email: str, browser: str = "cli", client: str = "cli") -> None:
+    def request_code(self, email: str, browser: str = "cli", client: str = "cli", invitation: str | None = None) -> None:
         """Mail a sign-in code that only `browser` can use.
 
         Budgets: the browser's own; then, unless this browser has signed in as this address
-        before (a device cookie, so a stranger cannot use up its owner's codes), the client's, the
-        address's and the service's. Limited says which and until when. Every address state
-        (unknown, removed, active) does the same work: the same reads and writes and one mail
-        (a removed account's says it can no longer sign in), so timing tells nothing.
+        before (a device cookie, so a stranger cannot use up its owner's codes), either the
+        invitation's own (`invitation`: the token of the link being followed, valid for this
+        address) or those of `_spend_mail`, kept apart for known and unknown addresses. Limited
+        says which and until when. Every address state (unknown, removed, active) does the same
+        work: the same reads and writes and one mail (a removed account's says it can no longer
+        sign in), so timing tells nothing.
         """
         email = normalise_email(email)
         if not valid_email(email):
             raise DashboardError("enter an email address, like name@example.org")
         now = self.now()
-        known = self.store.known_device(_digest(browser), email, _iso(now - timedelta(days=DEVICE_DAYS)))
+        device = self.store.known_device(_digest(browser), email, _iso(now - timedelta(days=DEVICE_DAYS)))
+        known = self._known_address(email)
+        invited = self._invitation_for(email, invitation)
         self._spend("browser", _digest(browser)[:24], CODES_PER_BROWSER)
-        if not known:
-            self._spend_mail(email, client)
+        if invited is not None and not device:
+            self._spend("invitation", str(invited["token_hash"])[:24], CODES_PER_INVITATION)
+        elif not device:
+            self._spend_mail(email, client, known)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         account = self.store.get_account(email)
         self.store.add_code(email, _digest(browser), _digest(email, code), _iso(now),
@@ -207,8 +273,8 @@ class Dashboard:
         row = self.store.live_code(email, _digest(browser), _iso(now)) if valid_email(email) else None
         if row is None:
             hmac.compare_digest(_digest(email, normalise_code(code)), "0" * 64)  # the same work as a real check
-            log_event("dashboard.sign_in_failed", reason="no_code", address=_digest(email)[:16],
-                      client=_digest(client)[:16])
+            log_event("dashboard.sign_in_failed", reason="no_code", address=self._log_hash(email),
+                      client=self._log_hash(client_group(client)))
             raise failed
         reason = None
         if not self.store.spend_try(row["id"], CODE_TRIES):
@@ -218,8 +284,8 @@ class Dashboard:
         elif not self.store.use_code(row["id"], _iso(now)):
             reason = "code_used_up"
         if reason is not None:
-            log_event("dashboard.sign_in_failed", reason=reason, address=_digest(email)[:16],
-                      client=_digest(client)[:16])
+            log_event("dashboard.sign_in_failed", reason=reason, address=self._log_hash(email),
+                      client=self._log_hash(client_group(client)))
             self._audit("unverified", "sign_in_failed", account=email, target=email,
                         detail=_detail(reason=reason, browser=_digest(browser)[:8]))
             raise failed
@@ -414,7 +480,10 @@ class Dashboard:
             raise NeedsFreshCode("inviting an administrator needs a fresh sign-in code")
         if self.store.role(space.id, invitee) is not None:
             raise DashboardError(f"{invitee} is already a member")
-        self._spend_mail(invitee, client)
+        # An administrator's own budget and the known addresses' pool: neither can a stranger
+        # asking codes for the invitee's address (or for anyone) use up.
+        self._spend("inviter", _digest(email)[:24], INVITATIONS_PER_ADMIN)
+        self._spend("service-known", "all", self.mail_per_hour, "service")
         token = secrets.token_urlsafe(24)
         now = self.now()
         inv_id = "inv_" + secrets.token_hex(5)
@@ -430,6 +499,9 @@ class Dashboard:
 
     def invitation(self, email: str, token: str) -> dict[str, Any]:
         inv = self.store.invitation_by_token(_digest(token))
+        if inv is not None and inv["email"] == email and inv["cancelled_at"] and not inv["used_at"]:
+            raise NotFound("this invitation is no longer valid: it was cancelled, or the person who sent it can no "
+                           "longer invite members")
         if inv is None or inv["used_at"] or inv["cancelled_at"] or inv["expires_at"] <= _iso(self.now()) \
                 or inv["email"] != email:
             raise NotFound("this invitation is not valid for this account (used, expired, or sent to another address)")
@@ -439,7 +511,8 @@ class Dashboard:
         return {**inv, "org_name": org["name"]}
 
     def _may_still_invite(self, inv: dict[str, Any]) -> bool:
-        """An invitation lives only while its sender is an administrator of the organisation."""
+        """An invitation lives only while its sender is an administrator of the organisation (and a
+        demotion or removal also cancels it for good, so a re-promotion does not bring it back)."""
         inviter = self.store.get_account(inv["invited_by"])
         return (inviter is not None and inviter["removed_at"] is None
                 and self.store.role(inv["org"], inv["invited_by"]) == "admin")
@@ -475,6 +548,8 @@ class Dashboard:
             raise NeedsFreshCode("changing a role needs a fresh sign-in code")
         if not self.store.change_role_keeping_an_admin(space.id, member, role):
             raise DashboardError("an organisation keeps at least one administrator: make someone else one first")
+        if current == "admin":  # their invitations end now, and stay ended if they become an admin again
+            self.store.cancel_invitations_from(space.id, member, _iso(self.now()))
         if role is None:
             self._audit(email, "member_removed", org=space.id, target=member)
         else:
@@ -556,8 +631,16 @@ class Dashboard:
             if org["role"] == "admin" and sum(m["role"] == "admin" for m in self.store.members(org["org"])) == 1:
                 raise DashboardError(f"{email} is the last administrator of {org['org']}: make someone else one first")
         self.keys.remove_account(email, self.now(), require_keys=False)
+        for org in self.store.orgs_of(email):
+            if org["role"] == "admin":
+                self.store.cancel_invitations_from(org["org"], email, _iso(self.now()))
         self.store.set_removed(email, _iso(self.now()))
         self._audit(staff, "account_removed", account=email, target=email)
+
+    def rotate_signing_secret(self, staff: str) -> None:
+        """A new cookie-signing secret (the current one stays accepted as the previous one)."""
+        self.store.rotate_signing_secret()
+        self._audit(staff, "signing_secret_rotated")
 
     def set_org_suspended(self, staff: str, org: str, suspended: bool) -> None:
         self.keys.set_org_suspended(org, suspended, self.now())

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 DEFAULT_PORT = 8090
 MAX_BODY = 8 * 1024  # bytes of a form; every form of the dashboard fits in 2 KiB
+MAX_HEAD = 16 * 1024  # bytes of a request head (431 above): a browser's, cookies included, stays under 4 KiB
 MAIL_PER_HOUR = 300  # codes and invitations the whole service sends in an hour (docs/dashboard.md#sign-in-limits)
 
 

@@ -51,6 +51,7 @@ CREATE TABLE IF NOT EXISTS invitations (
     used_at TEXT,
     cancelled_at TEXT
 );
+CREATE INDEX IF NOT EXISTS invitations_by_email ON invitations (email);
 CREATE TABLE IF NOT EXISTS codes (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
     email TEXT NOT NULL,
@@ -234,6 +235,16 @@ class SQLiteDashboardStore(SQLiteFile):
         return self._write("UPDATE invitations SET cancelled_at = ? WHERE id = ? AND org = ? AND used_at IS NULL"
                            " AND cancelled_at IS NULL", (now, inv_id, org)) == 1
 
+    def invitations_to(self, email: str, now: str) -> list[dict[str, Any]]:
+        """The live invitations sent to an address (what makes it an address the service knows)."""
+        return self._all("SELECT * FROM invitations WHERE email = ? AND used_at IS NULL AND cancelled_at IS NULL"
+                         " AND expires_at > ?", (email, now))
+
+    def cancel_invitations_from(self, org: str, inviter: str, now: str) -> int:
+        """End every pending invitation `inviter` sent for `org` (they stop being an administrator)."""
+        return self._write("UPDATE invitations SET cancelled_at = ? WHERE org = ? AND invited_by = ?"
+                           " AND used_at IS NULL AND cancelled_at IS NULL", (now, org, inviter))
+
     def pending_invitations(self, org: str, now: str) -> list[dict[str, Any]]:
         return self._all("SELECT id, email, role, invited_by, created_at, expires_at FROM invitations"
                          " WHERE org = ? AND used_at IS NULL AND cancelled_at IS NULL AND expires_at > ?"
@@ -270,14 +281,32 @@ class SQLiteDashboardStore(SQLiteFile):
         return self._one("SELECT 1 AS y FROM devices WHERE browser = ? AND email = ? AND last_seen >= ?",
                          (browser, email, since)) is not None
 
-    # -- the signing secret -----------------------------------------------------------------
-    def signing_secret(self) -> str:
-        """The secret that signs browser cookies, made once per store (first writer wins)."""
-        self._write("INSERT INTO meta (name, value) VALUES ('signing_secret', ?) ON CONFLICT(name) DO NOTHING",
-                    (secrets.token_hex(32),))
-        row = self._one("SELECT value FROM meta WHERE name = 'signing_secret'")
+    # -- secrets ---------------------------------------------------------------------------
+    def secret(self, name: str) -> str:
+        """A named random secret, made once per store (first writer wins): `signing_secret` signs
+        browser cookies, `log_key` keys the address hashes in log lines."""
+        self._write("INSERT INTO meta (name, value) VALUES (?, ?) ON CONFLICT(name) DO NOTHING",
+                    (name, secrets.token_hex(32)))
+        row = self._one("SELECT value FROM meta WHERE name = ?", (name,))
         assert row is not None
         return str(row["value"])
+
+    def signing_secret(self) -> str:
+        return self.secret("signing_secret")
+
+    def signing_secrets(self) -> tuple[str, str | None]:
+        """(current, previous): cookies are signed with the current one, accepted with either."""
+        current = self.signing_secret()
+        row = self._one("SELECT value FROM meta WHERE name = 'signing_secret_previous'")
+        return current, None if row is None else str(row["value"])
+
+    def rotate_signing_secret(self) -> None:
+        """A new current secret; the current one becomes the previous (the one before is forgotten)."""
+        current = self.signing_secret()
+        with self._conn() as c:
+            c.execute("INSERT INTO meta (name, value) VALUES ('signing_secret_previous', ?)"
+                      " ON CONFLICT(name) DO UPDATE SET value = excluded.value", (current,))
+            c.execute("UPDATE meta SET value = ? WHERE name = 'signing_secret'", (secrets.token_hex(32),))
 
     # -- sessions ---------------------------------------------------------------------------
     def create_session(self, sid_hash: str, email: str | None, csrf: str, now: str,

@@ -21,9 +21,9 @@ the function's configuration, so a re-run keeps CloudFront and the function in s
     python deploy/dashboard.py monitoring --region eu-west-1 --edge-name malaria-risk-edge [--dry-run]
 
 The distribution sits behind a WAF web ACL of rate-based rules (deploy/waf.py) that caps how
-often a client, and all clients together, may ask for mail or check codes. The function's log
+often a client may ask for mail or check codes, and counts (never blocks) all clients together. The function's log
 group gets a retention and a metric filter for the mail budget's event, with an alarm to the
-API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule blocks (docs/monitoring.md).
+API's alarm topic; a second alarm, in us-east-1, says when the all-clients rule counts a flood (docs/monitoring.md).
 
 The tables get point-in-time recovery and deletion protection (the keys table too: losing
 it would stop every key). See docs/dashboard.md for SES (production access, DKIM, SPF, DMARC).
@@ -55,12 +55,16 @@ TIMEOUT_S = 15
 CACHING_DISABLED = "4135ea2d-6df8-44a3-9df3-4b5a84be39ad"
 ALL_VIEWER_EXCEPT_HOST = "b689b0a8-53d0-40ab-baf2-68738e2966ac"
 ORIGIN_HEADER = "X-Origin-Verify"
+# The client address the app counts budgets by: a header CloudFront adds from the viewer's own
+# connection (`IP:port`), in the all-viewer policy above; the app reads nothing else (docs/deploy.md).
+CLIENT_ADDRESS_HEADER = "CloudFront-Viewer-Address"
 TRUST = {"Version": "2012-10-17", "Statement": [{
     "Effect": "Allow", "Action": "sts:AssumeRole", "Principal": {"Service": "lambda.amazonaws.com"}}]}
 # pure-Python libraries the function needs beyond the runtime's boto3 (and, where the installed
 # versions still use them, their helpers)
 LIBRARIES = ("starlette", "jinja2", "markupsafe", "anyio", "idna")
 IF_INSTALLED = ("sniffio", "typing_extensions", "exceptiongroup")
+LOCAL_ONLY = ("dashboard/serve.py",)  # uvicorn's front for `malaria-risk dashboard`: the function never runs it
 
 
 # --- tables -------------------------------------------------------------------------------------
@@ -124,16 +128,15 @@ def step_role(iam: Any, name: str, policy: dict[str, Any]) -> str:
 
 
 def build_package(out: Path) -> Path:
-    """A zip of the dashboard, the edge modules it uses, pipeline/errors.py and the pure-Python
-    libraries, with fixed timestamps so the same sources give the same bytes (and no new version)."""
+    """A zip of the dashboard, the edge modules it uses (its shared exceptions among them, `edge/errors.py`:
+    nothing of `pipeline/`) and the pure-Python libraries, with fixed timestamps so the same sources give the same bytes (and no new version)."""
     files: dict[str, bytes] = {}
     for folder in ("dashboard", "edge"):
         for f in sorted((ROOT / folder).rglob("*")):
             rel = f.relative_to(ROOT)
-            if f.is_file() and "__pycache__" not in rel.parts and rel.parts[:2] != ("edge", "local"):
+            if f.is_file() and "__pycache__" not in rel.parts and rel.parts[:2] != ("edge", "local") \
+                    and rel.as_posix() not in LOCAL_ONLY:
                 files[str(rel)] = f.read_bytes()
-    for name in ("__init__.py", "errors.py"):
-        files[f"pipeline/{name}"] = (ROOT / "pipeline" / name).read_bytes()
     for lib in (*LIBRARIES, *IF_INSTALLED):
         spec = importlib.util.find_spec(lib)
         if spec is None or spec.origin is None:

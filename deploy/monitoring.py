@@ -99,8 +99,9 @@ def dashboard_log_group(name: str) -> str:
 
 
 def dashboard_metric_filters(name: str) -> list[dict[str, Any]]:
-    """A count of the dashboard's `dashboard.mail_budget_exhausted` lines: a client's or the global
-    budget for codes and invitations was used up, and mail was refused."""
+    """A count of the dashboard's `dashboard.mail_budget_exhausted` lines: one of its service-wide pools
+    of codes (to unknown or to known addresses; the line's `budget` says which) was used up, and mail
+    was refused."""
     return [{"filterName": f"{name}-mail-budget-exhausted", "filterPattern": f'{{ $.event = "{MAIL_BUDGET_EVENT}" }}',
              "metricTransformations": mt("DashboardMailBudgetExhausted", "1")}]
 
@@ -108,7 +109,7 @@ def dashboard_metric_filters(name: str) -> list[dict[str, Any]]:
 def dashboard_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
     """One refusal is worth a look: a budget is sized so that people never meet it."""
     return [{"AlarmName": f"{name}-mail-budget-exhausted", "AlarmDescription": "the key dashboard refused to send "
-             "mail: a client's or the global budget for codes and invitations is used up (docs/monitoring.md"
+             "mail: a service-wide pool of codes is used up, its log line's budget says which (docs/monitoring.md"
              "#dashboard-mail-budget)", "Namespace": NAMESPACE, "MetricName": "DashboardMailBudgetExhausted",
              "Statistic": "Sum", "Period": 300, "EvaluationPeriods": 1, "Threshold": 1.0,
              "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",

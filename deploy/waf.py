@@ -15,9 +15,10 @@ WINDOW_S = 300  # every limit counts requests over the last five minutes
 # POSTs that send mail or check a code, from one client address (IP) in five minutes: a sign-in is two
 # (ask, enter the code), a typo or a second code one or two more, an admin inviting a team one each.
 MAIL_POSTS_PER_CLIENT = 20
-# the same POSTs from all clients together in five minutes: a workshop of 100 people signing in at
-# once passes; a spread-out flood is cut at 6,000 an hour, and the dashboard's own mail budget (with
-# its alarm) bounds what gets through below that.
+# the same POSTs from all clients together in five minutes, counted and never blocked: blocking on a
+# constant key would let a flood spread over many addresses switch sign-in off for everyone. Past it,
+# the rule only counts (and alarms); what the flood can get sent is bounded by the dashboard's own
+# pool for unknown addresses, which members, invitees and invitations do not share.
 MAIL_POSTS_ALL_CLIENTS = 500
 # any request from one client address in five minutes: a person clicks far fewer pages; a flood of
 # the (uncached) function from one address is held to about three requests a second.
@@ -53,13 +54,15 @@ def _visibility(metric: str) -> dict[str, Any]:
     return {"SampledRequestsEnabled": True, "CloudWatchMetricsEnabled": True, "MetricName": metric}
 
 
-def _rate_rule(name: str, priority: int, limit: int, key: str, scope_down: dict[str, Any] | None) -> dict[str, Any]:
+def _rate_rule(name: str, priority: int, limit: int, key: str, scope_down: dict[str, Any] | None,
+               block: bool = True) -> dict[str, Any]:
     statement: dict[str, Any] = {"Limit": limit, "EvaluationWindowSec": WINDOW_S, "AggregateKeyType": key}
     if scope_down is not None:
         statement["ScopeDownStatement"] = scope_down
+    action = {"Block": {"CustomResponse": {"ResponseCode": 429, "CustomResponseBodyKey": BLOCKED_BODY}}} if block \
+        else {"Count": {}}
     return {"Name": name, "Priority": priority, "Statement": {"RateBasedStatement": statement},
-            "Action": {"Block": {"CustomResponse": {"ResponseCode": 429, "CustomResponseBodyKey": BLOCKED_BODY}}},
-            "VisibilityConfig": _visibility(name)}
+            "Action": action, "VisibilityConfig": _visibility(name)}
 
 
 def web_acl_config(name: str) -> dict[str, Any]:
@@ -71,7 +74,7 @@ def web_acl_config(name: str) -> dict[str, Any]:
         "DefaultAction": {"Allow": {}},
         "Rules": [
             _rate_rule("mail-posts-per-client", 0, MAIL_POSTS_PER_CLIENT, "IP", mail_posts()),
-            _rate_rule("mail-posts-all-clients", 1, MAIL_POSTS_ALL_CLIENTS, "CONSTANT", mail_posts()),
+            _rate_rule("mail-posts-all-clients", 1, MAIL_POSTS_ALL_CLIENTS, "CONSTANT", mail_posts(), block=False),
             _rate_rule("requests-per-client", 2, REQUESTS_PER_CLIENT, "IP", None),
         ],
         "VisibilityConfig": _visibility(acl),
@@ -107,12 +110,13 @@ def step_web_acl(waf: Any, name: str, dry: bool = False) -> str | None:
 
 
 def waf_alarms(name: str, topic_arn: str | None) -> list[dict[str, Any]]:
-    """In us-east-1, where WAF counts for CloudFront: the all-clients rule blocked someone, so every
-    client's sign-in is refused for now; an operator should see who is flooding (sampled requests)."""
+    """In us-east-1, where WAF counts for CloudFront: all clients together passed the all-clients rule's
+    rate (it counts, never blocks), so a flood spread over many addresses is under way; an operator
+    should see who is flooding (sampled requests) and may block their networks."""
     rule = "mail-posts-all-clients"
-    return [{"AlarmName": f"{name}-waf-{rule}", "AlarmDescription": "the dashboard's WAF refuses sign-in and mail "
-             "POSTs from every client: all clients together passed the limit (docs/deploy.md"
-             "#rate-rules-in-front-of-the-dashboard)", "Namespace": "AWS/WAFV2", "MetricName": "BlockedRequests",
+    return [{"AlarmName": f"{name}-waf-{rule}", "AlarmDescription": "the dashboard's sign-in and mail POSTs from "
+             "all clients together passed the all-clients rate: a distributed flood (docs/deploy.md"
+             "#rate-rules-in-front-of-the-dashboard)", "Namespace": "AWS/WAFV2", "MetricName": "CountedRequests",
              "Dimensions": [{"Name": "WebACL", "Value": web_acl_name(name)}, {"Name": "Rule", "Value": rule}],
              "Statistic": "Sum", "Period": 300, "EvaluationPeriods": 1, "Threshold": 1.0,
              "ComparisonOperator": "GreaterThanOrEqualToThreshold", "TreatMissingData": "notBreaching",

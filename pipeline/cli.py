@@ -541,7 +541,9 @@ def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: s
 # -- the dashboard -----------------------------------------------------------------------
 
 
-@main.command("dashboard", epilog=example("malaria-risk dashboard --port 8090 --keys var/keys.sqlite"))
+@main.group("dashboard", invoke_without_command=True,
+            epilog=example("malaria-risk dashboard --port 8090 --keys var/keys.sqlite",
+                           "malaria-risk dashboard rotate-secret --keys var/keys.sqlite"))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8090, show_default=True, type=click.IntRange(1, 65535))
 @click.option("--api-url", default="http://127.0.0.1:8080", show_default=True,
@@ -553,17 +555,24 @@ def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: s
               help="A plain `session` cookie without Secure, for a plain-HTTP host name that is not loopback.")
 @click.option("--local-admin", default=None, metavar="EMAIL",
               help="Make (once) the organisation `local` with EMAIL as its administrator, and say how to sign in.")
+@click.option("--forwarded-allow-ips", default=None, metavar="IP[,IP...]",
+              help="Proxies whose X-Forwarded-For names the client (e.g. a reverse proxy on 127.0.0.1). By default "
+                   "none: the client is the socket's peer, and a forwarded header counts for nothing.")
 @keys_option
 @store_option
 @dashboard_store_option
-def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mailer: str, insecure_cookie: bool,
-                  local_admin: str | None, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+@click.pass_context
+def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_url: str | None, mailer: str,
+                  insecure_cookie: bool, local_admin: str | None, forwarded_allow_ips: str | None, keys_path: str,
+                  store_spec: str | None, dashboard_store: str | None) -> None:
     """Serve the key dashboard (sign-in, API access, members, audit log) on its own port."""
+    if ctx.invoked_subcommand is not None:
+        return
     import uvicorn
 
     from dashboard.app import build as build_dashboard
+    from dashboard.serve import options as serve_options
     from dashboard.settings import DashboardSettings
-    from edge.local.asgi import HARDENED
     from edge.local.settings import ServerSettings
 
     spec = store_spec or f"sqlite:{keys_path}"
@@ -578,7 +587,28 @@ def dashboard_cmd(host: str, port: int, api_url: str, base_url: str | None, mail
         service.ensure_local_org(local_admin)
         click.echo(f"sign in at {settings.base_url}/ as {local_admin}, administrator of the local organisation; "
                    f"the code is printed here", err=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **HARDENED)
+    # uvicorn would take X-Forwarded-For from any loopback peer by default: only a named proxy may say who the client is
+    proxies = {"proxy_headers": True, "forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips \
+        else {"proxy_headers": False}
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(), **proxies)
+
+
+@dashboard_cmd.command("rotate-secret", epilog=example("malaria-risk dashboard rotate-secret --keys var/keys.sqlite",
+                                                       "malaria-risk dashboard rotate-secret --store dynamodb:mr-"))
+@keys_option
+@store_option
+@dashboard_store_option
+def dashboard_rotate_secret(keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """Make a new cookie-signing secret; the current one becomes the previous one.
+
+    New cookies are signed with the new secret; cookies signed with the previous one keep
+    working (a running dashboard reads the secrets again within a minute). A second rotation
+    forgets the oldest: browsers that still carry it get a new browser id, nothing else is lost
+    (sessions are server-side). Run it on a schedule, or at once if the secret may have leaked
+    (then twice, so the leaked one is forgotten)."""
+    open_service(keys_path, store_spec, dashboard_store).rotate_signing_secret(staff())
+    click.echo("the dashboard's cookie-signing secret is rotated: new cookies use the new one, "
+               "cookies signed with the one before keep working")
 
 
 # -- local releases: verify, prune ------------------------------------------------------

@@ -22,6 +22,9 @@ escapes is a bug and keeps its traceback.
         │                     bucket, unsound release tree, failed verification)
         └── PointerConflict   current.json moved while we worked; nothing was switched
 
+`OperatorError` itself is defined in `edge.errors` (standard library only), so the key
+dashboard's own bundle can raise it without shipping `pipeline/`.
+
 `edge.keys.AdminError` (key administration refused: unknown scope, no such key) is
 not in the tree because `edge/` imports nothing from `pipeline/`; the command line
 handles it at the same place, the same way.
@@ -31,13 +34,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from edge.errors import OperatorError  # the base lives where the dashboard's bundle can import it
 
-class OperatorError(Exception):
-    """A failure the operator can fix; `problems` lists every instance when there are many."""
-
-    def __init__(self, message: str, problems: list[str] | None = None):
-        super().__init__(message)
-        self.problems = problems or []
+__all__ = ["OperatorError", "InputError", "DatasetUnavailable", "RenderError", "UnknownFigure", "SiteError",
+           "LocalReleaseError", "PublishError", "PointerConflict", "WindowShrinks", "FetchError"]
 
 
 class InputError(OperatorError):

@@ -26,9 +26,10 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     package = deploy.build_package(tmp_path / "dashboard.zip")
     with zipfile.ZipFile(package) as z:
         names = set(z.namelist())
-    assert {"dashboard/lambda_handler.py", "dashboard/templates/keys.html", "edge/keys.py", "pipeline/errors.py",
+    assert {"dashboard/lambda_handler.py", "dashboard/templates/keys.html", "edge/keys.py", "edge/errors.py",
             "starlette/applications.py", "jinja2/environment.py"} <= names
-    assert not any(n.startswith(("edge/local/", "pipeline/site/")) for n in names)
+    assert not any(n.startswith(("edge/local/", "pipeline/")) for n in names)  # the bundle needs nothing of pipeline/
+    assert "dashboard/serve.py" not in names  # uvicorn's front, local only
     assert deploy.build_package(tmp_path / "again.zip").read_bytes() == package.read_bytes()  # reproducible
 
     env = {"DASHBOARD_KEY_STORE": "dynamodb:dd-", "DASHBOARD_MAILER": "ses:keys@example.org",

@@ -289,3 +289,42 @@ def test_the_local_organisation_is_made_once(world: World):
     assert [r["action"] for r in s.store.audit(org="local")] == ["org_created"]
     assert s.ensure_local_org("other@example.org") is True  # `make run DASH_ADMIN=…` adds that administrator
     assert {m["email"] for m in s.store.members("local")} == {"admin@example.org", "other@example.org"}
+
+
+def test_known_addresses_and_invitation_links_have_their_own_budgets_on_both_stores(orgs: World):
+    """Issue 34 on SQLite and DynamoDB alike: a pending invitee is a known address; the invitation's token
+    authorises its own codes; a demotion ends the sender's invitations for good (re-promotion or not)."""
+    from dashboard.service import CODES_PER_INVITATION
+
+    s = orgs.service
+    s.store.set_role("ngo", BOB, "admin", fresh(orgs))
+    for i in range(CODES_PER_BROWSER):  # the unknown address's budget, used up by a stranger
+        s.request_code("eve@ngo.example", browser=f"x{i}", client="198.51.100.66")
+    with pytest.raises(Limited):
+        s.request_code("eve@ngo.example", browser="x9", client="198.51.100.67")
+    s.invite(ANN, NGO, "eve@ngo.example", "member", fresh(orgs))  # arrives all the same
+    token = orgs.link_for("eve@ngo.example", "/invitations/").rsplit("/", 1)[1]
+    assert [i["email"] for i in s.store.invitations_to("eve@ngo.example", fresh(orgs))] == ["eve@ngo.example"]
+    s.request_code("eve@ngo.example", browser="e1", client="203.0.113.5")  # now a known address: her own share
+    for i in range(CODES_PER_INVITATION):
+        s.request_code("eve@ngo.example", browser=f"l{i}", client=f"203.0.113.{10 + i}", invitation=token)
+    with pytest.raises(Limited) as e:
+        s.request_code("eve@ngo.example", browser="l9", client="203.0.113.99", invitation=token)
+    assert e.value.which == "invitation"
+    s.set_role(BOB, NGO, ANN, "member", fresh(orgs))
+    s.set_role(BOB, NGO, ANN, "admin", fresh(orgs))
+    assert s.store.invitations_to("eve@ngo.example", fresh(orgs)) == []
+    with pytest.raises(NotFound, match="no longer valid"):
+        s.accept_invitation("eve@ngo.example", token)
+
+
+def test_the_signing_secret_rotates_keeping_the_previous_one_on_both_stores(world: World):
+    store = world.store
+    first, none = store.signing_secrets()
+    assert none is None and first == store.signing_secret()
+    store.rotate_signing_secret()
+    second, previous = store.signing_secrets()
+    assert previous == first and second != first
+    store.rotate_signing_secret()
+    assert store.signing_secrets()[1] == second  # the oldest is forgotten
+    assert store.secret("log_key") == store.secret("log_key") != second  # a separate, stable key for log hashes

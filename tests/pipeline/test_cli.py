@@ -81,6 +81,8 @@ def _leaf_commands() -> dict[str, click.Command]:
 
     def walk(cmd: click.Command, path: str) -> None:
         if isinstance(cmd, click.Group):
+            if cmd.invoke_without_command:  # a group that also runs on its own (`dashboard`) is a command too
+                out[path] = cmd
             ctx = click.Context(cmd)
             for name in cmd.list_commands(ctx):
                 sub = cmd.get_command(ctx, name)
