@@ -46,8 +46,9 @@ from .settings import MAX_BODY, DashboardSettings
 HERE = Path(__file__).parent
 WAT = timedelta(hours=1)  # West Africa Time, UTC+1 all year
 SAFE_NEXT = re.compile(r"^/(?!/)[A-Za-z0-9/_.\-]{0,200}$")
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-       "base-uri 'none'")
+# `script-src 'self'`: the one script is /static/copy.js (the new-key page's copy button); no inline script
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -214,6 +215,7 @@ class DashboardApp:
         self.env.filters["wat"] = wat
         self.env.filters["expiry"] = expiry_text
         self.css = (HERE / "static" / "dashboard.css").read_bytes()
+        self.copy_js = (HERE / "static" / "copy.js").read_bytes()
         self._secret: bytes | None = None
 
     # -- plumbing ------------------------------------------------------------------------------
@@ -221,6 +223,7 @@ class DashboardApp:
         r = Route
         out = [
             r("/", self.home), r("/static/dashboard.css", self.stylesheet),
+            r("/static/copy.js", self.script),
             r("/sign-in", self.sign_in_page), r("/sign-in", self.sign_in_send, methods=["POST"]),
             r("/sign-in/confirm", self.sign_in_confirm_page), r("/sign-in/code", self.sign_in_code, methods=["POST"]),
             r("/sign-out", self.sign_out, methods=["POST"]),
@@ -449,6 +452,9 @@ class DashboardApp:
     # -- pages ---------------------------------------------------------------------------------------
     async def stylesheet(self, request: Request) -> Response:
         return Response(self.css, media_type="text/css", headers={"cache-control": "public, max-age=3600"})
+
+    async def script(self, request: Request) -> Response:
+        return Response(self.copy_js, media_type="text/javascript", headers={"cache-control": "public, max-age=3600"})
 
     async def home(self, request: Request) -> Response:
         s = self.session(request)
