@@ -71,6 +71,9 @@ NOTICES = {
     "role_unchanged": "Nothing changed: the member already had that role.",
     "member_removed": "The member is removed from the organisation.",
 }
+# Refusals shown after a redirect (POST, then See Other to the page, then GET): the page, not the
+# form's POST address, is what the browser shows, reloads and keeps in its history.
+REFUSALS = {"last_admin": rules.LAST_ADMIN_TEXT}
 LIMITS = {
     "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
                "(in {minutes} minutes).",
@@ -608,7 +611,8 @@ class DashboardApp:
 
     async def members_page(self, request: Request) -> Response:
         ctx, space, role = self.in_space(request)
-        return self._members(ctx, space, role, None, 200, NOTICES.get(request.query_params.get("done", "")))
+        return self._members(ctx, space, role, REFUSALS.get(request.query_params.get("refused", "")), 200,
+                             NOTICES.get(request.query_params.get("done", "")))
 
     def _members(self, ctx: Ctx, space: Space, role: str, error: str | None, status: int,
                  notice: str | None = None) -> Response:
@@ -618,7 +622,10 @@ class DashboardApp:
     async def _member_action(self, request: Request, action: Callable[[Ctx, Space, dict[str, str]], str]) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             space = self.space(ctx)
-            done = action(ctx, space, f)
+            try:
+                done = action(ctx, space, f)
+            except rules.LastAdministrator:
+                return self.redirect(ctx, f"{self.base(space)}/members?refused=last_admin")
             return self.redirect(ctx, f"{self.base(space)}/members?done={done}")
 
         def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:
