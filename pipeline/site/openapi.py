@@ -549,6 +549,19 @@ def problem_schema() -> Schema:
             "instance": _str("The request path.", format="uri-reference"),
             "parameter": _str("The query parameter at fault (parameter errors only)."),
             "required_scope": _str("The scope the key lacks (SCOPE_REQUIRED only).", enum=list(SCOPES)),
+            "suggestions": {
+                "type": "array",
+                "description": "UNKNOWN_STATE and UNKNOWN_LGA only, when the value looks like a name, a code in "
+                               "another case or a near spelling of one: the codes it most likely means, best "
+                               "first (several LGAs can share a name: all are listed). Absent when nothing is "
+                               "close. The code and status are the same with or without it.",
+                "items": _obj({
+                    "state_code": _str("Two-letter state code (UNKNOWN_STATE; for UNKNOWN_LGA the LGA's state)."),
+                    "state": _str("The state's name (OCHA COD-AB)."),
+                    "lga_code": _str("LGA code, NG + 6 digits (UNKNOWN_LGA only)."),
+                    "lga": _str("The LGA's name (OCHA COD-AB; UNKNOWN_LGA only)."),
+                }, ["state_code", "state"], "One suggested code with its name."),
+            },
         },
     }
 
