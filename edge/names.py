@@ -24,7 +24,9 @@ import re
 import unicodedata
 from typing import Any
 
-from .files import NAMES_KEY as NAMES_KEY  # the names index inside a release (not a route: never served)
+from .files import (
+    NAMES_KEY as NAMES_KEY,  # the names index inside a release (not a route: never served)
+)
 
 MAX_SUGGESTIONS = 8  # an answer stays small (CloudFront: 40 KB for a generated response)
 _SUFFIX = re.compile(r"(state|lga|localgovernmentarea|localgovernment)$")

@@ -8,9 +8,9 @@ import re
 import pytest
 
 from edge.keys import KEY_LENGTH, PREFIXES, looks_like_key, new_key
+from edge.release import LocalReleases
 from edge.stores.sqlite import SQLiteKeyStore
 from tests.conftest import NOW
-from edge.release import LocalReleases
 from tests.edge.test_gate import code_of, get
 
 
@@ -24,7 +24,7 @@ def test_new_keys_are_letters_and_digits_after_the_prefix(kind: str):
     keys = [new_key(kind) for _ in range(300)]
     for key in keys:
         assert key.startswith(PREFIXES[kind])
-        assert re.fullmatch(r"[A-Za-z0-9]{%d}" % KEY_LENGTH, key[len(PREFIXES[kind]):]), key
+        assert re.fullmatch(f"[A-Za-z0-9]{{{KEY_LENGTH}}}", key[len(PREFIXES[kind]):]), key
         assert looks_like_key(key)
     assert len(set(keys)) == len(keys)
     # with 300 keys of 32 characters every one of the 62 characters turns up: the alphabet is the whole of it
