@@ -187,7 +187,10 @@ def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: di
     if "provisional" not in df.columns:
         df = df.join(provisional, on="period", how="left")
     key = "lga_code" if table == "risk_lga_month" else "state_code"
-    return _ordered(df, table).sort(key, "period")
+    # newest month first within each area: the forecast rows (with `horizon`) lead the file, so a reader
+    # that types a column from the first rows (polars: 100, readr: 1000) sees a whole number there, not
+    # only the empty cells of the estimated months (docs/downloads.md#row-order)
+    return _ordered(df, table).sort(key, "period", descending=[False, True])
 
 
 def context_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
