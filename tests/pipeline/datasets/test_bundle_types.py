@@ -82,9 +82,11 @@ def mismatches(csv: Path, reference: pl.DataFrame) -> list[str]:
             want, got = kind(dtype), kinds[col]
             if reference[col].null_count() == reference.height:
                 continue  # nothing to type from (docs/downloads.md)
-            if got == want or (want == "int" and got in ("float", "float-whole") and tool in ("pandas", "readr")):
+            if got == want or (want == "float" and got == "float-whole"):
+                continue
+            if want == "int" and got in ("float", "float-whole") and tool in ("pandas", "readr"):
                 continue  # readr reads every number as double; pandas floats an integer column with gaps
-            if want == "str" and got == "int" and not raw[col].drop_nulls().str.starts_with("0").any():
+            if want == "str" and got in ("int", "float") and not raw[col].drop_nulls().str.starts_with("0").any():
                 continue  # a code of digits only, with no leading zero: read as a number, nothing lost
             if tool == "read.csv" and want == "bool" and got == "str":
                 continue  # R's read.csv knows TRUE/FALSE, not the bundle's true/false (docs/downloads.md)
