@@ -45,6 +45,7 @@ from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
 from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
+from pipeline.site.stated import settings_figures
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -596,7 +597,7 @@ def read_markdown(docs_dir: Path) -> dict[str, str]:
 
 
 def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Path = SITE_DIR) -> Produced:
-    figures = {**release_figures(ctx.produced), "site.dashboard_url": ctx.dashboard_url}
+    figures = {**release_figures(ctx.produced), **settings_figures(), "site.dashboard_url": ctx.dashboard_url}
     markdown = {slug: substitute(text, figures, slug) for slug, text in read_markdown(docs_dir).items()
                 if slug not in OPERATOR_PAGES}
     files = render_site(
