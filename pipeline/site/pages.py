@@ -45,7 +45,6 @@ from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
 from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
-from pipeline.site.stated import settings_figures
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -54,6 +53,7 @@ from pipeline.site.openapi import (
     param_schema,
     routes_for_code,
 )
+from pipeline.site.stated import settings_figures
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/ and static/
 HTML = "text/html; charset=utf-8"
