@@ -29,6 +29,7 @@ from .files import (
 )
 
 MAX_SUGGESTIONS = 8  # an answer stays small (CloudFront: 40 KB for a generated response)
+MAX_NAME = 60  # longer than any state or LGA name with room: a longer value is no name, and costs no matching
 _SUFFIX = re.compile(r"(state|lga|localgovernmentarea|localgovernment)$")
 
 
@@ -67,6 +68,8 @@ class Names:
     # -- states -----------------------------------------------------------------------------------
     def state_codes(self, raw: str) -> list[str]:
         """State codes `raw` most likely means, best first; empty when nothing is close."""
+        if len(raw) > MAX_NAME:
+            return []
         upper = raw.strip().upper()
         if upper.startswith("NG-"):
             upper = upper[3:]
@@ -90,6 +93,8 @@ class Names:
 
     # -- LGAs -------------------------------------------------------------------------------------
     def lga_codes(self, raw: str) -> list[str]:
+        if len(raw) > MAX_NAME:
+            return []
         upper = raw.strip().upper()
         if upper in self.lgas:
             return [upper]

@@ -86,7 +86,7 @@ def test_an_lga_name_suggests_its_codes_with_their_state(named: Any, store: Any,
 
 def test_nothing_close_answers_as_before(named: Any, store: Any, all_scopes_key: str):
     for path, query in (("/v1/history/states", "state=ZZ"), ("/v1/history/lgas", "lga=NG999999"),
-                        ("/v1/history/lgas", "lga=Xylophone")):
+                        ("/v1/history/lgas", "lga=Xylophone"), ("/v1/history/states", "state=" + "Kano" * 40)):
         doc = problem(get(named, store, path, query, all_scopes_key))
         assert doc["status"] == 404 and "suggestions" not in doc and "Did you mean" not in doc["detail"]
 
