@@ -594,8 +594,10 @@ def how_values_were_made(model_version: str | None, season_method: Mapping[str, 
         season = "Transmission seasons are not part of this release."
     else:
         season = "Transmission seasons are derived from typical rainfall shifted by the delay from rain to cases."
-    return ("Risk scores are modelled, not measured: a survey baseline of parasite positivity per state (DHS/MIS "
-            f"rounds), split between urban and rural LGAs, {months} `score_low`/`score_high` give the likely range. "
+    return ("Risk scores are modelled, not measured: the microscopy positivity in children 6–59 months a survey of "
+            "the area would be expected to find, from a survey baseline of parasite positivity per state (DHS/MIS "
+            f"rounds), split between urban and rural LGAs, {months} `score_low`/`score_high` give the 80 % "
+            "predictive range. "
             f"State figures are population-weighted from their LGAs. {season}")
 
 
