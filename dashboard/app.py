@@ -48,8 +48,9 @@ HERE = Path(__file__).parent
 WAT = timedelta(hours=1)  # West Africa Time, UTC+1 all year
 SAFE_NEXT = re.compile(r"^/(?!/)[A-Za-z0-9/_.\-]{0,200}$")
 INVITATION_NEXT = re.compile(r"^/invitations/([A-Za-z0-9_\-]{16,64})$")
-CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; "
-       "base-uri 'none'")
+# `script-src 'self'`: the one script is /static/copy.js (the new-key page's copy button); no inline script
+CSP = ("default-src 'none'; style-src 'self'; img-src 'self'; script-src 'self'; form-action 'self'; "
+       "frame-ancestors 'none'; base-uri 'none'")
 HEADERS = [
     (b"content-security-policy", CSP.encode()),
     (b"x-content-type-options", b"nosniff"),
@@ -73,6 +74,9 @@ NOTICES = {
     "role_unchanged": "Nothing changed: the member already had that role.",
     "member_removed": "The member is removed from the organisation.",
 }
+# Refusals shown after a redirect (POST, then See Other to the page, then GET): the page, not the
+# form's POST address, is what the browser shows, reloads and keeps in its history.
+REFUSALS = {"last_admin": rules.LAST_ADMIN_TEXT}
 LIMITS = {
     "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
                "(in {minutes} minutes).",
@@ -233,6 +237,7 @@ class DashboardApp:
         self.env.filters["wat"] = wat
         self.env.filters["expiry"] = expiry_text
         self.css = (HERE / "static" / "dashboard.css").read_bytes()
+        self.copy_js = (HERE / "static" / "copy.js").read_bytes()
         self._secrets: tuple[bytes, ...] = ()
         self._secrets_read = -float(SECRET_SECONDS)
 
@@ -241,6 +246,7 @@ class DashboardApp:
         r = Route
         out = [
             r("/", self.home), r("/static/dashboard.css", self.stylesheet),
+            r("/static/copy.js", self.script),
             r("/sign-in", self.sign_in_page), r("/sign-in", self.sign_in_send, methods=["POST"]),
             r("/sign-in/confirm", self.sign_in_confirm_page), r("/sign-in/code", self.sign_in_code, methods=["POST"]),
             r("/sign-out", self.sign_out, methods=["POST"]),
@@ -495,6 +501,9 @@ class DashboardApp:
     async def stylesheet(self, request: Request) -> Response:
         return Response(self.css, media_type="text/css", headers={"cache-control": "public, max-age=3600"})
 
+    async def script(self, request: Request) -> Response:
+        return Response(self.copy_js, media_type="text/javascript", headers={"cache-control": "public, max-age=3600"})
+
     async def home(self, request: Request) -> Response:
         s = self.session(request)
         if s is None:
@@ -649,7 +658,8 @@ class DashboardApp:
 
     async def members_page(self, request: Request) -> Response:
         ctx, space, role = self.in_space(request)
-        return self._members(ctx, space, role, None, 200, NOTICES.get(request.query_params.get("done", "")))
+        return self._members(ctx, space, role, REFUSALS.get(request.query_params.get("refused", "")), 200,
+                             NOTICES.get(request.query_params.get("done", "")))
 
     def _members(self, ctx: Ctx, space: Space, role: str, error: str | None, status: int,
                  notice: str | None = None) -> Response:
@@ -659,7 +669,10 @@ class DashboardApp:
     async def _member_action(self, request: Request, action: Callable[[Ctx, Space, dict[str, str]], str]) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             space = self.space(ctx)
-            done = action(ctx, space, f)
+            try:
+                done = action(ctx, space, f)
+            except rules.LastAdministrator:
+                return self.redirect(ctx, f"{self.base(space)}/members?refused=last_admin")
             return self.redirect(ctx, f"{self.base(space)}/members?done={done}")
 
         def retry(ctx: Ctx, f: dict[str, str], error: str, status: int) -> Response:

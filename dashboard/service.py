@@ -74,6 +74,14 @@ class AlreadySubmitted(DashboardError):
         self.key_id = key_id
 
 
+class LastAdministrator(DashboardError):
+    """The change would leave an organisation without an administrator."""
+
+
+LAST_ADMIN_TEXT = ("An organisation keeps at least one administrator. Make another member an administrator "
+                   "first, then change this role.")
+
+
 class NeedsFreshCode(DashboardError):
     """The action needs a sign-in code entered in the last few minutes."""
 
@@ -547,7 +555,7 @@ class Dashboard:
         if self.needs_fresh_code(verified_at):
             raise NeedsFreshCode("changing a role needs a fresh sign-in code")
         if not self.store.change_role_keeping_an_admin(space.id, member, role):
-            raise DashboardError("an organisation keeps at least one administrator: make someone else one first")
+            raise LastAdministrator(LAST_ADMIN_TEXT)
         if current == "admin":  # their invitations end now, and stay ended if they become an admin again
             self.store.cancel_invitations_from(space.id, member, _iso(self.now()))
         if role is None:

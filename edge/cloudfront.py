@@ -49,7 +49,7 @@ from typing import Any, Protocol
 
 from .accesslog import AccessLog, event_line
 from .aws import AWSError, Credentials, Unavailable
-from .files import FileEntry, ReleaseList
+from .files import NAMES_KEY, FileEntry, ReleaseList
 from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
 from .routes import (
@@ -99,6 +99,9 @@ class PointerRelease:
         self.facts = facts
         self.public = public  # docs keys; None when the pointer predates the list
         self.downloads = downloads  # bundle file names; None when the pointer predates the list
+        # the names index (edge/names.py), fetched from the bucket on the first unknown state or LGA
+        self.fetch_names: Callable[[], bytes | None] | None = None
+        self._names: Any = None
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PointerRelease) and (
@@ -106,6 +109,21 @@ class PointerRelease:
             other.release_id, other.facts, other.public, other.downloads)
 
     __hash__ = None  # type: ignore[assignment]
+
+    def names(self) -> Any:
+        """The names index, read once per release; None when it cannot be had (no suggestions then:
+        a failed read is not retried for this release object, so an error answer never waits twice)."""
+        if self._names is None:
+            from .names import Names
+
+            self._names = False
+            body = self.fetch_names() if self.fetch_names is not None else None
+            if body is not None:
+                try:
+                    self._names = Names.from_bytes(body)
+                except (ValueError, TypeError) as e:
+                    log("names index unreadable:", self.release_id, repr(e))
+        return self._names or None
 
     def entry(self, key: str) -> FileEntry | None:
         if key.startswith(DOWNLOAD_FILE.key_prefix):
@@ -227,7 +245,18 @@ class PointerReleases:
         self._etag = reply.headers.get("etag")
         if self._current is not None and release == self._current:
             return self._current  # same object: the gate's per-release memo stays warm
+        release.fetch_names = lambda: self._release_file(release.release_id, NAMES_KEY)
         return release
+
+    def _release_file(self, release_id: str, key: str) -> bytes | None:
+        """One file of a release from the bucket, one short attempt; None when it cannot be read."""
+        base = f"{self.prefix}/" if self.prefix else ""
+        try:
+            reply = self.source.get(f"{base}releases/{release_id}/{key}", time.monotonic() + REFRESH_BUDGET, None, 1)
+        except (AWSError, Unavailable) as e:
+            log("release file unreadable:", release_id, key, repr(e))
+            return None
+        return bytes(reply.body) if reply.status == 200 else None
 
     def pinned(self, release_id: str) -> PointerRelease | None:
         """An earlier release still in the bucket, for its bundle files (`/v1/downloads/<id>/…`).

@@ -12,6 +12,11 @@ from typing import NamedTuple, Protocol
 
 from .routes import Facts
 
+# The names index inside a release (edge/names.py): not a route, never served; read by the gate
+# on an unknown state or LGA, for suggestions. Here so the CDN function names it without
+# importing edge/names.py on its cold path.
+NAMES_KEY = "edge/names.json"
+
 
 class FileEntry(NamedTuple):
     key: str
@@ -22,6 +27,10 @@ class FileEntry(NamedTuple):
 
 
 class ReleaseIndex(Protocol):
+    """A release as the gate sees it. It may also have `names()`: the release's names index
+    (edge.names.Names) or None, for suggestions on an unknown state or LGA (found with getattr, so
+    the indexes that do not need it, such as a pinned release's bundle list, stay as they are)."""
+
     release_id: str
     facts: Facts
 

@@ -379,7 +379,7 @@ def _public(req: Request, release: ReleaseIndex) -> Response:
 # release being served. One (release, memo) pair, replaced whole when another release object
 # is passed (identity, not equality: a new manifest is always a new object), bounded so a
 # stream of distinct queries costs what it cost without the memo.
-_Outcome = tuple[str, FileEntry, str | None] | tuple[None, str, str, dict[str, str]]
+_Outcome = tuple[str, FileEntry, str | None] | tuple[None, str, str, dict[str, Any]]
 _MEMO: tuple[object, dict[tuple[str, str], _Outcome]] = (None, {})
 _MEMO_MAX = 4096
 
@@ -421,6 +421,9 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
         try:
             values[p.name] = p.validate(parsed.get(p.name), facts)
         except ParamError as e:
+            raw = parsed.get(p.name)
+            if raw is not None and e.code in SUGGESTING:
+                return None, *_with_suggestions(e, raw, release)
             return None, e.code, e.detail, {"parameter": e.param}
 
     if route.dataset not in facts.available:
@@ -435,6 +438,28 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
     if entry is None:
         return None, "RELEASE_INCOMPLETE", f"Release {release.release_id} lacks {key}.", {}
     return key, entry, value_scope
+
+
+SUGGESTING = ("UNKNOWN_STATE", "UNKNOWN_LGA")
+
+
+def _with_suggestions(e: ParamError, raw: str, release: ReleaseIndex) -> tuple[str, str, dict[str, Any]]:
+    """An unknown state or LGA: the codes a name (or a near spelling of one) means, in `detail` and in
+    the problem's `suggestions` member. The names index is the release's own (`names()`, loaded on
+    first use); a release without one (older, or unreadable at the moment) answers as before."""
+    from .names import sentence, suggest
+
+    loader = getattr(release, "names", None)
+    found = suggest(e.code, raw, loader() if loader is not None else None)
+    members: dict[str, Any] = {"parameter": e.param}
+    if not found:
+        return e.code, e.detail, members
+    members["suggestions"] = found
+    detail = e.detail
+    if "upper case" not in detail:  # the case hint already names the code
+        first, _, rest = detail.partition(". ")
+        detail = f"{first}. {sentence(e.code, found)}" + (f" {rest}" if rest else "")
+    return e.code, detail, members
 
 
 def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseIndex,

@@ -16,14 +16,19 @@ from datetime import UTC, date, datetime
 from typing import Any, NamedTuple, Protocol
 
 PREFIXES = {"live": "svc_live_", "test": "svc_test_"}
+KEY_LENGTH = 32  # characters after the prefix (docs/keys.md renders this number)
+# Letters and digits only, so a double-click selects the whole key (a `-` splits it into words).
+KEY_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789"
+# Keys issued before had URL-safe characters (`-` and `_` too): they stay valid, so the pattern
+# accepts both; only `new_key` is narrower.
 KEY_RE = re.compile(r"^svc_(live|test)_[A-Za-z0-9_-]{32}$")
 
 
 def new_key(kind: str) -> str:
-    """32 URL-safe characters (192 bits) after the kind prefix."""
+    """32 letters and digits (190 bits) after the kind prefix."""
     import secrets  # administration only: the edge never makes keys, and `secrets` imports `random`
 
-    return PREFIXES[kind] + secrets.token_urlsafe(24)
+    return PREFIXES[kind] + "".join(secrets.choice(KEY_ALPHABET) for _ in range(KEY_LENGTH))
 
 
 def hash_key(key: str) -> str:

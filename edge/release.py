@@ -44,9 +44,23 @@ class ManifestRelease:
     entries: dict[str, FileEntry]
     root: Path | None = None
     digests: dict[str, str] = field(default_factory=dict)  # every file (identity and gzip) -> sha256 hex
+    _names: Any = field(default=None, repr=False, compare=False)
 
     def entry(self, key: str) -> FileEntry | None:
         return self.entries.get(key)
+
+    def names(self) -> Any:
+        """The release's names index (edge.names.Names), read on first use; None if it has none."""
+        if self._names is None:
+            from .names import NAMES_KEY, Names
+
+            self._names = False
+            if self.root is not None and NAMES_KEY in self.digests:
+                try:
+                    self._names = Names.from_bytes((self.root / NAMES_KEY).read_bytes())
+                except (OSError, ValueError, TypeError) as e:
+                    log.warning("release %s: names index unreadable (%s); no suggestions", self.release_id, e)
+        return self._names or None
 
     @classmethod
     def from_manifest(cls, doc: dict[str, Any], root: Path | None = None, only_prefix: str = "") -> ManifestRelease:

@@ -317,7 +317,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "/v1/periods", None, (), "v1/periods.json", JSON,
         "Period index: available months, latest estimated and forecast month, model version. An estimated "
-        "month's score is the survey baseline x the typical season of that month x an adjustment for the "
+        "month's score is the survey baseline × the typical season of that month × an adjustment for the "
         "rainfall recorded in that month and the three before (docs/model.md); a forecast month has no "
         "rainfall adjustment.",
         "risk",

@@ -13,7 +13,9 @@ import numpy as np
 import orjson
 import shapely
 
+from edge.files import NAMES_KEY
 from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.names import names_file
 from pipeline.geography import Geography
 
 ROUTE = "/v1/boundaries/lgas"
@@ -67,6 +69,7 @@ def produce(ctx: BuildContext) -> Produced:
         dataset="geography",
         documents={ROUTE: feature_collections(geography)},
         facts={"states": states},
+        files={NAMES_KEY: names_file(geography)},  # the edge's suggestions for names (datasets/names.py)
     )
 
 

@@ -141,6 +141,16 @@ UNITS: dict[str, str] = {
     "itn_access": "share (0 to 1)", "irs_coverage": "share (0 to 1)", "effective_treatment": "share (0 to 1)",
     "response_index": "share (0 to 1)", "seasonal_index": "share of the peak month", "rep_lon": "degrees",
     "rep_lat": "degrees", "horizon": "months",
+    # ranges and further shares: the unit of the figure they bound or describe
+    "itn_use_low_90": "share (0 to 1)", "itn_use_high_90": "share (0 to 1)", "itn_use_2024": "share (0 to 1)",
+    "itn_use_2024_low_90": "share (0 to 1)", "itn_use_2024_high_90": "share (0 to 1)", "low": "share (0 to 1)",
+    "high": "share (0 to 1)", "urban": "share (0 to 1)", "rural": "share (0 to 1)",
+    "seasonal_floor": "share of the peak month", "high_season_share_of_peak": "share of the peak month",
+    "lag_months": "months", "season_centre_month": "month of the year (1 to 13)", "season_months": "months",
+    "month": "month of the year (1 to 12)", "peak_month": "month of the year (1 to 12)",
+    "season_start_month": "month of the year (1 to 12)", "season_end_month": "month of the year (1 to 12)",
+    "survey_year": "year", "lgas": "LGAs", "clusters": "survey clusters", "children_tested": "children",
+    "children_tested_lower_bound": "children", "clusters_lower_bound": "survey clusters",
 }
 
 # Which credited sources (keys of pipeline/attribution.py) each file rests on, from the one licence
@@ -202,7 +212,10 @@ def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: di
     if "provisional" not in df.columns:
         df = df.join(provisional, on="period", how="left")
     key = "lga_code" if table == "risk_lga_month" else "state_code"
-    return _ordered(df, table).sort(key, "period")
+    # newest month first within each area: the forecast rows (with `horizon`) lead the file, so a reader
+    # that types a column from the first rows (polars: 100, readr: 1000) sees a whole number there, not
+    # only the empty cells of the estimated months (docs/downloads.md#row-order)
+    return _ordered(df, table).sort(key, "period", descending=[False, True])
 
 
 def context_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -433,13 +446,18 @@ def _field_notes(produced: Iterable[Produced]) -> dict[str, str]:
         for name, prop in (schema.get("properties") or {}).items():
             if isinstance(prop, dict) and prop.get("description"):
                 notes.setdefault(name, prop["description"])
+    # what a field measures (the API's description) first, then where its figures come from: a source
+    # line alone ("NDHS 2018 …") would not say the unit or the population
+    sources: dict[str, str] = {}
     for p in produced:
         for docs in p.documents.values():
             for doc in list(docs.values())[:1]:
                 fields = doc.get("source", {}).get("fields") if isinstance(doc, dict) and isinstance(
                     doc.get("source"), dict) else None
                 if isinstance(fields, dict):
-                    notes.update({k: v for k, v in fields.items() if isinstance(v, str)})
+                    sources.update({k: v for k, v in fields.items() if isinstance(v, str)})
+    for name, line in sources.items():
+        notes[name] = f"{notes[name]} Source: {line}" if name in notes else line
     notes.update(OWN_FIELDS)
     return notes
 
@@ -601,8 +619,10 @@ def how_values_were_made(model_version: str | None, season_method: Mapping[str, 
         season = "Transmission seasons are not part of this release."
     else:
         season = "Transmission seasons are derived from typical rainfall shifted by the delay from rain to cases."
-    return ("Risk scores are modelled, not measured: a survey baseline of parasite positivity per state (DHS/MIS "
-            f"rounds), split between urban and rural LGAs, {months} `score_low`/`score_high` give the likely range. "
+    return ("Risk scores are modelled, not measured: the microscopy positivity in children 6–59 months a survey of "
+            "the area would be expected to find, from a survey baseline of parasite positivity per state (DHS/MIS "
+            f"rounds), split between urban and rural LGAs, {months} `score_low`/`score_high` give the 80 % "
+            "predictive range. "
             f"State figures are population-weighted from their LGAs. {season}")
 
 

@@ -25,6 +25,7 @@ from typing import Any
 
 import orjson
 
+from edge.files import NAMES_KEY
 from edge.routes import (
     DOWNLOAD_FILE,
     PUBLIC_PREFIX,
@@ -52,7 +53,7 @@ __all__ = ["clean_killed_builds", "switch_current"]
 
 Progress = Callable[[str, int, int], None]
 
-STATIC_PREFIXES = (PUBLIC_PREFIX, DOWNLOAD_FILE.key_prefix)
+STATIC_PREFIXES = (PUBLIC_PREFIX, DOWNLOAD_FILE.key_prefix, NAMES_KEY)  # NAMES_KEY: the one edge-only file
 
 
 @dataclass

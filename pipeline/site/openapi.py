@@ -96,9 +96,14 @@ LGA_CODE = _str("Stable LGA identifier: the OCHA COD-AB p-code. Join on it, not 
 def resource_schemas() -> dict[str, Schema]:
     """SPEC sections 2.1–2.9 as JSON Schema (draft 2020-12, which OpenAPI 3.1 uses)."""
     risk_common = {
-        "score": _share("Risk score, 0 to 1."),
-        "score_low": _share("Lower end of the likely range."),
-        "score_high": _share("Upper end of the likely range."),
+        "score": _share("Risk score: modelled malaria positivity, the share (0 to 1) of children 6–59 months a "
+                        "microscopy survey of the area would be expected to find infected in that month. A model "
+                        "figure, not an observation (docs: model)."),
+        "score_low": _share("Lower end of the score's 80 % predictive range, in the score's unit (share of "
+                            "children 6–59 months): a survey of the area in that month would measure a value in "
+                            "[score_low, score_high] with probability 0.8 (`score_range_level` of /v1/periods)."),
+        "score_high": _share("Upper end of the score's 80 % predictive range, in the score's unit (share of "
+                             "children 6–59 months); see `score_low`."),
         "level": _str("Risk level band of the score.", enum=LEVELS),
     }
     season = {
@@ -131,7 +136,7 @@ def resource_schemas() -> dict[str, Schema]:
                                       "seasons)."},
     }
     survey = {
-        "survey_year": _int("Survey round.", enum=[2010, 2015, 2018, 2021]),
+        "survey_year": _int("Survey round: the year it was fielded.", enum=[2010, 2015, 2018, 2021]),
         "positivity": _share("Share of children aged 6 to 59 months who tested positive."),
         "low": _share("Lower end of the 95% range; null where the source gives none.", nullable=True),
         "high": _share("Upper end of the 95% range; null where the source gives none.", nullable=True),
@@ -168,7 +173,7 @@ def resource_schemas() -> dict[str, Schema]:
         "effective_treatment": _share("Share of malaria cases getting effective treatment.", nullable=True),
         "travel_minutes_to_care": _nullable("number", "Average travel time to the nearest health facility, "
                                             "minutes."),
-        "response_index": _share("Average of net use and effective treatment.", nullable=True),
+        "response_index": _share("Average of net use and effective treatment: a share (0 to 1).", nullable=True),
         "itn_use_low_90": _share("Lower end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
                                  "null in state records.", nullable=True),
         "itn_use_high_90": _share("Upper end of the 90% interval of the LGA's 2018 net-use estimate (additive); "
@@ -224,7 +229,8 @@ def resource_schemas() -> dict[str, Schema]:
     }, description="Risk of every LGA of one state for one estimated month.")
     s["StateForecast"] = _obj({
         "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
-        "states": {"type": "array", "items": _ref("StateRisk")},
+        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk first; "
+                   "ties broken by `state_code`."},
     })
     s["StateForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
@@ -233,7 +239,8 @@ def resource_schemas() -> dict[str, Schema]:
     s["LgaForecast"] = _obj({
         "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
         "state_code": STATE_CODE, "state": _str("State name."),
-        "lgas": {"type": "array", "items": _ref("LgaRisk")},
+        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest risk "
+                 "first; ties broken by `lga_code`."},
     })
     s["LgaForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
@@ -270,7 +277,8 @@ def resource_schemas() -> dict[str, Schema]:
                                 "against (out of sample)."),
             "fit_dated_cases": _str("Source of the dated LGA case series used for fitting and validation only "
                                     "(rows never published; additive)."),
-            "surveys": {"type": "array", "items": {"type": "string"}},
+            "surveys": {"type": "array", "items": {"type": "string"},
+                        "description": "Every survey source quoted, one line each."},
             "survey_note": _str("How survey rounds were chosen and labelled."),
             "note": _str("How the LGA rainfall was derived."),
             "survey_sample": {
@@ -278,7 +286,8 @@ def resource_schemas() -> dict[str, Schema]:
                 "description": "Additive: where the survey sample lower bounds come from (see /docs/survey.html).",
                 "properties": {
                     "note": _str("How the bounds were made and why they are bounds, not counts."),
-                    "sources": {"type": "array", "items": _ref("Attribution")},
+                    "sources": {"type": "array", "items": _ref("Attribution"),
+                                "description": "The sources of the bounds, with licence and citation."},
                 },
             },
         },
@@ -293,18 +302,22 @@ def resource_schemas() -> dict[str, Schema]:
         **context_figures,
     }, description="Context figures of one LGA.")
     s["StateContextResponse"] = _obj({
-        "source": _ref("ContextSource"), "states": {"type": "array", "items": _ref("StateContext")},
+        "source": {**_ref("ContextSource"), "description": "Origin, licence and year of the figures."},
+        "states": {"type": "array", "items": _ref("StateContext"), "description": "Every state, by state code."},
     })
     s["LgaContextResponse"] = _obj({
-        "source": _ref("ContextSource"), "state_code": STATE_CODE, "state": _str("State name."),
+        "source": {**_ref("ContextSource"), "description": "Origin, licence and year of the figures."},
+        "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaContext"), "description": "Alphabetical by LGA name."},
     })
     s["Season"] = _obj(season, description="When reported cases are expected to be highest in an area (not how high).")
     s["SurveyTrendEntry"] = _obj(survey, description="One survey round's malaria positivity in children for one state.")
     s["NationalSurveyTrendEntry"] = _obj({
         **survey,
-        "urban": _share("Urban positivity.", nullable=True),
-        "rural": _share("Rural positivity.", nullable=True),
+        "urban": _share("Positivity in children 6–59 months living in urban survey clusters (share, 0 to 1).",
+                        nullable=True),
+        "rural": _share("Positivity in children 6–59 months living in rural survey clusters (share, 0 to 1).",
+                        nullable=True),
         "derived": {"type": "boolean", "description": "true where no national figure of this test was "
                     "published for the round and the entry is the population-weighted mean of its zone figures "
                     "(additive)."},
@@ -316,9 +329,12 @@ def resource_schemas() -> dict[str, Schema]:
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
-        "median_correlation": {"type": ["number", "null"]},
-        "mean_months_off": {"type": ["number", "null"]},
-        "mean_months_peak_is_off": {"type": ["number", "null"]},
+        "median_correlation": {"type": ["number", "null"], "description": "Median correlation (Pearson r, "
+                               "-1 to 1) between the season predicted out of sample and each recorded case series."},
+        "mean_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted and "
+                            "recorded season start and end, months."},
+        "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
+                                    "and recorded peak month, months."},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
         "season_rule": _str("The season rule published (additive): model 4 whenever case records exist; the "
                             "others are refitted in the same folds as its comparison.",
@@ -337,8 +353,10 @@ def resource_schemas() -> dict[str, Schema]:
                                           "share of a year's cases in its best 4 months (additive)."},
         "mean_trough_to_peak_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
                                       "lowest month as a share of the peak (additive)."},
-        "recorded_median_trough_to_peak": {"type": ["number", "null"]},
-        "recorded_max_best_4_month_share": {"type": ["number", "null"]},
+        "recorded_median_trough_to_peak": {"type": ["number", "null"], "description": "Median over the recorded "
+                                           "series of the lowest month as a share of the peak month."},
+        "recorded_max_best_4_month_share": {"type": ["number", "null"], "description": "Largest share of a "
+                                            "year's recorded cases falling in its best 4 months, over the series."},
         "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
                     "(additive)."},
         "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
@@ -358,7 +376,8 @@ def resource_schemas() -> dict[str, Schema]:
         "cases_follow_rain_by_months": {"type": "number", "description": "Lag of cases behind rainfall, months."},
         "high_season_share_of_peak": _share("Threshold share of the peak defining high months."),
         "description": _str("The method in plain sentences."),
-        "check": _ref("TransmissionCheck"),
+        "check": {**_ref("TransmissionCheck"), "description": "How well the method predicts recorded case "
+                  "series it was not fitted to (out of sample)."},
         "seasonal_floor": _share("The national season's floor (population-weighted mean of the states'; "
                                  "additive)."),
         "floor_at_5_dry_months": _share("Floor of an area with 5 dry months (additive)."),
@@ -386,21 +405,22 @@ def resource_schemas() -> dict[str, Schema]:
                  "seasonal_floor", "season_rule", "dry_month_below_mm", "peak_window_share_of_peak",
                  "parameters_fitted_to_series"])  # the floor and lag constants exist only under models 2-3
     s["TransmissionStatesResponse"] = _obj({
-        "method": _ref("TransmissionMethod"),
+        "method": {**_ref("TransmissionMethod"), "description": "How the seasons were made, and their check."},
         "national": _obj({
-            "season": _ref("Season"),
+            "season": {**_ref("Season"), "description": "The national season (population-weighted)."},
             "survey_trend": {"type": "array", "items": _ref("NationalSurveyTrendEntry"),
                              "description": "Microscopy only, one entry per round (derived where marked)."},
             "survey_trend_rdt": {"type": "array", "items": _ref("NationalSurveyTrendEntry"),
                                  "description": "RDT only, one entry per round (derived where marked; "
                                  "additive). RDT reads higher than microscopy: compare within a series."},
-        }),
+        }, description="The country as a whole."),
         "states": {"type": "array", "items": _obj({
             "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
-            "season": _ref("Season"),
-            "survey_trend": {"type": "array", "items": _ref("SurveyTrendEntry")},
-        })},
-        "source": _ref("TransmissionSource"),
+            "season": {**_ref("Season"), "description": "The state's season."},
+            "survey_trend": {"type": "array", "items": _ref("SurveyTrendEntry"),
+                             "description": "The state's survey positivity, one entry per round."},
+        }), "description": "Every state, by state code."},
+        "source": {**_ref("TransmissionSource"), "description": "Origin and licence of each input."},
     }, description="Seasons and survey trends of the country and every state, with the method and its check.")
     s["LgaTransmission"] = _obj({
         "lga_code": LGA_CODE, "lga": _str("LGA name."), **season,
@@ -410,7 +430,7 @@ def resource_schemas() -> dict[str, Schema]:
     s["LgaTransmissionResponse"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaTransmission"), "description": "Alphabetical by LGA name."},
-        "source": _ref("TransmissionSource"),
+        "source": {**_ref("TransmissionSource"), "description": "Origin and licence of each input."},
     }, required=["state_code", "state", "lgas"])  # a state without LGAs carries no source
     ratio_fields = {
         "season_class": _str("`marked`, `moderate` or `weak`: the season's published class, else by trough/peak of "
@@ -462,13 +482,13 @@ def resource_schemas() -> dict[str, Schema]:
             "lgaCode": {**LGA_CODE, "description": "LGA identifier; equals `lga_code` in the other endpoints."},
             "lga": _str("LGA name."),
             "state": STATE_CODE,
-        }),
+        }, description="The LGA's code, name and state."),
         "geometry": _obj({
             "type": _str("Geometry type.", enum=["Polygon", "MultiPolygon"]),
             "coordinates": {"anyOf": [_ref("PolygonCoordinates"), _ref("MultiPolygonCoordinates")],
                             "description": "GeoJSON coordinates, longitude/latitude (WGS 84): rings of positions "
                             "for a Polygon, polygons of rings for a MultiPolygon."},
-        }),
+        }, description="The outline (simplified for screen scale; shared edges kept)."),
     }, description="One LGA outline as a GeoJSON feature.")
     s["Position"] = {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2,
                      "description": "Longitude, latitude (WGS 84, degrees)."}
@@ -480,7 +500,8 @@ def resource_schemas() -> dict[str, Schema]:
     s["BoundaryCollection"] = _obj({
         "type": _str("Always `FeatureCollection`.", const="FeatureCollection"),
         "source": _str("Origin and licence of the shapes."),
-        "features": {"type": "array", "items": _ref("BoundaryFeature")},
+        "features": {"type": "array", "items": _ref("BoundaryFeature"),
+                     "description": "One feature per LGA of the state, by LGA code."},
     })
     s["DownloadFile"] = _obj({
         "name": _str("File name, unique within the release.", pattern=FILE_NAME_RE.pattern,
@@ -595,6 +616,19 @@ def problem_schema() -> Schema:
             "instance": _str("The request path.", format="uri-reference"),
             "parameter": _str("The query parameter at fault (parameter errors only)."),
             "required_scope": _str("The scope the key lacks (SCOPE_REQUIRED only).", enum=list(SCOPES)),
+            "suggestions": {
+                "type": "array",
+                "description": "UNKNOWN_STATE and UNKNOWN_LGA only, when the value looks like a name, a code in "
+                               "another case or a near spelling of one: the codes it most likely means, best "
+                               "first (several LGAs can share a name: all are listed). Absent when nothing is "
+                               "close. The code and status are the same with or without it.",
+                "items": _obj({
+                    "state_code": _str("Two-letter state code (UNKNOWN_STATE; for UNKNOWN_LGA the LGA's state)."),
+                    "state": _str("The state's name (OCHA COD-AB)."),
+                    "lga_code": _str("LGA code, NG + 6 digits (UNKNOWN_LGA only)."),
+                    "lga": _str("The LGA's name (OCHA COD-AB; UNKNOWN_LGA only)."),
+                }, ["state_code", "state"], "One suggested code with its name."),
+            },
         },
     }
 

@@ -53,6 +53,7 @@ from pipeline.site.openapi import (
     param_schema,
     routes_for_code,
 )
+from pipeline.site.stated import settings_figures
 
 SITE_DIR = Path(__file__).resolve().parent  # templates/ and static/
 HTML = "text/html; charset=utf-8"
@@ -596,7 +597,7 @@ def read_markdown(docs_dir: Path) -> dict[str, str]:
 
 
 def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Path = SITE_DIR) -> Produced:
-    figures = {**release_figures(ctx.produced), "site.dashboard_url": ctx.dashboard_url}
+    figures = {**release_figures(ctx.produced), **settings_figures(), "site.dashboard_url": ctx.dashboard_url}
     markdown = {slug: substitute(text, figures, slug) for slug, text in read_markdown(docs_dir).items()
                 if slug not in OPERATOR_PAGES}
     files = render_site(

@@ -44,11 +44,12 @@ def test_risk_table_order_kind_horizon_and_provisional():
     df = d.risk_table([_est("2024-01"), _est("2024-02")], [FC], PERIODS, "risk_lga_month")
     assert df.columns[:11] == list(d.LEAD["risk_lga_month"])
     assert df.height == 2 * 4
+    # newest first within an area: the forecast rows, which carry `horizon`, lead the file
     assert df.select("lga_code", "period").rows()[:4] == [("NG020001", p) for p in
-                                                         ("2024-01", "2024-02", "2024-03", "2024-04")]
-    assert df["kind"].to_list()[:4] == ["estimated", "estimated", "forecast", "forecast"]
-    assert df["horizon"].to_list()[:4] == [None, None, 1, 2]
-    assert df["provisional"].to_list()[:4] == [False, True, False, False]
+                                                         ("2024-04", "2024-03", "2024-02", "2024-01")]
+    assert df["kind"].to_list()[:4] == ["forecast", "forecast", "estimated", "estimated"]
+    assert df["horizon"].to_list()[:4] == [2, 1, None, None]
+    assert df["provisional"].to_list()[:4] == [False, False, True, False]
     row = df.filter(pl.col("lga_code") == "NG020002", pl.col("period") == "2024-04").row(0, named=True)
     assert (row["score"], row["score_low"], row["score_high"]) == (0.4, 0.2, 0.8)
 

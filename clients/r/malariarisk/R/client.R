@@ -20,13 +20,37 @@ print.mr_client <- function(x, ...) {
   invisible(x)
 }
 
+# The service's details name HTTP routes ("use /v1/forecasts/lgas"); R users call functions, so a
+# message names the function instead. Longest paths first (/v1/risk/lgas/all before /v1/risk/lgas).
+mr_functions <- c(
+  "/v1/risk/lgas/all" = "mr_risk_lgas_all()", "/v1/risk/states" = "mr_risk_states()",
+  "/v1/risk/lgas" = "mr_risk_lgas()", "/v1/forecasts/states" = "mr_forecasts_states()",
+  "/v1/forecasts/lgas" = "mr_forecasts_lgas()", "/v1/history/states" = "mr_history_state()",
+  "/v1/history/lgas" = "mr_history_lga()", "/v1/context/states" = "mr_context_states()",
+  "/v1/context/lgas" = "mr_context_lgas()", "/v1/transmission/states" = "mr_transmission_states()",
+  "/v1/transmission/lgas" = "mr_transmission_lgas()", "/v1/boundaries/lgas" = "mr_boundaries()",
+  "/v1/periods" = "mr_periods()", "/v1/downloads" = "mr_downloads()", "/v1/releases" = "mr_releases()")
+
+mr_for_client <- function(detail) {
+  for (route in names(mr_functions)) {
+    detail <- gsub(paste0(route, "(?![A-Za-z0-9_/])"), mr_functions[[route]], detail, perl = TRUE)
+  }
+  detail
+}
+
 mr_problem <- function(resp) {
-  body <- tryCatch(jsonlite::fromJSON(httr2::resp_body_string(resp)), error = function(e) list())
+  body <- tryCatch(jsonlite::fromJSON(httr2::resp_body_string(resp), simplifyVector = FALSE),
+                   error = function(e) list())
   code <- if (is.null(body$code)) "" else body$code
-  detail <- if (is.null(body$detail)) httr2::resp_status_desc(resp) else body$detail
+  detail <- mr_for_client(if (is.null(body$detail)) httr2::resp_status_desc(resp) else body$detail)
+  # the codes an unknown state or LGA most likely meant: a data frame (empty when there are none)
+  suggestions <- if (length(body$suggestions)) {
+    do.call(rbind, lapply(body$suggestions, as.data.frame, stringsAsFactors = FALSE))
+  } else data.frame()
   structure(class = c("mr_api_error", "error", "condition"),
             list(message = paste0(httr2::resp_status(resp), " ", code, ": ", detail),
-                 call = NULL, status = httr2::resp_status(resp), code = code, detail = detail))
+                 call = NULL, status = httr2::resp_status(resp), code = code, detail = detail,
+                 suggestions = suggestions))
 }
 
 mr_wait_seconds <- function(resp) {

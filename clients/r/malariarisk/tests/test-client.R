@@ -65,6 +65,15 @@ if (!nzchar(url)) {
   # problems stop with their code
   err <- tryCatch(mr_risk_lgas(mr, "XX"), mr_api_error = function(e) e)
   stopifnot(inherits(err, "mr_api_error"), err$status == 404, err$code == "UNKNOWN_STATE")
+  # a name suggests the code; a forecast month names the function to use
+  err <- tryCatch(mr_risk_lgas(mr, "Kano"), mr_api_error = function(e) e)
+  stopifnot(err$code == "UNKNOWN_STATE", grepl("`KN`", err$message, fixed = TRUE),
+            identical(err$suggestions$state_code, "KN"))
+  err <- tryCatch(mr_history_lga(mr, "Bunkure"), mr_api_error = function(e) e)
+  stopifnot(err$code == "UNKNOWN_LGA", "NG020006" %in% err$suggestions$lga_code)
+  err <- tryCatch(mr_risk_states(mr, mr_periods(mr)$last_forecast), mr_api_error = function(e) e)
+  stopifnot(err$code == "FORECAST_PERIOD", grepl("mr_forecasts_lgas()", err$message, fixed = TRUE),
+            !grepl("/v1/", err$message, fixed = TRUE))
   narrow <- mr_client(url, Sys.getenv("MALARIA_RISK_TEST_NARROW_KEY"))
   err <- tryCatch(mr_history_state(narrow, "KN", forecasts = TRUE), mr_api_error = function(e) e)
   stopifnot(err$status == 403, err$code == "SCOPE_REQUIRED")
