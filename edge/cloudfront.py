@@ -94,16 +94,20 @@ class PointerRelease:
     """
 
     def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None,
-                 downloads: frozenset[str] | None = None):
+                 downloads: frozenset[str] | None = None,
+                 download_scopes: Mapping[str, tuple[str, ...]] | None = None):
         self.release_id = release_id
         self.facts = facts
         self.public = public  # docs keys; None when the pointer predates the list
         self.downloads = downloads  # bundle file names; None when the pointer predates the list
+        # bundle file name -> the scopes it needs, as the release records them; a name without
+        # one (a release published before scopes were recorded) needs every scope
+        self.download_scopes = dict(download_scopes or {})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PointerRelease) and (
-            self.release_id, self.facts, self.public, self.downloads) == (
-            other.release_id, other.facts, other.public, other.downloads)
+            self.release_id, self.facts, self.public, self.downloads, self.download_scopes) == (
+            other.release_id, other.facts, other.public, other.downloads, other.download_scopes)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -115,7 +119,7 @@ class PointerRelease:
             if self.downloads is None or name not in self.downloads:
                 return None
             gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) else key + ".gz"
-            return FileEntry(key, "", "application/octet-stream", gz, None)
+            return FileEntry(key, "", "application/octet-stream", gz, None, self.download_scopes.get(name))
         if key.startswith(PUBLIC_PREFIX):
             known = key in self.public if self.public is not None else DOCS_KEY_RE.fullmatch(key) is not None
             if not known:
@@ -136,7 +140,17 @@ class PointerRelease:
         downloads = doc.get("downloads")
         return cls(release_id, Facts.from_json(facts),
                    frozenset(str(k) for k in public) if isinstance(public, list) else None,
-                   frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None)
+                   frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None,
+                   scopes_by_name(doc.get("download_scopes")))
+
+
+def scopes_by_name(raw: Any) -> dict[str, tuple[str, ...]]:
+    """`{name: [scope, ...]}` as the publisher writes it; anything malformed is left out (that file
+    then needs every scope: fail closed)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): tuple(v) for k, v in raw.items()
+            if isinstance(v, list) and all(isinstance(s, str) for s in v)}
 
 
 class PointerSource(Protocol):
