@@ -179,6 +179,27 @@ def scopes_for(name: str, contents: Iterable[tuple[str, ...]] = ()) -> tuple[str
     return scopes_of_routes(TABLE_ROUTES[stem]) if stem in TABLE_ROUTES else SCOPES
 
 
+def download_scope_map() -> dict[str, list[str]]:
+    """File stem (or name) -> the scopes it needs, for the OpenAPI document and the docs (the rule above)."""
+    out = {stem: list(scopes_of_routes(paths)) for stem, paths in TABLE_ROUTES.items()}
+    out.update({name: [] for name in DESCRIPTION_FILES})
+    out[ZIP_NAME] = list(SCOPES)
+    return out
+
+
+def download_scope_text() -> str:
+    """The rule in one paragraph: which files need which scopes."""
+    by_scopes: dict[tuple[str, ...], list[str]] = {}
+    for stem, scopes in download_scope_map().items():
+        by_scopes.setdefault(tuple(scopes), []).append(f"`{stem}`")
+    def both(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    parts = [f"{', '.join(names)}: {both([f'`{s}`' for s in scopes]) if scopes else 'any valid key'}"
+             for scopes, names in by_scopes.items()]
+    return "What each file needs (by file name, before the extension): " + "; ".join(parts) + "."
+
+
 @dataclass(frozen=True)
 class BundleFile:
     name: str
