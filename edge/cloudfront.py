@@ -54,6 +54,7 @@ from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
 from .routes import (
     BUNDLE_ZIP,
+    BY_PATH,
     DOWNLOAD_FILE,
     GEOJSON,
     JSON,
@@ -73,6 +74,7 @@ STATUS_TEXT = {200: "OK", 204: "No Content", 301: "Moved Permanently", 304: "Not
 DOCS_KEY_RE = re.compile(r"^docs/[a-z0-9][a-z0-9._-]{0,100}$")  # the flat docs site, for pointers without a list
 CONTENT_TYPES = {".json": JSON, ".geojson": GEOJSON, ".html": "text/html; charset=utf-8",
                  ".css": "text/css; charset=utf-8"}
+INDEX_KEY = BY_PATH["/v1/downloads"].file_key  # a release's `/v1/downloads` document: names and scopes
 PINNED_TTL = 300.0  # seconds an earlier release's bundle list is trusted before the bucket is asked again
 REFRESH_BUDGET = 0.6  # seconds a pointer *refresh* may take: a known release is kept rather than waited for
 
@@ -257,15 +259,15 @@ class PointerReleases:
         if hit is not None and now - hit[0] < (PINNED_TTL if hit[1] is not None else self.ttl):
             return hit[1]
         base = f"{self.prefix}/" if self.prefix else ""
+        found = self._pinned_index(f"{base}releases/{release_id}/{INDEX_KEY}", release_id)
         key = f"{base}releases/{release_id}/{DOWNLOAD_FILE.key_prefix}SHA256SUMS"
-        found: PointerRelease | None = None
         try:
-            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1) if found is None else None
         except AWSError as e:
             if e.status not in (403, 404):  # absent objects answer 403 without ListBucket
                 raise
         else:
-            if reply.status == 200:
+            if reply is not None and reply.status == 200:  # an index without scopes: names only (fail closed)
                 names = {line.split(maxsplit=1)[1].strip().lstrip("*")
                          for line in reply.body.decode("utf-8").splitlines() if len(line.split(maxsplit=1)) == 2}
                 found = PointerRelease(release_id, Facts(), frozenset(), frozenset(names | {"SHA256SUMS", BUNDLE_ZIP}))
@@ -273,6 +275,29 @@ class PointerReleases:
             self._pinned.clear()
         self._pinned[release_id] = (now, found)
         return found
+
+    def _pinned_index(self, key: str, release_id: str) -> PointerRelease | None:
+        """The release's own `/v1/downloads` document: its files' names and the scopes each needs
+        (a few KB). None when it is absent or records no scopes (a release published before they
+        were recorded): the caller then reads the names from SHA256SUMS, and every file needs
+        every scope."""
+        try:
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
+        except AWSError as e:
+            if e.status not in (403, 404):
+                raise
+            return None
+        if reply.status != 200:
+            return None
+        try:
+            files = json.loads(reply.body).get("files")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("scopes"), list)
+                                                  and isinstance(f.get("name"), str) for f in files):
+            return None
+        scopes = scopes_by_name({f["name"]: f["scopes"] for f in files})
+        return PointerRelease(release_id, Facts(), frozenset(), frozenset(scopes), scopes)
 
 
 # --- keys and limits per request ------------------------------------------------------------
