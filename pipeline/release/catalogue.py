@@ -234,7 +234,8 @@ def retain(root: Path, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Retai
         pinned = {rid for rid, r in listed.items() if r.get("pinned")}
         # the server's own rule (edge.release.serving): `current`'s release, and while that one is
         # broken the newest other release that verifies in full, which a running server serves
-        served = {current_release_id(root), *serving(root)} - {None}
+        named = current_release_id(root)
+        served = {*serving(root), *([named] if named else [])}
         kept = kept_by_rule(ordered, keep, pinned, served)
         out = Retained(removed=[rid for rid in ordered if rid not in kept], kept=kept,
                        cleaned=[] if dry_run else clean_killed_builds(root))
