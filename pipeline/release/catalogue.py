@@ -204,6 +204,7 @@ class Retained:
     kept: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)  # temporary directories of killed builds
     collected: Collected = field(default_factory=Collected)  # objects no kept release links
+    fallback: str | None = None  # kept because a server serves it while `current` is broken
 
 
 def kept_by_rule(ordered: list[str], keep: int, pinned: set[str], served: str | Iterable[str] | None) -> list[str]:
@@ -238,7 +239,8 @@ def retain(root: Path, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Retai
         served = {*serving(root), *([named] if named else [])}
         kept = kept_by_rule(ordered, keep, pinned, served)
         out = Retained(removed=[rid for rid in ordered if rid not in kept], kept=kept,
-                       cleaned=[] if dry_run else clean_killed_builds(root))
+                       cleaned=[] if dry_run else clean_killed_builds(root),
+                       fallback=next((rid for rid in sorted(served) if rid != named), None))
         if dry_run:
             return out
         try:

@@ -222,7 +222,7 @@ def test_prune_keeps_the_release_a_server_falls_back_to_while_current_is_broken(
     (tmp_path / "releases" / ids[2] / "v1" / "periods.json").unlink()  # current broken: a file lost
     # a server now serves the newest other release that verifies (ids[1]): prune keeps it
     got = retain(tmp_path, keep=1)
-    assert sorted(got.kept) == sorted([ids[2], ids[1]]) and got.removed == [ids[0]]
+    assert sorted(got.kept) == sorted([ids[2], ids[1]]) and got.removed == [ids[0]] and got.fallback == ids[1]
     assert verify_release(tmp_path, ids[1]).ok
     assert serving(tmp_path) == [ids[2], ids[1]]
     # once current is whole again, the same rule keeps only it
