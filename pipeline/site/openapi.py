@@ -564,6 +564,11 @@ def problem_schema() -> Schema:
 # --- per-route derivations ---------------------------------------------------------
 
 
+# A bundle file's scopes are the file's (its release records them), not the operation's: it can
+# answer SCOPE_REQUIRED like every route with a scope.
+DOWNLOAD_SCOPE = "per file"
+
+
 def codes_for_route(route: Route) -> list[Problem]:
     """Every problem the gate can answer for a GET on this route, in catalogue order.
 
@@ -595,7 +600,7 @@ def _codes(scope: str | None, errors: tuple[str, ...]) -> list[Problem]:
 def routes_for_code(code: str) -> list[str]:
     """Paths that can answer `code`; empty for the path-level codes, which apply to any request."""
     paths = [r.path for r in ROUTES if any(p.code == code for p in codes_for_route(r))]
-    if any(p.code == code for p in _codes(None, DOWNLOAD_FILE.errors)):
+    if any(p.code == code for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors)):
         paths.append(DOWNLOAD_FILE.path)
     return paths
 
@@ -749,7 +754,7 @@ def _download_file_operation() -> Schema:
     from pipeline.datasets.downloads import download_scope_map, download_scope_text
 
     by_status: dict[int, list[Problem]] = {}
-    for p in _codes("per file", DOWNLOAD_FILE.errors):
+    for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors):
         by_status.setdefault(p.status, []).append(p)
     responses: dict[str, Schema] = {
         "200": {
