@@ -38,7 +38,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, RedirectRespons
 from starlette.routing import Route
 
 from edge.limits import DEFAULT_MONTHLY
-from edge.routes import SCOPES
+from edge.routes import SCOPES, scope_endpoints
 
 from . import service as rules
 from .service import Dashboard, DashboardError, Limited, Space
@@ -368,7 +368,8 @@ class DashboardApp:
         email = ctx.session["email"] if ctx.session else None
         spaces = self.service.spaces(email) if email else []
         html = self.env.get_template(template).render(
-            csrf=self.csrf(ctx), email=email, spaces=spaces, scopes=SCOPES, **context)
+            csrf=self.csrf(ctx), email=email, spaces=spaces, scopes=SCOPES,
+            scope_endpoints={s: scope_endpoints(s) for s in SCOPES}, **context)
         return self.finish(ctx, HTMLResponse(html, status))
 
     def finish(self, ctx: Ctx, response: Response) -> Response:

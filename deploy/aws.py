@@ -84,13 +84,15 @@ BUCKET_POLICY_SID = "MalariaRiskCloudFrontReadsReleases"
 
 def role_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
     """What the function may do: read the pointer, the list of kept releases beside it and the kept
-    releases' bundle file lists (pinned downloads), update key items, write its logs (in every region)."""
+    releases' bundle file lists and their scopes (pinned downloads), update key items, write its logs (in every region)."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadPointer", "Effect": "Allow", "Action": "s3:GetObject",
          "Resource": [f"arn:aws:s3:::{bucket}/{base}current.json",
                       f"arn:aws:s3:::{bucket}/{base}releases.json",
-                      f"arn:aws:s3:::{bucket}/{base}releases/*/downloads/SHA256SUMS"]},
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/downloads/SHA256SUMS",
+                      # a kept release's /v1/downloads document: its files and the scopes each needs
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/v1/downloads.json"]},
         {"Sid": "AuthoriseAndCount", "Effect": "Allow", "Action": "dynamodb:UpdateItem",
          "Resource": f"arn:aws:dynamodb:{region}:*:table/{table_prefix}keys"},
         {"Sid": "Logs", "Effect": "Allow",

@@ -54,6 +54,7 @@ from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
 from .routes import (
     BUNDLE_ZIP,
+    BY_PATH,
     DOWNLOAD_FILE,
     GEOJSON,
     JSON,
@@ -73,6 +74,7 @@ STATUS_TEXT = {200: "OK", 204: "No Content", 301: "Moved Permanently", 304: "Not
 DOCS_KEY_RE = re.compile(r"^docs/[a-z0-9][a-z0-9._-]{0,100}$")  # the flat docs site, for pointers without a list
 CONTENT_TYPES = {".json": JSON, ".geojson": GEOJSON, ".html": "text/html; charset=utf-8",
                  ".css": "text/css; charset=utf-8"}
+INDEX_KEY = BY_PATH["/v1/downloads"].file_key  # a release's `/v1/downloads` document: names and scopes
 PINNED_TTL = 300.0  # seconds an earlier release's bundle list is trusted before the bucket is asked again
 REFRESH_BUDGET = 0.6  # seconds a pointer *refresh* may take: a known release is kept rather than waited for
 
@@ -94,7 +96,8 @@ class PointerRelease:
     """
 
     def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None,
-                 downloads: frozenset[str] | None = None):
+                 downloads: frozenset[str] | None = None,
+                 download_scopes: Mapping[str, tuple[str, ...]] | None = None):
         self.release_id = release_id
         self.facts = facts
         self.public = public  # docs keys; None when the pointer predates the list
@@ -102,11 +105,14 @@ class PointerRelease:
         # the names index (edge/names.py), fetched from the bucket on the first unknown state or LGA
         self.fetch_names: Callable[[], bytes | None] | None = None
         self._names: Any = None
+        # bundle file name -> the scopes it needs, as the release records them; a name without
+        # one (a release published before scopes were recorded) needs every scope
+        self.download_scopes = dict(download_scopes or {})
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PointerRelease) and (
-            self.release_id, self.facts, self.public, self.downloads) == (
-            other.release_id, other.facts, other.public, other.downloads)
+            self.release_id, self.facts, self.public, self.downloads, self.download_scopes) == (
+            other.release_id, other.facts, other.public, other.downloads, other.download_scopes)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -133,7 +139,7 @@ class PointerRelease:
             if self.downloads is None or name not in self.downloads:
                 return None
             gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) else key + ".gz"
-            return FileEntry(key, "", "application/octet-stream", gz, None)
+            return FileEntry(key, "", "application/octet-stream", gz, None, self.download_scopes.get(name))
         if key.startswith(PUBLIC_PREFIX):
             known = key in self.public if self.public is not None else DOCS_KEY_RE.fullmatch(key) is not None
             if not known:
@@ -154,7 +160,17 @@ class PointerRelease:
         downloads = doc.get("downloads")
         return cls(release_id, Facts.from_json(facts),
                    frozenset(str(k) for k in public) if isinstance(public, list) else None,
-                   frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None)
+                   frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None,
+                   scopes_by_name(doc.get("download_scopes")))
+
+
+def scopes_by_name(raw: Any) -> dict[str, tuple[str, ...]]:
+    """`{name: [scope, ...]}` as the publisher writes it; anything malformed is left out (that file
+    then needs every scope: fail closed)."""
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(k): tuple(v) for k, v in raw.items()
+            if isinstance(v, list) and all(isinstance(s, str) for s in v)}
 
 
 class PointerSource(Protocol):
@@ -272,15 +288,15 @@ class PointerReleases:
         if hit is not None and now - hit[0] < (PINNED_TTL if hit[1] is not None else self.ttl):
             return hit[1]
         base = f"{self.prefix}/" if self.prefix else ""
+        found = self._pinned_index(f"{base}releases/{release_id}/{INDEX_KEY}", release_id)
         key = f"{base}releases/{release_id}/{DOWNLOAD_FILE.key_prefix}SHA256SUMS"
-        found: PointerRelease | None = None
         try:
-            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1) if found is None else None
         except AWSError as e:
             if e.status not in (403, 404):  # absent objects answer 403 without ListBucket
                 raise
         else:
-            if reply.status == 200:
+            if reply is not None and reply.status == 200:  # an index without scopes: names only (fail closed)
                 names = {line.split(maxsplit=1)[1].strip().lstrip("*")
                          for line in reply.body.decode("utf-8").splitlines() if len(line.split(maxsplit=1)) == 2}
                 found = PointerRelease(release_id, Facts(), frozenset(), frozenset(names | {"SHA256SUMS", BUNDLE_ZIP}))
@@ -288,6 +304,29 @@ class PointerReleases:
             self._pinned.clear()
         self._pinned[release_id] = (now, found)
         return found
+
+    def _pinned_index(self, key: str, release_id: str) -> PointerRelease | None:
+        """The release's own `/v1/downloads` document: its files' names and the scopes each needs
+        (a few KB). None when it is absent or records no scopes (a release published before they
+        were recorded): the caller then reads the names from SHA256SUMS, and every file needs
+        every scope."""
+        try:
+            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
+        except AWSError as e:
+            if e.status not in (403, 404):
+                raise
+            return None
+        if reply.status != 200:
+            return None
+        try:
+            files = json.loads(reply.body).get("files")
+        except (ValueError, AttributeError):
+            return None
+        if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("scopes"), list)
+                                                  and isinstance(f.get("name"), str) for f in files):
+            return None
+        scopes = scopes_by_name({f["name"]: f["scopes"] for f in files})
+        return PointerRelease(release_id, Facts(), frozenset(), frozenset(scopes), scopes)
 
 
 # --- keys and limits per request ------------------------------------------------------------

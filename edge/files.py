@@ -24,6 +24,10 @@ class FileEntry(NamedTuple):
     content_type: str
     gzip_key: str | None  # the precompressed sibling, if the release has one
     gzip_etag: str | None
+    # A bundle file's scopes as its release records them (the manifest, or the pointer at the CDN);
+    # None where the release records none: a route file (its route's scope applies), a docs page,
+    # or a bundle file of a release built before scopes were recorded (then it needs every scope).
+    scopes: tuple[str, ...] | None = None
 
 
 class ReleaseIndex(Protocol):

@@ -22,7 +22,9 @@ Order of checks (documented in docs/api.md and pinned by tests):
 8. Parameter values, in the route's parameter order → the SPEC's codes; then a value
    that needs a scope of its own (`include=forecasts` → `forecasts`) → 403 SCOPE_REQUIRED. For a
    bundle file: the release id must be the current or a kept release (else 404
-   UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE).
+   UNKNOWN_RELEASE) and the name one of its bundle files (else 404 UNKNOWN_FILE); then the
+   key must hold every scope that release records for the file (else 403 SCOPE_REQUIRED
+   naming the missing ones in `missing_scopes`; docs/downloads.md#scopes).
 9. Dataset availability → e.g. 503 TRANSMISSION_DATA_UNAVAILABLE.
 10. File → 200 (or 304 when If-None-Match matches), gzip when accepted and no `Range` is asked
     (ranges are of the identity bytes; the server or the CDN answers 206/416 from the file).
@@ -44,6 +46,7 @@ from .routes import (
     DOWNLOAD_FILE,
     PUBLIC_PREFIX,
     RELEASE_ID_RE,
+    SCOPES,
     ParamError,
     Route,
     csv_alias,
@@ -334,7 +337,7 @@ def handle(
             return resp
 
     if route is None:
-        resp = _download(req, release, pinned)
+        resp = _download(req, release, pinned, record)
     elif route.beside_pointer:
         resp = _release_list(req, route, release, pinned)
     else:
@@ -466,7 +469,7 @@ def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseI
                 now: datetime | None = None) -> Response:
     if route.scope is not None and route.scope not in record.scopes:
         return error("SCOPE_REQUIRED", f"This key lacks the `{route.scope}` scope that {route.path} needs.",
-                     req.path, required_scope=route.scope)
+                     req.path, required_scope=route.scope, missing_scopes=[route.scope])
 
     resolved = _resolve(req, route, release, now)
     if isinstance(resolved, Response):
@@ -475,12 +478,15 @@ def _authorised(req: Request, route: Route, record: KeyRecord, release: ReleaseI
     if value_scope is not None and value_scope not in record.scopes:
         return error("SCOPE_REQUIRED", f"This key lacks the `{value_scope}` scope that {route.path} needs for "
                      "the forecast months; leave out `include` for the estimated months.",
-                     req.path, required_scope=value_scope)
+                     req.path, required_scope=value_scope, missing_scopes=[value_scope])
     return _file(req, key, entry, release.release_id)
 
 
-def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None) -> Response:
-    """A bundle file of the current or a kept release; never a key built from unvetted text."""
+def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None, record: KeyRecord) -> Response:
+    """A bundle file of the current or a kept release; never a key built from unvetted text.
+
+    The file's scopes are the ones its release records (`FileEntry.scopes`, which the pipeline
+    derives from the route table); a file whose release records none needs every scope."""
     if any(part for part in req.query.split("&")):
         return error("UNKNOWN_PARAMETER", f"{DOWNLOAD_FILE.path} takes no query parameters.", req.path)
     parsed = DOWNLOAD_FILE.parse(req.path)
@@ -502,6 +508,13 @@ def _download(req: Request, current: ReleaseIndex, pinned: PinnedReleases | None
     if entry is None:
         return error("UNKNOWN_FILE", f"Release {release_id} has no download named `{_shown(name)}`; "
                      "/v1/downloads lists the current release's files.", req.path)
+    needs = entry.scopes if entry.scopes is not None else SCOPES
+    missing = [s for s in needs if s not in record.scopes]
+    if missing:
+        named = ", ".join(f"`{s}`" for s in missing)
+        return error("SCOPE_REQUIRED", f"This key lacks the {named} scope{'s' if len(missing) > 1 else ''} that "
+                     f"`{_shown(name)}` needs (it holds data of {', '.join(needs)}); /v1/downloads lists "
+                     "what each file needs.", req.path, required_scope=missing[0], missing_scopes=missing)
     resp = _file(req, key, entry, target.release_id)
     if target is not current:
         resp.release_id = target.release_id

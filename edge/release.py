@@ -77,6 +77,7 @@ class ManifestRelease:
                 content_type=e["content_type"],
                 gzip_key=key + ".gz" if gz else None,
                 gzip_etag=etag_of(gz["sha256"]) if gz else None,
+                scopes=tuple(e["scopes"]) if isinstance(e.get("scopes"), list) else None,
             )
         digests = {key: str(e["sha256"]) for key, e in files.items()}
         return cls(doc["release_id"], Facts.from_json(doc["facts"]), entries, root, digests)
@@ -172,6 +173,39 @@ def release_ids(root: Path) -> list[str]:
     return sorted(ids, reverse=True)
 
 
+def fallback_release(root: Path, skip: str | None) -> ManifestRelease | None:
+    """The release a local server serves when `current` is broken: the newest other release under
+    `<root>/releases` that verifies in full (every SHA-256). `prune` keeps it by the same rule
+    (`serving`), so a server on a fallback never loses the release it serves."""
+    for rid in release_ids(root):
+        if rid == skip:
+            continue
+        try:
+            return load_release_dir(Path(root) / "releases" / rid, checksums=True)
+        except ReleaseUnavailable as e:
+            log.warning("not falling back to %s: %s", rid, e)
+    return None
+
+
+def serving(root: Path) -> list[str]:
+    """The releases a local server over `root` serves now, by the server's own rule: the one
+    `current` names, and, when that one is broken, the fallback (`fallback_release`)."""
+    root = Path(root)
+    try:
+        target: str | None = os.readlink(root / "current")
+    except OSError:
+        target = None
+    name = Path(target).name if target else None
+    if target is not None:
+        try:
+            load_release_dir((root / target).resolve())
+            return [name] if name else []
+        except ReleaseUnavailable:
+            pass
+    fallback = fallback_release(root, name)
+    return [n for n in (name, fallback.release_id if fallback else None) if n]
+
+
 class LocalReleases:
     """Follows `<root>/current` so a new build is served without a restart.
 
@@ -197,6 +231,19 @@ class LocalReleases:
         self.fallback_reason: str | None = None  # why `current` is not what is served, if it is not
         self._broken: tuple[int, int, int] | None = None  # the broken manifest's identity, to see it repaired
         self._list: tuple[tuple[int, int, int], ReleaseList] | None = None
+        # While `current` is broken (on a fallback, or nothing to serve) it is checked again every
+        # `recheck_every` seconds even if its manifest did not change: a lost file put back makes it
+        # whole again. A file the served release lost (`lost_file`) asks for the same check.
+        self.recheck_every = 10.0
+        self._retry_at = 0.0
+        self._suspect = False
+
+    def lost_file(self) -> None:
+        """A file of the release being served could not be read (removed, or its release pruned):
+        the next request after `recheck_every` re-checks `current` and, if it is still broken, the
+        fallback (a re-check at most that often, so a burst of failures costs one)."""
+        self._suspect = True
+        self._checked = 0.0
 
     def release_list(self) -> ReleaseList | None:
         """`<root>/releases.json` (written by builds and prunes), re-read when the file changes."""
@@ -227,8 +274,12 @@ class LocalReleases:
                 target: str | None = os.readlink(link)
             except OSError:
                 target = None
+            degraded = self.fallback_reason is not None
             if target != self._target or (self._current is None and self._failure is None) or (
-                    self.fallback_reason is not None and self._signature(target) != self._broken):
+                    degraded and self._signature(target) != self._broken) or (
+                    (degraded or self._suspect) and now >= self._retry_at):
+                self._suspect = False
+                self._retry_at = now + self.recheck_every
                 self._switch(link, target)
             self._checked = now
             if self._current is None:
@@ -287,17 +338,18 @@ class LocalReleases:
             except ReleaseUnavailable as e:
                 reason = f"{link} -> {target} is broken: {e}"
         assert reason is not None
-        skip = Path(target).name if target else None
-        for rid in release_ids(self.root):
-            if rid == skip:
-                continue
-            try:
-                release = load_release_dir(self.root / "releases" / rid, checksums=True)
+        kept = self._current if self.fallback_reason is not None else None
+        if kept is not None and kept.root is not None and kept.release_id != (Path(target).name if target else None):
+            try:  # a re-check while on a fallback: keep it while it is still whole (sizes), no re-hash
+                load_release_dir(kept.root)
+                self.fallback_reason = reason
+                return
             except ReleaseUnavailable as e:
-                log.warning("not falling back to %s: %s", rid, e)
-                continue
+                log.warning("the fallback release %s is no longer whole: %s", kept.release_id, e)
+        release = fallback_release(self.root, Path(target).name if target else None)
+        if release is not None:
             self._current, self._failure, self.fallback_reason = release, None, reason
-            log.warning("%s; serving release %s instead, the newest that verifies", reason, rid)
+            log.warning("%s; serving release %s instead, the newest that verifies", reason, release.release_id)
             return
         self._current = None
         self.fallback_reason = reason

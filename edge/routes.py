@@ -479,6 +479,16 @@ DOWNLOAD_FILE = FileRoute(
 )
 
 
+def scope_endpoints(scope: str) -> tuple[str, ...]:
+    """The endpoints (and parameter values) a scope opens, from the route table: what the dashboard's
+    key form says each scope reads. Bundle downloads need the scopes of everything in them
+    (their release records which; docs/downloads.md#scopes)."""
+    own = tuple(r.path for r in ROUTES if r.scope == scope)
+    values = tuple(f"{r.path}?{p.name}={v}" for r in ROUTES for p in r.params for v, s in p.value_scopes
+                   if s == scope)
+    return own + values
+
+
 def route_values(route: Route, facts: Facts) -> list[dict[str, str]]:
     """Every parameter combination a release renders for `route`."""
     combos: list[dict[str, str]] = [{}]

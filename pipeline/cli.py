@@ -646,8 +646,9 @@ def verify_local_cmd(root: Path, release_id: str | None, every: bool) -> None:
 @click.option("--keep", required=True, type=click.IntRange(min=1), help="How many of the newest releases to keep.")
 @click.option("--dry-run", is_flag=True, help="Only print what would be removed.")
 def prune_local_cmd(root: Path, keep: int, dry_run: bool) -> None:
-    """Remove old local releases; the current one and pinned ones are always kept. Also removes killed
-    builds' leftovers and the stored objects no kept release links."""
+    """Remove old local releases; the current one, pinned ones and, while current is broken, the one a
+    server falls back to are always kept. Also removes killed builds' leftovers and the stored objects
+    no kept release links."""
     from pipeline.release.local import prune_local
 
     result = prune_local(root, keep, dry_run)
@@ -655,6 +656,9 @@ def prune_local_cmd(root: Path, keep: int, dry_run: bool) -> None:
     click.echo(f"{verb} {len(result.removed)} release(s){': ' + ', '.join(result.removed) if result.removed else ''}; "
                f"kept {len(result.kept)}" + ("" if dry_run else f"; {result.objects} object(s), "
                                                                  f"{result.bytes / 1e6:.1f} MB freed"))
+    if result.fallback:
+        click.echo(f"kept {result.fallback}: `current` is broken and a server serves this release instead "
+                   "(`malaria-risk verify --root` says what is wrong with current)", err=True)
     if result.cleaned:
         click.echo(f"removed {len(result.cleaned)} temporary director(ies) left by killed builds", err=True)
 

@@ -127,6 +127,9 @@ class App:
                 except DamagedFile as e:
                     log.error("not serving %s from release %s: %s; `malaria-risk verify` lists every damaged file, "
                               "the next build writes fresh copies", resp.file_key, release.release_id, e)
+                    # the release may have lost files (pruned, removed): the follower checks again and
+                    # moves to a whole release, and back once the file is there (no restart)
+                    self.releases.lost_file()
                     bad = error("RELEASE_INCOMPLETE", f"Release {release.release_id} holds a damaged copy of this "
                                 "response, so it is not served; it is repaired by the next build.", raw_path)
                     bad.key_id = resp.key_id

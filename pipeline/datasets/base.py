@@ -66,3 +66,6 @@ class Produced:
     # Documents and files that name the release id (the bundle's README, checksums, zip and
     # index): the id hashes every other file, so the renderer calls this once it is known.
     stamp: Callable[[str], tuple[Documents, StaticFiles]] | None = None
+    # The scopes a key needs to download each bundle file (key under "downloads/" -> scopes), for
+    # the files and the stamped files alike; the renderer writes them into the manifest.
+    scopes: dict[str, tuple[str, ...]] = field(default_factory=dict)

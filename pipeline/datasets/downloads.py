@@ -21,7 +21,7 @@ import orjson
 import polars as pl
 import shapely
 
-from edge.routes import BUNDLE_ZIP, CSV, DOWNLOAD_FILE, GEOJSON, JSON
+from edge.routes import BUNDLE_ZIP, BY_PATH, CSV, DOWNLOAD_FILE, GEOJSON, JSON, SCOPES
 from pipeline.attribution import BUNDLE_SOURCES, Artefact, artefact_terms, resource_licences
 from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
 from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
@@ -163,12 +163,81 @@ def bundle_artefact(stem: str) -> Artefact:
 TABLE_SOURCES: dict[str, tuple[str, ...]] = {stem: bundle_artefact(stem).sources for stem in BUNDLE_SOURCES}
 
 
+# Which endpoints each table and outline file is made from (the documents `tables` and `outline_files`
+# read), and so which scopes a key needs to download it: the union of those routes' scopes in the
+# route table. The one rule for a bundle file's scopes; the renderer records them in the manifest
+# (and the publisher in the pointer), where the edge reads them (docs/downloads.md#scopes).
+# risk tables mix estimated and forecast months, so they need both scopes.
+TABLE_ROUTES: dict[str, tuple[str, ...]] = {
+    "risk_lga_month": ("/v1/risk/lgas", "/v1/forecasts/lgas"),
+    "risk_state_month": ("/v1/risk/states", "/v1/forecasts/states"),
+    "context_lga": ("/v1/context/lgas",),
+    "context_state": ("/v1/context/states",),
+    "transmission_lga_month": ("/v1/transmission/lgas",),
+    "transmission_state_month": ("/v1/transmission/states",),
+    "survey_trend": ("/v1/transmission/states",),
+    "season_ratio_lga": ("/v1/transmission/ratios/lgas",),
+    "season_ratio_state": ("/v1/transmission/ratios/states",),
+    # codes and names, population, area and urban class: the fields /v1/context/lgas serves
+    "gazetteer": ("/v1/context/lgas",),
+    "lga_outlines": ("/v1/boundaries/lgas",),
+    "state_outlines": ("/v1/boundaries/lgas",),  # dissolved from the LGA outlines
+}
+# Files that describe the bundle (names, columns, checksums, licences) and hold no row of any table:
+# any valid key may read them, as it may read the /v1/downloads index that lists them.
+DESCRIPTION_FILES = ("datapackage.json", "README.md", "SHA256SUMS")
+
+
+def scopes_of_routes(paths: Iterable[str]) -> tuple[str, ...]:
+    """The scopes the route table gives these endpoints, in the table's scope order."""
+    wanted = {BY_PATH[p].scope for p in paths}
+    return tuple(s for s in SCOPES if s in wanted)
+
+
+def scopes_for(name: str, contents: Iterable[tuple[str, ...]] = ()) -> tuple[str, ...]:
+    """The scopes a bundle file needs: its table's (by stem), none for a description file, the union
+    of `contents` for the zip; a file this rule does not know needs every scope (fail closed)."""
+    if name in DESCRIPTION_FILES:
+        return ()
+    if name == ZIP_NAME:
+        held = {s for c in contents for s in c}
+        return tuple(s for s in SCOPES if s in held) if contents else SCOPES
+    stem = name.split(".", 1)[0]
+    return scopes_of_routes(TABLE_ROUTES[stem]) if stem in TABLE_ROUTES else SCOPES
+
+
+def download_scope_map() -> dict[str, list[str]]:
+    """File stem (or name) -> the scopes it needs, for the OpenAPI document and the docs (the rule above)."""
+    out = {stem: list(scopes_of_routes(paths)) for stem, paths in TABLE_ROUTES.items()}
+    out.update({name: [] for name in DESCRIPTION_FILES})
+    out[ZIP_NAME] = list(SCOPES)
+    return out
+
+
+def download_scope_text() -> str:
+    """The rule in one paragraph: which files need which scopes."""
+    by_scopes: dict[tuple[str, ...], list[str]] = {}
+    for stem, scopes in download_scope_map().items():
+        by_scopes.setdefault(tuple(scopes), []).append(f"`{stem}`")
+    def both(items: list[str]) -> str:
+        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+    parts = [f"{', '.join(names)}: {both([f'`{s}`' for s in scopes]) if scopes else 'any valid key'}"
+             for scopes, names in by_scopes.items()]
+    return "What each file needs (by file name, before the extension): " + "; ".join(parts) + "."
+
+
 @dataclass(frozen=True)
 class BundleFile:
     name: str
     media_type: str
     data: bytes
     description: str
+    scopes: tuple[str, ...] | None = None  # None: by `scopes_for` from the name
+
+    @property
+    def needs(self) -> tuple[str, ...]:
+        return self.scopes if self.scopes is not None else scopes_for(self.name)
 
 
 # --- tables --------------------------------------------------------------------------------
@@ -696,7 +765,8 @@ def index_document(release_id: str, model_version: str | None, files: Iterable[B
         "release_id": release_id,
         "model_version": model_version,
         "files": [{"name": f.name, "path": DOWNLOAD_FILE.path_for(release_id, f.name), "media_type": f.media_type,
-                   "bytes": len(f.data), "sha256": _sha256(f.data), "description": f.description}
+                   "bytes": len(f.data), "sha256": _sha256(f.data), "description": f.description,
+                   "scopes": list(f.needs)}
                   for f in files],
     }
 
@@ -716,12 +786,18 @@ def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
                               "What the bundle is, the release id, model version, citation, sources, licences "
                               "and how the values were made."))
         own.append(BundleFile("SHA256SUMS", TEXT, sha256sums(own), "SHA-256 of every other file."))
-        own.append(BundleFile(ZIP_NAME, ZIP, zip_bytes(own, updated_at), "Every file above in one zip."))
+        own.append(BundleFile(ZIP_NAME, ZIP, zip_bytes(own, updated_at), "Every file above in one zip.",
+                              zip_scopes))
         out = {DOWNLOAD_FILE.key(f.name): (f.media_type, f.data) for f in own[len(files):]}
         return {ROUTE: {(): index_document(release_id, model_version, own)}}, out
 
+    # the zip holds every file: it needs every scope any of them needs
+    zip_scopes = scopes_for(ZIP_NAME, [f.needs for f in files] + [()])
+    scopes = {DOWNLOAD_FILE.key(f.name): f.needs for f in files}
+    scopes.update({DOWNLOAD_FILE.key(n): () for n in DESCRIPTION_FILES})
+    scopes[DOWNLOAD_FILE.key(ZIP_NAME)] = zip_scopes
     return Produced("downloads", {}, files={DOWNLOAD_FILE.key(f.name): (f.media_type, f.data) for f in files},
-                    stamp=stamp)
+                    stamp=stamp, scopes=scopes)
 
 
 def produce(ctx: BuildContext) -> Produced:

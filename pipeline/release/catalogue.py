@@ -13,7 +13,8 @@ unchanged afterwards: `published_at` is when the release first went live there a
 operator pins the release, `malaria-risk pin`) is the one field that changes afterwards.
 
 The retention rule lives here too, because it is a rule about which releases are kept:
-the newest N, every pinned one, and the one being served (`retain`). Layering: this module
+the newest N, every pinned one, and the ones being served: `current`'s and, while it is
+broken, the fallback the local server serves by the same rule (`retain`). Layering: this module
 uses the release layer (`tree`) and the store, never the renderer. Design: docs/local-releases.md.
 """
 
@@ -28,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from edge.release import release_ids
+from edge.release import release_ids, serving
 from edge.routes import BUNDLE_ZIP, DOWNLOAD_FILE, RELEASE_LIST_NAME
 from pipeline.errors import LocalReleaseError
 from pipeline.release.manifest import Manifest
@@ -203,12 +204,15 @@ class Retained:
     kept: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)  # temporary directories of killed builds
     collected: Collected = field(default_factory=Collected)  # objects no kept release links
+    fallback: str | None = None  # kept because a server serves it while `current` is broken
 
 
-def kept_by_rule(ordered: list[str], keep: int, pinned: set[str], served: str | None) -> list[str]:
+def kept_by_rule(ordered: list[str], keep: int, pinned: set[str], served: str | Iterable[str] | None) -> list[str]:
     """The retention rule over releases ordered newest first: the `keep` newest, every pinned one
-    and the one served. Everything else may go."""
-    return [rid for i, rid in enumerate(ordered) if i < keep or rid in pinned or rid == served]
+    and the ones served (`current`'s, and the fallback a server serves while `current` is broken).
+    Everything else may go."""
+    live = {served} if isinstance(served, str) else set(served or ())
+    return [rid for i, rid in enumerate(ordered) if i < keep or rid in pinned or rid in live]
 
 
 def retain(root: Path, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Retained:
@@ -229,10 +233,14 @@ def retain(root: Path, keep: int = DEFAULT_KEEP, dry_run: bool = False) -> Retai
         listed = {r["release_id"]: r for r in (read_local(root) or {}).get("releases", [])}
         ordered = sorted(ids, key=lambda rid: (listed.get(rid, {}).get("published_at") or "", rid), reverse=True)
         pinned = {rid for rid, r in listed.items() if r.get("pinned")}
-        served = current_release_id(root)
+        # the server's own rule (edge.release.serving): `current`'s release, and while that one is
+        # broken the newest other release that verifies in full, which a running server serves
+        named = current_release_id(root)
+        served = {*serving(root), *([named] if named else [])}
         kept = kept_by_rule(ordered, keep, pinned, served)
         out = Retained(removed=[rid for rid in ordered if rid not in kept], kept=kept,
-                       cleaned=[] if dry_run else clean_killed_builds(root))
+                       cleaned=[] if dry_run else clean_killed_builds(root),
+                       fallback=next((rid for rid in sorted(served) if rid != named), None))
         if dry_run:
             return out
         try:

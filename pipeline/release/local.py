@@ -68,10 +68,12 @@ class Pruned:
     cleaned: list[str] = field(default_factory=list)  # temporary directories of killed builds
     objects: int = 0  # objects of the store no kept release links any more, removed
     bytes: int = 0
+    fallback: str | None = None  # kept: a server serves it while `current` is broken
 
 
 def prune_local(root: Path, keep: int, dry_run: bool = False) -> Pruned:
-    """The retention rule (`catalogue.retain`): keep the `keep` newest, every pinned release and
-    the one `current` names; remove the rest and the objects only they linked."""
+    """The retention rule (`catalogue.retain`): keep the `keep` newest, every pinned release, the one
+    `current` names and, while that one is broken, the one a server falls back to; remove the rest
+    and the objects only they linked."""
     got = retain(root, keep, dry_run)
-    return Pruned(got.removed, got.kept, got.cleaned, got.collected.objects, got.collected.bytes)
+    return Pruned(got.removed, got.kept, got.cleaned, got.collected.objects, got.collected.bytes, got.fallback)

@@ -167,11 +167,35 @@ def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = froze
     return out
 
 
-def release_id_for(updated_at: str, files: list[tuple[str, str, bytes]]) -> str:
+def download_scopes(produced: Iterable[Produced]) -> dict[str, tuple[str, ...]]:
+    """Bundle file key -> the scopes a key needs to download it, from the producers (the downloads
+    producer derives them from the route table)."""
+    out: dict[str, tuple[str, ...]] = {}
+    for p in produced:
+        for key, needs in p.scopes.items():
+            if not key.startswith(DOWNLOAD_FILE.key_prefix) or (key in out and out[key] != tuple(needs)):
+                raise RenderError(f"scope record {key!r} from {p.dataset} is not one bundle file's")
+            out[key] = tuple(needs)
+    return out
+
+
+def with_scopes(entries: dict[str, dict[str, Any]], scopes: dict[str, tuple[str, ...]]) -> dict[str, dict[str, Any]]:
+    """Manifest entries with `scopes` on each bundle file's identity entry (the edge checks a key
+    against it; the gzip copy is served under the identity entry's decision)."""
+    return {k: ({**e, "scopes": list(scopes[k])} if k in scopes and e.get("content_encoding") is None else e)
+            for k, e in entries.items()}
+
+
+def release_id_for(updated_at: str, files: list[tuple[str, str, bytes]],
+                   scopes: dict[str, tuple[str, ...]] | None = None) -> str:
+    """The load time and a hash of every file (and of the scopes a bundle file needs, which the
+    manifest records: a change of the scope rule is a new release, never a rewritten manifest)."""
     h = hashlib.sha256()
     for key, _, data in files:
         h.update(key.encode())
         h.update(sha256_hex(data).encode())
+        if scopes and key in scopes:
+            h.update(("scopes:" + " ".join(scopes[key])).encode())
     stamp = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).astimezone(UTC)
     return stamp.strftime("%Y%m%dT%H%M%SZ") + "-" + h.hexdigest()[:8]
 
@@ -190,7 +214,8 @@ def render_release(
     stampers = [p for p in produced if p.stamp is not None]
     seen: set[str] = set()
     files = plan(produced, facts, frozenset(p.dataset for p in stampers), seen)
-    release_id = release_id_for(updated_at, files)
+    scopes = download_scopes(produced)
+    release_id = release_id_for(updated_at, files, scopes)
     stamp_started = time.perf_counter()
     if stampers:
         stamped = []
@@ -203,11 +228,16 @@ def render_release(
                                      lgas=facts.lgas),
                       seen=seen)
     stamp_seconds = time.perf_counter() - stamp_started
+    unscoped = sorted(k for k, _, _ in files if k.startswith(DOWNLOAD_FILE.key_prefix) and k not in scopes)
+    if unscoped:
+        raise RenderError(f"bundle files with no scope record (the edge would not know who may read them): "
+                          f"{unscoped[:3]}")
     previous = current_manifest(out)
     with locked(out):
         written = write_release(
             out, release_id, files,
-            lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(), entries, built_at),
+            lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
+                                     with_scopes(entries, scopes), built_at),
             progress, gzip_known(previous[1] if previous else None))
         try:
             switch_current(out, release_id)

@@ -72,14 +72,26 @@ class Store:
             return False
 
     def sound(self, sha256: str, size: int) -> bool:
-        """Present, of its size, and not written since it was stored: the store sets every object's
-        modification time to STORED_MTIME, and a write in place moves it to the time of the write.
-        A stat, not a read (`intact` and `verify` read the bytes)."""
+        """Present, of its size, and its bytes hash to its name: a read, since nothing on the file
+        (its modification time, its mode) says that its bytes were not written since it was
+        stored: `touch -d` and `cp -p` set the time back. Used for an object a build links without
+        having its bytes at hand (a reused gzip copy)."""
         try:
-            st = self.path(sha256).stat()
+            return self.path(sha256).stat().st_size == size and self.intact(sha256)
         except OSError:
             return False
-        return st.st_size == size and st.st_mtime_ns == STORED_MTIME_NS
+
+    def holds(self, sha256: str, data: bytes) -> bool:
+        """The object is exactly `data` (whose SHA-256 is `sha256`): the check of an object about to
+        be linked when its bytes are at hand. Comparing the bytes proves what hashing the file
+        would, at the cost of a read and a compare rather than a read and a hash."""
+        try:
+            with open(self.path(sha256), "rb") as f:
+                if os.fstat(f.fileno()).st_size != len(data):
+                    return False
+                return f.read(len(data) + 1) == data
+        except OSError:
+            return False
 
     def intact(self, sha256: str) -> bool:
         """The bytes hash to the name (a read)."""
@@ -91,14 +103,15 @@ class Store:
     def put(self, data: bytes, sha256: str | None = None, *, check: bool = True) -> tuple[str, bool]:
         """Store `data`; returns (its SHA-256, whether it was written now).
 
-        An object already present is kept when it is sound (`check`: `sound`, else its size
-        only); one written since it was stored is replaced by a fresh object under the same
-        name, so the next build heals it. The releases that linked the damaged inode keep it,
-        and `verify` reports them.
+        An object already present is kept when it holds exactly these bytes (`check`: `holds`,
+        else its size only); any other object under the name (written in place since it was
+        stored, whatever its dates say) is replaced by a fresh object, so the build that is about
+        to link it heals it. The releases that linked the damaged inode keep it, and `verify`
+        reports them.
         """
         sha256 = sha256 or sha256_hex(data)
         target = self.path(sha256)
-        if self.sound(sha256, len(data)) if check else self.has(sha256, len(data)):
+        if self.holds(sha256, data) if check else self.has(sha256, len(data)):
             return sha256, False
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
@@ -110,7 +123,8 @@ class Store:
                 view = memoryview(data)
                 while view:
                     view = view[os.write(fd, view):]
-                os.utime(fd, ns=(STORED_MTIME_NS, STORED_MTIME_NS))  # the mark `sound` checks
+                # a fixed time, so two roots hold the same files; not a mark of integrity (see `sound`)
+                os.utime(fd, ns=(STORED_MTIME_NS, STORED_MTIME_NS))
             finally:
                 os.close(fd)
             os.replace(tmp, target)

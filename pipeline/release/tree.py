@@ -14,6 +14,7 @@ knows nothing of which releases are kept (`pipeline.release.catalogue`) nor of d
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import gzip
 import os
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from edge.release import verify_release_files
 from edge.routes import DOWNLOAD_FILE, PRECOMPRESSED_SUFFIXES
 from pipeline.errors import RenderError
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
@@ -42,6 +42,7 @@ class Written:
     linked: int = 0  # files linked to objects already in the store
     cleaned: int = 0  # temporary directories of killed builds removed
     bundle_seconds: list[float] = field(default_factory=list)
+    relinked: int = 0  # files of a release already in place replaced by the checked object (a rebuild)
 
 
 def current_release_id(root: Path) -> str | None:
@@ -152,14 +153,19 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
                     progress("writing files", done, len(files))
         manifest = manifest_of(dict(sorted(result.entries.items())))
         if final.exists():  # the same inputs and code built this release before: keep it
-            shutil.rmtree(tmp)
             try:
                 same = Manifest.load(final).files == manifest.files
             except (OSError, ValueError, KeyError):
                 same = False
-            if not same or verify_release_files(final, manifest.files, checksums=False):
+            if not same:
+                shutil.rmtree(tmp)
                 raise RenderError(f"release {release_id} already exists with other files; "
                                   f"remove {final} or run `malaria-risk verify --root {out} --release {release_id}`")
+            # every file of `tmp` is a link to an object checked just now; a file of the release in
+            # place that is another inode (an object damaged and healed since, or a file lost) is
+            # relinked, one atomic rename per file, so a rebuild repairs it rather than keeping it
+            result.relinked = _relink_changed(tmp, final, manifest.files)
+            shutil.rmtree(tmp)
             return result
         (tmp / MANIFEST_NAME).write_bytes(manifest.to_bytes())
         if progress:
@@ -177,6 +183,25 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return result
+
+
+def _relink_changed(fresh: Path, final: Path, files: dict[str, Any]) -> int:
+    """Point each file of `final` whose inode differs from `fresh`'s at `fresh`'s (a link renamed over it)."""
+    changed = 0
+    for key in files:
+        src, dst = fresh / key, final / key
+        try:
+            if os.stat(src).st_ino == os.stat(dst).st_ino:
+                continue
+        except FileNotFoundError:
+            pass
+        tmp_link = dst.with_name(f".relink-{dst.name}-{os.getpid()}")
+        with contextlib.suppress(FileNotFoundError):
+            tmp_link.unlink()
+        os.link(src, tmp_link)
+        os.replace(tmp_link, dst)
+        changed += 1
+    return changed
 
 
 def remove_release(root: Path, release_id: str) -> None:

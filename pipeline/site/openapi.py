@@ -512,6 +512,10 @@ def resource_schemas() -> dict[str, Schema]:
         "bytes": _int("Size in bytes (uncompressed).", minimum=0),
         "sha256": _str("SHA-256 of the file's bytes, hex.", pattern="^[0-9a-f]{64}$"),
         "description": _str("What the file holds."),
+        "scopes": {"type": "array", "items": {"type": "string", "enum": list(SCOPES)}, "uniqueItems": True,
+                   "description": "The scopes a key needs to download the file: those of every table in it "
+                   "(a risk table holds estimated and forecast months: `risk_scores` and `forecasts`; the zip "
+                   "all three). Empty for the files that describe the bundle and hold no rows (any valid key)."},
     })
     s["DownloadIndex"] = _obj({
         "release_id": _str("The release these files belong to.", pattern=RELEASE_ID_RE.pattern),
@@ -615,7 +619,11 @@ def problem_schema() -> Schema:
             "detail": _str("What was wrong with this request, for people."),
             "instance": _str("The request path.", format="uri-reference"),
             "parameter": _str("The query parameter at fault (parameter errors only)."),
-            "required_scope": _str("The scope the key lacks (SCOPE_REQUIRED only).", enum=list(SCOPES)),
+            "required_scope": _str("The scope the key lacks (SCOPE_REQUIRED only); the first of "
+                                   "`missing_scopes`.", enum=list(SCOPES)),
+            "missing_scopes": {"type": "array", "items": {"type": "string", "enum": list(SCOPES)},
+                               "description": "Every scope the key lacks for this request (SCOPE_REQUIRED only): "
+                               "a bundle file can need more than one."},
             "suggestions": {
                 "type": "array",
                 "description": "UNKNOWN_STATE and UNKNOWN_LGA only, when the value looks like a name, a code in "
@@ -634,6 +642,11 @@ def problem_schema() -> Schema:
 
 
 # --- per-route derivations ---------------------------------------------------------
+
+
+# A bundle file's scopes are the file's (its release records them), not the operation's: it can
+# answer SCOPE_REQUIRED like every route with a scope.
+DOWNLOAD_SCOPE = "per file"
 
 
 def codes_for_route(route: Route) -> list[Problem]:
@@ -667,7 +680,7 @@ def _codes(scope: str | None, errors: tuple[str, ...]) -> list[Problem]:
 def routes_for_code(code: str) -> list[str]:
     """Paths that can answer `code`; empty for the path-level codes, which apply to any request."""
     paths = [r.path for r in ROUTES if any(p.code == code for p in codes_for_route(r))]
-    if any(p.code == code for p in _codes(None, DOWNLOAD_FILE.errors)):
+    if any(p.code == code for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors)):
         paths.append(DOWNLOAD_FILE.path)
     return paths
 
@@ -818,8 +831,10 @@ def _content(route: Route) -> Schema:
 
 def _download_file_operation() -> Schema:
     """The bundle files: path segments, not query values, so they sit outside the route table's Route type."""
+    from pipeline.datasets.downloads import download_scope_map, download_scope_text
+
     by_status: dict[int, list[Problem]] = {}
-    for p in _codes(None, DOWNLOAD_FILE.errors):
+    for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors):
         by_status.setdefault(p.status, []).append(p)
     responses: dict[str, Schema] = {
         "200": {
@@ -835,8 +850,11 @@ def _download_file_operation() -> Schema:
     return {
         "operationId": "getDownloadFile",
         "summary": DOWNLOAD_FILE.summary,
-        "description": "Needs any valid key. The release id is the current release's (see /v1/downloads) or "
-        "an earlier one's still kept; names are those /v1/downloads lists. Takes no query parameters.",
+        "description": "The release id is the current release's (see /v1/downloads) or an earlier one's still "
+        "kept; names are those /v1/downloads lists. Takes no query parameters. A file needs the scopes of "
+        "everything in it, as its release records them (the `scopes` of each file in /v1/downloads); without "
+        "them the answer is 403 `SCOPE_REQUIRED` naming every missing scope in `missing_scopes`. "
+        + download_scope_text(),
         "tags": ["downloads"],
         "parameters": [
             {"name": "release_id", "in": "path", "required": True, "description": "A release id.",
@@ -846,7 +864,8 @@ def _download_file_operation() -> Schema:
         ],
         "security": [{BEARER: []}, {HEADER: []}],
         "responses": responses,
-        "x-required-scope": None,
+        "x-required-scope": None,  # per file, not per operation: `x-required-scopes`
+        "x-required-scopes": download_scope_map(),
         "x-file-key": DOWNLOAD_FILE.key_prefix + "{name}",
     }
 

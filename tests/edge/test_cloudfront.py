@@ -174,8 +174,10 @@ def test_identity_encoding_and_docs(edge: Edge):
 
 def test_pinned_downloads_name_their_own_release(edge: Edge):
     """A bundle file of an earlier release still in the bucket is rewritten to that release's
-    object; its file list comes from its SHA256SUMS, not its manifest, read once per PINNED_TTL."""
-    _, key = edge.store.create("cf", ["forecasts"], "test", now=NOW)  # any scope will do
+    object; its file list and their scopes come from its /v1/downloads document (else its
+    SHA256SUMS), not its manifest, read once per PINNED_TTL."""
+    _, key = edge.store.create("cf", ["risk_scores", "forecasts", "lga_boundaries"], "test", now=NOW)
+    _, forecasts_only = edge.store.create("fc", ["forecasts"], "test", now=NOW)
     first = edge.release_id
     first_sums = (edge.release_root / "releases" / first / "downloads" / "SHA256SUMS").read_bytes()
     produced = synthetic_produced()
@@ -183,6 +185,8 @@ def test_pinned_downloads_name_their_own_release(edge: Edge):
     second = render_release(edge.release_root, produced, "2026-11-22T11:00:00Z").release_id
     edge.publish(edge.release_root / "releases" / second)
     edge.s3.put_object(Bucket=edge.bucket, Key=f"api/releases/{first}/downloads/SHA256SUMS", Body=first_sums)
+    first_index = (edge.release_root / "releases" / first / "v1" / "downloads.json").read_bytes()
+    edge.s3.put_object(Bucket=edge.bucket, Key=f"api/releases/{first}/v1/downloads.json", Body=first_index)
     edge.gate.releases.ttl = 0  # see the new pointer at once
     t = [0.0]
     edge.gate.releases.clock = lambda: t[0]
@@ -200,6 +204,10 @@ def test_pinned_downloads_name_their_own_release(edge: Edge):
     s3_calls = edge.calls()[0]
     edge.gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
     assert edge.calls()[0] == s3_calls  # the pinned list is read once, not per request
+    # the earlier release's own record of scopes: the gazetteer needs risk_scores, its README none
+    refused = edge.gate(event_for(f"/v1/downloads/{first}/gazetteer.csv", x_api_key=forecasts_only))
+    assert refused["status"] == "403" and code(refused) == "SCOPE_REQUIRED"
+    assert "uri" in edge.gate(event_for(f"/v1/downloads/{first}/README.md", x_api_key=forecasts_only))
     # an id the bucket lacks, a name a release lacks: generated 404 problems, for pinned and current alike
     missing = edge.gate(event_for("/v1/downloads/20200101T000000Z-00000000/gazetteer.csv", **auth))
     assert missing["status"] == "404" and code(missing) == "UNKNOWN_RELEASE"
@@ -207,9 +215,18 @@ def test_pinned_downloads_name_their_own_release(edge: Edge):
     assert code(edge.gate(event_for(f"/v1/downloads/{second}/nothing.csv", **auth))) == "UNKNOWN_FILE"
     # pruned from the bucket: still trusted until PINNED_TTL, then an unknown release
     edge.s3.delete_object(Bucket=edge.bucket, Key=f"api/releases/{first}/downloads/SHA256SUMS")
+    edge.s3.delete_object(Bucket=edge.bucket, Key=f"api/releases/{first}/v1/downloads.json")
     assert "uri" in edge.gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
     t[0] = PINNED_TTL + 1
     assert code(edge.gate(event_for(f"/v1/downloads/{first}/README.md", **auth))) == "UNKNOWN_RELEASE"
+    # an earlier release whose index records no scopes (published before they were recorded): its
+    # names from SHA256SUMS, and every file needs every scope
+    edge.s3.put_object(Bucket=edge.bucket, Key=f"api/releases/{first}/downloads/SHA256SUMS", Body=first_sums)
+    t[0] += edge.gate.releases.ttl + 1  # past the time an absent id is remembered
+    assert "uri" in edge.gate(event_for(f"/v1/downloads/{first}/README.md", **auth))
+    bare = edge.gate(event_for(f"/v1/downloads/{first}/README.md", x_api_key=forecasts_only))
+    assert code(bare) == "SCOPE_REQUIRED" and json.loads(bare["body"])["missing_scopes"] == [
+        "risk_scores", "lga_boundaries"]
 
 
 def test_a_pointer_without_the_docs_list_still_serves_the_flat_site(edge: Edge):

@@ -76,6 +76,11 @@ def pointer_document(
         # the bundle's file names, so the edge answers UNKNOWN_FILE itself (not a missing object)
         "downloads": sorted(k[len(DOWNLOAD_FILE.key_prefix):] for k, e in manifest.files.items()
                             if k.startswith(DOWNLOAD_FILE.key_prefix) and not e.get("content_encoding")),
+        # what a key needs to download each of them, as the manifest records it (the edge refuses
+        # a file without a record to every key that lacks any scope)
+        "download_scopes": {k[len(DOWNLOAD_FILE.key_prefix):]: e["scopes"] for k, e in sorted(manifest.files.items())
+                            if k.startswith(DOWNLOAD_FILE.key_prefix) and not e.get("content_encoding")
+                            and isinstance(e.get("scopes"), list)},
         "previous": previous,
         "published_at": published_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

@@ -35,7 +35,8 @@ def test_index_lists_files_with_pinned_paths_that_serve_those_bytes(client: http
     assert {"README.md", "SHA256SUMS", "malaria_risk_nigeria.zip"} <= set(names)
     for f in doc["files"]:
         assert f["path"] == f"/v1/downloads/{doc['release_id']}/{f['name']}"
-        assert set(f) == {"name", "path", "media_type", "bytes", "sha256", "description"} and f["description"]
+        assert set(f) == {"name", "path", "media_type", "bytes", "sha256", "description", "scopes"} \
+            and f["description"]
         got = client.get(f["path"], headers=_auth(all_scopes_key))
         assert got.status_code == 200, (f["path"], got.text)
         assert got.headers["content-type"] == f["media_type"]

@@ -191,3 +191,71 @@ def test_an_unknown_file_name_is_echoed_only_as_a_short_prefix(release_root: Pat
         assert "x" * 40 + "…" in detail and "x" * 41 not in detail and len(detail) < 200
         odd = c.get(f"/v1/downloads/{rid}/%1b%5b31mred%60", headers=auth(all_scopes_key)).json()
         assert odd["code"] == "UNKNOWN_FILE" and "31mred" not in odd["detail"]  # not a file name: not echoed
+
+
+# --- W-5: a server on a fallback, and prune; a lost file put back ----------------------------
+
+
+def _break_current(root: Path, second: str) -> tuple[Path, bytes]:
+    """Lose a file of the current release (one of its own bytes: no other release links them)."""
+    lost = root / "releases" / second / "v1" / "periods.json"
+    data = lost.read_bytes()
+    lost.unlink()
+    return lost, data
+
+
+UNCACHED = ("/v1/periods", "/v1/context/states", "/v1/risk/states", "/v1/context/lgas?state=KN",
+            "/v1/boundaries/lgas?state=LA")
+
+
+def test_prune_never_removes_the_fallback_a_running_server_serves(release_root: Path, store, all_scopes_key: str):
+    from pipeline.release.local import prune_local
+
+    first, second = two_releases(release_root)
+    _break_current(release_root, second)
+    app = App(release_root, store)
+    app.releases.check_every = 0
+    with LiveServer(app) as live, httpx.Client(base_url=live.url) as c:
+        assert c.get("/v1/downloads", headers=auth(all_scopes_key)).headers["x-release-id"] == first
+        got = prune_local(release_root, keep=1)
+        assert first in got.kept and second in got.kept
+        for url in UNCACHED:  # files the server had not read before the prune
+            r = c.get(url, headers=auth(all_scopes_key))
+            assert r.status_code == 200 and r.headers["x-release-id"] == first, (url, r.text)
+
+
+def test_a_server_whose_release_lost_its_files_recovers_once_the_file_is_back_without_a_restart(
+        release_root: Path, store, all_scopes_key: str):
+    first, second = two_releases(release_root)
+    lost, data = _break_current(release_root, second)
+    app = App(release_root, store)
+    app.releases.check_every = 0
+    app.releases.recheck_every = 0  # the default re-checks a broken `current` every 10 s
+    with LiveServer(app) as live, httpx.Client(base_url=live.url) as c:
+        assert c.get("/v1/downloads", headers=auth(all_scopes_key)).headers["x-release-id"] == first
+        os.rename(release_root / "releases" / first, release_root / "gone")  # the fallback removed by hand
+        r = c.get("/v1/context/states", headers=auth(all_scopes_key))
+        assert r.status_code == 500 and r.json()["code"] == "RELEASE_INCOMPLETE"
+        no_server_path(r.content, release_root)
+        lost.write_bytes(data)  # the operator puts the lost file back: `current` is whole again
+        for url in UNCACHED:
+            r = c.get(url, headers=auth(all_scopes_key))
+            assert r.status_code == 200 and r.headers["x-release-id"] == second, (url, r.text)
+        assert r.headers["x-release-id"] == second
+
+
+def test_a_server_that_loses_a_file_of_current_moves_to_a_whole_release_and_back(
+        release_root: Path, store, all_scopes_key: str):
+    first, second = two_releases(release_root)
+    app = App(release_root, store)
+    app.releases.check_every = 0
+    app.releases.recheck_every = 0
+    with LiveServer(app) as live, httpx.Client(base_url=live.url) as c:
+        assert c.get("/v1/downloads", headers=auth(all_scopes_key)).headers["x-release-id"] == second
+        lost, data = _break_current(release_root, second)
+        assert c.get("/v1/periods", headers=auth(all_scopes_key)).status_code == 500  # noticed on reading it
+        r = c.get("/v1/periods", headers=auth(all_scopes_key))
+        assert r.status_code == 200 and r.headers["x-release-id"] == first
+        lost.write_bytes(data)
+        r = c.get("/v1/periods", headers=auth(all_scopes_key))
+        assert r.status_code == 200 and r.headers["x-release-id"] == second and r.json()["changed"] is True

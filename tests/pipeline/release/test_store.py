@@ -13,8 +13,9 @@ from pathlib import Path
 import orjson
 import pytest
 
+from edge.release import serving
 from pipeline.release.catalogue import kept_by_rule, pin_local, read_local, retain
-from pipeline.release.local import verify_local
+from pipeline.release.local import verify_local, verify_release
 from pipeline.release.manifest import MANIFEST_NAME, Manifest
 from pipeline.release.render import render_release
 from pipeline.release.store import Store
@@ -149,3 +150,82 @@ def test_a_build_killed_while_writing_objects_leaves_a_sound_store_the_next_run_
     assert done.written < 2 + 7  # the objects the killed run wrote are linked, not written again
     assert [r.ok for r in verify_local(tmp_path, every=True)] == [True, True]
     assert not [p for p in (tmp_path / "releases").iterdir() if p.name.startswith(".")]
+
+
+# --- attacks on the store: contents, not dates, decide (issue W-5, W-6) ----------------------
+
+
+def _damage_in_place(obj: Path, how: str, scratch: Path) -> bytes:
+    """Write other bytes (same size) into the object's own inode and set its modification time back,
+    as `touch -d` or `cp -p` do; returns the bytes it held."""
+    good = obj.read_bytes()
+    bad = bytes([good[0] ^ 0x20]) + good[1:]
+    stamp = os.stat(obj).st_mtime_ns
+    os.chmod(obj, 0o644)
+    if how == "touch -d":
+        with open(obj, "r+b") as f:
+            f.write(bad)
+        subprocess.run(["touch", "-d", f"@{stamp // 10**9}", str(obj)], check=True)
+    else:  # cp -p: writes into the existing file, then copies the source's mode and times
+        src = scratch / "damaged"
+        src.write_bytes(bad)
+        os.utime(src, ns=(stamp, stamp))
+        subprocess.run(["cp", "-p", str(src), str(obj)], check=True)
+    os.chmod(obj, 0o444)
+    assert os.stat(obj).st_mtime_ns == stamp and os.stat(obj).st_size == len(good) and obj.read_bytes() == bad
+    return good
+
+
+@pytest.mark.parametrize("how", ["touch -d", "cp -p"])
+def test_an_object_written_in_place_with_its_time_set_back_is_healed_before_the_next_build_links_it(
+        tmp_path: Path, how: str):
+    first = render_release(tmp_path / "b", synthetic_produced(), T1).release_id
+    root = tmp_path / "b"
+    key = "v1/context/states.json"
+    digest = hashlib.sha256((root / "releases" / first / key).read_bytes()).hexdigest()
+    store = Store(root)
+    good = _damage_in_place(store.path(digest), how, tmp_path)
+    second = render_release(root, _month(5), T2).release_id
+    assert second != first
+    # the new release links an object checked by its bytes: it verifies, and the object is whole again
+    assert verify_release(root, second).problems == []
+    assert (root / "releases" / second / key).read_bytes() == good and store.intact(digest)
+    # the old release keeps the damaged inode, and `verify` names the file there
+    assert verify_release(root, first).problems == [f"checksum differs: {key}"]
+
+
+def test_a_rebuild_of_the_same_inputs_repairs_a_file_whose_object_was_damaged_in_place(tmp_path: Path):
+    first = render_release(tmp_path, synthetic_produced(), T1).release_id
+    key = "v1/context/states.json"
+    digest = hashlib.sha256((tmp_path / "releases" / first / key).read_bytes()).hexdigest()
+    _damage_in_place(Store(tmp_path).path(digest), "touch -d", tmp_path / "scratch")
+    assert verify_release(tmp_path, first).problems == [f"checksum differs: {key}"]
+    again = render_release(tmp_path, synthetic_produced(), T1)
+    assert again.release_id == first
+    assert verify_release(tmp_path, first).problems == []
+
+
+def test_an_object_whose_gzip_copy_was_damaged_in_place_is_recompressed_not_reused(tmp_path: Path):
+    """A build links the previous release's gzip copy of unchanged bytes without its bytes at hand:
+    that object is checked by hashing it."""
+    first = render_release(tmp_path, synthetic_produced(), T1).release_id
+    key = "v1/context/states.json.gz"
+    digest = hashlib.sha256((tmp_path / "releases" / first / key).read_bytes()).hexdigest()
+    _damage_in_place(Store(tmp_path).path(digest), "cp -p", tmp_path)
+    second = render_release(tmp_path, _month(6), T2).release_id
+    assert verify_release(tmp_path, second).problems == []
+
+
+def test_prune_keeps_the_release_a_server_falls_back_to_while_current_is_broken(tmp_path: Path):
+    ids = [render_release(tmp_path, _month(i), t).release_id for i, t in enumerate([T1, T2, T3])]
+    assert os.readlink(tmp_path / "current").endswith(ids[2])
+    (tmp_path / "releases" / ids[2] / "v1" / "periods.json").unlink()  # current broken: a file lost
+    # a server now serves the newest other release that verifies (ids[1]): prune keeps it
+    got = retain(tmp_path, keep=1)
+    assert sorted(got.kept) == sorted([ids[2], ids[1]]) and got.removed == [ids[0]] and got.fallback == ids[1]
+    assert verify_release(tmp_path, ids[1]).ok
+    assert serving(tmp_path) == [ids[2], ids[1]]
+    # once current is whole again, the same rule keeps only it
+    render_release(tmp_path, _month(2), T3)  # the same inputs: the lost file is linked back
+    assert serving(tmp_path) == [ids[2]]
+    assert retain(tmp_path, keep=1).removed == [ids[1]]
