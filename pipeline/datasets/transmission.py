@@ -254,14 +254,13 @@ def season_of(index: np.ndarray, lag: float, floor: float, cross_fitted: bool = 
         spec["peak_month"] = None
     return {
         **spec,
-        "peak_month_null_reason": WEAK_PEAK_REASON if weak else None,
         "season_centre_month": round(float(season_centre(index)[0]), CENTRE_DECIMALS),
         "peak_window": list(peak_window(index, float(peak_window_share_of(floor)))),
         "lag_months": round(float(lag), LAG_DECIMALS),
         "seasonal_floor": round(float(floor), INDEX_DECIMALS),
         "high_season_share_of_peak": share,
         "fitted_without_own_series": bool(cross_fitted),
-        **m5,
+        **({"peak_month_null_reason": WEAK_PEAK_REASON if weak else None, **m5} if model5 is not None else {}),
     }
 
 
@@ -825,6 +824,9 @@ def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any
                             "folds leave one state out; inside each, an inner leave-one-state-out over the other "
                             "six chooses hyperparameters and method (docs/model-5-protocol.md)",
         "published_method": m5.method,
+        "selection_rule": "least outer-fold mean loss ((1 - shape r) + |centre error| / 6, left-out states) among "
+                          "the methods whose mean signed state peak error is within 0.5 month (protocol amendment 2)",
+        "publishable_methods": m5.publishable,
         "release_method": m5.resolved,
         "release_hyperparameters": list(m5.hyper),
         "release_at_grid_edge": m5.at_grid_edge,
