@@ -72,11 +72,12 @@ def circular_error(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return H.signed_month_difference(a, b)
 
 
-def peak_window(peak_month: int, half_width: int) -> list[int]:
-    """Months (1-12, calendar order) within `half_width` months of `peak_month`, circularly."""
+def peak_window(peak_month: int | Sequence[int], half_width: int) -> list[int]:
+    """Months (1-12, calendar order) within `half_width` months of the peak month(s), circularly. Months
+    tied at the published (rounded) peak are all peaks: which one the rounding favours is not knowledge."""
     k = int(min(max(half_width, 0), MONTHS // 2))
-    months = {((peak_month - 1 + d) % MONTHS) + 1 for d in range(-k, k + 1)}
-    return sorted(months)
+    peaks = [peak_month] if isinstance(peak_month, (int, np.integer)) else list(peak_month)
+    return sorted({((p - 1 + d) % MONTHS) + 1 for p in peaks for d in range(-k, k + 1)})
 
 
 def half_widths(errors: np.ndarray, classes: np.ndarray, p: float = WINDOW_PROBABILITY,
@@ -762,7 +763,7 @@ def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None
     ix = np.asarray(index, dtype=float)
     tp = float(ix.min() / ix.max())
     cl = str(season_class(tp))
-    peak = int(np.argmax(ix)) + 1
+    peaks = [int(m) + 1 for m in np.flatnonzero(ix == ix.max())]
     calibrated = half_width is not None
     k = (half_width or FALLBACK_HALF_WIDTH)[cl]
     b_start, b_share = best_window(ix[None])
@@ -770,7 +771,7 @@ def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None
     return {
         "season_class": cl,
         "season_trough_to_peak": round(tp, 2),
-        "peak_window": peak_window(peak, k),
+        "peak_window": peak_window(peaks, k),
         "peak_window_probability": WINDOW_PROBABILITY,
         "peak_window_calibrated": calibrated,
         "season_start_error_months": err.get("season_start"),
