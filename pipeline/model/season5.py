@@ -121,7 +121,7 @@ def start_end(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def best_window(profiles: np.ndarray, k: int = BEST_WINDOW) -> tuple[np.ndarray, np.ndarray]:
     """(start month 1-12, share of the year) of the k consecutive months (circular) with most cases."""
     p = np.atleast_2d(np.asarray(profiles, dtype=float))
-    sums = sum(np.roll(p, -j, axis=1) for j in range(k))
+    sums = np.stack([np.roll(p, -j, axis=1) for j in range(k)]).sum(axis=0)
     start = sums.argmax(axis=1)
     return start + 1, sums.max(axis=1) / p.sum(axis=1)
 
