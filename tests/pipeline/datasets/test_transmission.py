@@ -408,3 +408,20 @@ def test_cross_fitting_publishes_the_held_out_fold_in_dated_states_only() -> Non
     no_dated = SimpleNamespace(dated=None, cv=SimpleNamespace(area_index={MODEL_4: held}))
     out, cross = cross_fitted_index(full, no_dated, state)  # type: ignore[arg-type]
     assert not cross.any() and (out == full).all()
+
+
+@needs_data("malaria/dhis2_lga_monthly_2020_2023")
+def test_held_out_index_is_the_published_cross_fitted_season() -> None:
+    """The interface for checks built on the season (transmission.held_out_index): leaving a dated state out
+    gives exactly what the release publishes for that state's LGAs (its cross-fitted season), and a season
+    for every other LGA fitted without that state, which differs from the published one."""
+    from pipeline.datasets.transmission import held_out_index, season_model
+    from pipeline.geography import load_geography
+
+    geo = load_geography(DATA_DIR)
+    sm = season_model(DATA_DIR, geo)
+    state = np.array(geo.lgas.sort("lga_code")["state_code"].to_list())
+    ix = held_out_index(DATA_DIR, geo, ["OY"])
+    assert ix is not None and ix.shape == (774, 12) and np.allclose(ix.max(axis=1), 1.0)
+    np.testing.assert_allclose(np.round(ix[state == "OY"], 3), sm.lga_index[state == "OY"], atol=1e-9)
+    assert not np.allclose(np.round(ix[state == "KN"], 3), sm.lga_index[state == "KN"])
