@@ -68,6 +68,10 @@ SEASON_RULE_NAMES = {
     "model_2": "model 2 rule: one floor everywhere, lag by dry months, fitted to the archetype profiles only",
     "constant_floor_both_sources": "one floor everywhere, fitted to the archetype profiles and the dated series",
     "model_3": "model 3 rule: floor and lag both by dry months, fitted to the archetype profiles and the dated series",
+    "model_4": "model 4: harmonics of log cases on rain covariates, dated LGAs' residuals pooled by distance",
+    "model_5": "model 5: the method chosen by nested whole-state cross-validation among model 4 and three "
+               "references (seasons.check.model_5), smoothed, LGAs at their state's season unless LGA "
+               "deviations repeat across years",
 }
 LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
