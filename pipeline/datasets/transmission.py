@@ -23,7 +23,7 @@ from pipeline.cache import cached, code_of
 from pipeline.datasets import survey_sample
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import national_trend, ranges, season_cv, season_harmonics
+from pipeline.model import national_trend, ranges, season5, season_cv, season_harmonics
 from pipeline.model.downscale import lga_climatology
 from pipeline.model.seasons import (
     DRY_MONTH_MM,
@@ -66,6 +66,8 @@ BANDS = {
 }
 
 RAINFALL_DECIMALS = 1
+MODEL_5 = "model_5"
+CASE_FITTED = (season_cv.MODEL_4, MODEL_5)  # rules whose index is fitted to cases, not built from rain
 SHARE_DECIMALS = 4
 CHECK_DECIMALS = 2
 
@@ -102,6 +104,30 @@ def description_model_4(f: season_harmonics.HarmonicFit) -> str:
         "lag_months is how many months the season's centre lies after the rainfall climatology's. The check "
         "figures leave whole states out: nothing of the state scored (no LGA series, no group covering any of "
         "its population) is in the fit."
+    )
+
+
+def description_model_5(m5: season5.Published) -> str:
+    """`method.description` under model 5."""
+    what = {
+        "latitude_band": "the latitude-band mean of the dated states' recorded seasons (log scale, each dated state "
+                         f"weighted by exp(-|latitude difference| / {m5.hyper[0]:g} degrees))" if m5.hyper else "",
+        "national_mean": "the mean of the dated states' recorded seasons (log scale, each state equally)",
+        "archetype": "the LGA's archetype profile (NMEP routine incidence of its LGA group)",
+        "model_4": "model 4 (harmonics of log cases regressed on rainfall, latitude and dry months, with the dated "
+                   "LGAs' residuals pooled by distance)",
+        "model_4_latitude_pooling": "model 4 with the dated LGAs' residuals pooled by latitude band",
+    }.get(m5.resolved, m5.resolved)
+    return (
+        "Expected monthly level of reported malaria cases, as a share of the peak month (3-month smoothed), from "
+        f"{what}. The method was chosen among model 4 and three references by nested whole-state cross-validation "
+        "on the seven dated states (held-out state shape and timing); see /docs/validation.json. In the dated "
+        "states every season is the one fitted without that state's own series. season_class (marked/moderate/weak, "
+        "smoothed trough/peak < 0.50 / >= 0.70), peak_window (the months holding about 80 % of the probability of "
+        "the peak, calibrated in the cross-validation), the season start/end and best-4-month errors are "
+        "cross-validated on the development states; peak_month is null where the season is weak. LGAs carry their "
+        "state's season (season_level \"state\") unless LGA deviations were shown to repeat across 2020-21 and "
+        "2022-23 in the dated series. Dated series rows are used for fitting and validation only, never published."
     )
 
 
@@ -170,6 +196,9 @@ class SeasonModel:
     # [n_lga] True where the published season is the fold that held the LGA's state out (states with
     # dated series: none of the state's own rows shapes its published figures)
     cross_fitted: np.ndarray | None = None
+    # model 5 as published (None: no dated series, the fallback of docs/model-5-protocol.md)
+    published5: season5.Published | None = None
+    lga_level: np.ndarray | None = None  # [n_lga] "lga" | "state": what each LGA's index is
 
     def state_cross_fitted(self, state_codes: list[str], lga_state: list[str] | np.ndarray) -> list[bool]:
         """Per state: its published season is fitted without its own series (all its LGAs are)."""
@@ -200,26 +229,46 @@ class SeasonModel:
             w = pop[rows] / pop[rows].sum()
             prof = season_cv.weighted_profile(self.lga_index[rows], w)
             ix.append(np.round(prof, INDEX_DECIMALS))
-            fl.append(float(ix[-1].min()) if self.rule == season_cv.MODEL_4 else float(w @ self.lga_floor[rows]))
+            fl.append(float(ix[-1].min()) if self.rule in CASE_FITTED else float(w @ self.lga_floor[rows]))
             lg.append(float(w @ self.lga_lag[rows]))
         return codes, np.array(ix), np.array(fl), np.array(lg)
 
 
-def season_of(index: np.ndarray, lag: float, floor: float, cross_fitted: bool = False) -> dict[str, Any]:
+WEAK_PEAK_REASON = ("weak season: the smoothed quietest month is at least 0.70 of the peak, so no month is "
+                    "reliably the peak; see peak_window")
+
+
+def season_of(index: np.ndarray, lag: float, floor: float, cross_fitted: bool = False,
+              model5: dict[str, Any] | None = None) -> dict[str, Any]:
     """SPEC 2.6 season at the area's own high-season share, plus the additive centre, peak
     window, lag, floor and share (so a client recomputes high_months from the index), and whether
-    the season was fitted without the area's state's own dated series (docs/seasons.md)."""
+    the season was fitted without the area's state's own dated series (docs/seasons.md); with
+    `model5`, its additive fields (class, calibrated peak window, errors, level), and `peak_month`
+    null with `peak_month_null_reason` where the season is weak."""
     share = float(high_share_of(floor))
     s = season_from_index(index, share)
+    m5 = model5 or {}
+    weak = m5.get("season_class") == "weak"
+    spec = s.to_json()
+    if weak:
+        spec["peak_month"] = None
     return {
-        **s.to_json(),
+        **spec,
         "season_centre_month": round(float(season_centre(index)[0]), CENTRE_DECIMALS),
         "peak_window": list(peak_window(index, float(peak_window_share_of(floor)))),
         "lag_months": round(float(lag), LAG_DECIMALS),
         "seasonal_floor": round(float(floor), INDEX_DECIMALS),
         "high_season_share_of_peak": share,
         "fitted_without_own_series": bool(cross_fitted),
+        **({"peak_month_null_reason": WEAK_PEAK_REASON if weak else None, **m5} if model5 is not None else {}),
     }
+
+
+def model5_fields(sm: SeasonModel, index: np.ndarray, level: str, key: str) -> dict[str, Any]:
+    """Model 5's additive fields of one area (`key`: "states" or "lgas" calibration); fixed, uncalibrated
+    half-widths and null errors without dated series."""
+    m5 = sm.published5
+    return season5.area_fields(index, level, m5.half_width[key] if m5 else None, m5.errors[key] if m5 else None)
 
 
 def national_index(state_rain: np.ndarray, population: np.ndarray, p: AreaSeasonParams) -> tuple[np.ndarray, float, float]:
@@ -446,24 +495,64 @@ def _fit_season_model(data_dir: Path, geo: Any, inputs: Inputs | None) -> Season
     lga_clim = lga_climatology(geo, state_clim, inputs.lga_climatology)
     lga_rain = wide(lga_clim, "lga_code", "rainfall_mm", lga_codes)
     params, rule, fitted_to, check, sfit, harmonic = DEFAULT_PARAMS, "model_2", 0, empty_check(), None, None
+    m5 = None
     if inputs.archetype_profiles is not None or inputs.dated_cases is not None:
         fitted = run_check(inputs, geo, lga_codes, lga_rain, state_clim)
         if fitted is not None:
-            params, rule, check, sfit, harmonic = fitted
+            params, rule, check, sfit, harmonic, m5 = fitted
             fitted_to = check["series"]
     pop = lgas["population"].cast(pl.Float64).to_numpy()
     cross = np.zeros(len(lga_codes), dtype=bool)
-    if harmonic is not None:
+    level = np.full(len(lga_codes), "state", dtype=object)
+    if m5 is not None:
+        index, cross, level = np.round(m5.lga_profile, INDEX_DECIMALS), m5.cross, m5.level
+        floor = index.min(axis=1)
+        lag = rain_delay(index, lga_rain)
+    elif harmonic is not None:
+        # no dated series: model 4's archetype-only fit, each LGA at its state's season (no LGA detail is
+        # claimed without a split-half test), smoothed as model 5 publishes (docs/model-5-protocol.md)
         areas = area_data(geo, lga_codes, lga_rain)
-        index = season_harmonics.seasonal_index_of(harmonic.predict(areas.x, areas.xy), INDEX_DECIMALS)
-        if sfit is not None:
-            index, cross = cross_fitted_index(index, sfit, areas.state)
+        prof = season_harmonics.profiles(harmonic.predict(areas.x, areas.xy))
+        index = season5.published_index(state_level(prof, areas.state, pop))
         floor = index.min(axis=1)
         lag = rain_delay(index, lga_rain)
     else:
         index, floor, lag = area_index(lga_rain, params)
+        level[:] = "lga"
     return SeasonModel(params, rule, fitted_to, lga_codes, lga_rain, lag, floor, index, check, sfit, harmonic, pop,
-                       cross)
+                       cross, m5, level)
+
+
+def state_level(prof: np.ndarray, area_state: np.ndarray, pop: np.ndarray) -> np.ndarray:
+    """[n, 12] each LGA's row replaced by its state's population-weighted profile (rows scaled to mean 1)."""
+    m = prof / prof.mean(axis=1, keepdims=True)
+    out = np.empty_like(m)
+    for s in np.unique(area_state):
+        rows = area_state == s
+        out[rows] = (pop[rows] / pop[rows].sum()) @ m[rows]
+    return out
+
+
+def held_out_index(data_dir: Path, geo: Any, states_left_out: list[str]) -> np.ndarray | None:
+    """[n_lga, 12] (LGAs sorted by code) the published model-5 index as a fold leaving `states_left_out`
+    out would publish it: method as released, its hyperparameters and the LGA detail rule chosen on the
+    remaining dated states only (for checks built on the season, e.g. season ratios). None without
+    dated series or when model 5 is not the published rule."""
+    sm = season_model(data_dir, geo)
+    if sm.published5 is None or sm.fit is None:
+        return None
+    inputs = Inputs(data_dir, geo)
+    d = _season5_data_for(inputs, geo, sm)
+    return None if d is None else season5.held_out_index(d, sm.published5.method, states_left_out)
+
+
+def _season5_data_for(inputs: Inputs, geo: Any, sm: SeasonModel) -> season5.Data | None:
+    assert sm.fit is not None
+    areas = area_data(geo, sm.lga_codes, sm.lga_rain)
+    units = season_cv.harmonic_units(sm.fit.series, areas, dated_data_weight(inputs.dated_cases))
+    std = season_harmonics.Standardiser.of(areas.x)
+    dated_states = list(sm.fit.dated.state_codes) if sm.fit.dated is not None else []
+    return season5_data(inputs, sm.fit.series, sm.fit.dated, areas, units, std, dated_states, sm.lga_codes)
 
 
 def cross_fitted_index(index: np.ndarray, sfit: SeasonFit, area_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -496,7 +585,7 @@ def produce(ctx: BuildContext) -> Produced:
 
     state_rain = state_rain_matrix(ctx.inputs.state_climatology, states)
     pop = states["population"].cast(pl.Float64).to_numpy()
-    if sm.rule == season_cv.MODEL_4:
+    if sm.rule in CASE_FITTED or sm.harmonic is not None:
         area_state = lgas["state_code"].to_numpy()
         codes, state_index, state_floor, _ = sm.aggregate(area_state)
         assert codes == states["state_code"].to_list()
@@ -506,7 +595,7 @@ def produce(ctx: BuildContext) -> Produced:
     else:
         state_index, state_floor, state_lag = area_index(state_rain, p)
         nat_ix, nat_lag, nat_floor = national_index(state_rain, pop, p)
-    national = season_of(nat_ix, nat_lag, nat_floor)
+    national = season_of(nat_ix, nat_lag, nat_floor, model5=model5_fields(sm, nat_ix, "national", "states"))
     lga_codes = sm.lga_codes
 
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
@@ -532,7 +621,8 @@ def produce(ctx: BuildContext) -> Produced:
         "method": {
             "cases_follow_rain_by_months": round(float(np.average(state_lag, weights=pop)), LAG_DECIMALS),
             "high_season_share_of_peak": national["high_season_share_of_peak"],
-            "description": description(p) if sm.harmonic is None else description_model_4(sm.harmonic),
+            "description": (description_model_5(sm.published5) if sm.published5 is not None
+                            else description(p) if sm.harmonic is None else description_model_4(sm.harmonic)),
             "check": sm.check,
             "seasonal_floor": national["seasonal_floor"],
             **({} if sm.harmonic is not None else {
@@ -546,7 +636,11 @@ def produce(ctx: BuildContext) -> Produced:
             **({"season_model": sm.harmonic.to_json()} if sm.harmonic is not None else {}),
             "season_rule": sm.rule,
             "dry_month_below_mm": DRY_MONTH_MM,
-            "peak_window_share_of_peak": national["peak_window"] and float(peak_window_share_of(nat_floor)),
+            "peak_window_probability": season5.WINDOW_PROBABILITY,
+            "peak_window_half_width_months": (sm.published5.half_width if sm.published5 is not None
+                                              else {"uncalibrated": season5.FALLBACK_HALF_WIDTH}),
+            "season_class_thresholds": {"weak_trough_to_peak_at_least": season5.WEAK_TROUGH_TO_PEAK,
+                                        "marked_trough_to_peak_below": season5.MARKED_TROUGH_TO_PEAK},
             "parameters_fitted_to_series": sm.fitted_to,
         },
         "national": {"season": national, "survey_trend": nat_trend, "survey_trend_rdt": nat_rdt},
@@ -555,7 +649,7 @@ def produce(ctx: BuildContext) -> Produced:
                 "state_code": code,
                 "state": name,
                 "zone": zone,
-                "season": season_of(ix, lag, floor, cf),
+                "season": season_of(ix, lag, floor, cf, model5_fields(sm, ix, "state", "states")),
                 "survey_trend": state_trends.get(code, []),
             }
             for code, name, zone, ix, lag, floor, cf in zip(
@@ -567,11 +661,12 @@ def produce(ctx: BuildContext) -> Produced:
     }
 
     by_code = {
-        code: {"lga_code": code, **season_of(ix, lag, floor, cf),
+        code: {"lga_code": code, **season_of(ix, lag, floor, cf, model5_fields(sm, ix, str(lv), "lgas")),
                "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
-        for code, ix, lag, floor, rain, cf in zip(
+        for code, ix, lag, floor, rain, cf, lv in zip(
             lga_codes, sm.lga_index, sm.lga_lag, sm.lga_floor, sm.lga_rain,
-            sm.cross_fitted if sm.cross_fitted is not None else np.zeros(len(lga_codes), dtype=bool), strict=True)
+            sm.cross_fitted if sm.cross_fitted is not None else np.zeros(len(lga_codes), dtype=bool),
+            sm.lga_level if sm.lga_level is not None else np.full(len(lga_codes), "lga"), strict=True)
     }
     names = dict(zip(lgas["lga_code"], lgas["lga"], strict=True))
     order = lgas.sort(pl.col("lga").str.to_lowercase(), "lga_code").select("lga_code", "state_code")
@@ -649,7 +744,8 @@ def dated_data_weight(dated_cases: pl.DataFrame | None) -> dict[str, float]:
 
 def run_check(
     inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray, state_clim: pl.DataFrame,
-) -> tuple[AreaSeasonParams, str, dict[str, Any], SeasonFit, season_harmonics.HarmonicFit] | None:
+) -> tuple[AreaSeasonParams, str, dict[str, Any], SeasonFit, season_harmonics.HarmonicFit,
+            season5.Published | None] | None:
     """Fit the season models to the case records and check them leaving whole states out.
 
     Returns (model-3 constants, adopted rule, `check`, what the check used, model 4's published fit),
@@ -685,10 +781,96 @@ def run_check(
     everything = np.ones(len(series.names), dtype=bool)
     rk, sh = season_harmonics.choose_pooling(units, std, everything)
     harmonic = season_harmonics.fit(units, std, everything, rk, sh)
+    d5 = season5_data(inputs, series, dated, areas, units, std, dated_states, lga_codes)
+    m5 = season5.publish(d5) if d5 is not None else None
+    if m5 is not None and d5 is not None:
+        cv = with_model_5(cv, series, m5, d5, lga_codes)
+        rule = MODEL_5
+        sq[MODEL_5] = round(season_cv.squared_error(cv.series_pred[MODEL_5], series.recorded, series.weight_joint), 4)
     sfit = SeasonFit(series, cv, dated, state_of, zone_of)
     names_of = dict(zip(states["state_code"], states["state"], strict=True))
     check = build_check(sfit, rule, sq, dated_states, names_of)
-    return params, rule, check, sfit, harmonic
+    if m5 is not None:
+        check["model_5"] = model_5_check(m5, names_of)
+    return params, rule, check, sfit, harmonic, m5
+
+
+def with_model_5(cv: season_cv.CrossValidated, series: season_cv.Series, m5: season5.Published, d: season5.Data,
+                 lga_codes: list[str]) -> season_cv.CrossValidated:
+    """Model 5's out-of-sample predictions added to `cv` under MODEL_5: the dated LGAs' and states' from the
+    outer folds; the archetype groups' from the published LGA seasons (cross-fitted in the dated states; out of
+    sample for the references built on the dated series only, which never see an archetype profile)."""
+    S = series.recorded.shape[0]
+    pub = m5.lga_profile
+    w = series.weights / series.weights.sum(axis=1, keepdims=True)
+    pred = season_cv.weighted_profile(pub, w) if S else np.zeros((0, 12))
+    pos = {c: i for i, c in enumerate(lga_codes)}
+    out_row = {int(a): k for k, a in enumerate(d.rec_area)}
+    for i, (name, kind) in enumerate(zip(series.names, series.kind, strict=True)):
+        if kind == "lga" and pos.get(name) in out_row:
+            pred[i] = m5.lga_out[out_row[pos[name]]]
+    ai = np.full(pub.shape, np.nan)
+    ai[m5.cross] = np.round(pub[m5.cross], INDEX_DECIMALS)
+    return season_cv.CrossValidated(
+        cv.folds, {**cv.series_pred, MODEL_5: pred}, {**cv.series_floor, MODEL_5: pred.min(axis=1)},
+        {**cv.state_pred, MODEL_5: m5.state_out}, {**cv.area_floor, MODEL_5: ai.min(axis=1)},
+        {**cv.area_lag, MODEL_5: np.full(len(pub), np.nan)}, {**cv.area_index, MODEL_5: ai})
+
+
+def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any]:
+    """`method.check.model_5`: the nested whole-state cross-validation's summaries (no profile, no series)."""
+    return {
+        "cross_validation": "nested whole-state cross-validation on the seven dated (development) states: outer "
+                            "folds leave one state out; inside each, an inner leave-one-state-out over the other "
+                            "six chooses hyperparameters and method (docs/model-5-protocol.md)",
+        "published_method": m5.method,
+        "selection_rule": "least outer-fold mean loss ((1 - shape r) + |centre error| / 6, left-out states) among "
+                          "the methods whose mean signed state peak error is within 0.5 month (protocol amendment 2)",
+        "publishable_methods": m5.publishable,
+        "release_method": m5.resolved,
+        "release_hyperparameters": list(m5.hyper),
+        "release_at_grid_edge": m5.at_grid_edge,
+        "methods": m5.summaries,
+        "chosen_per_fold": {m: [{**c, "left_out": names.get(c["left_out"], c["left_out"])} for c in v]
+                            for m, v in m5.chosen.items()},
+        "peak_window_half_width_months": m5.half_width,
+        "cross_validated_errors": m5.errors,
+        "split_half": {"rule": m5.split_half["rule"],
+                       "by_state": {names.get(k, k): v for k, v in m5.split_half["by_state"].items()},
+                       "recorded_class": {names.get(k, k): v for k, v in m5.split_half["recorded_class"].items()},
+                       "minimum_effect": {"median_r": season5.SPLIT_MIN_MEDIAN_R,
+                                          "share_positive": season5.SPLIT_MIN_SHARE_POSITIVE}},
+        "class_thresholds": {"weak_trough_to_peak_at_least": season5.WEAK_TROUGH_TO_PEAK,
+                             "marked_trough_to_peak_below": season5.MARKED_TROUGH_TO_PEAK},
+    }
+
+
+def season5_data(inputs: Inputs, series: season_cv.Series, dated: season_cv.DatedProfiles | None,
+                 areas: season_cv.AreaData, units: season_harmonics.Units, std: season_harmonics.Standardiser,
+                 dated_states: list[str], lga_codes: list[str]) -> season5.Data | None:
+    """What model 5's candidates and nested check need; None without dated series (nothing to validate)."""
+    if dated is None or inputs.dated_cases is None or len(dated_states) < 3:
+        return None
+    pos = {c: i for i, c in enumerate(lga_codes)}
+    keep = [i for i, c in enumerate(dated.lga_codes) if c in pos and dated.lga_state[i] in dated_states]
+    codes = [dated.lga_codes[i] for i in keep]
+    lstate = np.array([dated.lga_state[i] for i in keep])
+    arch = None
+    kind = np.array(series.kind)
+    if (kind == "archetype").any():
+        w, rec = series.weights[kind == "archetype"], series.recorded[kind == "archetype"]
+        arch = np.full((len(lga_codes), season5.MONTHS), np.nan)
+        has = w.sum(axis=0) > 0
+        arch[has] = (rec / rec.mean(axis=1, keepdims=True))[w[:, has].argmax(axis=0)]
+    cases_m, cal = season5.case_matrix(inputs.dated_cases, codes)
+    srow = [dated.state_codes.index(s) for s in dated_states]
+    m4, choose = season5.model4_engine(series, areas, units, std, dated_states)
+    return season5.Data(
+        area_state=areas.state, area_lat=areas.xy[:, 1], area_pop=areas.population, arch_profile=arch,
+        dated_states=list(dated_states), rec_state=dated.state[srow],
+        rec_area=np.array([pos[c] for c in codes]), rec_lga=dated.lga[keep], rec_lga_state=lstate,
+        cases=cases_m, cal=cal, split_r=season5.split_half_deviation_r(inputs.dated_cases, codes, lstate),
+        m4=m4, m4_choose=choose)
 
 
 def _season_offsets(pred: np.ndarray, rec: np.ndarray, floors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -68,6 +68,10 @@ SEASON_RULE_NAMES = {
     "model_2": "model 2 rule: one floor everywhere, lag by dry months, fitted to the archetype profiles only",
     "constant_floor_both_sources": "one floor everywhere, fitted to the archetype profiles and the dated series",
     "model_3": "model 3 rule: floor and lag both by dry months, fitted to the archetype profiles and the dated series",
+    "model_4": "model 4: harmonics of log cases on rain covariates, dated LGAs' residuals pooled by distance",
+    "model_5": "model 5: the method chosen by nested whole-state cross-validation among model 4 and three "
+               "references (seasons.check.model_5), smoothed, LGAs at their state's season unless LGA "
+               "deviations repeat across years",
 }
 LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
@@ -515,6 +519,72 @@ def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[
             "not_judged": "; ".join(x["measure"] for x in rows if x["met"] is None) or "none"}
 
 
+MODEL_5_METHODS = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling", "selection")
+# (key, measure, aim, level, figure key, of key (a count "k of n"), test on the value)
+MODEL_5_AIMS: tuple[tuple[str, str, str, str, str, str | None, Any], ...] = (
+    ("state_shape_r", "state shape r, median", ">= 0.85", "states", "median_shape_r", None, lambda v: v >= 0.85),
+    ("peak_marked", "peak within 1 month, states with a marked recorded season", "all", "states",
+     "marked_peak_within_1_month", "marked_states", None),
+    ("peak_not_weak", "peak within 1 month, states whose recorded season is not weak (added: no state is marked)",
+     "all", "states", "not_weak_peak_within_1_month", "not_weak_states", None),
+    ("peak_all", "peak within 1 month, all states", "-", "states", "peak_within_1_month", "profiles", None),
+    ("mean_signed_peak_error", "mean signed peak error, states (months; + late)", "within +-0.5", "states",
+     "mean_signed_peak_error", None, lambda v: abs(v) <= 0.5),
+    ("weak_flagged_states", "states with recorded trough/peak >= 0.70 flagged weak", "all", "states",
+     "recorded_weak_flagged_weak", "recorded_weak", None),
+    ("weak_flagged_lgas", "LGAs with recorded trough/peak >= 0.70 flagged weak", "all", "lgas",
+     "recorded_weak_flagged_weak", "recorded_weak", None),
+    ("window_states", "80 % peak window holds the recorded smoothed peak, share of states", "0.70-0.90", "states",
+     "peak_window_coverage", None, lambda v: 0.7 <= v <= 0.9),
+    ("window_lgas", "80 % peak window holds the recorded smoothed peak, share of LGAs", "0.70-0.90", "lgas",
+     "peak_window_coverage", None, lambda v: 0.7 <= v <= 0.9),
+    ("lga_shape_r", "LGA shape r, median", ">= 0.72", "lgas", "median_shape_r", None, lambda v: v >= 0.72),
+    ("lga_month_to_month_r", "LGA month-to-month r (log ratio of consecutive months), median", ">= 0.55", "lgas",
+     "median_month_to_month_r", None, lambda v: v >= 0.55),
+    ("state_month_to_month_r", "state month-to-month r (log ratio of consecutive months), median", "-", "states",
+     "median_month_to_month_r", None, None),
+    ("trough_to_peak", "trough/peak error, states, mean", "-", "states", "mean_trough_to_peak_error", None, None),
+    ("start_error", "season start error, states, mean absolute (months)", "-", "states", "mean_abs_start_error",
+     None, None),
+    ("best_4_start_error", "best-4-month start error, states, mean absolute (months)", "-", "states",
+     "mean_abs_best_4_start_error", None, None),
+)
+
+
+def model_5_aims(check: dict[str, Any]) -> dict[str, Any]:
+    """The issue's aims for every model-5 candidate, the selection and the published method, from the outer
+    folds of the nested whole-state cross-validation on the dated (development) states; summaries only.
+    Same keys in every release (null without dated series)."""
+    m5 = check.get("model_5") or {}
+    methods = m5.get("methods") or {}
+    published = m5.get("published_method")
+    rows: dict[str, Any] = {}
+    for key, measure, aim, level, fig, of, test in MODEL_5_AIMS:
+        row: dict[str, Any] = {"measure": measure, "aim": aim}
+        for m in MODEL_5_METHODS:
+            lv = (methods.get(m) or {}).get(level) or {}
+            v, n = lv.get(fig), (lv.get(of) if of else None)
+            row[m] = None if v is None else (f"{v} of {n}" if of else v)
+        pv = ((methods.get(published) or {}).get(level) or {}) if published else {}
+        v, n = pv.get(fig), (pv.get(of) if of else None)
+        row["published"] = None if v is None else (f"{v} of {n}" if of else v)
+        if v is None or aim == "-":
+            row["met"] = None
+        elif of:
+            row["met"] = None if not n else bool(v == n)
+        else:
+            row["met"] = bool(test(v))
+        rows[key] = row
+    judged = [r for r in rows.values() if r["met"] is not None]
+    return {"label": "cross-validation on the seven dated (development) states: nested, whole states left out",
+            "published_method": published, "release_method": m5.get("release_method"),
+            "release_hyperparameters": ", ".join(str(v) for v in m5.get("release_hyperparameters") or []) or None,
+            "release_at_grid_edge": m5.get("release_at_grid_edge"),
+            "publishable_methods": ", ".join(m5.get("publishable_methods") or []) or None,
+            "rows": rows, "met": sum(bool(r["met"]) for r in judged), "judged": len(judged),
+            "missed": "; ".join(r["measure"] for r in judged if not r["met"]) or "none"}
+
+
 TIMING_KEYS = ("profiles", "median_shape_r", "peak_within_1_month", "mean_signed_peak_error", "mean_abs_peak_error",
                "mean_signed_start_error", "mean_signed_centre_error", "mean_trough_to_peak_error",
                "mean_best_4_share_error")
@@ -537,7 +607,7 @@ def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> di
 
     return {
         "timing": {r: {lv: {k: ((timing.get(r) or {}).get(lv) or {}).get(k) for k in TIMING_KEYS}
-                       for lv in ("states", "lgas")} for r in ("model_3", rule)},
+                       for lv in ("states", "lgas")} for r in dict.fromkeys(("model_3", "model_4", "model_5", rule))},
         "season_error": {lv: {k: (err.get(lv) or {}).get(k) for k in ("log_sd", "share_inside",
                                                                        "lowest_month_share_inside", "months_below_0_7")}
                          for lv in ("states", "lgas", "archetype_groups")},
@@ -574,8 +644,9 @@ def quotable_skeleton() -> dict[str, Any]:
     """The report's quotable blocks (`targets`, `page`) with every figure null: what a page may quote
     even in a release without the validation dataset (each then reads as not in this release)."""
     rounds = [{"predicted_round": b} for _, b in HELD_OUT]
-    return {"targets": targets({}, {}, rounds, "model_4"),
-            "page": {**page_figures({}, {}, "model_4"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS)}}
+    return {"targets": targets({}, {}, rounds, "model_5"),
+            "page": {**page_figures({}, {}, "model_5"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS),
+                     "model_5": model_5_aims({})}}
 
 
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
@@ -597,7 +668,8 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
         "months": (months := month_validation(md, res)),
         "held_out_rounds": (rounds := [held_out(md, a, b) for a, b in HELD_OUT]),
         "targets": targets(sm.check, months, rounds, sm.rule),
-        "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm)},
+        "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm),
+                 "model_5": model_5_aims(sm.check)},
         "map_agreement": map_agreement(md, res, inputs.incidence),
         "lga_comparison": (lga := lga_comparison(md)),
         "lga_small_area": small_area_comparison(md, lga.get("deviance_urban_split")),

@@ -794,13 +794,14 @@ def held_out_seasons(data_dir: Path) -> dict[str, np.ndarray]:
     (pipeline.model.season_cv), a state's the population-weighted mean of its LGAs' as published."""
     from pipeline.datasets.transmission import INDEX_DECIMALS, season_model
     from pipeline.geography import load_geography
-    from pipeline.model.season_cv import MODEL_4, weighted_profile
+    from pipeline.model.season_cv import weighted_profile
 
     geo = load_geography(Path(data_dir))
     sm = season_model(Path(data_dir), geo)
-    if sm.fit is None or sm.fit.dated is None or MODEL_4 not in sm.fit.cv.area_index:
+    # the published rule's held-out index (model 5's outer folds; model 4's before it)
+    if sm.fit is None or sm.fit.dated is None or sm.rule not in sm.fit.cv.area_index:
         return {}
-    held = sm.fit.cv.area_index[MODEL_4]
+    held = sm.fit.cv.area_index[sm.rule]
     state = np.asarray(sm.fit.state_of_area)
     pop = sm.lga_population if sm.lga_population is not None else np.ones(len(state))
     out: dict[str, np.ndarray] = {}

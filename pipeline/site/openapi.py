@@ -107,8 +107,13 @@ def resource_schemas() -> dict[str, Schema]:
         "level": _str("Risk level band of the score.", enum=LEVELS),
     }
     season = {
-        "peak_month": {**MONTH_NUMBER, "description": "Month reported cases are expected to be highest "
-                       "(accurate to about a month)."},
+        "peak_month": {**MONTH_NUMBER, "type": ["integer", "null"],
+                       "description": "Month reported cases are expected to be highest (accurate to about a "
+                       "month): the month of the smoothed index's peak. null where `season_class` is `weak` (a "
+                       "deviation: otherwise an integer), because no month is reliably the peak there; "
+                       "`peak_month_null_reason` says so and `peak_window` gives the likely months."},
+        "peak_month_null_reason": _nullable("string", "Why `peak_month` is null (a weak season); null when it "
+                                            "is given (additive)."),
         "season_start_month": {**MONTH_NUMBER, "description": "First month of the high season."},
         "season_end_month": {**MONTH_NUMBER, "description": "Last month of the high season."},
         "season_months": _int("Length of the high season in months.", minimum=1, maximum=12),
@@ -120,8 +125,40 @@ def resource_schemas() -> dict[str, Schema]:
                                 "description": "Centre of the season (phase of the first annual harmonic of "
                                 "the index), one decimal; 7.0 is mid-July, 12.5 the turn of the year "
                                 "(additive)."},
-        "peak_window": {"type": "array", "items": MONTH_NUMBER, "minItems": 1,
-                        "description": "Months at `peak_window_share_of_peak` of the peak or more (additive)."},
+        "peak_window": {"type": "array", "items": MONTH_NUMBER, "minItems": 1, "maxItems": 12,
+                        "description": "Months (calendar order) that together hold about 80 % probability of "
+                        "the peak month of reported cases: the smoothed peak month ± the half-width calibrated "
+                        "for the area's season class and level in whole-state cross-validation on the dated "
+                        "(development) states; wider as the season flattens; the whole year when it cannot be "
+                        "told (additive)."},
+        "peak_window_probability": _share("Probability the peak window is meant to hold: 0.8 (additive)."),
+        "peak_window_calibrated": {"type": "boolean", "description": "true where the window's half-width was "
+                                   "calibrated on held-out dated states; false (fixed, wide half-widths) when the "
+                                   "dated series are absent from the data load (additive)."},
+        "season_class": _str("Strength of the season from the smoothed index's trough/peak ratio: `marked` "
+                             "(< 0.50), `moderate`, `weak` (>= 0.70: cases barely vary over the year; no peak "
+                             "month is given) (additive).", enum=["marked", "moderate", "weak"]),
+        "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals: "
+                                        "what `season_class` is read from (additive)."),
+        "season_start_error_months": _nullable("number", "Mean absolute error of `season_start_month`, months, "
+                                               "in whole-state cross-validation on the dated states at this "
+                                               "level (state or LGA); null without dated series (additive)."),
+        "season_end_error_months": _nullable("number", "Mean absolute error of `season_end_month`, months, as "
+                                             "`season_start_error_months` (additive)."),
+        "best_4_months_start_month": {**MONTH_NUMBER, "description": "First month of the 4 consecutive months "
+                                      "with the largest share of the year's expected cases (a planning figure, "
+                                      "not a prescription; docs: seasons) (additive)."},
+        "best_4_months_share": _share("Share of the year's expected reported cases in those 4 months (additive; "
+                                      "compare the WHO SMC criterion of 60 %, docs: seasons)."),
+        "best_4_months_start_error_months": _nullable("number", "Mean absolute error of "
+                                                      "`best_4_months_start_month`, months, cross-validated on "
+                                                      "the dated states at this level (additive)."),
+        "best_4_months_share_error": _nullable("number", "Mean absolute error of `best_4_months_share`, "
+                                               "cross-validated as above (additive)."),
+        "season_level": _str("What the index describes: `lga` (the LGA's own season, published only where "
+                             "LGA deviations from their state were shown to repeat across 2020-21 and 2022-23), "
+                             "`state` (the state's season, given to its LGAs), `national` (additive).",
+                             enum=["lga", "state", "national"]),
         "lag_months": {"type": "number", "description": "Months by which the season's centre lies after the "
                        "centre of the area's rainfall climatology (negative: before), read off the season fitted "
                        "to cases (additive)."},
@@ -336,9 +373,9 @@ def resource_schemas() -> dict[str, Schema]:
         "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
                                     "and recorded peak month, months."},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "season_rule": _str("The season rule published (additive): model 4 whenever case records exist; the "
+        "season_rule": _str("The season rule published (additive): model 5 whenever dated case series exist, model 4 with case records only; the "
                             "others are refitted in the same folds as its comparison.",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
                                          "description": "Held-out squared error of each season rule (additive)."},
         "folds": _int("States left out in turn (additive)."),
@@ -386,7 +423,7 @@ def resource_schemas() -> dict[str, Schema]:
         "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
         "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
                          "range and shrink, regression coefficients (additive; present when season_rule is "
                          "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
@@ -397,12 +434,18 @@ def resource_schemas() -> dict[str, Schema]:
                          enum=["constant", "linear", "linear_non_negative", "above_5_dry_months"]),
         "dry_month_below_mm": {"type": "number", "description": "A dry month has less rain than this, mm "
                                "(additive)."},
-        "peak_window_share_of_peak": _share("Threshold share of the peak defining `peak_window` (additive)."),
+        "peak_window_probability": _share("Probability each `peak_window` is meant to hold (0.8) (additive)."),
+        "peak_window_half_width_months": {"type": "object", "description": "Half-width in months of the peak "
+                                          "windows per level and season class, calibrated in the whole-state "
+                                          "cross-validation (`uncalibrated` without dated series) (additive)."},
+        "season_class_thresholds": {"type": "object", "description": "Smoothed trough/peak thresholds of "
+                                    "`season_class` (additive)."},
         "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
                                             "the case records were absent and the documented defaults apply "
                                             "(additive)."),
     }, required=["cases_follow_rain_by_months", "high_season_share_of_peak", "description", "check",
-                 "seasonal_floor", "season_rule", "dry_month_below_mm", "peak_window_share_of_peak",
+                 "seasonal_floor", "season_rule", "dry_month_below_mm", "peak_window_probability",
+                 "peak_window_half_width_months", "season_class_thresholds",
                  "parameters_fitted_to_series"])  # the floor and lag constants exist only under models 2-3
     s["TransmissionStatesResponse"] = _obj({
         "method": {**_ref("TransmissionMethod"), "description": "How the seasons were made, and their check."},

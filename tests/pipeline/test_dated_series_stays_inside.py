@@ -157,6 +157,14 @@ def test_build_without_the_dated_series(data_without_dated_series: Path) -> None
     assert md.months is None and (md.rain_factor == 1.0).all()
     tr = transmission.produce(ctx).documents["/v1/transmission/states"][()]["method"]
     assert tr["check"]["dated_lga_series"] == 0 and tr["check"]["series"] == 22
+    # model 5's fields fall back honestly: no calibration, no cross-validated error, no LGA detail claimed
+    docs = transmission.produce(ctx).documents
+    season = docs["/v1/transmission/states"][()]["states"][0]["season"]
+    assert season["peak_window_calibrated"] is False and season["season_start_error_months"] is None
+    assert season["season_class"] in ("marked", "moderate", "weak") and len(season["peak_window"]) >= 1
+    assert "model_5" not in tr["check"] and tr["peak_window_half_width_months"] == {
+        "uncalibrated": {"marked": 1, "moderate": 2, "weak": 6}}
+    assert all(r["season_level"] == "state" for d in docs["/v1/transmission/lgas"].values() for r in d["lgas"])
     report = orjson.loads(validation.produce(ctx).files[validation.VALIDATION_FILE][1])
     assert report["months"]["tests"] is None and "absent" in report["months"]["note"]
     assert report["seasons"]["profiles"]["states"] == []

@@ -314,7 +314,9 @@ class TestRealData:
         """Every season the release declares fitted without its state's series equals, to the published
         rounding, a fit made here from the fitting table with every series of that state (its dated LGAs
         and every archetype group covering any of its population) removed and the pooling constants chosen
-        without it; every LGA and the state of the six dated states is declared, no other area is."""
+        without it, published as model 5 publishes it (3-month smoothed, peak 1; at its state's season where
+        `season_level` is "state"); every LGA and the state of the seven dated states is declared, no other
+        area is. Holds while the published model-5 method is model 4 (the release's `release_method`)."""
         from pipeline.datasets.transmission import area_data, dated_data_weight, season_model
         from pipeline.geography import load_geography
         from pipeline.model import season_cv
@@ -337,6 +339,7 @@ class TestRealData:
         assert declared_states == set(dated_states)
         assert states_doc["national"]["season"]["fitted_without_own_series"] is False
         pop = geo.lgas.sort("lga_code")["population"].cast(pl.Float64).to_numpy()
+        assert states_doc["method"]["check"]["model_5"]["release_method"] == "model_4"
         for s in dated_states:
             mine = areas.state == s
             keep = np.ones(len(series.names), dtype=bool)
@@ -345,10 +348,17 @@ class TestRealData:
             assert not (keep & (np.array(series.kind) == "lga") & (np.array(series.state) == s)).any()
             rk, sh = H.choose_pooling(units, std, keep)
             fit = H.fit(units, std, keep, rk, sh)
-            expect = np.round(H.profiles(fit.predict(areas.x[mine], areas.xy[mine])), 3)
+            own = H.profiles(fit.predict(areas.x[mine], areas.xy[mine]))
+            own = own / own.mean(axis=1, keepdims=True)
+            state_prof = (pop[mine] / pop[mine].sum()) @ own
             doc = orjson.loads((release / f"v1/transmission/lgas/{s}.json").read_bytes())
             published = {r["lga_code"]: r for r in doc["lgas"]}
             codes = np.array(sm.lga_codes)[mine]
+            level = np.array([published[c]["season_level"] for c in codes])
+            assert set(level) <= {"state", "lga"}
+            raw = np.where((level == "state")[:, None], state_prof[None, :], own)
+            smooth = (np.roll(raw, 1, axis=1) + raw + np.roll(raw, -1, axis=1)) / 3
+            expect = np.round(smooth / smooth.max(axis=1, keepdims=True), 3)
             assert set(published) == set(codes)
             for code, e in zip(codes, expect, strict=True):
                 assert published[code]["fitted_without_own_series"] is True

@@ -146,7 +146,11 @@ def produced(tmp_path: Path):
 
 SEASON_KEYS = ["peak_month", "season_start_month", "season_end_month", "season_months", "high_months", "seasonal_index"]
 EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months", "seasonal_floor",
-                     "high_season_share_of_peak", "fitted_without_own_series"]
+                     "high_season_share_of_peak", "fitted_without_own_series", "peak_month_null_reason",
+                     "season_class", "season_trough_to_peak", "peak_window_probability", "peak_window_calibrated",
+                     "season_start_error_months", "season_end_error_months", "best_4_months_start_month",
+                     "best_4_months_share", "best_4_months_start_error_months", "best_4_months_share_error",
+                     "season_level"]
 TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
 CHECK_KEYS = ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
 
@@ -358,10 +362,24 @@ def test_real_data_seasons_are_plausible() -> None:
     check = doc["method"]["check"]
     if (DATA_DIR / "malaria/dhis2_lga_monthly_2020_2023").exists():
         assert check["series"] == 22 + check["dated_lga_series"] and check["dated_lga_series"] >= 100
-        assert len(check["dated_states"]) == 6
+        assert len(check["dated_states"]) == 7
         # out of sample, the published seasons are not late: mean signed peak error within half a month
         timing = check["timing"][check["season_rule"]]["states"]
-        assert timing["profiles"] == 6 and abs(timing["mean_signed_peak_error"]) <= 0.5
+        assert timing["profiles"] == 7 and abs(timing["mean_signed_peak_error"]) <= 0.5
+        # model 5: the south-west is no longer extrapolated to an April peak; a flat coast is called weak
+        assert check["season_rule"] == "model_5"
+        for code in ("LA", "OG"):
+            se = by[code]["season"]
+            assert se["peak_month"] is None or 6 <= se["peak_month"] <= 10
+            assert se["peak_month"] in se["peak_window"] or se["peak_month"] is None
+        assert by["BY"]["season"]["season_class"] == "weak" and by["BY"]["season"]["peak_month"] is None
+        assert by["BY"]["season"]["peak_month_null_reason"]
+        # every published figure of model 5 is a summary; the published method is the outer-fold winner
+        m5 = check["model_5"]
+        losses = {k: v["mean_outer_loss"] for k, v in m5["methods"].items()}
+        ok = {k for k, v in m5["methods"].items() if abs(v["states"]["mean_signed_peak_error"]) <= 0.5}
+        assert set(m5["publishable_methods"]) == ok
+        assert losses[m5["published_method"]] == min(losses[k] for k in ok)
     lga_total = sum(len(d["lgas"]) for d in p.documents["/v1/transmission/lgas"].values())
     assert lga_total == 774
     # no state has a 2010 entry; Borno 2015 is missing in the source
@@ -390,3 +408,20 @@ def test_cross_fitting_publishes_the_held_out_fold_in_dated_states_only() -> Non
     no_dated = SimpleNamespace(dated=None, cv=SimpleNamespace(area_index={MODEL_4: held}))
     out, cross = cross_fitted_index(full, no_dated, state)  # type: ignore[arg-type]
     assert not cross.any() and (out == full).all()
+
+
+@needs_data("malaria/dhis2_lga_monthly_2020_2023")
+def test_held_out_index_is_the_published_cross_fitted_season() -> None:
+    """The interface for checks built on the season (transmission.held_out_index): leaving a dated state out
+    gives exactly what the release publishes for that state's LGAs (its cross-fitted season), and a season
+    for every other LGA fitted without that state, which differs from the published one."""
+    from pipeline.datasets.transmission import held_out_index, season_model
+    from pipeline.geography import load_geography
+
+    geo = load_geography(DATA_DIR)
+    sm = season_model(DATA_DIR, geo)
+    state = np.array(geo.lgas.sort("lga_code")["state_code"].to_list())
+    ix = held_out_index(DATA_DIR, geo, ["OY"])
+    assert ix is not None and ix.shape == (774, 12) and np.allclose(ix.max(axis=1), 1.0)
+    np.testing.assert_allclose(np.round(ix[state == "OY"], 3), sm.lga_index[state == "OY"], atol=1e-9)
+    assert not np.allclose(np.round(ix[state == "KN"], 3), sm.lga_index[state == "KN"])

@@ -1,0 +1,784 @@
+"""Model-5 seasons: candidate methods compared by nested whole-state cross-validation, with season
+strength, a calibrated peak window and an LGA detail rule (docs/model-5-protocol.md, docs/seasons.md).
+
+Pure numpy: arrays in, arrays out. Every candidate maps a set of training dated states to a
+12-month profile for every LGA; `nested_cv` chooses hyperparameters and the method inside each
+outer fold (leave one dated state out) by an inner leave-one-state-out over the remaining states,
+and scores every candidate, the selection and the published method on the outer left-out state.
+Nothing of a left-out state enters its fold: its recorded profiles, its split-half statistics and
+(for the model-4 fits) every archetype group covering it are out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pipeline.model import season_harmonics as H
+from pipeline.model.seasons import MONTHS, season_centre, season_from_index
+
+METHODS = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling")
+REFERENCES = ("national_mean", "latitude_band", "archetype")
+GRID_BAND_DEG = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+GRID_LAT_RANGE_DEG = (0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+GRID_SHRINK = H.GRID_SHRINK
+MAX_EXTEND = 3
+MIN_EFFECTIVE_STATES = 2.0  # amendment 1(a): no LGA's kernel may be one state's recorded profile
+WEAK_TROUGH_TO_PEAK = 0.70
+MARKED_TROUGH_TO_PEAK = 0.50
+CLASSES = ("marked", "moderate", "weak")
+WINDOW_PROBABILITY = 0.8
+MIN_CLASS_UNITS = 5
+FALLBACK_HALF_WIDTH = {"marked": 1, "moderate": 2, "weak": 6}
+SPLIT_MIN_MEDIAN_R = 0.30
+SPLIT_MIN_SHARE_POSITIVE = 0.65
+BEST_WINDOW = 4
+INDEX_DECIMALS = 3
+MAX_MEAN_SIGNED_PEAK_ERROR = 0.5  # months: beyond it the season is systematically late or early (amendment 2)
+
+Hyper = tuple[float, ...]
+
+
+# --- season rules on profiles ---------------------------------------------------------------------
+
+def smooth3(profiles: np.ndarray) -> np.ndarray:
+    """Circular 3-month running mean."""
+    p = np.atleast_2d(np.asarray(profiles, dtype=float))
+    return (np.roll(p, 1, axis=1) + p + np.roll(p, -1, axis=1)) / 3
+
+
+def published_index(profiles: np.ndarray) -> np.ndarray:
+    """[n, 12] smoothed profile scaled to peak 1, rounded to the published precision."""
+    s = smooth3(profiles)
+    return np.round(s / s.max(axis=1, keepdims=True), INDEX_DECIMALS)
+
+
+def trough_to_peak(profiles: np.ndarray) -> np.ndarray:
+    p = np.atleast_2d(profiles)
+    return p.min(axis=1) / p.max(axis=1)
+
+
+def season_class(tp: np.ndarray | float) -> np.ndarray:
+    """marked (< 0.50), moderate, weak (>= 0.70) from the smoothed trough/peak ratio."""
+    t = np.asarray(tp, dtype=float)
+    return np.where(t >= WEAK_TROUGH_TO_PEAK, "weak", np.where(t < MARKED_TROUGH_TO_PEAK, "marked", "moderate"))
+
+
+def circular_error(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """a - b in months, short way round, in [-6, 6)."""
+    return H.signed_month_difference(a, b)
+
+
+def peak_window(peak_month: int | Sequence[int], half_width: int) -> list[int]:
+    """Months (1-12, calendar order) within `half_width` months of the peak month(s), circularly. Months
+    tied at the published (rounded) peak are all peaks: which one the rounding favours is not knowledge."""
+    k = int(min(max(half_width, 0), MONTHS // 2))
+    peaks = [peak_month] if isinstance(peak_month, (int, np.integer)) else list(peak_month)
+    return sorted({((p - 1 + d) % MONTHS) + 1 for p in peaks for d in range(-k, k + 1)})
+
+
+def half_widths(errors: np.ndarray, classes: np.ndarray, p: float = WINDOW_PROBABILITY,
+                min_units: int = MIN_CLASS_UNITS) -> dict[str, int]:
+    """Smallest k per class with at least share p of |peak error| <= k; a class with fewer than
+    `min_units` units is pooled with the flatter classes (then with all); non-decreasing from marked to
+    weak, so the window never narrows as the season flattens."""
+    e = np.abs(np.asarray(errors, dtype=float))
+    c = np.asarray(classes)
+    out: dict[str, int] = {}
+    for i, cl in enumerate(CLASSES):
+        sel = np.isin(c, CLASSES[i:])
+        if (c == cl).sum() >= min_units:
+            sel = c == cl
+        if sel.sum() < min_units:
+            sel = np.ones(len(c), dtype=bool)
+        if sel.sum() == 0:
+            out[cl] = FALLBACK_HALF_WIDTH[cl]
+            continue
+        ks = np.arange(MONTHS // 2 + 1)
+        share = (e[sel][None, :] <= ks[:, None]).mean(axis=1)
+        out[cl] = int(ks[np.argmax(share >= p)]) if (share >= p).any() else MONTHS // 2
+    run = 0
+    for cl in CLASSES:
+        run = max(run, out[cl])
+        out[cl] = run
+    return out
+
+
+def start_end(index: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Season start and end months (1-12) at halfway between each profile's trough and peak."""
+    st, en = [], []
+    for row in np.atleast_2d(index):
+        r = np.round(row / row.max(), 3)
+        s = season_from_index(r, float(r.min() + (1 - r.min()) / 2))
+        st.append(s.season_start_month)
+        en.append(s.season_end_month)
+    return np.array(st), np.array(en)
+
+
+def best_window(profiles: np.ndarray, k: int = BEST_WINDOW) -> tuple[np.ndarray, np.ndarray]:
+    """(start month 1-12, share of the year) of the k consecutive months (circular) with most cases."""
+    p = np.atleast_2d(np.asarray(profiles, dtype=float))
+    sums = np.stack([np.roll(p, -j, axis=1) for j in range(k)]).sum(axis=0)
+    start = sums.argmax(axis=1)
+    return start + 1, sums.max(axis=1) / p.sum(axis=1)
+
+
+def pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    a = np.atleast_2d(a) - np.atleast_2d(a).mean(axis=1, keepdims=True)
+    b = np.atleast_2d(b) - np.atleast_2d(b).mean(axis=1, keepdims=True)
+    d = np.sqrt((a**2).sum(axis=1) * (b**2).sum(axis=1))
+    return np.where(d > 0, (a * b).sum(axis=1) / np.where(d > 0, d, 1.0), np.nan)
+
+
+def inner_loss(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
+    """The protocol's criterion per profile: (1 - shape r) + |centre error| / 6."""
+    r = pearson_rows(pred, rec)
+    c = np.abs(circular_error(season_centre(pred), season_centre(rec)))
+    return (1 - np.nan_to_num(r, nan=0.0)) + c / 6
+
+
+# --- split halves ---------------------------------------------------------------------------------
+
+def split_half_r(dev1: np.ndarray, dev2: np.ndarray) -> np.ndarray:
+    """Per LGA: r between its deviation from its state in one half and in the other (NaN if missing)."""
+    ok = np.isfinite(dev1).all(axis=1) & np.isfinite(dev2).all(axis=1)
+    out = np.full(len(dev1), np.nan)
+    if ok.any():
+        out[ok] = pearson_rows(dev1[ok], dev2[ok])
+    return out
+
+
+def deviations_repeat(r: np.ndarray) -> dict[str, Any]:
+    """The protocol's test on a group's split-half r: median >= 0.30 and share r > 0 >= 0.65."""
+    r = np.asarray(r, dtype=float)
+    r = r[np.isfinite(r)]
+    if r.size == 0:
+        return {"lgas": 0, "median_r": None, "share_positive": None, "repeats": False}
+    med, pos = float(np.median(r)), float((r > 0).mean())
+    return {"lgas": int(r.size), "median_r": round(med, 2), "share_positive": round(pos, 2),
+            "repeats": bool(med >= SPLIT_MIN_MEDIAN_R and pos >= SPLIT_MIN_SHARE_POSITIVE)}
+
+
+def level_rule(state_class: dict[str, str], lga_state: np.ndarray, lga_r: np.ndarray,
+               states: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Per season class: does an LGA's deviation from its state repeat across halves, judged on the
+    dated LGAs of `states` only (grouped by their state's recorded class)."""
+    out = {}
+    for cl in CLASSES:
+        members = [s for s in states if state_class.get(s) == cl]
+        out[cl] = deviations_repeat(lga_r[np.isin(lga_state, members)])
+    return out
+
+
+# --- data -----------------------------------------------------------------------------------------
+
+@dataclass
+class Data:
+    """Everything the model-5 candidates and their check need (areas = the 774 LGAs, sorted by code)."""
+
+    area_state: np.ndarray  # [n] state code
+    area_lat: np.ndarray  # [n]
+    area_pop: np.ndarray  # [n]
+    arch_profile: np.ndarray | None  # [n, 12] the LGA's archetype profile (mean 1), NaN rows: none
+    dated_states: list[str]
+    rec_state: np.ndarray  # [S, 12] recorded state profiles (mean 1)
+    rec_area: np.ndarray  # [L] area row of each dated LGA
+    rec_lga: np.ndarray  # [L, 12] recorded LGA profiles (mean 1)
+    rec_lga_state: np.ndarray  # [L]
+    cases: np.ndarray  # [L, T] monthly cases (NaN: missing)
+    cal: np.ndarray  # [T] calendar month 0-11 of each column
+    split_r: np.ndarray  # [L] split-half r of the LGA's deviation from its state
+    m4: Callable[[frozenset[str], str, Hyper], np.ndarray] | None = None  # (train, kind, hyper) -> [n, 12]
+    m4_choose: Callable[[frozenset[str]], Hyper] | None = None
+    _cache: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def state_lat(self) -> np.ndarray:
+        out = []
+        for s in self.dated_states:
+            rows = self.area_state == s
+            out.append(float(np.average(self.area_lat[rows], weights=self.area_pop[rows])))
+        return np.array(out)
+
+    def state_profile(self, prof: np.ndarray, state: str) -> np.ndarray:
+        """Population-weighted mean of a state's LGA profiles (each scaled to mean 1)."""
+        rows = self.area_state == state
+        m = prof[rows] / prof[rows].mean(axis=1, keepdims=True)
+        w = self.area_pop[rows] / self.area_pop[rows].sum()
+        return w @ m
+
+    def recorded_class(self) -> dict[str, str]:
+        return {s: str(season_class(trough_to_peak(smooth3(self.rec_state[i])))[0])
+                for i, s in enumerate(self.dated_states)}
+
+
+def _kernel(d: Data, train: frozenset[str], bw: float | None) -> np.ndarray:
+    """[n, S_train] weights of the training states for every LGA (uniform when bw is None)."""
+    idx = [i for i, s in enumerate(d.dated_states) if s in train]
+    if bw is None:
+        return np.ones((len(d.area_lat), len(idx)))
+    lat = d.state_lat[idx]
+    return np.exp(-np.abs(d.area_lat[:, None] - lat[None, :]) / bw)
+
+
+def effective_states(w: np.ndarray) -> np.ndarray:
+    return w.sum(axis=1) ** 2 / (w**2).sum(axis=1)
+
+
+def admissible(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> bool:
+    """Amendment 1(a): a profile-reference kernel must mix at least MIN_EFFECTIVE_STATES states everywhere."""
+    if method == "national_mean":
+        return len(train) >= MIN_EFFECTIVE_STATES
+    if method == "latitude_band":
+        return bool(effective_states(_kernel(d, train, hyper[0])).min() >= MIN_EFFECTIVE_STATES - 1e-9)
+    return True
+
+
+def predict(d: Data, method: str, train: frozenset[str], hyper: Hyper = ()) -> np.ndarray:
+    """[n, 12] positive profiles of every LGA from training dated states `train`."""
+    key = (method, train, () if method == "model_4" else hyper)
+    if key in d._cache:
+        return d._cache[key]
+    idx = [i for i, s in enumerate(d.dated_states) if s in train]
+    logs = np.log(d.rec_state[idx])
+    if method in ("national_mean", "latitude_band"):
+        w = _kernel(d, train, hyper[0] if method == "latitude_band" else None)
+        out = np.exp((w @ logs) / w.sum(axis=1, keepdims=True))
+    elif method == "archetype":
+        if d.arch_profile is None:
+            raise ValueError("no archetype profiles")
+        out = d.arch_profile.copy()
+        miss = ~np.isfinite(out).all(axis=1)
+        if miss.any():
+            ok = ~miss
+            out[miss] = np.exp(np.average(np.log(out[ok]), axis=0, weights=d.area_pop[ok]))
+    elif method == "model_4":
+        if d.m4 is None or d.m4_choose is None:
+            raise ValueError("model 4 is not available")
+        out = d.m4(train, "distance", d.m4_choose(train))
+    elif method == "model_4_latitude_pooling":
+        if d.m4 is None:
+            raise ValueError("model 4 is not available")
+        out = d.m4(train, "latitude", hyper)
+    else:
+        raise ValueError(f"unknown method {method!r}")
+    d._cache[key] = out
+    return out
+
+
+def grids(method: str) -> list[tuple[float, ...]]:
+    if method == "latitude_band":
+        return [GRID_BAND_DEG]
+    if method == "model_4_latitude_pooling":
+        return [GRID_LAT_RANGE_DEG, GRID_SHRINK]
+    return []
+
+
+@dataclass(frozen=True)
+class Tuned:
+    method: str
+    hyper: Hyper
+    loss: float  # mean inner loss
+    at_grid_edge: bool
+
+
+def fold_loss(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> float:
+    """Mean inner loss of a method over leave-one-state-out within `train`."""
+    losses = []
+    for h in sorted(train):
+        inner = train - {h}
+        if not admissible(d, method, inner, hyper):
+            return np.inf
+        prof = predict(d, method, inner, hyper)
+        i = d.dated_states.index(h)
+        losses.append(float(inner_loss(d.state_profile(prof, h)[None], d.rec_state[i][None])[0]))
+    return float(np.mean(losses)) if losses else np.inf
+
+
+def tune(d: Data, method: str, train: frozenset[str]) -> Tuned:
+    """Hyperparameters by the inner criterion, with the protocol's grid extension at an edge (cached)."""
+    key = ("tune", method, train)
+    if key in d._cache:
+        return d._cache[key]
+    out = _tune(d, method, train)
+    d._cache[key] = out
+    return out
+
+
+def _tune(d: Data, method: str, train: frozenset[str]) -> Tuned:
+    g = [list(x) for x in grids(method)]
+    if method == "model_4" and d.m4_choose is not None:
+        # model 4 as it is: its own pooling choice on the training states, reported with its grid edges
+        hp = d.m4_choose(train)
+        edge = hp[0] in (H.GRID_RANGE_KM[0], H.GRID_RANGE_KM[-1]) or hp[1] in (GRID_SHRINK[0], GRID_SHRINK[-1])
+        return Tuned(method, hp, fold_loss(d, method, train, ()), bool(edge))
+    if not g:
+        return Tuned(method, (), fold_loss(d, method, train, ()), False)
+    scores: dict[Hyper, float] = {}
+    extended = [0] * len(g)
+    while True:
+        mesh = np.array(np.meshgrid(*g, indexing="ij")).reshape(len(g), -1).T
+        for pt in mesh:
+            hp = tuple(float(v) for v in pt)
+            if hp not in scores:
+                scores[hp] = fold_loss(d, method, train, hp)
+        finite = {k: v for k, v in scores.items() if np.isfinite(v)}
+        if not finite:
+            return Tuned(method, tuple(x[0] for x in g), np.inf, False)
+        best = min(finite, key=lambda k: (round(finite[k], 12), k))
+        moved = False
+        for j in range(len(g)):
+            if best[j] == g[j][0] and extended[j] < MAX_EXTEND:
+                g[j].insert(0, g[j][0] / 2)
+                extended[j] += 1
+                moved = True
+            elif best[j] == g[j][-1] and extended[j] < MAX_EXTEND:
+                g[j].append(g[j][-1] * 2)
+                extended[j] += 1
+                moved = True
+        if not moved:
+            # an edge of the grid as extended; the lowest admissible value of a constrained kernel
+            # (amendment 1(a)) is the constraint's bound, not a grid edge
+            edge = any(best[j] in (g[j][0], g[j][-1]) for j in range(len(g)))
+            return Tuned(method, best, finite[best], edge)
+
+
+def select(d: Data, train: frozenset[str], methods: Sequence[str]) -> tuple[dict[str, Tuned], str]:
+    """Every method tuned on `train`, and the one with the least inner loss (ties: METHODS order)."""
+    key = ("select", tuple(methods), train)
+    if key in d._cache:
+        return d._cache[key]
+    tuned = {m: tune(d, m, train) for m in methods}
+    best = min(methods, key=lambda m: (round(tuned[m].loss, 12), METHODS.index(m)))
+    d._cache[key] = (tuned, best)
+    return tuned, best
+
+
+# --- published profiles at state and LGA level -------------------------------------------------------
+
+def with_level(d: Data, prof: np.ndarray, rule: dict[str, dict[str, Any]]) -> tuple[np.ndarray, np.ndarray]:
+    """(profiles as published at LGA level, [n] level "lga"/"state"): an LGA keeps its own profile only
+    where its state's predicted class is a class whose deviations repeat; otherwise its state's."""
+    out = prof / prof.mean(axis=1, keepdims=True)
+    level = np.full(len(out), "state", dtype=object)
+    for s in np.unique(d.area_state):
+        rows = d.area_state == s
+        sp = d.state_profile(prof, s)
+        cl = str(season_class(trough_to_peak(smooth3(sp)))[0])
+        if rule.get(cl, {}).get("repeats"):
+            level[rows] = "lga"
+        else:
+            out[rows] = sp
+    return out, level
+
+
+def peak_errors(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
+    return circular_error(smooth3(pred).argmax(axis=1), smooth3(rec).argmax(axis=1))
+
+
+# --- metrics ----------------------------------------------------------------------------------------
+
+def month_to_month_r(prof: np.ndarray, cases: np.ndarray, cal: np.ndarray) -> np.ndarray:
+    """Per row: r of recorded log(c_t / c_{t-1}) with predicted log(s(m_t) / s(m_{t-1}))."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(cases[:, 1:] / cases[:, :-1])
+    lp = np.log(prof)
+    yhat = lp[:, cal[1:]] - lp[:, cal[:-1]]
+    out = np.full(len(cases), np.nan)
+    for i in range(len(cases)):  # a row's 47 pairs: a vector op each
+        ok = np.isfinite(y[i])
+        if ok.sum() >= 3:
+            out[i] = pearson_rows(y[i][ok][None], yhat[i][ok][None])[0]
+    return out
+
+
+def state_cases(d: Data) -> np.ndarray:
+    """[S, T] each dated state's month as the mean of its LGAs' cases over their own means (at least half)."""
+    out = np.full((len(d.dated_states), d.cases.shape[1]), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = d.cases / np.nanmean(d.cases, axis=1, keepdims=True)
+    for i, s in enumerate(d.dated_states):
+        rows = d.rec_lga_state == s
+        n = np.isfinite(norm[rows]).sum(axis=0)
+        m = np.where(n > 0, np.nansum(np.nan_to_num(norm[rows], nan=0.0), axis=0) / np.maximum(n, 1), np.nan)
+        out[i] = np.where(n >= max(1, rows.sum() / 2), m, np.nan)
+    return out
+
+
+@dataclass
+class OuterResult:
+    """Out-of-sample predictions of one method (or the selection) over the outer folds."""
+
+    state_pred: np.ndarray  # [S, 12] published (smoothed) state profile
+    lga_pred: np.ndarray  # [L, 12] published LGA profile
+    lga_level: np.ndarray  # [L]
+    state_k: np.ndarray  # [S] window half-width used
+    lga_k: np.ndarray  # [L]
+    chosen: list[dict[str, Any]]  # per fold: method, hyper, at_grid_edge
+    area_pred: np.ndarray | None = None  # [n, 12] every LGA of each left-out state, as published at LGA level
+    area_level: np.ndarray | None = None  # [n]
+
+
+def _units_errors(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper]], train: frozenset[str]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Inner (leave-one-state-out within `train`) peak errors and predicted classes, states and LGAs, of
+    what `method_of` chooses on each inner training set (the window calibration)."""
+    se, sc, le, lc = [], [], [], []
+    rclass = d.recorded_class()
+    for h in sorted(train):
+        inner = train - {h}
+        m, hp = method_of(inner)
+        prof = predict(d, m, inner, hp)
+        rule = level_rule(rclass, d.rec_lga_state, d.split_r, sorted(inner))
+        lp, _ = with_level(d, prof, rule)
+        i = d.dated_states.index(h)
+        sp = d.state_profile(prof, h)
+        se.append(float(peak_errors(sp[None], d.rec_state[i][None])[0]))
+        sc.append(str(season_class(trough_to_peak(smooth3(sp)))[0]))
+        rows = d.rec_lga_state == h
+        pl_ = lp[d.rec_area[rows]]
+        le.extend(peak_errors(pl_, d.rec_lga[rows]).tolist())
+        lc.extend(season_class(trough_to_peak(smooth3(pl_))).tolist())
+    return np.array(se), np.array(sc), np.array(le), np.array(lc)
+
+
+def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
+    """Nested whole-state CV: every method (hyperparameters tuned inside) and the selection, scored on
+    each outer left-out state; the window half-widths calibrated on the inner folds of that fold."""
+    S, L = len(d.dated_states), len(d.rec_lga)
+    names = [*methods, "selection"]
+    n = len(d.area_state)
+    res = {m: OuterResult(np.full((S, MONTHS), np.nan), np.full((L, MONTHS), np.nan), np.full(L, "", dtype=object),
+                          np.zeros(S, dtype=int), np.zeros(L, dtype=int), [], np.full((n, MONTHS), np.nan),
+                          np.full(n, "", dtype=object)) for m in names}
+    rclass = d.recorded_class()
+    all_states = frozenset(d.dated_states)
+    for i, g in enumerate(d.dated_states):
+        train = all_states - {g}
+        tuned, best = select(d, train, methods)
+        rule = level_rule(rclass, d.rec_lga_state, d.split_r, sorted(train))
+        rows = d.rec_lga_state == g
+        for name in names:
+            m = best if name == "selection" else name
+            hp = tuned[m].hyper
+            prof = predict(d, m, train, hp)
+            lp, level = with_level(d, prof, rule)
+            sp = d.state_profile(prof, g)
+            r = res[name]
+            r.state_pred[i] = sp
+            r.lga_pred[rows] = lp[d.rec_area[rows]]
+            r.lga_level[rows] = level[d.rec_area[rows]]
+            mine = d.area_state == g
+            assert r.area_pred is not None and r.area_level is not None
+            r.area_pred[mine], r.area_level[mine] = lp[mine], level[mine]
+            if name == "selection":
+                chooser: Callable[[frozenset[str]], tuple[str, Hyper]] = _selector(d, methods)
+            else:
+                chooser = _fixed(d, m)
+            se, sc, le, lc = _units_errors(d, chooser, train)
+            ks, kl = half_widths(se, sc), half_widths(le, lc)
+            r.state_k[i] = ks[str(season_class(trough_to_peak(smooth3(sp)))[0])]
+            r.lga_k[rows] = [kl[c] for c in season_class(trough_to_peak(smooth3(r.lga_pred[rows])))]
+            r.chosen.append({"left_out": g, "method": m, "hyper": list(hp), "at_grid_edge": tuned[m].at_grid_edge,
+                             "inner_loss": round(tuned[m].loss, 4)})
+    return res
+
+
+def _fixed(d: Data, method: str) -> Callable[[frozenset[str]], tuple[str, Hyper]]:
+    return lambda train: (method, tune(d, method, train).hyper)
+
+
+def _selector(d: Data, methods: Sequence[str]) -> Callable[[frozenset[str]], tuple[str, Hyper]]:
+    def f(train: frozenset[str]) -> tuple[str, Hyper]:
+        tuned, best = select(d, train, methods)
+        return best, tuned[best].hyper
+    return f
+
+
+def _r(v: float | None, n: int = 2) -> float | None:
+    return None if v is None or not np.isfinite(v) else round(float(v), n)
+
+
+def summarise(d: Data, r: OuterResult) -> dict[str, Any]:
+    """The aim figures of one method's outer folds (summaries only: no profile, no series)."""
+    rec_s, rec_l = d.rec_state, d.rec_lga
+    st_sm, lg_sm = smooth3(r.state_pred), smooth3(r.lga_pred)
+    rs_tp, rl_tp = trough_to_peak(smooth3(rec_s)), trough_to_peak(smooth3(rec_l))
+    rs_cl = season_class(rs_tp)
+    ps_cl, pl_cl = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
+    pe_s, pe_l = peak_errors(r.state_pred, rec_s), peak_errors(r.lga_pred, rec_l)
+    marked = rs_cl == "marked"
+    ss, se = start_end(st_sm)
+    rss, rse = start_end(smooth3(rec_s))
+    ls, le = start_end(lg_sm)
+    rls, rle = start_end(smooth3(rec_l))
+    b_s, b_sh = best_window(st_sm)
+    rb_s, rb_sh = best_window(smooth3(rec_s))
+    bl_s, bl_sh = best_window(lg_sm)
+    rbl_s, rbl_sh = best_window(smooth3(rec_l))
+    m2m_s = month_to_month_r(st_sm, state_cases(d), d.cal)
+    m2m_l = month_to_month_r(lg_sm, d.cases, d.cal)
+    weak_s, weak_l = rs_tp >= WEAK_TROUGH_TO_PEAK, rl_tp >= WEAK_TROUGH_TO_PEAK
+
+    def share(a: np.ndarray) -> float | None:
+        return _r(float(a.mean()), 3) if a.size else None
+
+    return {
+        "states": {
+            "profiles": len(rec_s),
+            "median_shape_r": _r(float(np.nanmedian(pearson_rows(st_sm, rec_s)))),
+            "peak_within_1_month": int((np.abs(pe_s) <= 1).sum()),
+            "marked_states": int(marked.sum()),
+            "marked_peak_within_1_month": int((np.abs(pe_s[marked]) <= 1).sum()),
+            "not_weak_states": int((rs_cl != "weak").sum()),
+            "not_weak_peak_within_1_month": int((np.abs(pe_s[rs_cl != "weak"]) <= 1).sum()),
+            "mean_signed_peak_error": _r(float(pe_s.mean())),
+            "mean_abs_peak_error": _r(float(np.abs(pe_s).mean())),
+            "median_month_to_month_r": _r(float(np.nanmedian(m2m_s))),
+            "mean_trough_to_peak_error": _r(float(np.abs(trough_to_peak(st_sm) - rs_tp).mean()), 3),
+            "recorded_weak": int(weak_s.sum()),
+            "recorded_weak_flagged_weak": int((ps_cl[weak_s] == "weak").sum()),
+            "class_agrees": int((ps_cl == rs_cl).sum()),
+            "peak_window_coverage": share(np.abs(pe_s) <= r.state_k),
+            "mean_peak_window_months": _r(float((2 * r.state_k + 1).clip(max=MONTHS).mean()), 1),
+            "mean_abs_start_error": _r(float(np.abs(circular_error(ss, rss)).mean())),
+            "mean_abs_end_error": _r(float(np.abs(circular_error(se, rse)).mean())),
+            "mean_abs_best_4_start_error": _r(float(np.abs(circular_error(b_s, rb_s)).mean())),
+            "mean_best_4_share_error": _r(float(np.abs(b_sh - rb_sh).mean()), 3),
+        },
+        "lgas": {
+            "profiles": len(rec_l),
+            "median_shape_r": _r(float(np.nanmedian(pearson_rows(lg_sm, rec_l)))),
+            "peak_within_1_month": int((np.abs(pe_l) <= 1).sum()),
+            "median_month_to_month_r": _r(float(np.nanmedian(m2m_l))),
+            "mean_trough_to_peak_error": _r(float(np.abs(trough_to_peak(lg_sm) - rl_tp).mean()), 3),
+            "recorded_weak": int(weak_l.sum()),
+            "recorded_weak_flagged_weak": int((pl_cl[weak_l] == "weak").sum()),
+            "peak_window_coverage": share(np.abs(pe_l) <= r.lga_k),
+            "mean_peak_window_months": _r(float((2 * r.lga_k + 1).clip(max=MONTHS).mean()), 1),
+            "published_at_lga_level": int((r.lga_level == "lga").sum()),
+            "mean_abs_start_error": _r(float(np.abs(circular_error(ls, rls)).mean())),
+            "mean_abs_end_error": _r(float(np.abs(circular_error(le, rle)).mean())),
+            "mean_abs_best_4_start_error": _r(float(np.abs(circular_error(bl_s, rbl_s)).mean())),
+            "mean_best_4_share_error": _r(float(np.abs(bl_sh - rbl_sh).mean()), 3),
+        },
+        "mean_outer_loss": _r(float(inner_loss(r.state_pred, rec_s).mean()), 4),
+    }
+
+
+# --- model 4 as a candidate (and model 4 pooled by latitude band) ----------------------------------
+
+def model4_engine(series: Any, areas: Any, units: H.Units, std: H.Standardiser, dated_states: Sequence[str]
+                  ) -> tuple[Callable[[frozenset[str], str, Hyper], np.ndarray], Callable[[frozenset[str]], Hyper]]:
+    """(predict, choose): model 4's fit on the series of the training dated states (a left-out state's
+    dated LGAs and every archetype covering any of its population dropped, as model 4's check does),
+    predicting every area; pooling by great-circle distance (km) or by latitude difference (degrees)."""
+    from pipeline.model.season_cv import held_out_rows
+
+    held = {s: held_out_rows(series, areas.state, s) for s in dated_states}
+    base: dict[frozenset[str], tuple[np.ndarray, H.HarmonicFit]] = {}
+    chosen: dict[frozenset[str], Hyper] = {}
+    design = std.design(areas.x)
+
+    def keep_of(train: frozenset[str]) -> np.ndarray:
+        keep = np.ones(len(units.theta), dtype=bool)
+        for s in dated_states:
+            if s not in train:
+                keep &= ~held[s]
+        return keep
+
+    def fit_of(train: frozenset[str]) -> tuple[np.ndarray, H.HarmonicFit]:
+        if train not in base:
+            f = H.fit(units, std, keep_of(train), 1.0, 1.0)
+            base[train] = (design @ f.coef, f)
+        return base[train]
+
+    def predict(train: frozenset[str], kind: str, hyper: Hyper) -> np.ndarray:
+        theta, f = fit_of(train)
+        if len(f.source_resid):
+            if kind == "distance":
+                dist = H.distances_km(areas.xy, f.source_xy)
+            else:
+                dist = np.abs(areas.xy[:, 1][:, None] - f.source_xy[:, 1][None, :])
+            theta = theta + H.pooled_residual(dist, f.source_resid, f.source_weight, hyper[0], hyper[1])
+        return H.profiles(theta)
+
+    def choose(train: frozenset[str]) -> Hyper:
+        if train not in chosen:
+            chosen[train] = tuple(float(v) for v in H.choose_pooling(units, std, keep_of(train)))
+        return chosen[train]
+
+    return predict, choose
+
+
+# --- inputs from the dated series (in-build only) ---------------------------------------------------
+
+HALVES = ((2020, 2021), (2022, 2023))
+MIN_MONTHS_IN_YEAR = 9
+
+
+def half_profiles(dated: Any, lga_codes: Sequence[str], years: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+    """([L, 12] LGA profiles of one half (mean 1, NaN rows where a calendar month has no usable year),
+    [L] mean monthly cases of the half) for `lga_codes` in that order."""
+    import polars as pl
+
+    d = dated.filter(pl.col("cases").is_not_null() & pl.col("year").is_between(*years))
+    ym = (d.group_by("lga_code", "year").agg(pl.len().alias("n"), pl.col("cases").mean().alias("ym"))
+          .filter(pl.col("n") >= MIN_MONTHS_IN_YEAR))
+    r = (d.join(ym, on=["lga_code", "year"], how="inner").with_columns((pl.col("cases") / pl.col("ym")).alias("ratio"))
+         .group_by("lga_code", "month").agg(pl.col("ratio").mean()))
+    pos = {c: i for i, c in enumerate(lga_codes)}
+    out = np.full((len(lga_codes), MONTHS), np.nan)
+    for code, month, ratio in r.iter_rows():
+        if code in pos:
+            out[pos[code], int(month) - 1] = ratio
+    means = np.full(len(lga_codes), np.nan)
+    for code, m in ym.group_by("lga_code").agg(pl.col("ym").mean()).iter_rows():
+        if code in pos:
+            means[pos[code]] = m
+    ok = np.isfinite(out).all(axis=1)
+    out[ok] = out[ok] / out[ok].mean(axis=1, keepdims=True)
+    out[~ok] = np.nan
+    return out, means
+
+
+def split_half_deviation_r(dated: Any, lga_codes: Sequence[str], lga_state: np.ndarray) -> np.ndarray:
+    """[L] r between an LGA's log deviation from its state's profile in 2020-21 and in 2022-23."""
+    devs = []
+    for years in HALVES:
+        prof, means = half_profiles(dated, lga_codes, years)
+        dev = np.full(prof.shape, np.nan)
+        for s in np.unique(lga_state):
+            rows = (lga_state == s) & np.isfinite(prof).all(axis=1) & np.isfinite(means)
+            if rows.sum() < 2:
+                continue
+            sp = (means[rows][:, None] * prof[rows]).sum(axis=0)
+            sp = sp / sp.mean()
+            with np.errstate(divide="ignore", invalid="ignore"):
+                dev[rows] = np.log(prof[rows]) - np.log(sp)[None, :]
+        devs.append(dev)
+    return split_half_r(devs[0], devs[1])
+
+
+def case_matrix(dated: Any, lga_codes: Sequence[str]) -> tuple[np.ndarray, np.ndarray]:
+    """([L, T] monthly cases, NaN where missing, [T] calendar month 0-11), months in time order."""
+    import polars as pl
+
+    d = dated.with_columns((pl.col("year") * 100 + pl.col("month")).alias("ym"))
+    months = sorted(set(d["ym"].to_list()))
+    wide = (pl.DataFrame({"lga_code": list(lga_codes)})
+            .join(d.pivot(on="ym", index="lga_code", values="cases", sort_columns=True), on="lga_code", how="left"))
+    out = wide.select([pl.col(str(m)).cast(pl.Float64) for m in months]).to_numpy().astype(float)
+    return out, np.array([m % 100 - 1 for m in months])
+
+
+# --- what the release publishes ---------------------------------------------------------------------
+
+@dataclass
+class Published:
+    """Model 5 as released: the method the outer folds favour, its profiles and calibrated uncertainty."""
+
+    method: str  # the published method (a candidate, or "selection" resolved to `resolved`)
+    resolved: str
+    hyper: Hyper
+    at_grid_edge: bool
+    lga_profile: np.ndarray  # [n, 12] smoothed, peak 1, unrounded: what every LGA publishes
+    level: np.ndarray  # [n] "lga" | "state"
+    cross: np.ndarray  # [n] bool: from the outer fold that held the LGA's state out
+    state_out: np.ndarray  # [S, 12] outer-fold state profiles of the published method (smoothed, peak 1)
+    lga_out: np.ndarray  # [L, 12]
+    half_width: dict[str, dict[str, int]]  # level -> class -> k
+    errors: dict[str, dict[str, float | None]]  # level -> mean abs start/end/best-4 errors
+    summaries: dict[str, dict[str, Any]]  # method -> aim figures (outer folds)
+    chosen: dict[str, list[dict[str, Any]]]  # method -> per outer fold choice
+    split_half: dict[str, Any]
+    publishable: list[str] = field(default_factory=list)  # methods within the peak-bias limit (amendment 2)
+
+
+def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
+    """Nested CV, the selection rule (least outer mean loss; ties: METHODS order, the selection last),
+    the release fit on every dated state, cross-fitting for the dated states, calibrated windows."""
+    usable = [m for m in methods if not (m == "archetype" and d.arch_profile is None)
+              and not (m.startswith("model_4") and d.m4 is None)]
+    res = outer(d, usable)
+    summaries = {m: summarise(d, r) for m, r in res.items()}
+    order = [*usable, "selection"]
+    # amendment 2: a systematic lag (|mean signed state peak error| > 0.5 month) is a defect, not publishable
+    ok = [m for m in order if abs(summaries[m]["states"]["mean_signed_peak_error"] or 0.0) <= MAX_MEAN_SIGNED_PEAK_ERROR]
+    method = min(ok or order, key=lambda m: (summaries[m]["mean_outer_loss"], order.index(m)))
+    everything = frozenset(d.dated_states)
+    if method == "selection":
+        tuned, resolved = select(d, everything, usable)
+        t = tuned[resolved]
+    else:
+        resolved, t = method, tune(d, method, everything)
+    prof = predict(d, resolved, everything, t.hyper)
+    rclass = d.recorded_class()
+    rule = level_rule(rclass, d.rec_lga_state, d.split_r, d.dated_states)
+    lp, level = with_level(d, prof, rule)
+    r = res[method]
+    assert r.area_pred is not None and r.area_level is not None
+    cross = np.isfinite(r.area_pred).all(axis=1)
+    lp[cross], level[cross] = r.area_pred[cross], r.area_level[cross]
+    sm = smooth3(lp)
+    st_sm, lg_sm = smooth3(r.state_pred), smooth3(r.lga_pred)
+    hw = {"states": half_widths(peak_errors(r.state_pred, d.rec_state), season_class(trough_to_peak(st_sm))),
+          "lgas": half_widths(peak_errors(r.lga_pred, d.rec_lga), season_class(trough_to_peak(lg_sm)))}
+    errors = {lvl: {"season_start": summaries[method][lvl]["mean_abs_start_error"],
+                    "season_end": summaries[method][lvl]["mean_abs_end_error"],
+                    "best_4_months_start": summaries[method][lvl]["mean_abs_best_4_start_error"],
+                    "best_4_months_share": summaries[method][lvl]["mean_best_4_share_error"]}
+              for lvl in ("states", "lgas")}
+    split = {"rule": rule, "by_state": {s: deviations_repeat(d.split_r[d.rec_lga_state == s]) for s in d.dated_states},
+             "recorded_class": rclass}
+    return Published(method, resolved, t.hyper, t.at_grid_edge, sm / sm.max(axis=1, keepdims=True), level, cross,
+                     st_sm / st_sm.max(axis=1, keepdims=True), lg_sm / lg_sm.max(axis=1, keepdims=True), hw, errors,
+                     summaries, {m: x.chosen for m, x in res.items()}, split, ok)
+
+
+def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.ndarray:
+    """[n, 12] the published index (smoothed, peak 1, unrounded) of every LGA as a fold that leaves
+    `states_left_out` out would publish it: `method`'s hyperparameters tuned and the LGA detail rule
+    decided on the remaining dated states only. For checks built on the season (e.g. season ratios)."""
+    train = frozenset(d.dated_states) - set(states_left_out)
+    methods = [m for m in METHODS if not (m == "archetype" and d.arch_profile is None)
+               and not (m.startswith("model_4") and d.m4 is None)]
+    if method == "selection":
+        tuned, m = select(d, train, methods)
+        hp = tuned[m].hyper
+    else:
+        m, hp = method, tune(d, method, train).hyper
+    prof = predict(d, m, train, hp)
+    lp, _ = with_level(d, prof, level_rule(d.recorded_class(), d.rec_lga_state, d.split_r, sorted(train)))
+    sm = smooth3(lp)
+    return sm / sm.max(axis=1, keepdims=True)
+
+
+def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None,
+                errors: dict[str, float | None] | None) -> dict[str, Any]:
+    """Model 5's additive season fields of one area from its published (smoothed) index."""
+    ix = np.asarray(index, dtype=float)
+    tp = float(ix.min() / ix.max())
+    cl = str(season_class(tp))
+    peaks = [int(m) + 1 for m in np.flatnonzero(ix == ix.max())]
+    calibrated = half_width is not None
+    k = (half_width or FALLBACK_HALF_WIDTH)[cl]
+    b_start, b_share = best_window(ix[None])
+    err = errors or {}
+    return {
+        "season_class": cl,
+        "season_trough_to_peak": round(tp, 2),
+        "peak_window": peak_window(peaks, k),
+        "peak_window_probability": WINDOW_PROBABILITY,
+        "peak_window_calibrated": calibrated,
+        "season_start_error_months": err.get("season_start"),
+        "season_end_error_months": err.get("season_end"),
+        "best_4_months_start_month": int(b_start[0]),
+        "best_4_months_share": round(float(b_share[0]), 3),
+        "best_4_months_start_error_months": err.get("best_4_months_start"),
+        "best_4_months_share_error": err.get("best_4_months_share"),
+        "season_level": level,
+    }
