@@ -310,6 +310,10 @@ class RoundPrediction:
     high: np.ndarray
     z: np.ndarray
     baseline: model.Baseline
+    error: np.ndarray | None = None  # logit error y - m (uncalibrated), per row
+    variance: np.ndarray | None = None  # predictive variance V = baseline + new survey + season, per row
+    years: np.ndarray | None = None  # years from the state's last training round to the round predicted
+    parts: np.ndarray | None = None  # [rows, 3] the parts of `variance`: baseline, new survey, season
 
 
 def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, target_year: int,
@@ -331,10 +335,67 @@ def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, targ
     s2 = model.binomial_logit_var(model.expit(m), base.typical_children) * base.new_survey_deff
     sd_season = md.season.season_sd("states") if with_season_error else 0.0
     s3 = model.season_logit_var(model.expit(m), sd_season)
-    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2 + s3)
+    total = v + s2 + s3
+    err = model.logit(y / cf[rows]) - m
+    z = ranges.z_scores(model.logit(y / cf[rows]), m, total)
     pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
     wide = model.widen(model.Scores(pred, lo, hi), sd_season)
-    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base)
+    last = dict(train.group_by("state_code").agg(pl.col("survey_year").max()).iter_rows())
+    years = np.array([(mid - model.round_month(int(last[md.state_codes[i]]))) / 12.0 for i in rows])
+    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base, err, total, years,
+                           np.column_stack([v, s2, s3]))
+
+
+@dataclass(frozen=True)
+class RangeCheck:
+    """Every state-round predicted from the state's earlier rounds, with the range calibration judged
+    by leaving whole states out (ranges.cross_validated_z; folds: CALIBRATION_FOLDS)."""
+
+    predicted_round: np.ndarray  # [n] survey year predicted
+    state_rows: np.ndarray  # [n] index into md.state_codes
+    error: np.ndarray  # [n] logit error before calibration
+    variance: np.ndarray  # [n] predictive variance before calibration (season error included)
+    years: np.ndarray  # [n] years since the state's last training round
+    z_before: np.ndarray  # [n] uncalibrated z
+    z_after: np.ndarray  # [n] z with the constants of the fold that held the state out
+    folds: dict[str, ranges.Calibration]  # by "round|zone"
+    published: ranges.Calibration  # fitted on every state of the latest round: what the published range uses
+    z_pooled: np.ndarray  # [n] the alternative that lost: one set of constants for every round (out of sample)
+
+
+# Calibration folds: the states of one geopolitical zone at a time (neighbouring states share drift
+# and survey teams, so holding out a single state would let its neighbours speak for it). Fixed
+# before any calibration figure was seen.
+CALIBRATION_FOLDS = "geopolitical zone"
+
+
+def range_check(md: ModelData, rounds: pl.DataFrame | None = None) -> RangeCheck | None:
+    """Predict every round that has an earlier state round (from those earlier rounds only) and
+    calibrate the range across states; None when no round can be predicted."""
+    rounds = md.rounds if rounds is None else rounds
+    years = sorted({int(y) for y in rounds["survey_year"].to_list()})
+    parts = []
+    for target in years[1:]:
+        pr = predict_round(md, rounds.filter(pl.col("survey_year") < target),
+                           rounds.filter(pl.col("survey_year") == target), target)
+        if pr is not None and pr.error is not None and pr.variance is not None and pr.years is not None:
+            parts.append((np.full(len(pr.rows), target), np.array(pr.rows), pr.error, pr.variance, pr.years, pr.z))
+    if not parts:
+        return None
+    yr, rows, e, v, dt, z0 = (np.concatenate(x) for x in zip(*parts, strict=True))
+    fold = np.array(md.zones)[rows]
+    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr)
+    pooled, _ = ranges.cross_validated_z(e, v, dt, fold)
+    latest = yr == yr.max()
+    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds, ranges.fit_calibration(e[latest], v[latest], dt[latest]),
+                      pooled)
+
+
+def calibrated(base: model.Baseline, cal: ranges.Calibration, md: ModelData, rounds: pl.DataFrame) -> model.Baseline:
+    """The baseline with the range calibration: drift after each state's last round, variance scaled."""
+    last = dict(rounds.group_by("state_code").agg(pl.col("survey_year").max()).iter_rows())
+    last_round = np.array([model.round_month(int(last[c])) if c in last else base.t0 for c in md.state_codes])
+    return replace(base, drift_per_year=cal.drift_per_year, var_scale=cal.var_scale, last_round=last_round)
 
 
 def inner_var_z(md: ModelData, rounds: pl.DataFrame, q_method: str) -> list[float]:
@@ -419,6 +480,7 @@ class RiskResult:
     provisional: dict[str, bool]
     baseline: model.Baseline
     model_version: str = model.MODEL_VERSION
+    range_check: RangeCheck | None = None
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -428,9 +490,12 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     last = month_index(md.periods[-1])
     est_m = [month_index(p) for p in md.periods]
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
-    base = fit_baseline(md, rounds, fc_m[-1])
+    check = range_check(md, rounds)
+    cal = check.published if check is not None else ranges.Calibration()
+    base = calibrated(fit_baseline(md, rounds, fc_m[-1]), cal, md, rounds)
+    scale = float(np.sqrt(cal.var_scale))  # the season error is part of the calibrated variance
     both, for_states = lga_scores(md, base, est_m + fc_m)
-    both = model.widen(both, md.season.season_sd("lgas"))
+    both = model.widen(both, md.season.season_sd("lgas") * scale)
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
@@ -440,7 +505,7 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
                               for x in (s.score, s.low, s.high)))
 
-    sd_state = md.season.season_sd("states")
+    sd_state = md.season.season_sd("states") * scale
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
@@ -451,6 +516,7 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
         model_version=model_version(md),
+        range_check=check,
     )
 
 

@@ -59,6 +59,8 @@ TARGETS: tuple[Target, ...] = (
     Target("held_out_2018_inside", "validation.held_out_2018.share_inside_80_range", 0.70, 0.90),
     Target("held_out_2018_var_z", "validation.held_out_2018.var_z", 0.8, 1.25),
     Target("held_out_2021_var_z", "validation.held_out_2021.var_z", 0.8, 1.25),
+    Target("held_out_2018_mean_z", "validation.held_out_2018.mean_z", -0.2, 0.2),
+    Target("held_out_2021_mean_z", "validation.held_out_2021.mean_z", -0.2, 0.2),
     Target("range_holds_2018", "validation.held_out_2018.share_inside_80_range", 0.75, 0.85),
     Target("range_holds_2021", "validation.held_out_2021.share_inside_80_range", 0.75, 0.85),
     Target("lga_deviance", "validation.lga_small_area.deviance_small_area", None, 0.183),
@@ -246,6 +248,9 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
         put(f"held_out_{year}.new_survey_design_effect", h.get("new_survey_design_effect"))
         put(f"held_out_{year}.cluster_icc", h.get("cluster_icc"))
         put(f"held_out_{year}.var_z", (h.get("calibration") or {}).get("var_z"))
+        put(f"held_out_{year}.mean_z", (h.get("calibration") or {}).get("mean_z"))
+        put(f"held_out_{year}.uncalibrated_var_z", (h.get("uncalibrated") or {}).get("var_z"))
+        put(f"held_out_{year}.uncalibrated_mean_z", (h.get("uncalibrated") or {}).get("mean_z"))
         ref2 = h.get("model_2_reference", {})
         for name in ("var_z", "share_inside_80_range", "random_walk_variance_per_year"):
             put(f"held_out_{year}.model_2_{name}", ref2.get(name))
