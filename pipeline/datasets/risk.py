@@ -21,7 +21,7 @@ from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
-from pipeline.model import ranges, small_area
+from pipeline.model import evidence, ranges, small_area
 from pipeline.model import risk as model
 from pipeline.sources import urban_clusters
 from pipeline.sources.inputs import Inputs
@@ -469,6 +469,45 @@ def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[
     return published, state_only
 
 
+def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], season_sd: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """[n_lga, len(months)] 80 % range of each LGA's rank within its state (pipeline.model.evidence):
+    the state's baseline and the season error drawn once per state, the LGA's offset once per LGA."""
+    centre, _, high = model.baseline_range(base, np.array(months))
+    c = md.lga_c[:, [m % 12 for m in months]]
+    col = {month_index(p): j for j, p in enumerate(md.periods)}
+    f = np.stack([md.rain_factor[:, col[m]] if m in col else np.ones(len(md.lga_codes)) for m in months], axis=1)
+    ls = model.logit(centre)
+    sd_state = ((model.logit(high) - ls) / model.Z_RANGE)[md.state_idx]
+    off = md.lga_offsets
+    if off is None:
+        lg = model.logit(model.urban_split(centre, md.population, md.is_urban, md.state_idx, md.urban_ratio))
+        own = np.zeros(len(md.lga_codes))
+    else:
+        lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx,
+                                      np.clip(centre, model.EPS, 1 - model.EPS))
+        own = np.sqrt(off.var)
+    shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
+    return evidence.rank_ranges(lg, shared, own, c * f, md.state_idx)
+
+
+def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
+    """Per LGA (geo.lgas order): survey children by round in its own clusters, the weight of its own
+    children in its offset, and the evidence level (pipeline.model.evidence)."""
+    n = len(md.lga_codes)
+    children = np.zeros(n, dtype=np.int64)
+    known = md.lga_positivity is not None
+    if known:
+        lp = md.lga_positivity
+        row = {c: i for i, c in enumerate(md.lga_codes)}
+        idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
+        np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
+    off = md.lga_offsets
+    weight = evidence.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
+    return {"children_2018": children if known else np.full(n, -1), "weight": weight,
+            "level": evidence.evidence_levels(weight)}
+
+
 @dataclass(frozen=True)
 class RiskResult:
     estimated: list[str]
@@ -481,6 +520,9 @@ class RiskResult:
     baseline: model.Baseline
     model_version: str = model.MODEL_VERSION
     range_check: RangeCheck | None = None
+    lga_rank_low: np.ndarray | None = None  # [n_lga, len(estimated) + HORIZONS] before `contain`
+    lga_rank_high: np.ndarray | None = None
+    lga_evidence: dict[str, np.ndarray] | None = None
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -506,6 +548,7 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
                               for x in (s.score, s.low, s.high)))
 
     sd_state = md.season.season_sd("states") * scale
+    rank_low, rank_high = lga_rank_ranges(md, base, est_m + fc_m, md.season.season_sd("lgas") * scale)
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
@@ -517,6 +560,9 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         baseline=base,
         model_version=model_version(md),
         range_check=check,
+        lga_rank_low=rank_low,
+        lga_rank_high=rank_high,
+        lga_evidence=lga_evidence(md),
     )
 
 
@@ -531,22 +577,43 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return score, low, high
 
 
-def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores) -> list[list[dict[str, Any]]]:
+def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores,
+             rank_range: tuple[np.ndarray, np.ndarray] | None = None) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code
-    order among ties."""
+    order among ties. With `rank_range` ([rows, columns] low and high ends of the drawn rank
+    range), each record also gets its rank in that order and the range, widened to hold it."""
     score, low, high = _rounded(s)
     lvl = model.levels(score)
     order = np.argsort(-score, axis=0, kind="stable")
     sc, lo, hi, lv = score.T.tolist(), low.T.tolist(), high.T.tolist(), lvl.T.tolist()
+    if rank_range is not None:
+        rank = evidence.ranks(score, np.zeros(score.shape[0], dtype=np.int64))  # the order below, as ranks
+        r_lo, r_hi = evidence.contain(rank, rank_range[0], rank_range[1])
+        rk, rl, rh = rank.T.tolist(), r_lo.T.tolist(), r_hi.T.tolist()
     out = []
     for j in range(score.shape[1]):
         col = []
         for i in order[:, j].tolist():
-            col.append({**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]})
+            rec = {**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]}
+            if rank_range is not None:
+                rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i])
+            col.append(rec)
         out.append(col)
     return out
+
+
+def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The evidence fields of the LGAs at `rows` (additive; docs/model.md, "Evidence and rank ranges")."""
+    ev = res.lga_evidence
+    if ev is None:
+        return [{} for _ in rows]
+    ch = ev["children_2018"][rows].tolist()
+    w = np.round(ev["weight"][rows], 3).tolist()
+    lv = ev["level"][rows].tolist()
+    return [{"evidence": lv[k], "evidence_weight": w[k], "survey_children_2018": None if ch[k] < 0 else ch[k]}
+            for k in range(len(rows))]
 
 
 def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:
@@ -587,15 +654,21 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         sel = rows[(lgas["state_code"] == code).to_numpy()]
         sub = lgas[sel]
         static = [
-            ({"lga_code": r["lga_code"], "lga": r["lga"]}, {"is_urban": bool(r["is_urban"]), "population": int(r["population"])})
-            for r in sub.iter_rows(named=True)
+            ({"lga_code": r["lga_code"], "lga": r["lga"]},
+             {"is_urban": bool(r["is_urban"]), "population": int(r["population"]), **e})
+            for r, e in zip(sub.iter_rows(named=True), _evidence_fields(res, sel), strict=True)
         ]
-        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]))
+        k_est = len(res.estimated)
+        rr_est = rr_fc = None
+        if res.lga_rank_low is not None and res.lga_rank_high is not None:
+            rr_est = (res.lga_rank_low[sel, :k_est], res.lga_rank_high[sel, :k_est])
+            rr_fc = (res.lga_rank_low[sel, k_est:], res.lga_rank_high[sel, k_est:])
+        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est)
         for j, p in enumerate(res.estimated):
             docs["/v1/risk/lgas"][(code, p)] = {
                 "period": p, "kind": "estimated", "state_code": code, "state": state_names[code], "lgas": est[j],
             }
-        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]))
+        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc)
         for h in range(1, model.HORIZONS + 1):
             docs["/v1/forecasts/lgas"][(code, str(h))] = {
                 "forecasts": [
