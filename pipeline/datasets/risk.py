@@ -21,7 +21,8 @@ from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
-from pipeline.model import evidence, ranges, small_area
+from pipeline.model import evidence as support
+from pipeline.model import ranges, small_area, terms
 from pipeline.model import risk as model
 from pipeline.sources import urban_clusters
 from pipeline.sources.inputs import Inputs
@@ -488,7 +489,7 @@ def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], seas
                                       np.clip(centre, model.EPS, 1 - model.EPS))
         own = np.sqrt(off.var)
     shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
-    return evidence.rank_ranges(lg, shared, own, c * f, md.state_idx)
+    return support.rank_ranges(lg, shared, own, c * f, md.state_idx)
 
 
 def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
@@ -503,9 +504,9 @@ def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
         idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
         np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
     off = md.lga_offsets
-    weight = evidence.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
+    weight = support.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
     return {"children_2018": children if known else np.full(n, -1), "weight": weight,
-            "level": evidence.evidence_levels(weight)}
+            "level": support.evidence_levels(weight)}
 
 
 @dataclass(frozen=True)
@@ -523,6 +524,8 @@ class RiskResult:
     lga_rank_low: np.ndarray | None = None  # [n_lga, len(estimated) + HORIZONS] before `contain`
     lga_rank_high: np.ndarray | None = None
     lga_evidence: dict[str, np.ndarray] | None = None
+    adopted_terms: tuple[str, ...] = ()  # month terms in the score (pipeline.model.terms.MONTH_TERMS)
+    last_survey_month: int | None = None  # month index of the last fieldwork month of the newest round
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -563,6 +566,8 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         lga_rank_low=rank_low,
         lga_rank_high=rank_high,
         lga_evidence=lga_evidence(md),
+        adopted_terms=adopted_terms(md),
+        last_survey_month=last_survey_month(rounds),
     )
 
 
@@ -589,8 +594,8 @@ def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Score
     order = np.argsort(-score, axis=0, kind="stable")
     sc, lo, hi, lv = score.T.tolist(), low.T.tolist(), high.T.tolist(), lvl.T.tolist()
     if rank_range is not None:
-        rank = evidence.ranks(score, np.zeros(score.shape[0], dtype=np.int64))  # the order below, as ranks
-        r_lo, r_hi = evidence.contain(rank, rank_range[0], rank_range[1])
+        rank = support.ranks(score, np.zeros(score.shape[0], dtype=np.int64))  # the order below, as ranks
+        r_lo, r_hi = support.contain(rank, rank_range[0], rank_range[1])
         rk, rl, rh = rank.T.tolist(), r_lo.T.tolist(), r_hi.T.tolist()
     out = []
     for j in range(score.shape[1]):
@@ -630,8 +635,9 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "/v1/forecasts/states": {},
         "/v1/forecasts/lgas": {},
     }
-    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p]} for p in res.estimated]
-    months += [{"period": p, "kind": "forecast", "provisional": False} for p in res.forecast]
+    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p], "basis": basis(res, p)}
+              for p in res.estimated]
+    months += [{"period": p, "kind": "forecast", "provisional": False, "basis": basis(res, p)} for p in res.forecast]
     docs["/v1/periods"][()] = {
         "last_estimated": res.estimated[-1],
         "last_forecast": res.forecast[-1],
@@ -639,14 +645,17 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "updated_at": updated_at,
         "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
+        "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
+        "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
-        docs["/v1/risk/states"][(p,)] = {"period": p, "kind": "estimated", "states": st_est[j]}
+        docs["/v1/risk/states"][(p,)] = {"period": p, "kind": "estimated", "states": st_est[j], "basis": basis(res, p)}
     st_fc = _records(state_static, res.state_fc)
     for h in range(1, model.HORIZONS + 1):
         docs["/v1/forecasts/states"][(str(h),)] = {
-            "forecasts": [{"period": res.forecast[k], "kind": "forecast", "states": st_fc[k]} for k in range(h)]
+            "forecasts": [{"period": res.forecast[k], "kind": "forecast", "states": st_fc[k],
+                           "basis": basis(res, res.forecast[k])} for k in range(h)]
         }
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     rows = np.arange(lgas.height)
@@ -667,16 +676,37 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         for j, p in enumerate(res.estimated):
             docs["/v1/risk/lgas"][(code, p)] = {
                 "period": p, "kind": "estimated", "state_code": code, "state": state_names[code], "lgas": est[j],
+                "basis": basis(res, p),
             }
         fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc)
         for h in range(1, model.HORIZONS + 1):
             docs["/v1/forecasts/lgas"][(code, str(h))] = {
                 "forecasts": [
-                    {"period": res.forecast[k], "kind": "forecast", "state_code": code, "state": state_names[code], "lgas": fc[k]}
+                    {"period": res.forecast[k], "kind": "forecast", "state_code": code, "state": state_names[code],
+                     "lgas": fc[k], "basis": basis(res, res.forecast[k])}
                     for k in range(h)
                 ]
             }
     return docs
+
+
+def adopted_terms(md: ModelData) -> tuple[str, ...]:
+    """The month terms the registered tests adopted in this build (none: baseline x season)."""
+    return tuple((md.months.tests.get("adopted") if md.months is not None else None) or ())
+
+
+def last_survey_month(rounds: pl.DataFrame) -> int | None:
+    """Month index of the last fieldwork month of the newest round (the `basis` boundary)."""
+    if rounds.height == 0:
+        return None
+    year = int(rounds["survey_year"].max())
+    return year * 12 + max(model.FIELDWORK_MONTHS.get(year, (12,))) - 1
+
+
+def basis(res: RiskResult, period: str) -> str:
+    """`survey_fit` for a month up to the newest round's fieldwork, `baseline_x_season` after it."""
+    last = res.last_survey_month
+    return terms.AFTER_SURVEY if last is None or month_index(period) > last else terms.SURVEY_FIT
 
 
 def model_version(md: ModelData) -> str:

@@ -158,7 +158,8 @@ def range_calibration(md: Any, check: Any) -> dict[str, Any]:
     from pipeline.datasets.risk import CALIBRATION_FOLDS
 
     if check is None:
-        return {"note": "no survey round can be predicted from an earlier one in this data load"}
+        return {"note": "no survey round can be predicted from an earlier one in this data load",
+                "published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))}
     per_round = []
     for y in sorted({int(v) for v in check.predicted_round}):
         sel = check.predicted_round == y
@@ -628,7 +629,8 @@ def quotable_skeleton() -> dict[str, Any]:
     even in a release without the validation dataset (each then reads as not in this release)."""
     rounds = [{"predicted_round": b} for _, b in HELD_OUT]
     return {"targets": targets({}, {}, rounds, "model_4"),
-            "page": {**page_figures({}, {}, "model_4"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS)}}
+            "page": {**page_figures({}, {}, "model_4"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS)},
+            "range_calibration": {"published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))}}
 
 
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:

@@ -21,7 +21,7 @@
 
   var $ = function (id) { return document.getElementById(id); };
   var state = {
-    key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {},
+    key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {}, basis: {},
     risk: {}, // period -> lga_code -> row
     gazetteer: {}, // lga_code -> row
     layers: {}, // lga_code -> Leaflet layer
@@ -111,9 +111,15 @@
   function monthText(period) {
     if (isForecast(period)) {
       var h = state.horizon[period];
-      return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "");
+      var fw = (config.month_labels || {}).forecast;
+      return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "") +
+        (fw ? " · " + fw : "");
     }
-    return period + " · estimated" + (state.provisional[period] ? " (rainfall adjustment from provisional CHIRPS rainfall)" : "");
+    // the words come from the model's declared terms (pipeline.model.terms.month_labels), via the page
+    var words = config.month_labels || {};
+    var basis = words[state.basis[period]];
+    return period + " · estimated" + (basis ? " · " + basis : "") +
+      (state.provisional[period] && words.provisional ? words.provisional : "");
   }
 
   // --- key -----------------------------------------------------------------------------
@@ -192,6 +198,7 @@
         seen[p] = true;
         state.kinds[p] = r.kind === "forecast" ? "forecast" : "estimated";
         state.horizon[p] = r.horizon;
+        state.basis[p] = r.basis; // a column the table carries (additive)
       }
       if (r.provisional === "true") state.provisional[p] = true; // a column the table may carry
     });
