@@ -33,10 +33,10 @@ class Term:
 
 
 SCORE_TERMS: tuple[Term, ...] = (
-    Term("baseline", "the state's survey baseline (the household survey rounds smoothed over time; after the "
+    Term("baseline", "the survey baseline of the state (the household survey rounds smoothed over time; after the "
                      "last round its level moves by the calibrated drift per year and its range widens)",
          (ESTIMATED, FORECAST), short="survey baseline"),
-    Term("lga_offset", "the LGA's offset from its state (from the NDHS 2018 LGA survey data, covariates and "
+    Term("lga_offset", "the offset of the LGA from its state (from the NDHS 2018 LGA survey data, covariates and "
                        "neighbours; state scores are the population-weighted mean of their LGAs)",
          (ESTIMATED, FORECAST), short="LGA offset"),
     Term("season", "the typical season of its calendar month", (ESTIMATED, FORECAST), short="typical season"),

@@ -165,7 +165,7 @@ def test_the_landing_page_and_the_map_state_the_facts_and_carry_them_for_the_rea
         text = " ".join(prose(files[page][1].decode()).split())
         assert "Latest estimated month: 2026-06" in text and "Forecasts reach 2026-10 (4 months" in text, page
         assert "Newest household survey: 2021 NMIS (fieldwork in 2021)" in text, page
-        assert "An estimated month after 2021 is made of the state's survey baseline" in text, page
+        assert "An estimated month after 2021 is made of the survey baseline of the state" in text, page
         html = files[page][1].decode()
         assert 'data-last-estimated="2026-06"' in html and 'data-last-forecast="2026-10"' in html
         assert "/docs/freshness.js" in html
