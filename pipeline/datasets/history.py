@@ -82,9 +82,11 @@ def all_lgas(lga: pl.DataFrame, record_fields: list[str],
     (the per-state reports' order, over all states); `chunk` months at a time."""
     est = lga.filter(pl.col("kind") == "estimated").sort(
         ["period", "score", "lga_code"], descending=[False, True, False], nulls_last=True)
-    grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"))
+    extra = [pl.col("basis").first()] if "basis" in est.columns else []
+    grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"), *extra)
     for start in range(0, grouped.height, chunk):
-        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"]}
+        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"],
+                                **({"basis": r["basis"]} if extra else {})}
                for r in grouped.slice(start, chunk).to_dicts()}
 
 

@@ -14,11 +14,13 @@ from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
 from pipeline.model import risk as model
+from pipeline.model import terms
 from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 
 STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
-LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population"]
+LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population",
+              "evidence", "evidence_weight", "survey_children_2018", "rank", "rank_low", "rank_high"]
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
@@ -81,10 +83,16 @@ def test_facts_and_periods(produced):
     assert produced.dataset == "risk" and produced.model_version == model.MODEL_VERSION
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
     p = produced.documents["/v1/periods"][()]
-    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level"]
+    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
+                       "score_terms", "basis_descriptions"]
+    assert p["score_terms"] == [t.key for t in terms.terms()]  # no month term in the synthetic data
+    assert p["basis_descriptions"] == {b: terms.basis_words(b) for b in terms.BASES}
     assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
     assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
-    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False}
+    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"]}
+    # basis: within the survey rounds first, then (from the month after the newest round's fieldwork) after them
+    bases = [m["basis"] for m in p["months"]]
+    assert set(bases) <= set(terms.BASES) and bases == sorted(bases, key=terms.BASES.index)
     assert [m["kind"] for m in p["months"]] == ["estimated"] * len(est) + ["forecast"] * 4
     # the CHIRPS CSV has no version column: its last two months are flagged provisional
     assert [m["provisional"] for m in p["months"] if m["kind"] == "estimated"][-3:] == [False, True, True]
@@ -108,16 +116,21 @@ def _check_records(records, fields, code_key):
         assert r["level"] == model.levels(np.array([r["score"]]))[0]
     keys = [(-r["score"], r[code_key]) for r in records]
     assert keys == sorted(keys), "highest risk first, ties by code"
+    if "rank" in fields:  # LGA records: the rank is the report's order, inside its 80 % range
+        assert [r["rank"] for r in records] == list(range(1, len(records) + 1))
+        assert all(1 <= r["rank_low"] <= r["rank"] <= r["rank_high"] <= len(records) for r in records)
+        assert all(r["evidence"] in ("direct", "some", "borrowed") and 0 <= r["evidence_weight"] <= 1 for r in records)
+        assert all((r["evidence"] == "borrowed") == (r["evidence_weight"] == 0) for r in records)
 
 
 def test_state_report_shape_order_and_aggregation(produced):
     doc = produced.documents["/v1/risk/states"][("2018-08",)]
-    assert list(doc) == ["period", "kind", "states"] and doc["kind"] == "estimated"
+    assert list(doc) == ["period", "kind", "states", "basis"] and doc["kind"] == "estimated"
     _check_records(doc["states"], STATE_FIELDS, "state_code")
     kn = next(s for s in doc["states"] if s["state_code"] == "KN")
     assert (kn["lgas"], kn["population"]) == (3, 600)
     lgas = produced.documents["/v1/risk/lgas"][("KN", "2018-08")]
-    assert list(lgas) == ["period", "kind", "state_code", "state", "lgas"] and lgas["state"] == "Kano"
+    assert list(lgas) == ["period", "kind", "state_code", "state", "lgas", "basis"] and lgas["state"] == "Kano"
     _check_records(lgas["lgas"], LGA_FIELDS, "lga_code")
     pw = sum(r["score"] * r["population"] for r in lgas["lgas"]) / sum(r["population"] for r in lgas["lgas"])
     assert kn["score"] == pytest.approx(pw, abs=2e-4)  # both rounded to 4 decimals
@@ -134,13 +147,13 @@ def test_forecast_documents(produced):
     assert list(four) == ["forecasts"]
     assert [f["period"] for f in four["forecasts"]] == ["2019-07", "2019-08", "2019-09", "2019-10"]
     for f in four["forecasts"]:
-        assert list(f) == ["period", "kind", "states"] and f["kind"] == "forecast"
+        assert list(f) == ["period", "kind", "states", "basis"] and f["kind"] == "forecast"
         _check_records(f["states"], STATE_FIELDS, "state_code")
     assert d["/v1/forecasts/states"][("2",)]["forecasts"] == four["forecasts"][:2]
     lg = d["/v1/forecasts/lgas"][("NA", "3")]["forecasts"]
     assert [f["period"] for f in lg] == ["2019-07", "2019-08", "2019-09"]
     for f in lg:
-        assert list(f) == ["period", "kind", "state_code", "state", "lgas"] and f["state_code"] == "NA"
+        assert list(f) == ["period", "kind", "state_code", "state", "lgas", "basis"] and f["state_code"] == "NA"
         _check_records(f["lgas"], LGA_FIELDS, "lga_code")
 
 
