@@ -55,8 +55,16 @@ MONTH_TERMS: dict[str, Term] = {
 }
 # Phrases that describe a month term. Published text may contain them only when a month term is in
 # the score (the text test scans the built release for them).
-MONTH_TERM_PHRASES = ("rain term", "rainfall adjustment", "adjustment for the rainfall", "rainfall term",
-                      "month term of", "recorded rainfall moves")
+MONTH_TERM_PHRASES = ("rainfall adjustment", "adjustment for the rainfall", "× a rain term", "moved month by month by",
+                      "rain term from provisional")
+
+
+def unused_phrases(adopted: Iterable[str] = ()) -> tuple[str, ...]:
+    """Words published text must not contain in a release with these month terms: the words of every
+    month term not in the score, and, when none is, every phrase that describes one."""
+    adopted = tuple(adopted)
+    words = tuple(t.words for k, t in MONTH_TERMS.items() if k not in adopted)
+    return words + (() if any(k in MONTH_TERMS for k in adopted) else MONTH_TERM_PHRASES)
 
 # `basis` of a month (additive field of /v1/periods months, risk reports, forecasts and histories).
 SURVEY_FIT = "survey_fit"
