@@ -497,9 +497,9 @@ def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
     children in its offset, and the evidence level (pipeline.model.evidence)."""
     n = len(md.lga_codes)
     children = np.zeros(n, dtype=np.int64)
-    known = md.lga_positivity is not None
-    if known:
-        lp = md.lga_positivity
+    lp = md.lga_positivity
+    known = lp is not None
+    if lp is not None:
         row = {c: i for i, c in enumerate(md.lga_codes)}
         idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
         np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
@@ -699,7 +699,7 @@ def last_survey_month(rounds: pl.DataFrame) -> int | None:
     """Month index of the last fieldwork month of the newest round (the `basis` boundary)."""
     if rounds.height == 0:
         return None
-    year = int(rounds["survey_year"].max())
+    year = int(rounds["survey_year"].cast(pl.Int64).to_numpy().max())
     return year * 12 + max(model.FIELDWORK_MONTHS.get(year, (12,))) - 1
 
 

@@ -83,7 +83,7 @@ def test_published_rank_lies_inside_its_range_within_one_to_n(case: tuple) -> No
     rank = evidence.ranks(score, group)
     lo, hi = evidence.contain(rank, low, high)
     size = np.bincount(group)[group][:, None]
-    assert (1 <= lo).all() and (lo <= rank).all() and (rank <= hi).all() and (hi <= size).all()
+    assert (lo >= 1).all() and (lo <= rank).all() and (rank <= hi).all() and (hi <= size).all()
     # ranks within a group are a permutation of 1..n in every column
     for g in np.unique(group):
         rows = group == g
