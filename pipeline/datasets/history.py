@@ -29,7 +29,7 @@ MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "
 LGA_MONTH_FIELDS = (*MONTH_FIELDS, "rank", "rank_low", "rank_high")
 STATE_FIELDS = ("state_code", "state", "zone")
 LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban", "evidence", "evidence_weight",
-              "survey_children_2018")
+              "survey_children_2018_band")
 
 
 def _documents(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:

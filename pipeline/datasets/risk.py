@@ -504,7 +504,8 @@ def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
         idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
         np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
     off = md.lga_offsets
-    weight = support.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
+    # published to two decimals; the level is read from the published weight, so the two always agree
+    weight = np.round(support.own_weight(off.var, off.sigma2), 2) if off is not None else np.zeros(n)
     return {"children_2018": children if known else np.full(n, -1), "weight": weight,
             "level": support.evidence_levels(weight)}
 
@@ -615,10 +616,10 @@ def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
     if ev is None:
         return [{} for _ in rows]
     ch = ev["children_2018"][rows].tolist()
-    w = np.round(ev["weight"][rows], 3).tolist()
+    w = np.round(ev["weight"][rows], 2).tolist()
     lv = ev["level"][rows].tolist()
-    return [{"evidence": lv[k], "evidence_weight": w[k], "survey_children_2018": None if ch[k] < 0 else ch[k]}
-            for k in range(len(rows))]
+    band = support.children_bands(np.asarray(ch)).tolist()
+    return [{"evidence": lv[k], "evidence_weight": w[k], "survey_children_2018_band": band[k]} for k in range(len(rows))]
 
 
 def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:

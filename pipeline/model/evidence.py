@@ -1,7 +1,7 @@
 """What each LGA's score rests on: its own survey children, an evidence level, and how sure its
 place within its state is (docs/model.md, "Evidence and rank ranges").
 
-* Evidence. The LGA's offset from its state (pipeline.model.small_area) is a Fay-Herriot estimate:
+* Evidence. The children of the LGA's own survey clusters, as a band (CHILDREN_BANDS). The LGA's offset from its state (pipeline.model.small_area) is a Fay-Herriot estimate:
   its own survey children enter with the weight w = sigma2 / (sigma2 + v) (v their sampling
   variance), the rest is borrowed from covariates, neighbours and the state. `evidence_levels`
   names w with the fixed EVIDENCE_THRESHOLDS.
@@ -24,6 +24,10 @@ import numpy as np
 EVIDENCE_THRESHOLDS: tuple[tuple[float, str], ...] = ((0.5, "direct"), (0.0, "some"))
 BORROWED = "borrowed"
 EVIDENCE_LEVELS = ("direct", "some", BORROWED)
+# Children of the LGA's own survey clusters, published only as a band: the exact count per LGA stays inside
+# the pipeline (malaria SOURCES.md §8: the NDHS 2018 LGA file is a model input, not for publication per LGA;
+# the release audit checks no per-LGA run of it is published). Lower bounds, highest first.
+CHILDREN_BANDS: tuple[tuple[int, str], ...] = ((50, "50+"), (25, "25-49"), (10, "10-24"), (1, "1-9"), (0, "none"))
 RANGE_LEVEL = 0.8
 RANK_DRAWS = 200
 RANK_SEED = 20260531
@@ -43,6 +47,15 @@ def evidence_levels(weight: np.ndarray) -> np.ndarray:
     out = np.full(w.shape, BORROWED, dtype=object)
     out[w > EVIDENCE_THRESHOLDS[1][0]] = EVIDENCE_THRESHOLDS[1][1]
     out[w >= EVIDENCE_THRESHOLDS[0][0]] = EVIDENCE_THRESHOLDS[0][1]
+    return out
+
+
+def children_bands(children: np.ndarray) -> np.ndarray:
+    """Band names (CHILDREN_BANDS) for counts of children; None where the count is unknown (negative)."""
+    n = np.asarray(children)
+    out = np.full(n.shape, None, dtype=object)
+    for bound, name in reversed(CHILDREN_BANDS):
+        out[n >= bound] = name
     return out
 
 

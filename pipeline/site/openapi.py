@@ -195,14 +195,16 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                          "of its offset from the state (`evidence_weight` >= 0.5), `some` where they carry less, "
                          "`borrowed` where it has none (covariates, neighbours and its state only).",
                          enum=list(support.EVIDENCE_LEVELS)),
-        "evidence_weight": _share("Weight (0 to 1) of the LGA's own survey children in its offset from the state: "
-                                  "the small-area model's shrinkage weight sigma2 / (sigma2 + v); 0 without survey "
-                                  "children (additive)."),
-        "survey_children_2018": _nullable("integer", "Children aged 6-59 months with an NDHS 2018 microscopy "
-                                          "result in survey clusters inside the LGA: the sample its own offset "
-                                          "rests on (a count, not an estimate; clusters per LGA are in no source, "
-                                          "and the 2021 NMIS has no LGA-level data). Null when the data load has "
-                                          "no LGA survey file (additive).", minimum=0),
+        "evidence_weight": _share("Weight (0 to 1, two decimals) of the LGA's own survey children in its offset "
+                                  "from the state: the small-area model's shrinkage weight sigma2 / (sigma2 + v); 0 "
+                                  "without survey children (additive)."),
+        "survey_children_2018_band": {"type": ["string", "null"], "enum": [b for _, b in support.CHILDREN_BANDS] + [None],
+                                 "description": "Children aged 6-59 months with an NDHS 2018 microscopy result in "
+                                 "survey clusters inside the LGA, the sample its own offset rests on, as a band "
+                                 "(`none`, `1-9`, `10-24`, `25-49`, `50+`): the exact count per LGA is a model input "
+                                 "not published per LGA (the state totals are in the survey trends). Clusters per "
+                                 "LGA are in no source and the 2021 NMIS has no LGA-level data. Null when the data "
+                                 "load has no LGA survey file (additive)."},
     }
     rank_fields: dict[str, Schema] = {
         "rank": _int("The LGA's rank within its state this month, 1 = highest score (the order of the report; "

@@ -34,7 +34,7 @@ def main(argv: list[str]) -> int:
             top = mr.risk_lgas_all(latest, as_="json")["lgas"][:5]  # highest risk first
             print(f"highest risk in {latest}:")
             print(table(top, ("state_code", "lga", "score", "level", "rank", "rank_low", "rank_high", "evidence",
-                              "survey_children_2018")))
+                              "survey_children_2018_band")))
     except ClientError as e:  # every error of the client: a bad key, an unknown LGA, the service away
         print(f"error: {e}", file=sys.stderr)
         return 1

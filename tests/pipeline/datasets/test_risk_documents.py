@@ -20,7 +20,7 @@ from tests.small_geography import small_geo
 
 STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
 LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population",
-              "evidence", "evidence_weight", "survey_children_2018", "rank", "rank_low", "rank_high"]
+              "evidence", "evidence_weight", "survey_children_2018_band", "rank", "rank_low", "rank_high"]
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
@@ -121,6 +121,7 @@ def _check_records(records, fields, code_key):
         assert all(1 <= r["rank_low"] <= r["rank"] <= r["rank_high"] <= len(records) for r in records)
         assert all(r["evidence"] in ("direct", "some", "borrowed") and 0 <= r["evidence_weight"] <= 1 for r in records)
         assert all((r["evidence"] == "borrowed") == (r["evidence_weight"] == 0) for r in records)
+        assert all(r["survey_children_2018_band"] in ("none", "1-9", "10-24", "25-49", "50+", None) for r in records)
 
 
 def test_state_report_shape_order_and_aggregation(produced):

@@ -39,7 +39,7 @@ def test_evidence_counts_the_children_of_each_lga_and_names_the_weight() -> None
     ev = risk.lga_evidence(md)  # type: ignore[arg-type]
     assert ev["children_2018"].tolist() == [40, 3, 0, 15, 0, 1]
     w = np.zeros(len(n))
-    w[obs] = sigma2 / (sigma2 + v)
+    w[obs] = np.round(sigma2 / (sigma2 + v), 2)
     np.testing.assert_allclose(ev["weight"], w)
     # weight >= 0.5: direct; above 0: some; 0 (no children of its own): borrowed
     expected = np.where(w >= 0.5, "direct", np.where(w > 0, "some", "borrowed"))
@@ -52,6 +52,11 @@ def test_without_the_lga_file_every_lga_is_borrowed_and_its_count_unknown() -> N
     ev = risk.lga_evidence(md)  # type: ignore[arg-type]
     assert (ev["children_2018"] == -1).all() and (ev["weight"] == 0).all()
     assert set(ev["level"].tolist()) == {"borrowed"}
+
+
+def test_children_are_published_only_as_bands() -> None:
+    assert evidence.children_bands(np.array([-1, 0, 1, 9, 10, 24, 25, 49, 50, 108])).tolist() == [
+        None, "none", "1-9", "1-9", "10-24", "10-24", "25-49", "25-49", "50+", "50+"]
 
 
 def test_evidence_levels_at_the_thresholds() -> None:

@@ -13,4 +13,4 @@ print(h[h$period >= from & h$period <= to, c("period", "kind", "score", "score_l
                                              "rank", "rank_low", "rank_high")])
 latest <- mr_periods(mr)$last_estimated
 print(head(mr_risk_lgas_all(mr, latest)[, c("state_code", "lga", "score", "level", "rank", "rank_low", "rank_high",
-                                             "evidence", "survey_children_2018")], 5))
+                                             "evidence", "survey_children_2018_band")], 5))
