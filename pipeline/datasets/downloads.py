@@ -125,7 +125,7 @@ UNITS: dict[str, str] = {
     "score_high": "share (0 to 1)", "positivity": "share (0 to 1)", "itn_use": "share (0 to 1)",
     "itn_access": "share (0 to 1)", "irs_coverage": "share (0 to 1)", "effective_treatment": "share (0 to 1)",
     "response_index": "share (0 to 1)", "seasonal_index": "share of the peak month", "rep_lon": "degrees",
-    "rep_lat": "degrees", "horizon": "months", "evidence_weight": "share (0 to 1)",
+    "rep_lat": "degrees", "horizon": "months",
     "rank": "rank within the state (1 = highest)", "rank_low": "rank within the state (1 = highest)",
     "rank_high": "rank within the state (1 = highest)",
 }

@@ -28,8 +28,7 @@ ALL_LGAS_ROUTE = "/v1/risk/lgas/all"
 MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis")
 LGA_MONTH_FIELDS = (*MONTH_FIELDS, "rank", "rank_low", "rank_high")
 STATE_FIELDS = ("state_code", "state", "zone")
-LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban", "evidence", "evidence_weight",
-              "survey_children_2018_band")
+LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band")
 
 
 def _documents(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:

@@ -504,8 +504,7 @@ def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
         idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
         np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
     off = md.lga_offsets
-    # published to two decimals; the level is read from the published weight, so the two always agree
-    weight = np.round(support.own_weight(off.var, off.sigma2), 2) if off is not None else np.zeros(n)
+    weight = support.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
     return {"children_2018": children if known else np.full(n, -1), "weight": weight,
             "level": support.evidence_levels(weight)}
 
@@ -616,10 +615,11 @@ def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
     if ev is None:
         return [{} for _ in rows]
     ch = ev["children_2018"][rows].tolist()
-    w = np.round(ev["weight"][rows], 2).tolist()
     lv = ev["level"][rows].tolist()
     band = support.children_bands(np.asarray(ch)).tolist()
-    return [{"evidence": lv[k], "evidence_weight": w[k], "survey_children_2018_band": band[k]} for k in range(len(rows))]
+    # the weight itself is not published: across a state's LGAs it follows their children counts (r > 0.97),
+    # which may not be published per LGA (the release audit would find it); its level and the band may
+    return [{"evidence": lv[k], "survey_children_2018_band": band[k]} for k in range(len(rows))]
 
 
 def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:

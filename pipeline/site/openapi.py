@@ -12,6 +12,7 @@ that describe the same data.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
@@ -192,13 +193,13 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     evidence_fields: dict[str, Schema] = {
         "evidence": _str("What the LGA's place within its state rests on (additive; docs/model.md, \"Evidence "
                          "and rank ranges\"): `direct` where its own NDHS 2018 survey children carry at least half "
-                         "of its offset from the state (`evidence_weight` >= 0.5), `some` where they carry less, "
-                         "`borrowed` where it has none (covariates, neighbours and its state only).",
+                         "of its offset from the state (the small-area model's shrinkage weight sigma2 / (sigma2 + v) "
+                         ">= 0.5), `some` where they carry less, `borrowed` where it has none (covariates, neighbours "
+                         "and its state only). The weight itself is not published: across LGAs it follows their "
+                         "survey children, which are not published per LGA.",
                          enum=list(support.EVIDENCE_LEVELS)),
-        "evidence_weight": _share("Weight (0 to 1, two decimals) of the LGA's own survey children in its offset "
-                                  "from the state: the small-area model's shrinkage weight sigma2 / (sigma2 + v); 0 "
-                                  "without survey children (additive)."),
-        "survey_children_2018_band": {"type": ["string", "null"], "enum": [b for _, b in support.CHILDREN_BANDS] + [None],
+        "survey_children_2018_band": {"type": ["string", "null"], "pattern": "^(" + "|".join(
+                                     re.escape(b) for _, b in support.CHILDREN_BANDS) + ")$",
                                  "description": "Children aged 6-59 months with an NDHS 2018 microscopy result in "
                                  "survey clusters inside the LGA, the sample its own offset rests on, as a band "
                                  "(`none`, `1-9`, `10-24`, `25-49`, `50+`): the exact count per LGA is a model input "

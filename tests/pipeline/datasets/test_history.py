@@ -21,7 +21,7 @@ from tests.small_geography import small_geo
 
 MONTH = ["period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis"]
 LGA_MONTH = [*MONTH, "rank", "rank_low", "rank_high"]
-LGA_HEAD = ["lga_code", "lga", "state_code", "state", "is_urban", "evidence", "evidence_weight", "survey_children_2018_band"]
+LGA_HEAD = ["lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band"]
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ def test_evidence_counts_the_children_of_each_lga_and_names_the_weight() -> None
     ev = risk.lga_evidence(md)  # type: ignore[arg-type]
     assert ev["children_2018"].tolist() == [40, 3, 0, 15, 0, 1]
     w = np.zeros(len(n))
-    w[obs] = np.round(sigma2 / (sigma2 + v), 2)
+    w[obs] = sigma2 / (sigma2 + v)
     np.testing.assert_allclose(ev["weight"], w)
     # weight >= 0.5: direct; above 0: some; 0 (no children of its own): borrowed
     expected = np.where(w >= 0.5, "direct", np.where(w > 0, "some", "borrowed"))
