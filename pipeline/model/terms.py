@@ -33,8 +33,7 @@ class Term:
 
 
 SCORE_TERMS: tuple[Term, ...] = (
-    Term("baseline", "the survey baseline of the state (the household survey rounds smoothed over time; after the "
-                     "last round its level moves by the calibrated drift per year and its range widens)",
+    Term("baseline", "the survey baseline of the state (its household survey rounds smoothed over time)",
          (ESTIMATED, FORECAST), short="survey baseline"),
     Term("lga_offset", "the offset of the LGA from its state (from the NDHS 2018 LGA survey data, covariates and "
                        "neighbours; state scores are the population-weighted mean of their LGAs)",
@@ -100,12 +99,14 @@ def provisional_words(adopted: Iterable[str] = ()) -> str:
 
 def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
     """What a month of that `basis` rests on."""
+    est, fc = made_of(ESTIMATED, adopted), made_of(FORECAST, adopted)
+    score = f"the score is {est}" + ("" if fc == est else f" (in a forecast month {fc})")
     if basis == SURVEY_FIT:
-        return ("within the household survey rounds: " + made_of(ESTIMATED, adopted)
-                + ", the baseline fitted through the rounds before and after the month")
+        return ("within the household survey rounds: the baseline is fitted through the rounds before and after "
+                f"the month; {score}")
     if basis == AFTER_SURVEY:
-        return ("after the last household survey round: no survey has measured it; the score is "
-                + made_of(ESTIMATED, adopted) + " (a forecast month: " + made_of(FORECAST, adopted) + ")")
+        return ("after the newest household survey round: no survey has measured the month; the baseline is the "
+                f"last round's level moved by the calibrated drift, its range widening every month; {score}")
     raise ValueError(f"unknown basis {basis!r}; known: {BASES}")
 
 
