@@ -48,7 +48,10 @@ NOT_VALIDATED = [
     "LGA differences over time: one LGA survey (NDHS 2018, 1-108 children each) sets every LGA's position "
     "within its state; an LGA's own-data part of its published value is not covered by the leave-one-out check.",
     "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
-    "Months after the last survey: the range widens with time, but no survey after 2021 exists to check it.",
+    "Months after the last survey: the baseline moves by the calibrated drift and the range widens with time, but "
+    "no survey after 2021 exists to check either.",
+    "The range calibration's constants are fitted across states within a round: a future round whose national "
+    "change differs from 2015-2021 is not covered.",
     "The dated case series are routine counts: reporting completeness, stock-outs and care seeking move "
     "them as well as malaria does.",
 ]
