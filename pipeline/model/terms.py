@@ -55,7 +55,7 @@ MONTH_TERMS: dict[str, Term] = {
 # Phrases that describe a month term. Published text may contain them only when a month term is in
 # the score (the text test scans the built release for them).
 MONTH_TERM_PHRASES = ("rainfall adjustment", "adjustment for the rainfall", "× a rain term", "moved month by month by",
-                      "rain term from provisional")
+                      "term reads preliminary")
 
 
 def unused_phrases(adopted: Iterable[str] = ()) -> tuple[str, ...]:
@@ -121,7 +121,7 @@ def periods_description(adopted: Iterable[str] = ()) -> str:
 
 def month_labels(adopted: Iterable[str] = ()) -> dict[str, str]:
     """Short words for the map's month label: per basis of an estimated month, for a forecast month, and
-    the note on a provisional month ('' when no term reads the month's rainfall)."""
+    the note on a provisional month (what, if anything, reads its preliminary rainfall)."""
     def short(kind: str) -> str:
         return " × ".join(t.short for t in terms(adopted) if kind in t.kinds)
 
@@ -129,8 +129,9 @@ def month_labels(adopted: Iterable[str] = ()) -> dict[str, str]:
         SURVEY_FIT: "within the survey rounds: " + short(ESTIMATED),
         AFTER_SURVEY: "after the last survey: " + short(ESTIMATED),
         FORECAST: short(FORECAST),
-        "provisional": " (" + " and ".join(t.short for t in terms(adopted) if t.uses_recorded_rainfall)
-                       + " from provisional CHIRPS rainfall)" if uses_rainfall(adopted) else "",
+        "provisional": (" (provisional: the " + " and ".join(t.short for t in terms(adopted) if t.uses_recorded_rainfall)
+                        + " reads preliminary CHIRPS rainfall)") if uses_rainfall(adopted)
+        else " (provisional: preliminary CHIRPS rainfall, which the score does not read)",
     }
 
 

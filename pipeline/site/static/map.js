@@ -119,7 +119,7 @@
     var words = config.month_labels || {};
     var basis = words[state.basis[period]];
     return period + " · estimated" + (basis ? " · " + basis : "") +
-      (state.provisional[period] && words.provisional ? words.provisional : "");
+      (state.provisional[period] ? (words.provisional || " (provisional)") : "");
   }
 
   // --- key -----------------------------------------------------------------------------
