@@ -120,18 +120,21 @@ def periods_description(adopted: Iterable[str] = ()) -> str:
 
 
 def month_labels(adopted: Iterable[str] = ()) -> dict[str, str]:
-    """Short words for the map's month label: per basis of an estimated month, for a forecast month, and
-    the note on a provisional month (what, if anything, reads its preliminary rainfall)."""
+    """Words for the map's month label: a short tag per basis and for a provisional month (shown), and
+    what an estimated and a forecast month are made of, and what reads a provisional month's rainfall
+    (the label's title)."""
     def short(kind: str) -> str:
         return " × ".join(t.short for t in terms(adopted) if kind in t.kinds)
 
+    readers = " and ".join(t.short for t in terms(adopted) if t.uses_recorded_rainfall)
     return {
-        SURVEY_FIT: "within the survey rounds: " + short(ESTIMATED),
-        AFTER_SURVEY: "after the last survey: " + short(ESTIMATED),
+        SURVEY_FIT: "survey fit",
+        AFTER_SURVEY: "after last survey",
+        ESTIMATED: short(ESTIMATED),
         FORECAST: short(FORECAST),
-        "provisional": (" (provisional: the " + " and ".join(t.short for t in terms(adopted) if t.uses_recorded_rainfall)
-                        + " reads preliminary CHIRPS rainfall)") if uses_rainfall(adopted)
-        else " (provisional: preliminary CHIRPS rainfall, which the score does not read)",
+        "provisional": "provisional",
+        "provisional_note": (f"the {readers} reads preliminary CHIRPS rainfall" if readers
+                             else "preliminary CHIRPS rainfall, which the score does not read"),
     }
 
 

@@ -108,18 +108,22 @@
     return l ? l.label : (level || "no figure");
   }
   function isForecast(period) { return state.kinds[period] === "forecast"; }
+  // the words come from the model's declared terms (pipeline.model.terms.month_labels), via the page
+  var WORDS = config.month_labels || {};
   function monthText(period) {
     if (isForecast(period)) {
       var h = state.horizon[period];
-      var fw = (config.month_labels || {}).forecast;
-      return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "") +
-        (fw ? " · " + fw : "");
+      return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "");
     }
-    // the words come from the model's declared terms (pipeline.model.terms.month_labels), via the page
-    var words = config.month_labels || {};
-    var basis = words[state.basis[period]];
+    var basis = WORDS[state.basis[period]];
     return period + " · estimated" + (basis ? " · " + basis : "") +
-      (state.provisional[period] ? (words.provisional || " (provisional)") : "");
+      (state.provisional[period] ? " · " + (WORDS.provisional || "provisional") : "");
+  }
+  // what the month's score is made of: the label's title
+  function monthWords(period) {
+    var made = WORDS[isForecast(period) ? "forecast" : "estimated"] || "";
+    var note = !isForecast(period) && state.provisional[period] && WORDS.provisional_note ? "; " + WORDS.provisional_note : "";
+    return made ? made + note : "";
   }
 
   // --- key -----------------------------------------------------------------------------
@@ -333,6 +337,7 @@
     state.period = period;
     var label = $("month-label");
     label.textContent = monthText(period);
+    label.title = monthWords(period);
     label.className = isForecast(period) ? "forecast" : "";
     $("month").setAttribute("aria-valuetext", monthText(period));
     recolour();
