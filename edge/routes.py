@@ -316,10 +316,9 @@ RELEASE_LIST_NAME = "releases.json"
 ROUTES: tuple[Route, ...] = (
     Route(
         "/v1/periods", None, (), "v1/periods.json", JSON,
-        "Period index: available months, latest estimated and forecast month, model version. An estimated "
-        "month's score is the survey baseline × the typical season of that month × an adjustment for the "
-        "rainfall recorded in that month and the three before (docs/model.md); a forecast month has no "
-        "rainfall adjustment.",
+        "Period index: available months (each with its kind and `basis`), latest estimated and forecast "
+        "month, model version. What a month's score is made of comes from the model's declared terms "
+        "(the API reference and /v1/periods `basis_descriptions`).",
         "risk",
     ),
     Route(

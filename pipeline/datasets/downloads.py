@@ -151,6 +151,8 @@ UNITS: dict[str, str] = {
     "season_start_month": "month of the year (1 to 12)", "season_end_month": "month of the year (1 to 12)",
     "survey_year": "year", "lgas": "LGAs", "clusters": "survey clusters", "children_tested": "children",
     "children_tested_lower_bound": "children", "clusters_lower_bound": "survey clusters",
+    "rank": "rank within the state (1 = highest)", "rank_low": "rank within the state (1 = highest)",
+    "rank_high": "rank within the state (1 = highest)",
 }
 
 # Which credited sources (keys of pipeline/attribution.py) each file rests on, from the one licence
@@ -663,19 +665,15 @@ def _sha256(data: bytes) -> str:
 
 
 def how_values_were_made(model_version: str | None, season_method: Mapping[str, Any] | None,
-                         cross_fitted_states: Iterable[str] = ()) -> str:
-    """The README's account of the scores and seasons, read from what the build adopted: whether a month
-    term passed its registered test (the model version says) and which season rule was published."""
-    from pipeline.model.risk import MODEL_VERSION_WITH_MONTH_TERM
+                         cross_fitted_states: Iterable[str] = (), score_terms: Iterable[str] | None = None) -> str:
+    """The README's account of the scores and seasons, read from what the build adopted: the score's terms
+    (its /v1/periods `score_terms`; the words come from pipeline.model.terms) and which season rule was
+    published."""
+    from pipeline.model import terms
 
-    if model_version == MODEL_VERSION_WITH_MONTH_TERM:
-        months = ("is multiplied by the season of its calendar month and moved month by month by the registered "
-                  "rainfall term that passed its test (CHIRPS, downscaled to LGAs); forecasts use the rainfall known "
-                  "at the last estimated month and climatology after it.")
-    else:
-        months = ("is multiplied by the typical season of its calendar month: no month term passed its registered "
-                  "test, so recorded rainfall decides which months are estimated, not their score, and a forecast "
-                  "equals the season climatology scaled by the baseline.")
+    adopted = terms.adopted_from(score_terms)
+    months = (f"an estimated month's score is {terms.made_of(terms.ESTIMATED, adopted)}; a forecast month's is "
+              f"{terms.made_of(terms.FORECAST, adopted)}.")
     rule = (season_method or {}).get("season_rule")
     if rule == "model_4":
         cross = sorted(cross_fitted_states)
@@ -814,5 +812,6 @@ def produce(ctx: BuildContext) -> Produced:
     states_doc = docs.get("/v1/transmission/states", {}).get(())
     made = how_values_were_made(
         model_version, (states_doc or {}).get("method"),
-        [s["state"] for s in (states_doc or {}).get("states", []) if s["season"].get("fitted_without_own_series")])
+        [s["state"] for s in (states_doc or {}).get("states", []) if s["season"].get("fitted_without_own_series")],
+        (docs.get("/v1/periods", {}).get(()) or {}).get("score_terms"))
     return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url, made)

@@ -23,10 +23,12 @@ STATES_ROUTE = "/v1/history/states"
 LGAS_ROUTE = "/v1/history/lgas"
 ALL_LGAS_ROUTE = "/v1/risk/lgas/all"
 
-# The fields of one month of a history, in this order (`provisional` is additive).
-MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional")
+# The fields of one month of a history, in this order (`provisional`, `basis` and the LGA rank fields
+# are additive; a field the risk documents lack is left out).
+MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis")
+LGA_MONTH_FIELDS = (*MONTH_FIELDS, "rank", "rank_low", "rank_high")
 STATE_FIELDS = ("state_code", "state", "zone")
-LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban")
+LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band")
 
 
 def _documents(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:
@@ -53,11 +55,12 @@ def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods:
     return df.with_columns(pl.col("provisional").fill_null(False))
 
 
-def histories(df: pl.DataFrame, key: str, static: tuple[str, ...],
+def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...] = MONTH_FIELDS,
               chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
     """Per (area code, include), its history document without and with the forecast months, oldest
     month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
-    months = pl.struct(*MONTH_FIELDS).alias("months")
+    static = tuple(c for c in static if c in df.columns)
+    months = pl.struct(*(c for c in month_fields if c in df.columns)).alias("months")
     ordered = df.sort(key, "period")
     heads = ordered.group_by(key, maintain_order=True).agg(pl.col(c).first() for c in static if c != key)
     grouped = {include: heads.join(rows.group_by(key, maintain_order=True).agg(months), on=key, how="left")
@@ -78,9 +81,11 @@ def all_lgas(lga: pl.DataFrame, record_fields: list[str],
     (the per-state reports' order, over all states); `chunk` months at a time."""
     est = lga.filter(pl.col("kind") == "estimated").sort(
         ["period", "score", "lga_code"], descending=[False, True, False], nulls_last=True)
-    grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"))
+    extra = [pl.col("basis").first()] if "basis" in est.columns else []
+    grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"), *extra)
     for start in range(0, grouped.height, chunk):
-        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"]}
+        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"],
+                                **({"basis": r["basis"]} if extra else {})}
                for r in grouped.slice(start, chunk).to_dicts()}
 
 
@@ -108,7 +113,7 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
     for batch in histories(state, "state_code", STATE_FIELDS):
         out[STATES_ROUTE].update(tabular.rendered(batch))
-    for batch in histories(lga, "lga_code", LGA_FIELDS):
+    for batch in histories(lga, "lga_code", LGA_FIELDS, LGA_MONTH_FIELDS):
         out[LGAS_ROUTE].update(tabular.rendered(batch))
     for months in all_lgas(lga, record):
         out[ALL_LGAS_ROUTE].update(tabular.rendered(months))

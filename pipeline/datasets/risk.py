@@ -21,7 +21,8 @@ from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
 from pipeline.errors import InputError
-from pipeline.model import ranges, small_area
+from pipeline.model import evidence as support
+from pipeline.model import ranges, small_area, terms
 from pipeline.model import risk as model
 from pipeline.sources import urban_clusters
 from pipeline.sources.inputs import Inputs
@@ -310,6 +311,10 @@ class RoundPrediction:
     high: np.ndarray
     z: np.ndarray
     baseline: model.Baseline
+    error: np.ndarray | None = None  # logit error y - m (uncalibrated), per row
+    variance: np.ndarray | None = None  # predictive variance V = baseline + new survey + season, per row
+    years: np.ndarray | None = None  # years from the state's last training round to the round predicted
+    parts: np.ndarray | None = None  # [rows, 3] the parts of `variance`: baseline, new survey, season
 
 
 def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, target_year: int,
@@ -331,10 +336,67 @@ def predict_round(md: ModelData, train: pl.DataFrame, target: pl.DataFrame, targ
     s2 = model.binomial_logit_var(model.expit(m), base.typical_children) * base.new_survey_deff
     sd_season = md.season.season_sd("states") if with_season_error else 0.0
     s3 = model.season_logit_var(model.expit(m), sd_season)
-    z = ranges.z_scores(model.logit(y / cf[rows]), m, v + s2 + s3)
+    total = v + s2 + s3
+    err = model.logit(y / cf[rows]) - m
+    z = ranges.z_scores(model.logit(y / cf[rows]), m, total)
     pred, lo, hi = (np.clip(x[rows, 0] * cf[rows], 0, 1) for x in (centre, low, high))
     wide = model.widen(model.Scores(pred, lo, hi), sd_season)
-    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base)
+    last = dict(train.group_by("state_code").agg(pl.col("survey_year").max()).iter_rows())
+    years = np.array([(mid - model.round_month(int(last[md.state_codes[i]]))) / 12.0 for i in rows])
+    return RoundPrediction(rows, y, pred, wide.low, wide.high, z, base, err, total, years,
+                           np.column_stack([v, s2, s3]))
+
+
+@dataclass(frozen=True)
+class RangeCheck:
+    """Every state-round predicted from the state's earlier rounds, with the range calibration judged
+    by leaving whole states out (ranges.cross_validated_z; folds: CALIBRATION_FOLDS)."""
+
+    predicted_round: np.ndarray  # [n] survey year predicted
+    state_rows: np.ndarray  # [n] index into md.state_codes
+    error: np.ndarray  # [n] logit error before calibration
+    variance: np.ndarray  # [n] predictive variance before calibration (season error included)
+    years: np.ndarray  # [n] years since the state's last training round
+    z_before: np.ndarray  # [n] uncalibrated z
+    z_after: np.ndarray  # [n] z with the constants of the fold that held the state out
+    folds: dict[str, ranges.Calibration]  # by "round|zone"
+    published: ranges.Calibration  # fitted on every state of the latest round: what the published range uses
+    z_pooled: np.ndarray  # [n] the alternative that lost: one set of constants for every round (out of sample)
+
+
+# Calibration folds: the states of one geopolitical zone at a time (neighbouring states share drift
+# and survey teams, so holding out a single state would let its neighbours speak for it). Fixed
+# before any calibration figure was seen.
+CALIBRATION_FOLDS = "geopolitical zone"
+
+
+def range_check(md: ModelData, rounds: pl.DataFrame | None = None) -> RangeCheck | None:
+    """Predict every round that has an earlier state round (from those earlier rounds only) and
+    calibrate the range across states; None when no round can be predicted."""
+    rounds = md.rounds if rounds is None else rounds
+    years = sorted({int(y) for y in rounds["survey_year"].to_list()})
+    parts = []
+    for target in years[1:]:
+        pr = predict_round(md, rounds.filter(pl.col("survey_year") < target),
+                           rounds.filter(pl.col("survey_year") == target), target)
+        if pr is not None and pr.error is not None and pr.variance is not None and pr.years is not None:
+            parts.append((np.full(len(pr.rows), target), np.array(pr.rows), pr.error, pr.variance, pr.years, pr.z))
+    if not parts:
+        return None
+    yr, rows, e, v, dt, z0 = (np.concatenate(x) for x in zip(*parts, strict=True))
+    fold = np.array(md.zones)[rows]
+    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr)
+    pooled, _ = ranges.cross_validated_z(e, v, dt, fold)
+    latest = yr == yr.max()
+    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds, ranges.fit_calibration(e[latest], v[latest], dt[latest]),
+                      pooled)
+
+
+def calibrated(base: model.Baseline, cal: ranges.Calibration, md: ModelData, rounds: pl.DataFrame) -> model.Baseline:
+    """The baseline with the range calibration: drift after each state's last round, variance scaled."""
+    last = dict(rounds.group_by("state_code").agg(pl.col("survey_year").max()).iter_rows())
+    last_round = np.array([model.round_month(int(last[c])) if c in last else base.t0 for c in md.state_codes])
+    return replace(base, drift_per_year=cal.drift_per_year, var_scale=cal.var_scale, last_round=last_round)
 
 
 def inner_var_z(md: ModelData, rounds: pl.DataFrame, q_method: str) -> list[float]:
@@ -408,6 +470,45 @@ def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[
     return published, state_only
 
 
+def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], season_sd: float
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """[n_lga, len(months)] 80 % range of each LGA's rank within its state (pipeline.model.evidence):
+    the state's baseline and the season error drawn once per state, the LGA's offset once per LGA."""
+    centre, _, high = model.baseline_range(base, np.array(months))
+    c = md.lga_c[:, [m % 12 for m in months]]
+    col = {month_index(p): j for j, p in enumerate(md.periods)}
+    f = np.stack([md.rain_factor[:, col[m]] if m in col else np.ones(len(md.lga_codes)) for m in months], axis=1)
+    ls = model.logit(centre)
+    sd_state = ((model.logit(high) - ls) / model.Z_RANGE)[md.state_idx]
+    off = md.lga_offsets
+    if off is None:
+        lg = model.logit(model.urban_split(centre, md.population, md.is_urban, md.state_idx, md.urban_ratio))
+        own = np.zeros(len(md.lga_codes))
+    else:
+        lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx,
+                                      np.clip(centre, model.EPS, 1 - model.EPS))
+        own = np.sqrt(off.var)
+    shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
+    return support.rank_ranges(lg, shared, own, c * f, md.state_idx)
+
+
+def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
+    """Per LGA (geo.lgas order): survey children by round in its own clusters, the weight of its own
+    children in its offset, and the evidence level (pipeline.model.evidence)."""
+    n = len(md.lga_codes)
+    children = np.zeros(n, dtype=np.int64)
+    lp = md.lga_positivity
+    known = lp is not None
+    if lp is not None:
+        row = {c: i for i, c in enumerate(md.lga_codes)}
+        idx = np.array([row[c] for c in lp["lga_code"].to_list()], dtype=np.int64)
+        np.add.at(children, idx, lp["children"].to_numpy().astype(np.int64))
+    off = md.lga_offsets
+    weight = support.own_weight(off.var, off.sigma2) if off is not None else np.zeros(n)
+    return {"children_2018": children if known else np.full(n, -1), "weight": weight,
+            "level": support.evidence_levels(weight)}
+
+
 @dataclass(frozen=True)
 class RiskResult:
     estimated: list[str]
@@ -419,6 +520,12 @@ class RiskResult:
     provisional: dict[str, bool]
     baseline: model.Baseline
     model_version: str = model.MODEL_VERSION
+    range_check: RangeCheck | None = None
+    lga_rank_low: np.ndarray | None = None  # [n_lga, len(estimated) + HORIZONS] before `contain`
+    lga_rank_high: np.ndarray | None = None
+    lga_evidence: dict[str, np.ndarray] | None = None
+    adopted_terms: tuple[str, ...] = ()  # month terms in the score (pipeline.model.terms.MONTH_TERMS)
+    last_survey_month: int | None = None  # month index of the last fieldwork month of the newest round
 
 
 def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
@@ -428,9 +535,12 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
     last = month_index(md.periods[-1])
     est_m = [month_index(p) for p in md.periods]
     fc_m = [last + h for h in range(1, model.HORIZONS + 1)]
-    base = fit_baseline(md, rounds, fc_m[-1])
+    check = range_check(md, rounds)
+    cal = check.published if check is not None else ranges.Calibration()
+    base = calibrated(fit_baseline(md, rounds, fc_m[-1]), cal, md, rounds)
+    scale = float(np.sqrt(cal.var_scale))  # the season error is part of the calibrated variance
     both, for_states = lga_scores(md, base, est_m + fc_m)
-    both = model.widen(both, md.season.season_sd("lgas"))
+    both = model.widen(both, md.season.season_sd("lgas") * scale)
     k = len(est_m)
     est = model.Scores(both.score[:, :k], both.low[:, :k], both.high[:, :k])
     fc = model.Scores(both.score[:, k:], both.low[:, k:], both.high[:, k:])
@@ -440,7 +550,8 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         return model.Scores(*(model.aggregate(x[:, cols], md.state_idx, md.population, n_states)
                               for x in (s.score, s.low, s.high)))
 
-    sd_state = md.season.season_sd("states")
+    sd_state = md.season.season_sd("states") * scale
+    rank_low, rank_high = lga_rank_ranges(md, base, est_m + fc_m, md.season.season_sd("lgas") * scale)
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
@@ -451,6 +562,12 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         provisional={p: bool(v) for p, v in zip(md.periods, md.provisional, strict=True)},
         baseline=base,
         model_version=model_version(md),
+        range_check=check,
+        lga_rank_low=rank_low,
+        lga_rank_high=rank_high,
+        lga_evidence=lga_evidence(md),
+        adopted_terms=adopted_terms(md),
+        last_survey_month=last_survey_month(rounds),
     )
 
 
@@ -465,22 +582,44 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return score, low, high
 
 
-def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores) -> list[list[dict[str, Any]]]:
+def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores,
+             rank_range: tuple[np.ndarray, np.ndarray] | None = None) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code
-    order among ties."""
+    order among ties. With `rank_range` ([rows, columns] low and high ends of the drawn rank
+    range), each record also gets its rank in that order and the range, widened to hold it."""
     score, low, high = _rounded(s)
     lvl = model.levels(score)
     order = np.argsort(-score, axis=0, kind="stable")
     sc, lo, hi, lv = score.T.tolist(), low.T.tolist(), high.T.tolist(), lvl.T.tolist()
+    if rank_range is not None:
+        rank = support.ranks(score, np.zeros(score.shape[0], dtype=np.int64))  # the order below, as ranks
+        r_lo, r_hi = support.contain(rank, rank_range[0], rank_range[1])
+        rk, rl, rh = rank.T.tolist(), r_lo.T.tolist(), r_hi.T.tolist()
     out = []
     for j in range(score.shape[1]):
         col = []
         for i in order[:, j].tolist():
-            col.append({**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]})
+            rec = {**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]}
+            if rank_range is not None:
+                rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i])
+            col.append(rec)
         out.append(col)
     return out
+
+
+def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
+    """The evidence fields of the LGAs at `rows` (additive; docs/model.md, "Evidence and rank ranges")."""
+    ev = res.lga_evidence
+    if ev is None:
+        return [{} for _ in rows]
+    ch = ev["children_2018"][rows].tolist()
+    lv = ev["level"][rows].tolist()
+    band = support.children_bands(np.asarray(ch)).tolist()
+    # the weight itself is not published: across a state's LGAs it follows their children counts (r > 0.97),
+    # which may not be published per LGA (the release audit would find it); its level and the band may
+    return [{"evidence": lv[k], "survey_children_2018_band": band[k]} for k in range(len(rows))]
 
 
 def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:
@@ -497,8 +636,9 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "/v1/forecasts/states": {},
         "/v1/forecasts/lgas": {},
     }
-    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p]} for p in res.estimated]
-    months += [{"period": p, "kind": "forecast", "provisional": False} for p in res.forecast]
+    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p], "basis": basis(res, p)}
+              for p in res.estimated]
+    months += [{"period": p, "kind": "forecast", "provisional": False, "basis": basis(res, p)} for p in res.forecast]
     docs["/v1/periods"][()] = {
         "last_estimated": res.estimated[-1],
         "last_forecast": res.forecast[-1],
@@ -506,14 +646,17 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "updated_at": updated_at,
         "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
+        "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
+        "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
-        docs["/v1/risk/states"][(p,)] = {"period": p, "kind": "estimated", "states": st_est[j]}
+        docs["/v1/risk/states"][(p,)] = {"period": p, "kind": "estimated", "states": st_est[j], "basis": basis(res, p)}
     st_fc = _records(state_static, res.state_fc)
     for h in range(1, model.HORIZONS + 1):
         docs["/v1/forecasts/states"][(str(h),)] = {
-            "forecasts": [{"period": res.forecast[k], "kind": "forecast", "states": st_fc[k]} for k in range(h)]
+            "forecasts": [{"period": res.forecast[k], "kind": "forecast", "states": st_fc[k],
+                           "basis": basis(res, res.forecast[k])} for k in range(h)]
         }
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
     rows = np.arange(lgas.height)
@@ -521,23 +664,50 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         sel = rows[(lgas["state_code"] == code).to_numpy()]
         sub = lgas[sel]
         static = [
-            ({"lga_code": r["lga_code"], "lga": r["lga"]}, {"is_urban": bool(r["is_urban"]), "population": int(r["population"])})
-            for r in sub.iter_rows(named=True)
+            ({"lga_code": r["lga_code"], "lga": r["lga"]},
+             {"is_urban": bool(r["is_urban"]), "population": int(r["population"]), **e})
+            for r, e in zip(sub.iter_rows(named=True), _evidence_fields(res, sel), strict=True)
         ]
-        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]))
+        k_est = len(res.estimated)
+        rr_est = rr_fc = None
+        if res.lga_rank_low is not None and res.lga_rank_high is not None:
+            rr_est = (res.lga_rank_low[sel, :k_est], res.lga_rank_high[sel, :k_est])
+            rr_fc = (res.lga_rank_low[sel, k_est:], res.lga_rank_high[sel, k_est:])
+        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est)
         for j, p in enumerate(res.estimated):
             docs["/v1/risk/lgas"][(code, p)] = {
                 "period": p, "kind": "estimated", "state_code": code, "state": state_names[code], "lgas": est[j],
+                "basis": basis(res, p),
             }
-        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]))
+        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc)
         for h in range(1, model.HORIZONS + 1):
             docs["/v1/forecasts/lgas"][(code, str(h))] = {
                 "forecasts": [
-                    {"period": res.forecast[k], "kind": "forecast", "state_code": code, "state": state_names[code], "lgas": fc[k]}
+                    {"period": res.forecast[k], "kind": "forecast", "state_code": code, "state": state_names[code],
+                     "lgas": fc[k], "basis": basis(res, res.forecast[k])}
                     for k in range(h)
                 ]
             }
     return docs
+
+
+def adopted_terms(md: ModelData) -> tuple[str, ...]:
+    """The month terms the registered tests adopted in this build (none: baseline x season)."""
+    return tuple((md.months.tests.get("adopted") if md.months is not None else None) or ())
+
+
+def last_survey_month(rounds: pl.DataFrame) -> int | None:
+    """Month index of the last fieldwork month of the newest round (the `basis` boundary)."""
+    if rounds.height == 0:
+        return None
+    year = int(rounds["survey_year"].cast(pl.Int64).to_numpy().max())
+    return year * 12 + max(model.FIELDWORK_MONTHS.get(year, (12,))) - 1
+
+
+def basis(res: RiskResult, period: str) -> str:
+    """`survey_fit` for a month up to the newest round's fieldwork, `baseline_x_season` after it."""
+    last = res.last_survey_month
+    return terms.AFTER_SURVEY if last is None or month_index(period) > last else terms.SURVEY_FIT
 
 
 def model_version(md: ModelData) -> str:

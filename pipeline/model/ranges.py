@@ -18,6 +18,7 @@ Pure numpy: arrays in, numbers out. Two things decide how wide a range is:
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from statistics import NormalDist
 
 import numpy as np
@@ -139,3 +140,84 @@ def choose_method(inner_var_z: Mapping[str, list[float]]) -> str:
     best = min(scored.values())
     winners = [m for m in Q_METHODS if m in scored and scored[m] <= best + 1e-12]
     return DEFAULT_Q_METHOD if DEFAULT_Q_METHOD in winners else winners[0]
+
+
+# --- calibration of the range against held-out survey rounds (docs/model.md, "Calibration") ----------
+#
+# A round predicted from earlier rounds (pipeline.datasets.risk.predict_round) has a logit error
+# e = y - m and a predictive variance V (baseline + new survey + season). Two constants correct it:
+#
+# * a drift per year d: the random walk holds the last round's level, while positivity fell between
+#   rounds, so e has a mean that grows with the years since the last round (e ~ d * years);
+# * a variance scale k: the components of V are estimated separately (random walk, design effect,
+#   season error); k = E[(e - d years)^2 / V] rescales their sum.
+#
+# Both are fitted by `fit_calibration` and judged by `cross_validated_z`: every constant that scores
+# a state is fitted without the states of its fold (whole states held out), so the z figures are
+# out of sample. Constants are fitted per predicted round (the rounds differ: one constant for both
+# left 2018's var(z) at 1.41 out of sample); the published range uses the constants fitted on every
+# state of the latest predicted round, whose training (two or more state rounds) is most like the
+# published model's.
+
+# Bounds of the variance scale: a scale outside them would mean the variance model is wrong, not
+# mis-scaled (the fit is never that far from 1 in any fold of the real data; the bounds guard
+# against a fold with few states).
+VAR_SCALE_MIN = 0.25
+VAR_SCALE_MAX = 4.0
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Constants of the range calibration: a drift of the logit baseline per year after a state's
+    last round, and a scale of the predictive variance. The identity (0, 1) changes nothing."""
+
+    drift_per_year: float = 0.0
+    var_scale: float = 1.0
+    rows: int = 0  # state-rounds it was fitted on
+
+    def to_json(self) -> dict[str, float | int]:
+        return {"drift_per_year_logit": round(self.drift_per_year, 4), "var_scale": round(self.var_scale, 4),
+                "state_rounds": self.rows}
+
+
+def fit_calibration(e: np.ndarray, var: np.ndarray, years: np.ndarray) -> Calibration:
+    """Drift by weighted least squares of e on years (weights 1/V, no intercept: no years since a
+    round, no drift), then the variance scale as the mean squared standardised residual, with one
+    degree of freedom for the drift."""
+    e, var, years = (np.asarray(a, dtype=float) for a in (e, var, years))
+    ok = np.isfinite(e) & np.isfinite(var) & (var > 0) & np.isfinite(years)
+    e, var, years = e[ok], var[ok], years[ok]
+    if e.size < 3:
+        return Calibration(rows=int(e.size))
+    w = 1.0 / var
+    den = float((w * years**2).sum())
+    d = float((w * years * e).sum() / den) if den > 0 else 0.0
+    r = e - d * years
+    k = float((r**2 * w).sum() / (e.size - 1))
+    return Calibration(d, float(np.clip(k, VAR_SCALE_MIN, VAR_SCALE_MAX)), int(e.size))
+
+
+def calibrated_z(e: np.ndarray, var: np.ndarray, years: np.ndarray, cal: Calibration) -> np.ndarray:
+    return (np.asarray(e) - cal.drift_per_year * np.asarray(years)) / np.sqrt(cal.var_scale * np.asarray(var))
+
+
+def cross_validated_z(e: np.ndarray, var: np.ndarray, years: np.ndarray, fold: np.ndarray,
+                      stratum: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Calibration]]:
+    """z of every row with the constants fitted on the rows of the other folds (fold = a group of
+    whole states, so a state's own rounds never set its calibration), within its stratum (the round
+    predicted: constants are fitted per round when `stratum` is given, pooled otherwise).
+    Returns (z, constants by "stratum|fold")."""
+    fold = np.asarray(fold)
+    strat = np.zeros(fold.shape, dtype=int) if stratum is None else np.asarray(stratum)
+    e, var, years = (np.asarray(a, dtype=float) for a in (e, var, years))
+    z = np.full(e.shape, np.nan)
+    consts: dict[str, Calibration] = {}
+    for s in np.unique(strat):
+        ins = strat == s
+        for g in np.unique(fold[ins]):
+            out = ins & (fold == g)
+            train = ins & ~out
+            cal = fit_calibration(e[train], var[train], years[train])
+            z[out] = calibrated_z(e[out], var[out], years[out], cal)
+            consts[f"{s}|{g}"] = cal
+    return z, consts

@@ -16,11 +16,12 @@ reason for every constant; the constants below are the single source.
   scale per state, observed by each survey round with binomial sampling error, after
   dividing the round's value by the mean of c over its fieldwork months (a survey in
   the high season reads higher than the year's mean). Smoothed (Kalman filter and
-  smoother) over a monthly grid; after the last round the mean holds and the variance
-  grows by Q per year.
+  smoother) over a monthly grid; after the last round the variance grows by Q per year
+  and the mean moves by the calibrated drift per year (pipeline.model.ranges.Calibration).
 * score_low / score_high: the RANGE_LEVEL (80 %) predictive range of what a survey of
   the state would measure in that month: the baseline's variance plus a new survey's
-  sampling variance, on the logit scale, times c.
+  sampling variance plus the season error, on the logit scale, times the calibrated
+  variance scale, times c.
 """
 
 from __future__ import annotations
@@ -191,6 +192,12 @@ class Baseline:
     typical_children: float
     new_survey_deff: float = 1.0  # design effect of a new state survey (pipeline.model.ranges)
     q_method: str = "pooled"
+    # the range calibration (pipeline.model.ranges.Calibration): a drift of the logit mean per year
+    # after each state's last round (last_round: its month index, per state), and a scale of the
+    # predictive variance; the defaults leave the smoothed baseline as it is
+    drift_per_year: float = 0.0
+    var_scale: float = 1.0
+    last_round: np.ndarray | None = None
 
 
 def smooth(obs: Observations, q_year: float, new_survey_deff: float = 1.0, q_method: str = "pooled") -> Baseline:
@@ -234,8 +241,11 @@ def baseline_range(b: Baseline, months: np.ndarray) -> tuple[np.ndarray, np.ndar
     """State baseline (median, low, high of what a survey would measure, before the season) at month indices."""
     cols = np.asarray(months) - b.t0
     m, v = b.mean[:, cols], b.var[:, cols]
+    if b.drift_per_year and b.last_round is not None:
+        after = np.maximum(np.asarray(months)[None, :] - np.asarray(b.last_round)[:, None], 0) / 12.0
+        m = m + b.drift_per_year * after
     centre = expit(m)
-    sd = np.sqrt(v + binomial_logit_var(centre, b.typical_children) * b.new_survey_deff)
+    sd = np.sqrt(b.var_scale * (v + binomial_logit_var(centre, b.typical_children) * b.new_survey_deff))
     return centre, expit(m - Z_RANGE * sd), expit(m + Z_RANGE * sd)
 
 

@@ -72,6 +72,9 @@ LGA_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "test_positivi
 STATE_MEASURES = ("confirmed_uncomplicated", "malaria_cases_total", "median_lga_tpr_pct")
 SKIP_SUFFIXES = (".js", ".css", ".png", ".txt", ".ico", ".woff", ".woff2", ".md")
 SKIP_KEYS = frozenset({"coordinates", "bbox"})
+# record keys that describe the release's own files, not data: a list of file sizes in bytes dominated by
+# one large table correlates with any series that peaks at the same place (a chance match, not a leak)
+FILE_KEYS = frozenset({"bytes"})
 AREA_KEYS = ("lga_code", "state_code")
 NATION = "NG"  # a national record (`national` in JSON, a table row of area_type national) is the nation's
 SEASON_FIGURE_PREFIX = "season_"  # docs/figures/season_*.svg draw calendar-month seasons
@@ -355,7 +358,7 @@ def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[R
                 own = [next((r[k] for k in AREA_KEYS if isinstance(r.get(k), str)), "") if isinstance(r, dict)
                        else "" for r in doc]
                 keyed = all(own) and len(set(own)) == len(own)
-                for key in dict.fromkeys(k for r in records for k in r):
+                for key in dict.fromkeys(k for r in records for k in r if k not in FILE_KEYS):
                     vals = np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
                     if has_months:
                         ok = np.isfinite(months)

@@ -76,12 +76,19 @@ def markdown(r: dict[str, Any], command: str) -> str:
                      f"(lowest calendar month {e.get('lowest_month_share_inside')}, months under 0.7: "
                      f"{e.get('months_below_0_7')})")
     lines += ["", "## (b) Time-held-out survey rounds", "",
-              "| trained on | predicts | states | Spearman | RMSE | inside 80 % range | var(z) | var(z) without season error |",
-              "|---|---|---|---|---|---|---|---|"]
+              "| trained on | predicts | states | Spearman | RMSE | inside 80 % range | var(z) | mean z | "
+              "var(z) / mean z before calibration | var(z) without season error |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
     for h in r["held_out_rounds"]:
+        cal, unc = h.get("calibration") or {}, h.get("uncalibrated") or {}
         lines.append(f"| <= {h['trained_on_rounds_up_to']} | {h['predicted_round']} | {h['states']} | {h.get('spearman')} | "
-                     f"{h.get('rmse')} | {h.get('share_inside_80_range')} | {(h.get('calibration') or {}).get('var_z')} | "
-                     f"{(h.get('without_season_error') or {}).get('var_z')} |")
+                     f"{h.get('rmse')} | {h.get('share_inside_80_range')} | {cal.get('var_z')} | {cal.get('mean_z')} | "
+                     f"{unc.get('var_z')} / {unc.get('mean_z')} | {(h.get('without_season_error') or {}).get('var_z')} |")
+    rc = r.get("range_calibration") or {}
+    if rc.get("published"):
+        lines += ["", f"Range calibration ({rc.get('folds')} held out; var(z) and mean z after are out of sample): "
+                  f"published drift {rc['published'].get('drift_per_year_logit')} logit per year after a state's last "
+                  f"round, variance scale {rc['published'].get('var_scale')}. Tried and lost: {rc.get('tried_and_lost')}."]
     lines += ["", "## (c) Agreement with the MAP-style incidence (a check, not an input)", "",
               "| year | states | Spearman |", "|---|---|---|"]
     lines += [f"| {y['year']} | {y['states']} | {y['spearman']} |" for y in r["map_agreement"]["years"]]

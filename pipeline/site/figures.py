@@ -19,6 +19,7 @@ import orjson
 
 from pipeline.datasets.base import Produced
 from pipeline.errors import UnknownFigure
+from pipeline.model import terms
 
 PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_.]*)\s*\}\}")
 LEFTOVER = re.compile(r"\{\{|\}\}")
@@ -59,6 +60,8 @@ TARGETS: tuple[Target, ...] = (
     Target("held_out_2018_inside", "validation.held_out_2018.share_inside_80_range", 0.70, 0.90),
     Target("held_out_2018_var_z", "validation.held_out_2018.var_z", 0.8, 1.25),
     Target("held_out_2021_var_z", "validation.held_out_2021.var_z", 0.8, 1.25),
+    Target("held_out_2018_mean_z", "validation.held_out_2018.mean_z", -0.2, 0.2),
+    Target("held_out_2021_mean_z", "validation.held_out_2021.mean_z", -0.2, 0.2),
     Target("range_holds_2018", "validation.held_out_2018.share_inside_80_range", 0.75, 0.85),
     Target("range_holds_2021", "validation.held_out_2021.share_inside_80_range", 0.75, 0.85),
     Target("lga_deviance", "validation.lga_small_area.deviance_small_area", None, 0.183),
@@ -148,17 +151,8 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
     figures.update(skill_figures(produced_files(produced)))
     figures.update(target_figures(figures))
     figures.update(freshness_figures(docs, figures))
+    figures.update(model_text_figures(release_terms(docs, figures)[0]))
     return figures
-
-
-# What each adopted month term multiplies an estimated month by, in the words of the pages.
-MONTH_TERM_WORDS = {
-    "a_actual_year_rainfall": "that year's recorded rainfall",
-    "b_rain_anomalies_lags_0_3": "the rain term (that month's recorded rainfall and that of the three months before it, "
-                                 "against their usual amounts)",
-    "c1_smc_rounds": "the SMC term (seasonal malaria chemoprevention rounds)",
-    "c2_llin_campaign_timing": "the net-campaign term",
-}
 
 
 def newest_survey(transmission: Mapping[str, Any] | None) -> tuple[str, int] | None:
@@ -173,28 +167,37 @@ def newest_survey(transmission: Mapping[str, Any] | None) -> tuple[str, int] | N
 
 
 FRESHNESS = ("data.last_estimated", "data.last_forecast", "data.forecast_months", "survey.newest_round",
-             "survey.newest_year", "model.month_after_survey", "model.month_terms")
+             "survey.newest_year", "model.month_after_survey", "model.month_terms", "model.score_terms")
+
+
+def release_terms(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> tuple[tuple[str, ...], bool]:
+    """(adopted month terms, whether the release says): from /v1/periods `score_terms` (the API answer),
+    else from the validation report's adopted terms."""
+    periods = docs.get("/v1/periods") or {}
+    if "score_terms" in periods:
+        return terms.adopted_from(periods["score_terms"]), True
+    raw = figures.get("validation.months.adopted", NOT_IN_RELEASE)
+    if raw == NOT_IN_RELEASE:
+        return (), False
+    return terms.adopted_from(t.strip() for t in str(raw).split(",")), True
 
 
 def freshness_figures(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> dict[str, Any]:
     """How old the data are and what a month after the newest survey rests on, read from this
-    release's own documents (periods, survey trends, the adopted month terms of the validation
-    report), so the landing page and the map never promise more than the release holds."""
+    release's own documents (periods, survey trends, the month terms in its score), so the landing
+    page and the map never promise more than the release holds. The words come from the model's
+    declared terms (pipeline.model.terms)."""
     periods = docs.get("/v1/periods") or {}
     months = periods.get("months") or []
     forecast = [m["period"] for m in months if m.get("kind") == "forecast"]
     survey = newest_survey(docs.get("/v1/transmission/states"))
-    adopted_raw = figures.get("validation.months.adopted", NOT_IN_RELEASE)
-    adopted = [] if adopted_raw in ("none", NOT_IN_RELEASE) else [t.strip() for t in str(adopted_raw).split(",")]
-    terms = [MONTH_TERM_WORDS.get(t, t.replace("_", " ")) for t in adopted]
+    adopted, known = release_terms(docs, figures)
     if survey is None:
         made_of = NOT_IN_RELEASE
     else:
-        made_of = (f"the {survey[0]} survey baseline (held at its level since {survey[1]}, its range widening "
-                   "with every month) × the typical season of its calendar month"
-                   + "".join(f" × {t}" for t in terms)
-                   + (" (whether a month term is adopted is not in this release)"
-                      if adopted_raw == NOT_IN_RELEASE else ""))
+        made_of = (terms.made_of(terms.ESTIMATED, adopted)
+                   + ("" if known else " (whether a month term is adopted is not in this release)"))
+    month_terms = [terms.MONTH_TERMS[k].words for k in adopted]
     return {
         "data.last_estimated": periods.get("last_estimated") or NOT_IN_RELEASE,
         "data.last_forecast": periods.get("last_forecast") or NOT_IN_RELEASE,
@@ -202,7 +205,22 @@ def freshness_figures(docs: Mapping[str, Any], figures: Mapping[str, Any]) -> di
         "survey.newest_round": survey[0] if survey else NOT_IN_RELEASE,
         "survey.newest_year": survey[1] if survey else NOT_IN_RELEASE,
         "model.month_after_survey": made_of,
-        "model.month_terms": ", ".join(terms) if terms else "none",
+        "model.month_terms": "; ".join(month_terms) if month_terms else "none",
+        "model.score_terms": ",".join(adopted) or ("none" if known else NOT_IN_RELEASE),
+    }
+
+
+def model_text_figures(adopted: tuple[str, ...]) -> dict[str, Any]:
+    """The model page's words for what a month is made of, from the declared terms."""
+    return {
+        "model.estimated_month": terms.made_of(terms.ESTIMATED, adopted),
+        "model.forecast_month": terms.made_of(terms.FORECAST, adopted),
+        "model.provisional": terms.provisional_words(adopted),
+        "model.basis_survey_fit": terms.basis_words(terms.SURVEY_FIT, adopted),
+        "model.basis_after_survey": terms.basis_words(terms.AFTER_SURVEY, adopted),
+        "model.month_term_not_validated": (
+            "Each adopted month term in states unlike the dated ones: its coefficients are shared by every LGA."
+            if adopted else "No month term is in the score, so none is left unchecked."),
     }
 
 
@@ -277,6 +295,10 @@ def validation_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
         put(f"held_out_{year}.new_survey_design_effect", h.get("new_survey_design_effect"))
         put(f"held_out_{year}.cluster_icc", h.get("cluster_icc"))
         put(f"held_out_{year}.var_z", (h.get("calibration") or {}).get("var_z"))
+        put(f"held_out_{year}.mean_z", (h.get("calibration") or {}).get("mean_z"))
+        put(f"held_out_{year}.uncalibrated_var_z", (h.get("uncalibrated") or {}).get("var_z"))
+        put(f"held_out_{year}.uncalibrated_mean_z", (h.get("uncalibrated") or {}).get("mean_z"))
+        put(f"held_out_{year}.without_season_error_var_z", (h.get("without_season_error") or {}).get("var_z"))
         ref2 = h.get("model_2_reference", {})
         for name in ("var_z", "share_inside_80_range", "random_walk_variance_per_year"):
             put(f"held_out_{year}.model_2_{name}", ref2.get(name))

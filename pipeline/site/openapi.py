@@ -12,6 +12,7 @@ that describe the same data.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from edge.problems import CATALOGUE, PROBLEM_JSON, TYPE_BASE, Problem
@@ -33,6 +34,8 @@ from edge.routes import (
     Route,
 )
 from edge.routes import STATE as STATE_PARAM
+from pipeline.model import evidence as support
+from pipeline.model import terms
 
 OPENAPI_VERSION = "3.1.0"
 API_VERSION = "1"
@@ -87,14 +90,21 @@ def _int(description: str, **extra: Any) -> Schema:
     return {"type": "integer", "description": description, **extra}
 
 
+BASIS = _str("What the month's score rests on (additive; generated from the model's declared terms, "
+             "pipeline.model.terms): `survey_fit` within the household survey rounds, `baseline_x_season` after "
+             "the newest round's fieldwork, where no survey has measured the month; /v1/periods "
+             "`basis_descriptions` gives the release's wording.", enum=list(terms.BASES))
 STATE_CODE = _str("Two-letter state code (ISO 3166-2:NG suffix).", pattern=STATE_RE.pattern, examples=["KN"])
 PERIOD = _str("Month, YYYY-MM.", pattern=PERIOD_RE.pattern, examples=["2024-07"])
 LGA_CODE = _str("Stable LGA identifier: the OCHA COD-AB p-code. Join on it, not on the name.",
                 pattern=LGA_RE.pattern, examples=["NG001001"])
 
 
-def resource_schemas() -> dict[str, Schema]:
-    """SPEC sections 2.1–2.9 as JSON Schema (draft 2020-12, which OpenAPI 3.1 uses)."""
+def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
+    """SPEC sections 2.1–2.9 as JSON Schema (draft 2020-12, which OpenAPI 3.1 uses).
+
+    `adopted`: the month terms in this release's score (pipeline.model.terms); the descriptions of what a
+    month is made of are generated from the model's declared terms."""
     risk_common = {
         "score": _share("Risk score: modelled malaria positivity, the share (0 to 1) of children 6–59 months a "
                         "microscopy survey of the area would be expected to find infected in that month. A model "
@@ -222,12 +232,37 @@ def resource_schemas() -> dict[str, Schema]:
         "itn_use_2024_high_90": _share("Upper end of the 90% interval of the LGA's 2024 estimate (additive); "
                                        "null in state records.", nullable=True),
     }
+    evidence_fields: dict[str, Schema] = {
+        "evidence": _str("What the LGA's place within its state rests on (additive; docs/model.md, \"Evidence "
+                         "and rank ranges\"): `direct` where its own NDHS 2018 survey children carry at least half "
+                         "of its offset from the state (the small-area model's shrinkage weight sigma2 / (sigma2 + v) "
+                         ">= 0.5), `some` where they carry less, `borrowed` where it has none (covariates, neighbours "
+                         "and its state only). The weight itself is not published: across LGAs it follows their "
+                         "survey children, which are not published per LGA.",
+                         enum=list(support.EVIDENCE_LEVELS)),
+        "survey_children_2018_band": {"type": ["string", "null"], "pattern": "^(" + "|".join(
+                                     re.escape(b) for _, b in support.CHILDREN_BANDS) + ")$",
+                                 "description": "Children aged 6-59 months with an NDHS 2018 microscopy result in "
+                                 "survey clusters inside the LGA, the sample its own offset rests on, as a band "
+                                 "(`none`, `1-9`, `10-24`, `25-49`, `50+`): the exact count per LGA is a model input "
+                                 "not published per LGA (the state totals are in the survey trends). Clusters per "
+                                 "LGA are in no source and the 2021 NMIS has no LGA-level data. Null when the data "
+                                 "load has no LGA survey file (additive)."},
+    }
+    rank_fields: dict[str, Schema] = {
+        "rank": _int("The LGA's rank within its state this month, 1 = highest score (the order of the report; "
+                     "additive).", minimum=1),
+        "rank_low": _int("Best (lowest) end of the 80 % range of the LGA's rank within its state, from 200 seeded "
+                         "draws of the score's uncertainty (the state's part shared by its LGAs, the LGA's offset its "
+                         "own); always <= `rank` (additive).", minimum=1),
+        "rank_high": _int("Worst (highest) end of the 80 % rank range within the state; always >= `rank`. LGAs "
+                          "whose rank ranges overlap cannot be told apart (additive).", minimum=1),
+    }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
-        "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary: "
-                        "the score's rainfall adjustment (docs/model.md) then uses preliminary rainfall and may "
-                        "change when CHIRPS is final; always false for forecast months."},
+        "provisional": {"type": "boolean", "description": terms.provisional_words(adopted)},
+        "basis": BASIS,
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
@@ -241,7 +276,14 @@ def resource_schemas() -> dict[str, Schema]:
         "model_version": _str("Version of the model that produced the scores."),
         "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
                                     "inside [score_low, score_high] (additive)."),
-    }, description="The months the service covers: latest estimated month, forecast horizon, model version.")
+        "score_terms": {"type": "array", "items": _str("A term key."), "description": "The terms the scores "
+                        "of this release are made of, in order (additive; docs/model.md): " + ", ".join(
+                            f"`{t.key}` ({t.words})" for t in terms.terms(adopted)) + "."},
+        "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
+                                   description="What each `basis` value means in this release, generated from the "
+                                   "model's declared terms (additive)."),
+    }, description="The months the service covers: latest estimated month, forecast horizon, model version. "
+       + terms.periods_description(adopted))
     s["StateRisk"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "zone": _str("Geopolitical zone."),
         **risk_common,
@@ -252,22 +294,26 @@ def resource_schemas() -> dict[str, Schema]:
         "is_urban": {"type": "boolean", "description": "Whether the LGA is classed as urban (derived from "
                      "population density; no official flag exists)."},
         "population": _int("People living in the LGA."),
+        **evidence_fields, **rank_fields,
     }, description="One LGA's risk for one month.")
     s["StateRiskReport"] = _obj({
         "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
         "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk "
                    "first; ties broken by `state_code`."},
+        "basis": BASIS,
     }, description="Risk of every state for one estimated month.")
     s["LgaRiskReport"] = _obj({
         "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest "
                  "risk first; ties broken by `lga_code`."},
+        "basis": BASIS,
     }, description="Risk of every LGA of one state for one estimated month.")
     s["StateForecast"] = _obj({
         "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
         "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk first; "
                    "ties broken by `state_code`."},
+        "basis": BASIS,
     })
     s["StateForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
@@ -278,6 +324,7 @@ def resource_schemas() -> dict[str, Schema]:
         "state_code": STATE_CODE, "state": _str("State name."),
         "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest risk "
                  "first; ties broken by `lga_code`."},
+        "basis": BASIS,
     })
     s["LgaForecastResponse"] = _obj({
         "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
@@ -572,7 +619,11 @@ def resource_schemas() -> dict[str, Schema]:
         **risk_common,
         "provisional": {"type": "boolean", "description": "The month's rainfall may be CHIRPS-preliminary "
                         "(additive; as in /v1/periods); always false for forecast months."},
+        "basis": BASIS,
     }, description="One month of an area's history: the same numbers as that month's report.")
+    s["LgaHistoryMonth"] = _obj({**s["HistoryMonth"]["properties"], **rank_fields},
+                                description="One month of an LGA's history: the same numbers as that month's report, "
+                                "with the LGA's rank within its state.")
     history_months = {"type": "array", "items": _ref("HistoryMonth"),
                       "description": "Every estimated month, oldest first; with `include=forecasts` the "
                       "forecast months follow, nearest first."}
@@ -584,7 +635,8 @@ def resource_schemas() -> dict[str, Schema]:
         "lga_code": LGA_CODE, "lga": _str("LGA name."), "state_code": STATE_CODE, "state": _str("State name."),
         "is_urban": {"type": "boolean", "description": "Whether the LGA is classed as urban (derived from "
                      "population density; no official flag exists)."},
-        "months": history_months,
+        **evidence_fields,
+        "months": {**history_months, "items": _ref("LgaHistoryMonth")},
     }, description="One LGA's risk for every month held.")
     lga_risk = s["LgaRisk"]["properties"]
     s["CountryLgaRisk"] = _obj({
@@ -595,6 +647,7 @@ def resource_schemas() -> dict[str, Schema]:
         "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
         "lgas": {"type": "array", "items": _ref("CountryLgaRisk"), "description": "All 774 LGAs, highest "
                  "risk first; ties broken by `lga_code`."},
+        "basis": BASIS,
     }, description="Every LGA of the country for one estimated month.")
     window = _obj({
         "first_estimated": {**PERIOD, "type": ["string", "null"], "description": "First estimated month."},
@@ -799,7 +852,7 @@ def _problem_response(status: int, problems: list[Problem]) -> Schema:
     }
 
 
-def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
+def _operation(route: Route, states: tuple[str, ...] = (), adopted: tuple[str, ...] = ()) -> Schema:
     responses: dict[str, Schema] = {
         "200": {
             "description": "The response body, precomputed for this release.",
@@ -823,8 +876,9 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
     op: Schema = {
         "operationId": _operation_id(route.path),
         "summary": route.summary,
-        "description": (f"Needs a key with the `{route.scope}` scope." if route.scope
-                        else "Needs any valid key.")
+        "description": (terms.route_description(route.path, adopted) + " " if terms.route_description(route.path)
+                        else "")
+        + (f"Needs a key with the `{route.scope}` scope." if route.scope else "Needs any valid key.")
         + "".join(f" `{p.name}={v}` needs the `{scope}` scope as well (403 `SCOPE_REQUIRED` otherwise)."
                   for p in route.params for v, scope in p.value_scopes)
         + (f" Served from `{route.file_key}` beside the release pointer (it lists every kept release, so it "
@@ -840,13 +894,13 @@ def _operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
     return op
 
 
-def _csv_operation(route: Route, states: tuple[str, ...] = ()) -> Schema:
+def _csv_operation(route: Route, states: tuple[str, ...] = (), adopted: tuple[str, ...] = ()) -> Schema:
     """`<path>.csv`: the route's `format=csv` answer as an operation of its own.
 
     A response with two media types generates code for the first only (openapi-python-client
     parses every 200 as JSON), so the CSV answer gets its own path and operation, typed as text.
     """
-    op = _operation(route, states)
+    op = _operation(route, states, adopted)
     op["operationId"] += "Csv"
     op["summary"] = route.summary + " As CSV."
     op["description"] = (f"The same answer as {route.path} with `format=csv`: a header row, then one row per "
@@ -916,8 +970,10 @@ def _download_file_operation() -> Schema:
 LOCAL_SERVER = "http://127.0.0.1:8080"
 
 
-def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -> dict[str, Any]:
-    """OpenAPI 3.1 for every route; `release`, when given, is stamped into `info` for traceability.
+def openapi_document(release: str | None = None, states: tuple[str, ...] = (),
+                     adopted: tuple[str, ...] = ()) -> dict[str, Any]:
+    """OpenAPI 3.1 for every route; `release`, when given, is stamped into `info` for traceability;
+    `adopted`, the month terms in the release's score (its /v1/periods `score_terms`).
 
     `states` are the state codes the release holds; the build passes them so the
     `state` parameter is an enum generators turn into a type.
@@ -947,8 +1003,8 @@ def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -
         }],
         "security": [{BEARER: []}, {HEADER: []}],
         "tags": [{"name": d} for d in dict.fromkeys(r.dataset for r in ROUTES)],
-        "paths": {**{r.path: {"get": _operation(r, tuple(states))} for r in ROUTES},
-                  **{r.path + CSV_SUFFIX: {"get": _csv_operation(r, tuple(states))} for r in ROUTES
+        "paths": {**{r.path: {"get": _operation(r, tuple(states), adopted)} for r in ROUTES},
+                  **{r.path + CSV_SUFFIX: {"get": _csv_operation(r, tuple(states), adopted)} for r in ROUTES
                      if r.param("format") is not None},
                   DOWNLOAD_FILE.path: {"get": _download_file_operation()}},
         "components": {
@@ -975,7 +1031,7 @@ def openapi_document(release: str | None = None, states: tuple[str, ...] = ()) -
                 "RetryAfter": {"description": "Seconds to wait before the next request is allowed.",
                                "schema": {"type": "integer", "minimum": 0}},
             },
-            "schemas": resource_schemas() | ({"StateCode": {
+            "schemas": resource_schemas(adopted) | ({"StateCode": {
                 **param_schema(STATE_PARAM, tuple(states)),
                 "description": "The state codes of this release: ISO 3166-2:NG suffixes, FC for the Federal "
                                "Capital Territory (table: /docs/state-codes.html)."}} if states else {}),

@@ -43,6 +43,7 @@ from edge.routes import (
 from pipeline.attribution import SOURCES, licence_table
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
+from pipeline.model import terms
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
 from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
 from pipeline.site.openapi import (
@@ -301,7 +302,8 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
     return out
 
 
-def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None) -> list[dict[str, Any]]:
+def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None,
+              adopted: tuple[str, ...] = ()) -> list[dict[str, Any]]:
     # codes that depend on the route (its parameters, dataset, scope) are listed first;
     # the ones every route shares (key, limits, query shape, release) are listed once more briefly
     specific = {c for r in ROUTES for c in r.errors} | {"SCOPE_REQUIRED"}
@@ -312,7 +314,8 @@ def endpoints(examples: Mapping[str, tuple[str, str, bool]] | None = None) -> li
         if example is not None and example[0]:
             q = example[0]
         out.append({
-            "path": r.path, "id": endpoint_id(r.path), "summary": r.summary,
+            "path": r.path, "id": endpoint_id(r.path),
+            "summary": " ".join(x for x in (r.summary, terms.route_description(r.path, adopted)) if x),
             "scope": r.scope, "params": _format(r), "file_key": r.file_key, "content_type": r.content_type,
             "layout": _file_layout(r), "dataset": r.dataset, "schema": RESPONSE_SCHEMA[r.path],
             "errors": [p for p in codes_for_route(r) if p.code in specific],
@@ -475,7 +478,10 @@ def render_site(
     known = set(slugs) | set(GENERATED)
     pages = {slug: markdown_page(slug, text, known) for slug, text in markdown.items()}
     env = _environment(templates)
-    doc = openapi_document(states=tuple(r.code for r in states))
+    # the month terms in this release's score (its /v1/periods `score_terms`): the words of what a month is
+    # made of come from the model's declared terms (pipeline.model.terms)
+    adopted = terms.adopted_from(str((facts or {}).get("model.score_terms") or "").split(","))
+    doc = openapi_document(states=tuple(r.code for r in states), adopted=adopted)
 
     def item(slug: str, title: str, full: str | None = None) -> dict[str, str]:
         return {"href": f"{BASE}{slug}.html", "title": title, "slug": slug, "full": full or title}
@@ -494,7 +500,7 @@ def render_site(
     common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
               "analyst_nav": nav, "dashboard_url": dashboard_url,
               "facts": shown_facts}
-    shared = {"endpoints": endpoints(examples), "catalogue": catalogue(), "sources": SOURCES,
+    shared = {"endpoints": endpoints(examples, adopted), "catalogue": catalogue(), "sources": SOURCES,
               "licence_table": licence_table()}
 
     def intro(slug: str) -> Markup | None:
@@ -514,7 +520,8 @@ def render_site(
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
         map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": shown_facts["data.last_estimated"],
-                                        "last_forecast": shown_facts["data.last_forecast"]})
+                                        "last_forecast": shown_facts["data.last_forecast"],
+                                        "month_labels": terms.month_labels(adopted)})
                           .decode().replace("<", "\\u003c")))
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
     for slug in doc_slugs:

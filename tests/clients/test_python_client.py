@@ -161,7 +161,8 @@ def test_the_example_runs_on_the_base_install(servers: Servers):
     done = run_example(servers, servers.key, "NG020001", start, end)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].split() == ["period", "kind", "score", "score_low", "score_high", "level", "provisional"]
+    assert lines[0].split() == ["period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis",
+                                "rank", "rank_low", "rank_high"]
     assert [line.split()[0] for line in lines[1:5]] == [m["period"] for m in months[2:6]]
     assert lines[1].split()[2] == str(months[2]["score"])
     latest = api.get("/v1/periods").json()["last_estimated"]

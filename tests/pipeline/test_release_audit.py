@@ -370,3 +370,16 @@ class TestRealData:
         others = [p for p in (release / "v1/transmission/lgas").glob("*.json") if p.stem not in dated_states]
         assert others and not any(r["fitted_without_own_series"] for p in others
                                   for r in orjson.loads(p.read_bytes())["lgas"])
+
+
+def test_file_sizes_are_not_data_but_the_same_numbers_under_a_data_key_are() -> None:
+    """`bytes` of a file list (the datapackage's resources) is the release describing its own files; a
+    spike of one large table would match any series peaking at the same place. Under any other key the
+    same numbers are a run like every other."""
+    from pipeline.release.audit import json_runs
+
+    sizes = [10_000_000] + [50_000 + 1000 * i for i in range(19)]
+    files = {"resources": [{"name": f"t{i}", "bytes": b} for i, b in enumerate(sizes)]}
+    assert [r.where for r in json_runs(files)] == []
+    data = {"resources": [{"name": f"t{i}", "cases": b} for i, b in enumerate(sizes)]}
+    assert [r.where for r in json_runs(data)] == ["$.resources[].cases"]

@@ -11,7 +11,10 @@ import sys
 
 from malaria_risk_client import Client, ClientError
 
-COLUMNS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional")
+# basis: survey_fit (within the survey rounds) or baseline_x_season (after the last survey); rank_low..rank_high:
+# the 80 % range of the LGA's rank within its state (LGAs whose ranges overlap cannot be told apart)
+COLUMNS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis", "rank", "rank_low",
+           "rank_high")
 
 
 def table(rows: list[dict], columns: tuple[str, ...]) -> str:
@@ -30,7 +33,8 @@ def main(argv: list[str]) -> int:
             latest = mr.periods()["last_estimated"]
             top = mr.risk_lgas_all(latest, as_="json")["lgas"][:5]  # highest risk first
             print(f"highest risk in {latest}:")
-            print(table(top, ("state_code", "lga", "score", "level")))
+            print(table(top, ("state_code", "lga", "score", "level", "rank", "rank_low", "rank_high", "evidence",
+                              "survey_children_2018_band")))
     except ClientError as e:  # every error of the client: a bad key, an unknown LGA, the service away
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -23,7 +23,7 @@
   // where this script was served from: project.js lies beside it
   var SCRIPT_BASE = document.currentScript ? document.currentScript.src.replace(/map\.js([?#].*)?$/, "") : "";
   var state = {
-    key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {},
+    key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {}, basis: {},
     risk: {}, // period -> lga_code -> row
     gazetteer: {}, // lga_code -> row
     layers: {}, // lga_code -> Leaflet layer
@@ -110,12 +110,22 @@
     return l ? l.label : (level || "no figure");
   }
   function isForecast(period) { return state.kinds[period] === "forecast"; }
+  // the words come from the model's declared terms (pipeline.model.terms.month_labels), via the page
+  var WORDS = config.month_labels || {};
   function monthText(period) {
     if (isForecast(period)) {
       var h = state.horizon[period];
       return period + " · forecast" + (h ? ", " + h + (h === "1" ? " month" : " months") + " ahead" : "");
     }
-    return period + " · estimated" + (state.provisional[period] ? " (rainfall adjustment from provisional CHIRPS rainfall)" : "");
+    var basis = WORDS[state.basis[period]];
+    return period + " · estimated" + (basis ? " · " + basis : "") +
+      (state.provisional[period] ? " · " + (WORDS.provisional || "provisional") : "");
+  }
+  // what the month's score is made of: the label's title
+  function monthWords(period) {
+    var made = WORDS[isForecast(period) ? "forecast" : "estimated"] || "";
+    var note = !isForecast(period) && state.provisional[period] && WORDS.provisional_note ? "; " + WORDS.provisional_note : "";
+    return made ? made + note : "";
   }
 
   // --- key -----------------------------------------------------------------------------
@@ -194,6 +204,7 @@
         seen[p] = true;
         state.kinds[p] = r.kind === "forecast" ? "forecast" : "estimated";
         state.horizon[p] = r.horizon;
+        state.basis[p] = r.basis; // a column the table carries (additive)
       }
       if (r.provisional === "true") state.provisional[p] = true; // a column the table may carry
     });
@@ -328,6 +339,7 @@
     state.period = period;
     var label = $("month-label");
     label.textContent = monthText(period);
+    label.title = monthWords(period);
     label.className = isForecast(period) ? "forecast" : "";
     $("month").setAttribute("aria-valuetext", monthText(period));
     recolour();

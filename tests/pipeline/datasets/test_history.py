@@ -19,7 +19,9 @@ from pipeline.release import tabular
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
 from tests.small_geography import small_geo
 
-MONTH = ["period", "kind", "score", "score_low", "score_high", "level", "provisional"]
+MONTH = ["period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis"]
+LGA_MONTH = [*MONTH, "rank", "rank_low", "rank_high"]
+LGA_HEAD = ["lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band"]
 
 
 @pytest.fixture(scope="module")
@@ -63,11 +65,11 @@ def test_lga_history_is_the_monthly_records(built):
     provisional = {m["period"]: m["provisional"] for m in r.documents["/v1/periods"][()]["months"]}
     for (code, include), doc in h.documents[history.LGAS_ROUTE].items():
         state = doc["state_code"]
-        assert list(doc) == ["lga_code", "lga", "state_code", "state", "is_urban", "months"]
+        assert list(doc) == [*LGA_HEAD, "months"]
         periods = [m["period"] for m in doc["months"]]
         assert periods == (est if include == INCLUDE_NONE else est + fc)  # oldest first, forecasts after
         for m in doc["months"]:
-            assert list(m) == MONTH
+            assert list(m) == LGA_MONTH
             if m["kind"] == "estimated":
                 report = r.documents["/v1/risk/lgas"][(state, m["period"])]
                 assert report["state"] == doc["state"]
@@ -78,7 +80,9 @@ def test_lga_history_is_the_monthly_records(built):
                 assert m["provisional"] is False
             rec = next(x for x in report["lgas"] if x["lga_code"] == code)
             assert _same(rec, m) and rec["lga"] == doc["lga"]
-            assert rec["is_urban"] == doc["is_urban"]
+            assert rec["is_urban"] == doc["is_urban"] and rec["evidence"] == doc["evidence"]
+            assert (m["rank"], m["rank_low"], m["rank_high"], m["basis"]) == (
+                rec["rank"], rec["rank_low"], rec["rank_high"], report["basis"])
 
 
 def test_state_history_is_the_monthly_records(built):
@@ -102,6 +106,7 @@ def test_whole_country_month_is_every_state_report_merged(built):
     r, h = built
     for (period,), doc in h.documents[history.ALL_LGAS_ROUTE].items():
         assert doc["period"] == period and doc["kind"] == "estimated"
+        assert list(doc) == ["period", "kind", "lgas", "basis"]
         expected = []
         for (state, p), report in r.documents["/v1/risk/lgas"].items():
             if p == period:
@@ -119,7 +124,7 @@ def test_history_csv_has_one_row_per_month(built):
     doc = h.documents[history.LGAS_ROUTE][(h.facts["lgas"][0], INCLUDE_FORECASTS)]
     rows = list(csv.DictReader(io.StringIO(tabular.to_csv(doc).decode())))
     assert len(rows) == len(doc["months"])
-    assert list(rows[0]) == ["lga_code", "lga", "state_code", "state", "is_urban", *MONTH]
+    assert list(rows[0]) == [*LGA_HEAD, *LGA_MONTH]
     assert [r["period"] for r in rows] == [m["period"] for m in doc["months"]]
     assert all(r["lga_code"] == doc["lga_code"] for r in rows)
     assert float(rows[-1]["score"]) == doc["months"][-1]["score"]

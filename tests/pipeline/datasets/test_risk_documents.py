@@ -14,11 +14,13 @@ from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
 from pipeline.model import risk as model
+from pipeline.model import terms
 from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 
 STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
-LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population"]
+LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population",
+              "evidence", "survey_children_2018_band", "rank", "rank_low", "rank_high"]
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
@@ -81,10 +83,16 @@ def test_facts_and_periods(produced):
     assert produced.dataset == "risk" and produced.model_version == model.MODEL_VERSION
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
     p = produced.documents["/v1/periods"][()]
-    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level"]
+    assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
+                       "score_terms", "basis_descriptions"]
+    assert p["score_terms"] == [t.key for t in terms.terms()]  # no month term in the synthetic data
+    assert p["basis_descriptions"] == {b: terms.basis_words(b) for b in terms.BASES}
     assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
     assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
-    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False}
+    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"]}
+    # basis: within the survey rounds first, then (from the month after the newest round's fieldwork) after them
+    bases = [m["basis"] for m in p["months"]]
+    assert set(bases) <= set(terms.BASES) and bases == sorted(bases, key=terms.BASES.index)
     assert [m["kind"] for m in p["months"]] == ["estimated"] * len(est) + ["forecast"] * 4
     # the CHIRPS CSV has no version column: its last two months are flagged provisional
     assert [m["provisional"] for m in p["months"] if m["kind"] == "estimated"][-3:] == [False, True, True]
@@ -108,16 +116,23 @@ def _check_records(records, fields, code_key):
         assert r["level"] == model.levels(np.array([r["score"]]))[0]
     keys = [(-r["score"], r[code_key]) for r in records]
     assert keys == sorted(keys), "highest risk first, ties by code"
+    if "rank" in fields:  # LGA records: the rank is the report's order, inside its 80 % range
+        assert [r["rank"] for r in records] == list(range(1, len(records) + 1))
+        assert all(1 <= r["rank_low"] <= r["rank"] <= r["rank_high"] <= len(records) for r in records)
+        assert all(r["evidence"] in ("direct", "some", "borrowed") for r in records)
+        # no children of its own (or no LGA file): borrowed
+        assert all(r["evidence"] == "borrowed" for r in records if r["survey_children_2018_band"] in ("none", None))
+        assert all(r["survey_children_2018_band"] in ("none", "1-9", "10-24", "25-49", "50+", None) for r in records)
 
 
 def test_state_report_shape_order_and_aggregation(produced):
     doc = produced.documents["/v1/risk/states"][("2018-08",)]
-    assert list(doc) == ["period", "kind", "states"] and doc["kind"] == "estimated"
+    assert list(doc) == ["period", "kind", "states", "basis"] and doc["kind"] == "estimated"
     _check_records(doc["states"], STATE_FIELDS, "state_code")
     kn = next(s for s in doc["states"] if s["state_code"] == "KN")
     assert (kn["lgas"], kn["population"]) == (3, 600)
     lgas = produced.documents["/v1/risk/lgas"][("KN", "2018-08")]
-    assert list(lgas) == ["period", "kind", "state_code", "state", "lgas"] and lgas["state"] == "Kano"
+    assert list(lgas) == ["period", "kind", "state_code", "state", "lgas", "basis"] and lgas["state"] == "Kano"
     _check_records(lgas["lgas"], LGA_FIELDS, "lga_code")
     pw = sum(r["score"] * r["population"] for r in lgas["lgas"]) / sum(r["population"] for r in lgas["lgas"])
     assert kn["score"] == pytest.approx(pw, abs=2e-4)  # both rounded to 4 decimals
@@ -134,13 +149,13 @@ def test_forecast_documents(produced):
     assert list(four) == ["forecasts"]
     assert [f["period"] for f in four["forecasts"]] == ["2019-07", "2019-08", "2019-09", "2019-10"]
     for f in four["forecasts"]:
-        assert list(f) == ["period", "kind", "states"] and f["kind"] == "forecast"
+        assert list(f) == ["period", "kind", "states", "basis"] and f["kind"] == "forecast"
         _check_records(f["states"], STATE_FIELDS, "state_code")
     assert d["/v1/forecasts/states"][("2",)]["forecasts"] == four["forecasts"][:2]
     lg = d["/v1/forecasts/lgas"][("NA", "3")]["forecasts"]
     assert [f["period"] for f in lg] == ["2019-07", "2019-08", "2019-09"]
     for f in lg:
-        assert list(f) == ["period", "kind", "state_code", "state", "lgas"] and f["state_code"] == "NA"
+        assert list(f) == ["period", "kind", "state_code", "state", "lgas", "basis"] and f["state_code"] == "NA"
         _check_records(f["lgas"], LGA_FIELDS, "lga_code")
 
 
@@ -259,3 +274,32 @@ def test_real_data_without_the_2021_round(tmp_path):
     assert report["held_out_rounds"][1]["states"] == 0
     assert report["held_out_rounds"][0]["states"] >= 33
     assert len(p.documents["/v1/risk/states"][("2024-01",)]["states"]) == 37
+
+
+@needs_data()
+def test_real_data_range_calibration_out_of_sample():
+    """The calibrated ranges against the surveys, every constant fitted without the scored state's zone:
+    var(z) 0.8-1.25 and |mean z| <= 0.2 per predicted round (issue 31 aim), where before calibration the
+    predictions sat above the surveys (mean z below -0.2 in both rounds)."""
+    from pipeline.geography import load_geography
+    from pipeline.model import ranges
+
+    geo = load_geography(DATA_DIR)
+    md = risk.load_model_data(DATA_DIR, geo)
+    check = risk.range_check(md)
+    assert check is not None and set(check.predicted_round.tolist()) == {2018, 2021}
+    zones = np.array(md.zones)[check.state_rows]
+    for year in (2018, 2021):
+        sel = check.predicted_round == year
+        before, after = ranges.calibration(check.z_before[sel]), ranges.calibration(check.z_after[sel])
+        assert before["mean_z"] < -0.2
+        assert 0.8 <= after["var_z"] <= 1.25 and abs(after["mean_z"]) <= 0.2, (year, after)
+        # out of sample: each state's z uses the constants fitted without its zone, on that round only
+        for zone in set(zones[sel]):
+            rows = sel & (zones == zone)
+            cal = ranges.fit_calibration(check.error[sel & (zones != zone)], check.variance[sel & (zones != zone)],
+                                         check.years[sel & (zones != zone)])
+            np.testing.assert_allclose(check.z_after[rows], ranges.calibrated_z(
+                check.error[rows], check.variance[rows], check.years[rows], cal))
+    latest = check.predicted_round == 2021
+    assert check.published == ranges.fit_calibration(check.error[latest], check.variance[latest], check.years[latest])

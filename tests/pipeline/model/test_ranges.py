@@ -121,3 +121,49 @@ def test_range_with_design_effect_widens_after_the_last_round(p15, p18, deff, h)
     plain = model.smooth(model.observations(rounds, ["KN"], np.ones((1, 12)), 2010 * 12, last + 60), 0.05)
     _, lo1, hi1 = model.baseline_range(plain, np.array([last + h]))
     assert (model.logit(high[0, 0]) - model.logit(low[0, 0])) >= (model.logit(hi1[0, 0]) - model.logit(lo1[0, 0])) - 1e-9
+
+
+# --- range calibration: drift and variance scale fitted leaving whole states out -------------------
+
+
+def test_fit_calibration_recovers_a_known_drift_and_scale() -> None:
+    rng = np.random.default_rng(7)
+    n = 4000
+    var = rng.uniform(0.1, 0.5, n)
+    years = rng.choice([2.0, 3.0, 4.0], n)
+    e = -0.08 * years + rng.normal(0, np.sqrt(0.6 * var))
+    cal = ranges.fit_calibration(e, var, years)
+    assert abs(cal.drift_per_year + 0.08) < 0.01
+    assert abs(cal.var_scale - 0.6) < 0.05
+    z = ranges.calibrated_z(e, var, years, cal)
+    assert abs(z.mean()) < 0.05 and abs(z.var() - 1) < 0.06
+
+
+def test_fit_calibration_is_the_identity_without_enough_rows_and_bounded() -> None:
+    assert ranges.fit_calibration(np.array([1.0, 2.0]), np.ones(2), np.ones(2)) == ranges.Calibration(rows=2)
+    cal = ranges.fit_calibration(np.array([50.0, -50.0, 40.0, -45.0]), np.full(4, 0.01), np.ones(4))
+    assert cal.var_scale == ranges.VAR_SCALE_MAX
+
+
+def test_cross_validated_z_never_uses_the_held_out_fold() -> None:
+    rng = np.random.default_rng(3)
+    n = 60
+    e, var, years = rng.normal(-0.2, 0.5, n), np.full(n, 0.25), np.full(n, 3.0)
+    fold = np.repeat(np.arange(6), 10)
+    rnd = np.tile([2018, 2021], n // 2)
+    z, consts = ranges.cross_validated_z(e, var, years, fold, rnd)
+    assert set(consts) == {f"{r}|{f}" for r in (2018, 2021) for f in range(6)}
+    # moving the rows of fold 0 leaves their own constants (and so nothing else of fold 0) unchanged
+    e2 = e.copy()
+    e2[fold == 0] += 5.0
+    z2, consts2 = ranges.cross_validated_z(e2, var, years, fold, rnd)
+    assert consts2["2018|0"] == consts["2018|0"] and consts2["2021|0"] == consts["2021|0"]
+    np.testing.assert_allclose(z2[fold == 0] - z[fold == 0], 5.0 / np.sqrt(
+        np.array([consts[f"{r}|0"].var_scale for r in rnd[fold == 0]]) * 0.25))
+    # but other folds' constants (fitted with fold 0's rows) move
+    assert consts2["2018|1"] != consts["2018|1"]
+    # and the constants of one round never see the other round's rows
+    e3 = e.copy()
+    e3[rnd == 2021] += 3.0
+    _, consts3 = ranges.cross_validated_z(e3, var, years, fold, rnd)
+    assert all(consts3[f"2018|{f}"] == consts[f"2018|{f}"] for f in range(6))

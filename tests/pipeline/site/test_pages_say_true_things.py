@@ -127,16 +127,21 @@ TRANSMISSION = {"states": [
 
 
 def test_freshness_comes_from_the_release_documents_and_the_adopted_terms() -> None:
-    from pipeline.site.figures import MONTH_TERM_WORDS, freshness_figures
+    from pipeline.model import terms
+    from pipeline.site.figures import freshness_figures
 
     docs = {"/v1/periods": PERIODS, "/v1/transmission/states": TRANSMISSION}
-    f = freshness_figures(docs, {"validation.months.adopted": "b_rain_anomalies_lags_0_3"})
+    f = freshness_figures(docs, {"validation.months.adopted": "t2_rain_lags_0_3"})
     assert (f["data.last_estimated"], f["data.last_forecast"], f["data.forecast_months"]) == ("2026-06", "2026-10", 4)
     assert (f["survey.newest_round"], f["survey.newest_year"]) == ("2021 NMIS", 2021)  # 2024 has no figure
-    assert f["model.month_after_survey"].startswith("the 2021 NMIS survey baseline")
-    assert f["model.month_after_survey"].endswith("× " + MONTH_TERM_WORDS["b_rain_anomalies_lags_0_3"])
+    assert f["model.month_after_survey"].startswith(terms.SCORE_TERMS[0].words)
+    assert f["model.month_after_survey"].endswith("× " + terms.MONTH_TERMS["t2_rain_lags_0_3"].words)
     plain = freshness_figures(docs, {"validation.months.adopted": "none"})["model.month_after_survey"]
     assert plain.endswith("× the typical season of its calendar month")  # no term adopted: baseline × season
+    # the release's own answer (/v1/periods `score_terms`) wins over the validation report
+    own = freshness_figures({**docs, "/v1/periods": {**PERIODS, "score_terms": ["baseline", "lga_offset", "season"]}},
+                            {"validation.months.adopted": "t2_rain_lags_0_3"})
+    assert own["model.month_after_survey"] == terms.made_of(terms.ESTIMATED) and own["model.month_terms"] == "none"
     absent = freshness_figures({}, {})
     assert set(absent.values()) <= {NOT_IN_RELEASE, "none"}
 
@@ -160,12 +165,16 @@ def test_the_landing_page_and_the_map_state_the_facts_and_carry_them_for_the_rea
         text = " ".join(prose(files[page][1].decode()).split())
         assert "Latest estimated month: 2026-06" in text and "Forecasts reach 2026-10 (4 months" in text, page
         assert "Newest household survey: 2021 NMIS (fieldwork in 2021)" in text, page
-        assert "An estimated month after 2021 is made of the 2021 NMIS survey baseline" in text, page
+        assert "An estimated month after 2021 is made of the survey baseline of the state" in text, page
         html = files[page][1].decode()
         assert 'data-last-estimated="2026-06"' in html and 'data-last-forecast="2026-10"' in html
         assert "/docs/freshness.js" in html
     config = files["docs/map.html"][1].decode().split('id="map-config">', 1)[1].split("</script>", 1)[0]
     assert orjson.loads(config)["last_forecast"] == "2026-10"
+    # the map's month label words come from the model's declared terms (no month term: no rainfall note)
+    from pipeline.model import terms
+
+    assert orjson.loads(config)["month_labels"] == terms.month_labels(())
     assert "docs/freshness.js" in files
 
 
