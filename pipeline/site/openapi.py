@@ -448,6 +448,10 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "timing": {"type": "object", "description": "Per rule: signed peak, start and centre errors, trough/peak "
                    "and best-4 share errors and shape r over the left-out dated states and their LGAs, and per "
                    "left-out state (summaries only; additive; present when dated series exist)."},
+        "model_5": {"type": "object", "description": "Model 5's nested whole-state cross-validation on the dated "
+                    "(development) states: the published method, the selection rule, the release's "
+                    "hyperparameters and every compared method's outer-fold summaries (no profile, no series; "
+                    "additive; present when dated series exist; docs: model-5-protocol)."},
         "season_error": {"type": "object", "description": "The published season's out-of-sample log error by "
                          "level, the sd the ranges carry and its coverage summarised over calendar months "
                          "(additive; present when case records exist)."},
