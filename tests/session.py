@@ -1,0 +1,210 @@
+"""The test session's own plumbing (a plugin loaded by tests/conftest.py): helper processes that
+stop with the run, Ctrl-C that stops it, one real build shared by every xdist worker, and the
+report of a real-data folder that changed during the run.
+
+Ctrl-C. A terminal sends SIGINT to its whole foreground process group: pytest, its xdist workers
+and every process they started. Two things used to keep the run going: helper servers (moto,
+SeaweedFS) in the same group died first, so the running test failed on a dead server; and code
+under test that turns KeyboardInterrupt into an ordinary result (click's standalone mode, which
+`CliRunner` runs, answers "Aborted!" with exit code 1) made pytest record a failure and go on.
+Now helpers run in their own session (`spawn`), so only their fixture, or this module at the end,
+stops them; a SIGINT is remembered and raised again after the test phase it hit, whatever the
+test did with it; a second SIGINT, or a run still alive `GRACE` seconds after the first, kills
+the helpers and exits at once.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests import datasnapshot
+
+GRACE = 3.0  # seconds from the first SIGINT to a forced exit (teardown of fixtures gets that long)
+INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a job stopped by Ctrl-C
+
+_helpers: dict[int, subprocess.Popen[Any]] = {}
+_lock = threading.Lock()
+_interrupted = threading.Event()
+
+
+# --- helper processes ------------------------------------------------------------------------
+
+
+def spawn(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
+    """Start a helper server in its own session (a terminal's Ctrl-C does not reach it); it is
+    stopped by `stop`, by the end of the session, or by an interrupt, whichever comes first."""
+    proc: subprocess.Popen[Any] = subprocess.Popen(args, start_new_session=True, **kwargs)
+    with _lock:
+        _helpers[proc.pid] = proc
+    return proc
+
+
+def stop(proc: subprocess.Popen[Any], grace: float = 5.0) -> None:
+    """SIGTERM to the helper's process group, SIGKILL after `grace` seconds (at once when interrupted)."""
+    with _lock:
+        _helpers.pop(proc.pid, None)
+    if proc.poll() is None:
+        _signal_group(proc, signal.SIGKILL if _interrupted.is_set() else signal.SIGTERM)
+        try:
+            proc.wait(timeout=0.5 if _interrupted.is_set() else grace)
+        except subprocess.TimeoutExpired:
+            _signal_group(proc, signal.SIGKILL)
+            proc.wait(timeout=10)
+    else:
+        _signal_group(proc, signal.SIGKILL)  # whatever it left behind in its group
+
+
+def _signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, sig)  # its own session: the group id is its pid
+
+
+def kill_all() -> None:
+    """SIGKILL every helper still running (their whole groups), and reap them."""
+    with _lock:
+        procs = [p for p in _helpers.values() if p.poll() is None]  # a reaped pid may be reused
+        _helpers.clear()
+    for proc in procs:
+        _signal_group(proc, signal.SIGKILL)
+    for proc in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired, ChildProcessError):
+            proc.wait(timeout=2)
+
+
+atexit.register(kill_all)
+
+
+# --- Ctrl-C ----------------------------------------------------------------------------------
+
+
+def _force_exit(why: str) -> None:
+    kill_all()
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"\n{why}: helpers killed, exiting\n")
+        sys.stderr.flush()
+    datasnapshot.remove()
+    os._exit(INTERRUPTED_EXIT)
+
+
+def _watchdog() -> None:
+    time.sleep(GRACE)
+    _force_exit(f"still running {GRACE:g} s after Ctrl-C")
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    if _interrupted.is_set():
+        _force_exit("second Ctrl-C")
+    _interrupted.set()
+    threading.Thread(target=_watchdog, name="interrupt-watchdog", daemon=True).start()
+    raise KeyboardInterrupt
+
+
+def interrupted() -> bool:
+    return _interrupted.is_set()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+@contextlib.contextmanager
+def _reraise_interrupt() -> Iterator[None]:
+    try:
+        yield
+    finally:
+        if _interrupted.is_set():
+            raise KeyboardInterrupt  # the interrupt stops the run even if the test swallowed it
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    with _reraise_interrupt():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    with _reraise_interrupt():
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> Any:
+    with _reraise_interrupt():
+        return (yield)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    kill_all()
+    datasnapshot.remove()
+
+
+# --- scheduling ------------------------------------------------------------------------------
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """`heavy` tests first (stable otherwise): a parallel run starts its longest tests at once
+    instead of ending on one worker that is still busy with them."""
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+
+
+# --- shared between xdist workers ------------------------------------------------------------
+
+
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The session's base temporary folder common to every xdist worker (each worker's own
+    basetemp is a folder inside it), or the basetemp itself in a run without workers."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) -> Path:
+    """`make(path)` run once per session across all workers (a file lock in the shared folder);
+    the others wait for it and reuse `path`. A failed `make` is tried again by the next caller."""
+    from filelock import FileLock
+
+    root = shared_dir(tmp_path_factory)
+    path, done = root / name, root / f"{name}.done"
+    with FileLock(str(root / f"{name}.lock")):
+        if not done.exists():
+            if path.exists():
+                import shutil
+
+                shutil.rmtree(path)
+            make(path)
+            done.write_text(str(os.getpid()))
+    return path
+
+
+# --- the real data ---------------------------------------------------------------------------
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    snap = os.environ.get(datasnapshot.SNAPSHOT_ENV)
+    if snap and datasnapshot.owner():
+        return f"real data: {os.environ.get(datasnapshot.ORIGINAL_ENV)}, read from a copy taken now ({snap})"
+    return None
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    changed = datasnapshot.changes()
+    if changed:
+        tr = terminalreporter
+        tr.section("the real data changed during this run", sep="!", red=True, bold=True)
+        tr.line("The tests read a copy taken at the start; their results hold for the data as it was then.",
+                red=True)
+        for line in changed:
+            tr.line(f"  {line}", red=True)
