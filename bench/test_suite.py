@@ -87,7 +87,7 @@ def collected(tree: Path, env: dict[str, str], extra: list[str]) -> str:
 @click.option("--rounds", default=1, show_default=True, help="runs of each suite, alternating old and new")
 @click.option("--pytest-args", default="", help="appended to both pytest commands, e.g. a path or -k")
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
-              help="where the clones go (default: a new temporary folder beside the checkout)")
+              help="where the clones go (default: a new temporary folder)")
 @click.option("--keep", is_flag=True, help="keep the clones and logs")
 def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workdir: Path | None, keep: bool) -> None:
     from pipeline.settings import default_data_dir
@@ -100,7 +100,7 @@ def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workd
         click.echo("note: this checkout has uncommitted changes; the bench measures commits only", err=True)
     data = default_data_dir()
     # beside the checkout, with ../shared linked: tests that find the data or SPEC beside the tree work
-    base = workdir or Path(tempfile.mkdtemp(prefix="bench-tests-", dir=ROOT.parent))
+    base = workdir or Path(tempfile.mkdtemp(prefix="bench-tests-"))
     base.mkdir(parents=True, exist_ok=True)
     shared = base / "shared"
     if not shared.exists():
