@@ -77,7 +77,7 @@ lint: install
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 TEST_NEEDS ?= install lint
-PYTEST_RUN = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope
+PYTEST_RUN = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
 test: $(TEST_NEEDS)
 	$(PYTEST_RUN) --durations=25 $(PYTEST_ARGS)
 

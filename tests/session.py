@@ -156,9 +156,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """`heavy` tests first (stable otherwise): a parallel run starts its longest tests at once
-    instead of ending on one worker that is still busy with them."""
-    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)
+    """Modules with a `heavy` test first, then those with `slow` tests, then the rest; each
+    module's tests together and in their own order. A parallel run (`--dist loadscope
+    --no-loadscope-reorder`, the Makefile's) then starts its longest tests at once, on
+    different workers, and ends on short ones instead of one worker still busy with a long one."""
+    rank: dict[str, tuple[int, int]] = {}
+    for i, item in enumerate(items):
+        module = item.nodeid.split("::", 1)[0]
+        kind = 0 if item.get_closest_marker("heavy") else 1 if item.get_closest_marker("slow") else 2
+        first = rank.get(module, (2, i))
+        rank[module] = (min(first[0], kind), first[1])
+    order = {id(item): n for n, item in enumerate(items)}
+    items.sort(key=lambda item: (*rank[item.nodeid.split("::", 1)[0]], order[id(item)]))
 
 
 # --- shared between xdist workers ------------------------------------------------------------
