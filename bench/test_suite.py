@@ -115,8 +115,9 @@ def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workd
                 subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(tree)], check=True)
             subprocess.run(["git", "checkout", "-q", "--detach", ref], cwd=tree, check=True)
             t = time.monotonic()
-            subprocess.run(["make", "--no-print-directory", "install"], cwd=tree, env=env, check=True,
-                           stdout=subprocess.DEVNULL)
+            with (base / f"{name}-install.log").open("w") as out:
+                subprocess.run(["make", "--no-print-directory", "install"], cwd=tree, env=env, check=True,
+                               stdout=out, stderr=subprocess.STDOUT)
             click.echo(f"{name} {ref[:12]}: installed in {time.monotonic() - t:.0f} s; "
                        f"{collected(tree, env, extra)}")
             trees[name] = (ref, tree)
