@@ -35,6 +35,7 @@ GRACE = 3.0  # seconds from the first SIGINT to a forced exit (teardown of fixtu
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a job stopped by Ctrl-C
 
 _helpers: dict[int, subprocess.Popen[Any]] = {}
+_owner = os.getpid()  # a child forked by a test (multiprocessing) inherits all this and must not act on it
 _lock = threading.Lock()
 _interrupted = threading.Event()
 
@@ -73,6 +74,8 @@ def _signal_group(proc: subprocess.Popen[Any], sig: int) -> None:
 
 def kill_all() -> None:
     """SIGKILL every helper still running (their whole groups), and reap them."""
+    if os.getpid() != _owner:
+        return
     with _lock:
         procs = [p for p in _helpers.values() if p.poll() is None]  # a reaped pid may be reused
         _helpers.clear()
@@ -89,13 +92,23 @@ atexit.register(kill_all)
 # --- Ctrl-C ----------------------------------------------------------------------------------
 
 
-def _force_exit(why: str) -> None:
+def _force_exit(why: str, code: int = INTERRUPTED_EXIT) -> None:
     kill_all()
     with contextlib.suppress(Exception):
         sys.stderr.write(f"\n{why}: helpers killed, exiting\n")
         sys.stderr.flush()
     datasnapshot.remove()
-    os._exit(INTERRUPTED_EXIT)
+    os._exit(code)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    """SIGTERM (a CI timeout, `kill`) ends the process without atexit or finalizers: the helpers,
+    in their own sessions, would outlive it. Kill them first."""
+    if os.getpid() != _owner:  # a forked child: die as it would have
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    _force_exit("SIGTERM", 128 + signal.SIGTERM)
 
 
 def _watchdog() -> None:
@@ -104,6 +117,8 @@ def _watchdog() -> None:
 
 
 def _on_sigint(signum: int, frame: Any) -> None:
+    if os.getpid() != _owner:  # a forked child: the default behaviour
+        raise KeyboardInterrupt
     if _interrupted.is_set():
         _force_exit("second Ctrl-C")
     _interrupted.set()
@@ -118,6 +133,8 @@ def interrupted() -> bool:
 def pytest_configure(config: pytest.Config) -> None:
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, _on_sigint)
+        if signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, None):
+            signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 @contextlib.contextmanager
