@@ -113,6 +113,8 @@ def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workd
             tree = base / name
             if not tree.exists():
                 subprocess.run(["git", "clone", "-q", "--no-checkout", str(ROOT), str(tree)], check=True)
+            else:  # a kept workdir (--workdir): bring its clone up to date
+                subprocess.run(["git", "fetch", "-q", str(ROOT), ref], cwd=tree, check=True)
             subprocess.run(["git", "checkout", "-q", "--detach", ref], cwd=tree, check=True)
             t = time.monotonic()
             with (base / f"{name}-install.log").open("w") as out:
