@@ -73,7 +73,7 @@ lint: install
 # The whole suite, in parallel on every core (pytest-xdist; a module's tests stay on one worker,
 # so its fixtures are set up once), with the 25 slowest tests listed at the end.
 # PYTEST_ARGS adds to or narrows the run, e.g. `make test PYTEST_ARGS="tests/edge -x"`;
-# PYTEST_WORKERS=0 runs in one process; TEST_NEEDS=install skips the lint (docs/testing.md).
+# PYTEST_WORKERS=0 runs in one process; TEST_NEEDS=install skips the lint (CONTRIBUTING.md).
 PYTEST_WORKERS ?= auto
 PYTEST_ARGS ?=
 TEST_NEEDS ?= install lint
@@ -81,9 +81,11 @@ PYTEST_RUN = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadsco
 test: $(TEST_NEEDS)
 	$(PYTEST_RUN) --durations=25 $(PYTEST_ARGS)
 
-# The inner loop for contributors (docs/testing.md): no build from the real data, no browser,
-# R, deployment bundle or docs-example runs; in parallel. Not a substitute for `make test`.
-FAST_DESELECT := not browser and not deploy and not r_client and not reading_csv and not docs_examples
+# The inner loop for contributors (CONTRIBUTING.md): no build from the real data, no browser,
+# R, deployment bundle, docs-example, dashboard abuse or newcomer (make run) runs; in parallel.
+# Not a substitute for `make test`.
+FAST_DESELECT := not browser and not deploy and not r_client and not reading_csv and not docs_examples \
+	and not abuse and not newcomer
 test-fast: install
 	$(PYTEST_RUN) -m "not slow and not heavy" -k "$(FAST_DESELECT)" --durations=10 $(PYTEST_ARGS)
 
