@@ -14,7 +14,7 @@ SITE := pipeline/site
 DASHBOARD_URL ?= http://$(HOST):$(DASH_PORT)
 export DATA_DIR DASHBOARD_URL
 
-.PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
+.PHONY: install install-run site-libs build run serve key test test-fast bench-tests lint reports site screenshots bench bench-build \
 	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean
 
 # What running needs (the package and its runtime dependencies) ...
@@ -70,8 +70,30 @@ lint: install
 	$(BIN)/ruff check pipeline edge dashboard tests bench deploy clients/python
 	$(BIN)/mypy
 
-test: install lint
-	$(BIN)/pytest -q
+# The whole suite, in parallel on every core (pytest-xdist; a module's tests stay on one worker,
+# so its fixtures are set up once), with the 25 slowest tests listed at the end.
+# PYTEST_ARGS adds to or narrows the run, e.g. `make test PYTEST_ARGS="tests/edge -x"`;
+# PYTEST_WORKERS=0 runs in one process; TEST_NEEDS=install skips the lint (CONTRIBUTING.md).
+PYTEST_WORKERS ?= auto
+PYTEST_ARGS ?=
+TEST_NEEDS ?= install lint
+PYTEST_RUN = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
+test: $(TEST_NEEDS)
+	$(PYTEST_RUN) --durations=25 $(PYTEST_ARGS)
+
+# The inner loop for contributors (CONTRIBUTING.md): no build from the real data, no browser,
+# R, deployment bundle, docs-example, dashboard abuse or newcomer (make run) runs; in parallel.
+# Not a substitute for `make test`.
+FAST_DESELECT := not browser and not deploy and not r_client and not reading_csv and not docs_examples \
+	and not abuse and not newcomer
+test-fast: install
+	$(PYTEST_RUN) -m "not slow and not heavy" -k "$(FAST_DESELECT)" --durations=10 $(PYTEST_ARGS)
+
+# Wall time of the suite at another commit (default: main) against this checkout, each from a
+# fresh clone, side by side on this machine: `make bench-tests BENCH_TESTS_ARGS="--old main"`.
+BENCH_TESTS_ARGS ?=
+bench-tests: install
+	$(BIN)/python bench/test_suite.py $(BENCH_TESTS_ARGS)
 
 # PNGs of the risk map (national and one state), an LGA's charts and score over time, the map on a
 # 390 px phone and the landing page, from the current build, served on a free loopback port with a throwaway key.

@@ -30,6 +30,9 @@ from pipeline.release.render import render_release
 from pipeline.site.plots import validation_plots
 from tests.paths import DATA_DIR, REPO_ROOT
 
+# helper processes, Ctrl-C, sharing between xdist workers, the real-data snapshot's report
+pytest_plugins = ["tests.session"]
+
 # Property tests check rules, not speed: on a shared 2-core machine a per-example deadline only
 # makes them flaky (speed is measured by the benchmarks under bench/).
 settings.register_profile("project", deadline=None)
@@ -117,12 +120,13 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
 
 @pytest.fixture(scope="session")
 def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One build from the real data per session; tests that use it carry the `slow` mark."""
+    """One build from the real data per session, shared by every xdist worker (the first to ask
+    builds it, the others wait on a file lock); tests that use it carry the `slow` mark and only
+    read it."""
     from pipeline.build import build
+    from tests.session import once
 
-    out = tmp_path_factory.mktemp("real") / "build"
-    build(DATA_DIR, out)
-    return out
+    return once(tmp_path_factory, "real-build", lambda out: build(DATA_DIR, out))
 
 
 @pytest.fixture

@@ -7,9 +7,11 @@ from typing import TypeVar
 
 import pytest
 
-from pipeline.settings import REPO_ROOT, default_data_dir
+from pipeline.settings import REPO_ROOT
+from tests.datasnapshot import session_data_dir
 
-DATA_DIR = default_data_dir()
+# under pytest, a copy of DATA_DIR taken at session start (tests/datasnapshot.py)
+DATA_DIR = session_data_dir()
 
 __all__ = ["DATA_DIR", "REPO_ROOT", "data_marks", "needs_data"]
 

@@ -31,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import session
+
 ACCESS_KEY = "MALARIATESTADMIN"
 SECRET_KEY = "malaria-test-secret-key-0123456789"
 READONLY_ACCESS_KEY = "MALARIATESTREADER"
@@ -159,13 +161,7 @@ def _wait_ready(proc: subprocess.Popen, server: S3Server, log: Path, timeout: fl
 
 
 def _stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)  # data dir is throwaway: no need for a long drain
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+    session.stop(proc, grace=5)  # data dir is throwaway: no need for a long drain
 
 
 @contextlib.contextmanager
@@ -195,7 +191,8 @@ def run_seaweedfs(
             args += [f"-{name}.port={port}", f"-{name}.port.grpc={port + _GRPC_OFFSET}"]
         log = base_dir / f"weed{attempt}.log"
         with log.open("wb") as out:
-            proc = subprocess.Popen(
+            # its own session: a Ctrl-C stops the run, which then stops this server (tests/session.py)
+            proc = session.spawn(
                 args, stdout=out, stderr=subprocess.STDOUT, cwd=data, stdin=subprocess.DEVNULL
             )
         server = S3Server(

@@ -86,6 +86,7 @@ def test_dry_run_of_a_fetch_changes_nothing(small_data: Path, tmp_path: Path):
 # --- end to end -------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 @needs_data("rainfall/nga_state_chirps_dekadal_wfp_1981_2026.csv", "admin")
 def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
         tmp_path: Path, s3_server: S3Server, s3_prefix: str):

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from openapi_schema_validator import OAS31Validator
 
 from edge.files import NAMES_KEY
@@ -43,6 +44,7 @@ def test_closing_a_schema_rejects_an_undeclared_field() -> None:
     assert not OAS31Validator(schema).is_valid({"a": 1, "b": 2})
 
 
+@pytest.mark.heavy
 def test_every_rendered_response_matches_its_schema(real_build: Path) -> None:
     release = (real_build / "current").resolve()
     manifest = orjson.loads((release / MANIFEST_NAME).read_bytes())

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests import session
 from tests.conftest import free_port, wait_until_up
 
 CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
@@ -18,8 +19,9 @@ CREDS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AW
 def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     exe = Path(sys.executable).with_name("moto_server")
-    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDS})
+    # its own session: a Ctrl-C stops the run, which then stops this server (tests/session.py)
+    proc = session.spawn([str(exe), "-H", "127.0.0.1", "-p", str(port)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ, **CREDS})
     url = f"http://127.0.0.1:{port}"
     wait_until_up(url + "/moto-api/", proc, "moto_server")
     return proc, url
@@ -29,8 +31,7 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
 def endpoint() -> Iterator[str]:
     proc, url = start_moto()
     yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+    session.stop(proc, grace=10)
 
 
 def boto_client(endpoint: str, service: str = "dynamodb"):  # type: ignore[no-untyped-def]

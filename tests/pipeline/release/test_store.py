@@ -63,16 +63,20 @@ def test_rendering_the_same_release_again_keeps_it_and_writes_nothing(tmp_path: 
 
 @pytest.mark.slow
 @pytest.mark.skipif(not (DATA_DIR / "admin").is_dir(), reason="needs the real data directory")
-def test_two_builds_of_the_real_data_are_byte_identical(tmp_path: Path):
-    """A forced rebuild of unchanged inputs, into a second root: no file differs."""
+def test_two_builds_of_the_real_data_are_byte_identical(real_build: Path, tmp_path: Path):
+    """A forced rebuild of unchanged inputs, into a second root: no file differs. The first build
+    is the session's (tests/conftest.py `real_build`, read only)."""
     from pipeline.build import build
+    from pipeline.buildkey import current_manifest
 
-    a = build(DATA_DIR, tmp_path / "a")
+    a = current_manifest(real_build)
+    assert a is not None
+    a_id = a.release_id
     b = build(DATA_DIR, tmp_path / "b", force=True)
-    assert a.stats.release_id == b.stats.release_id
-    assert_same_release(tmp_path / "a" / "current", tmp_path / "b" / "current")
-    forced = build(DATA_DIR, tmp_path / "a", force=True)  # the same root: the release is kept, nothing written
-    assert forced.stats.release_id == a.stats.release_id and forced.stats.written == 0
+    assert a_id == b.stats.release_id
+    assert_same_release(real_build / "current", tmp_path / "b" / "current")
+    forced = build(DATA_DIR, tmp_path / "b", force=True)  # the same root: the release is kept, nothing written
+    assert forced.stats.release_id == a_id and forced.stats.written == 0
 
 
 def test_every_object_is_named_by_its_bytes_and_written_once(tmp_path: Path):

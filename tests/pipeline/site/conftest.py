@@ -12,9 +12,7 @@ import pytest
 
 from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
-from pipeline.build import build
 from tests.conftest import LiveServer
-from tests.paths import DATA_DIR
 from tests.pipeline.site.screenshots import browser
 
 
@@ -27,14 +25,14 @@ class RealSite:
 
 
 @pytest.fixture(scope="package")
-def real_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSite]:
+def real_site(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealSite]:
+    """The session's real build (tests/conftest.py), read only, behind this package's own server and keys."""
     tmp = tmp_path_factory.mktemp("real-site")
-    build(DATA_DIR, tmp / "build")
     store = SQLiteKeyStore(tmp / "var" / "keys.sqlite")
     _, key = store.create("site tests", ["risk_scores", "forecasts", "lga_boundaries"], "test")
     _, narrow = store.create("site tests, one scope", ["risk_scores"], "test")
-    with LiveServer(App(tmp / "build", store)) as server:
-        yield RealSite(server.url, key, narrow, tmp / "build")
+    with LiveServer(App(real_build, store)) as server:
+        yield RealSite(server.url, key, narrow, real_build)
 
 
 @pytest.fixture(scope="package")
