@@ -61,12 +61,16 @@ def feature_collections(geography: Geography) -> dict[tuple[str, ...], dict[str,
 
 
 def produce(ctx: BuildContext) -> Produced:
+    from pipeline.datasets.map_outlines import GEOJSON, map_outlines  # it builds on this module
+
     geography: Geography = ctx.geography
     states = sorted(geography.states["state_code"].to_list())
     return Produced(
         dataset="geography",
         documents={ROUTE: feature_collections(geography)},
         facts={"states": states},
+        # the map's screen-scale outlines (public site assets, docs/map/…)
+        files={key: (GEOJSON, orjson.dumps(doc)) for key, doc in map_outlines(geography).items()},
     )
 
 

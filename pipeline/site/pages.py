@@ -512,7 +512,7 @@ def render_site(
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
-        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": shown_facts["data.last_estimated"],
+        map_config=Markup(orjson.dumps({"levels": levels, "base": BASE, "last_estimated": shown_facts["data.last_estimated"],
                                         "last_forecast": shown_facts["data.last_forecast"]})
                           .decode().replace("<", "\\u003c")))
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
