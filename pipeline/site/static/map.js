@@ -398,6 +398,7 @@
     $("slider-ends").textContent = state.periods[0] + " … " + state.periods[state.periods.length - 1] +
       (firstForecast >= 0 ? "; forecast months from " + state.periods[firstForecast] + " (shaded)" : "");
     slider.addEventListener("input", function () { setPeriod(state.periods[Number(slider.value)]); });
+    showMonth(state.period); // before the map takes the rest of the screen
 
     var select = $("state-filter");
     var names = state.stateNames;
@@ -412,12 +413,16 @@
     fillLgaSelect();
   }
 
-  function setPeriod(period) {
-    state.period = period;
+  function showMonth(period) {
     var label = $("month-label");
     label.textContent = monthText(period);
     label.className = isForecast(period) ? "forecast" : "";
     $("month").setAttribute("aria-valuetext", monthText(period));
+  }
+
+  function setPeriod(period) {
+    state.period = period;
+    showMonth(period);
     updateExport();
     if (state.charts["history-chart"]) state.charts["history-chart"].update("none"); // moves the month marker
     refresh();
