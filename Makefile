@@ -15,7 +15,7 @@ DASHBOARD_URL ?= http://$(HOST):$(DASH_PORT)
 export DATA_DIR DASHBOARD_URL
 
 .PHONY: install install-run site-libs build run serve key test lint reports site screenshots bench bench-build \
-	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean
+	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log bench-first-200 clean
 
 # What running needs (the package and its runtime dependencies) ...
 $(VENV)/.runtime: pyproject.toml
@@ -115,6 +115,12 @@ bench-edge-cold: install
 
 bench-access-log: install
 	$(BIN)/python bench/access_log.py
+
+# A newcomer's wait: fresh clone, `make run` to the first 200, as a ratio against a plain pip install of
+# the same dependencies (several minutes; e.g. FIRST_200_ARGS="--compare d20a904" for a commit beside it)
+FIRST_200_ARGS ?=
+bench-first-200: install-run
+	$(BIN)/python bench/run_first_200.py $(FIRST_200_ARGS)
 
 bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold bench-access-log
 
