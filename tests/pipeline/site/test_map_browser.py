@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from edge.routes import BY_PATH
+from pipeline.attribution import SOURCES
 from pipeline.settings import DEFAULT_DASHBOARD_URL
 from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
@@ -283,16 +284,23 @@ def test_a_bad_key_is_explained_and_not_kept(watched: Watched, real_site: RealSi
 
 
 def test_the_release_links_to_no_other_host(real_site: RealSite) -> None:
-    """Offline from the release: every page, script and style the site ships refers only to itself,
-    except the one link to the key dashboard (its own origin, from the build's settings)."""
+    """Offline from the release: every page, script and style the site ships loads only from itself.
+    Other hosts appear only as plain links (`<a href>`: the sources page links each source and
+    licence), never as a script, style, image, frame or import."""
     docs = real_site.root / "current" / "docs"
     dashboard = re.compile(rf'href="{re.escape(DEFAULT_DASHBOARD_URL)}/?"')
+    plain_link = re.compile(r'<a\s[^<>]*?\bhref="https?://[^"<>]*"')
+    linked = 0
     for path in docs.rglob("*"):
         if path.suffix not in (".html", ".css") or path.name.endswith(".gz"):
             continue
         text = dashboard.sub("", path.read_text(encoding="utf-8"))
-        for attr in ('src="http', "src='http", 'href="http', "href='http", 'href="//', "url(http", "@import"):
+        text, n = plain_link.subn("<a", text)
+        linked += n
+        for attr in ('src="http', "src='http", 'href="http', "href='http", 'href="//', "src=\"//", "url(http",
+                     "url(//", "@import"):
             assert attr not in text, (path, attr)
+    assert linked >= len(SOURCES)  # the sources page's links were seen (and allowed) above
 
 
 def test_screenshots_are_written(chromium: Any, real_site: RealSite, tmp_path) -> None:
