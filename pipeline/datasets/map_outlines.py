@@ -37,8 +37,8 @@ STATE_TOLERANCE = 0.015
 STATE_DECIMALS = 3  # ~110 m: a twentieth of a pixel in the country view
 # State view: the map fits the chosen state into a frame of ~500-900 CSS px, so one pixel is about
 # its extent / 600 degrees. The tolerance is half of that (extent / 1200), never finer than the
-# source's own 0.002: no LGA edge then moves by more than one pixel (0.76 px at most on the current
-# outlines; tests/pipeline/datasets/test_map_outlines.py measures it).
+# source's own 0.002: the lines of 773 of 774 LGAs then stay within one pixel (the other loses a
+# sliver thinner than the grid), 0.03 px on average at most (tests/pipeline/datasets/test_map_outlines.py).
 LGA_PIXELS = 1200
 PIXEL_OF_EXTENT = 600  # one CSS pixel of the state view is the state's extent / 600 degrees
 LGA_MIN_TOLERANCE = 0.002
@@ -76,7 +76,9 @@ def map_outlines(geography: Geography) -> dict[str, dict[str, Any]]:
     for code, name in states.iter_rows():
         mask = of_state == code
         tolerance = state_tolerance(_extent(shapes[mask]))
-        simple = shapely.coverage_simplify(shapes[mask], tolerance)
+        # snapped to the published grid (rounding alone can make a thin part cross itself); shared
+        # vertices snap alike, so neighbours still share their edges
+        simple = shapely.set_precision(shapely.coverage_simplify(shapes[mask], tolerance), 10.0 ** -LGA_DECIMALS)
         outline = shapely.coverage_union_all(simple)
         unions.append(shapely.coverage_union_all(shapes[mask]))
         geoms = geometry_json(np.concatenate([simple, np.array([outline], dtype=object)]), LGA_DECIMALS)
@@ -91,7 +93,8 @@ def map_outlines(geography: Geography) -> dict[str, dict[str, Any]]:
             "features": [{"type": "Feature", "properties": {"lga_code": c, "lga": n, "state_code": code},
                           "geometry": gj} for c, n, gj in zip(codes[mask], names[mask], geoms[:-1], strict=True)],
         }
-    simple_states = shapely.coverage_simplify(np.array(unions, dtype=object), STATE_TOLERANCE)
+    simple_states = shapely.set_precision(shapely.coverage_simplify(np.array(unions, dtype=object), STATE_TOLERANCE),
+                                          10.0 ** -STATE_DECIMALS)
     state_geoms = geometry_json(simple_states, STATE_DECIMALS)
     out[STATES_KEY] = {
         "type": "FeatureCollection",
