@@ -101,11 +101,13 @@ def measure(name: str, rev: str, tmp: Path, data_dir: Path) -> dict[str, object]
     log = tmp / f"{name}-make-run.log"
     first_200 = make_run(checkout, data_dir, log)
     after = plain_pip(checkout, tmp / f"{name}-pip-2")
-    text = log.read_text(errors="replace")
+    raw = log.read_bytes()  # as bytes: text mode would turn each carriage return into a line break
+    text = raw.decode(errors="replace")
     pip = (before + after) / 2
     return {"name": name, "rev": rev, "pip": pip, "pip_runs": (before, after), "run": first_200,
             "ratio": first_200 / pip, "phases": re.findall(r"^== .*$", text, re.M),
-            "deprecations": len(re.findall(r"deprecat", text, re.I)), "longest_line": max(map(len, text.split("\n")))}
+            "deprecations": len(re.findall(r"deprecat", text, re.I)),
+            "longest_line": max(map(len, raw.split(b"\n"))), "carriage_returns": raw.count(b"\r")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -123,8 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         b, a = r["pip_runs"]  # type: ignore[misc]
         print(f"{r['rev']:>10}: make run {r['run']:6.1f} s / pip {r['pip']:5.1f} s (runs {b:.1f}, {a:.1f}) "
-              f"= ratio {r['ratio']:.2f}; deprecation warnings {r['deprecations']}, longest log line "
-              f"{r['longest_line']} characters")
+              f"= ratio {r['ratio']:.2f}; log: {r['deprecations']} mentions of deprecation, longest line "
+              f"{r['longest_line']} bytes, {r['carriage_returns']} carriage returns")
         for line in r["phases"]:  # type: ignore[attr-defined]
             print(f"            {line}")
     if len(results) == 2:

@@ -137,7 +137,8 @@ def build_progress(echo: Any, tty: bool, quiet: bool = False,
     """The build's progress display: `echo(text, nl)` prints. On a terminal one line redrawn in place
     (`\\r`); in a log (not a TTY, as under `make run > log`) one line per step with the seconds since
     the build began, so the log reads as a list of steps rather than one very long line."""
-    started, steps = clock(), []  # labels seen, in order
+    started = clock()
+    steps: list[str] = []  # labels seen, in order
 
     def progress(label: str, done: int, total: int) -> None:
         if quiet:

@@ -22,6 +22,7 @@
   var MONTH_NAMES = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
   var BASE = config.base || "/docs/"; // where the site (and its map outlines) is served
+  var QUIET = 250; // ms the month slider rests before a month not seen yet is asked for
   var $ = function (id) { return document.getElementById(id); };
   var state = {
     key: null, periods: [], kinds: {}, horizon: {}, provisional: {},
@@ -355,20 +356,31 @@
     state.stateLines.setStyle(stateLineStyle);
   }
 
-  /** Shows the view's month once its figures are here; the page says which (data-view, data-period). */
+  /** Shows the view's month once its figures are here; the page says which (data-view, data-period).
+   * A month not seen yet is asked for once the slider rests (QUIET ms): dragging across the years
+   * costs one request, not one per month passed, so the key's per-minute limit is not spent on it.
+   * Until then the colours of the month before are dimmed (class `stale`). */
   function refresh() {
     var view = state.stateFilter, period = state.period;
-    return riskFor(view, period).then(function () {
-      if (view !== state.stateFilter || period !== state.period) return; // moved on since
-      if (view && !state.lgaLayer) return; // the outlines are still on their way
-      recolour();
-      if (state.selected) showDetails(state.selected);
-      renderTable();
-      status(isForecast(period) && state.forecastScope === false
-        ? "Forecast months need a key with the forecasts scope: no figures are shown for them." : "");
-      document.body.dataset.view = view;
-      document.body.dataset.period = period;
-    }).catch(function (err) { status(explain(err), true); });
+    var here = rowsFor(view, period) || (isForecast(period) && state.forecastScope === false);
+    clearTimeout(state.pending);
+    $("map").classList.toggle("stale", !here);
+    var go = function () {
+      riskFor(view, period).then(function () {
+        if (view !== state.stateFilter || period !== state.period) return; // moved on since
+        if (view && !state.lgaLayer) return; // the outlines are still on their way
+        $("map").classList.remove("stale");
+        recolour();
+        if (state.selected) showDetails(state.selected);
+        renderTable();
+        status(isForecast(period) && state.forecastScope === false
+          ? "Forecast months need a key with the forecasts scope: no figures are shown for them." : "");
+        document.body.dataset.view = view;
+        document.body.dataset.period = period;
+      }).catch(function (err) { status(explain(err), true); });
+    };
+    if (here) go();
+    else state.pending = setTimeout(go, QUIET);
   }
 
   function hover(code) {

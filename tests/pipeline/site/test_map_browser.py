@@ -189,6 +189,12 @@ def test_slider_changes_month_and_colours_with_one_small_request_a_month(watched
     page.keyboard.press("Home")  # a month seen before: nothing asked again
     shown(page, "2018-01")
     assert len(watched.api_requests()) == asked + 2
+    # passing months on the way asks for none of them: only where the slider rests (the key's limits)
+    for _ in range(8):
+        page.keyboard.press("ArrowRight")
+    shown(page, "2018-09")
+    passed = [urlparse(u).query for u in watched.api_requests()[asked + 2:]]
+    assert passed[-1] == "period=2018-09" and len(passed) < 4, passed
     assert not watched.errors, watched.errors
 
 
