@@ -800,21 +800,19 @@
     var p = state.period, s = state.stateFilter;
     if (!isForecast(p)) {
       return s ? { path: "/v1/risk/lgas?state=" + s + "&period=" + p + "&format=csv", name: "risk_lgas_" + s + "_" + p + ".csv" }
-        : { path: "/v1/risk/lgas/all?period=" + p + "&format=csv", name: "risk_lgas_all_" + p + ".csv" };
+        : { path: "/v1/risk/states?period=" + p + "&format=csv", name: "risk_states_" + p + ".csv" };
     }
     var h = state.horizon[p];
-    if (s && h) {
-      return { path: "/v1/forecasts/lgas?state=" + s + "&months=" + h + "&format=csv", name: "forecasts_lgas_" + s + "_" + h + "months.csv",
-        note: "; the API's answer holds the forecast months up to this one" };
-    }
-    return null;
+    if (!h) return null;
+    var note = "; the API's answer holds the forecast months up to this one";
+    return s ? { path: "/v1/forecasts/lgas?state=" + s + "&months=" + h + "&format=csv", name: "forecasts_lgas_" + s + "_" + h + "months.csv", note: note }
+      : { path: "/v1/forecasts/states?months=" + h + "&format=csv", name: "forecasts_states_" + h + "months.csv", note: note };
   }
 
   function updateExport() {
     var req = viewRequest();
     $("export-csv").disabled = !req;
-    $("export-note").textContent = req ? "CSV: GET " + req.path + (req.note || "") + "."
-      : "CSV of forecast months: choose a state (the API answers forecasts per state).";
+    $("export-note").textContent = req ? "CSV: GET " + req.path + (req.note || "") + "." : "";
   }
 
   function exportCsv() {
@@ -825,7 +823,7 @@
   }
 
   function viewTitle() {
-    var area = state.stateFilter ? $("state-filter").selectedOptions[0].textContent : "Nigeria, all LGAs";
+    var area = state.stateFilter ? $("state-filter").selectedOptions[0].textContent + ", its LGAs" : "Nigeria, all states";
     return "Malaria risk level · " + area + " · " + monthText(state.period);
   }
 

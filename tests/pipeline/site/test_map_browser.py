@@ -41,7 +41,6 @@ pytestmark = [
     pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
 ]
 
-LGAS = 774
 STATES = 37
 FIRST_PAINT_MAX_REQUESTS = 2  # API requests: the period index and one month of state risk (outlines: a site file)
 
@@ -580,10 +579,10 @@ def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, 
     open_map(page, real_site.url, real_site.key)
     periods = api(real_site, "/v1/periods")
     month = periods["last_estimated"]
-    name, body = downloaded(page, "#export-csv")  # the whole country, the latest estimated month
-    assert name == f"risk_lgas_all_{month}.csv"
-    assert body == api_bytes(real_site, "/v1/risk/lgas/all", period=month, format="csv")
-    assert len(body.decode().splitlines()) == LGAS + 1
+    name, body = downloaded(page, "#export-csv")  # the whole country (its states), the latest estimated month
+    assert name == f"risk_states_{month}.csv"
+    assert body == api_bytes(real_site, "/v1/risk/states", period=month, format="csv")
+    assert len(body.decode().splitlines()) == STATES + 1
 
     page.select_option("#state-filter", STATE)  # a state, an earlier month
     page.focus("#month")
@@ -607,8 +606,10 @@ def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, 
     box = map_box(page)
     assert width == round(box["right"] - box["left"]) and height > box["height"]  # the map, title and legend
     assert len(png) > 30_000  # drawn shapes, not a blank frame
-    page.select_option("#state-filter", "")  # forecast months of the whole country: no one-call answer
-    assert page.is_disabled("#export-csv") and "choose a state" in page.text_content("#export-note")
+    page.select_option("#state-filter", "")  # forecast months of the whole country: the states' forecasts
+    name, body = downloaded(page, "#export-csv")
+    assert name == f"forecasts_states_{months}months.csv"
+    assert body == api_bytes(real_site, "/v1/forecasts/states", months=months, format="csv")
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
 
 
