@@ -147,9 +147,12 @@ def build_progress(echo: Any, tty: bool, quiet: bool = False,
             echo(f"\r  {label:<28} {done:>6}/{total:<6}", False)
             if done == total:
                 echo("", True)
-        elif not steps or steps[-1] != label:
-            steps.append(label)
-            echo(f"  {clock() - started:6.1f} s  {label}" + (f" ({total} items)" if total > 1 else ""), True)
+        else:
+            if not steps or steps[-1] != label:
+                steps.append(label)
+                echo(f"  {clock() - started:6.1f} s  {label}", True)
+            if done == total and total > 1:
+                echo(f"  {clock() - started:6.1f} s  {label}: {done} of {total} done", True)
 
     return progress
 

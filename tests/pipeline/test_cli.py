@@ -179,8 +179,8 @@ def test_build_progress_is_one_line_per_step_in_a_log() -> None:
     for label, done, total in [("reading geography", 0, 1), ("computing risk", 0, 8), ("computing risk", 1, 8),
                                ("writing files", 0, 500), ("writing files", 250, 500), ("writing files", 500, 500)]:
         progress(label, done, total)
-    assert [t.split(" s  ", 1)[1] for t, _ in lines] == ["reading geography", "computing risk (8 items)",
-                                                         "writing files (500 items)"]
+    assert [t.split(" s  ", 1)[1] for t, _ in lines] == ["reading geography", "computing risk", "writing files",
+                                                         "writing files: 500 of 500 done"]
     assert all(nl and "\r" not in t for t, nl in lines)
     # a terminal keeps the one redrawn line
     tty: list[tuple[str, bool]] = []
