@@ -3,7 +3,7 @@ plain `pip install` of the same runtime dependencies into a fresh venv, measured
 run, so the machine's speed (and how busy it is) cancels out.
 
     python bench/run_first_200.py                      # this checkout's HEAD
-    python bench/run_first_200.py --compare d20a904    # and that commit, side by side
+    python bench/run_first_200.py --compare d20a904    # and that commit, side by side (A B B A)
 
 Each subject is a fresh `git clone` (no .venv, node_modules or build). The reference is timed just
 before and just after its `make run` (the mean is used), so the pip cache is as warm for both. Ports
@@ -113,13 +113,17 @@ def measure(name: str, rev: str, tmp: Path, data_dir: Path) -> dict[str, object]
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--compare", metavar="REV", help="also measure this commit (e.g. the last release's)")
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each subject, in alternating order")
     ap.add_argument("--data-dir", type=Path, default=Path(os.environ.get("DATA_DIR", REPO.parent / "shared" / "data")))
     args = ap.parse_args(argv)
     data_dir = args.data_dir.resolve()
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
     subjects = [("head", head)] + ([("compare", args.compare)] if args.compare else [])
+    # rounds alternate the order (A B, B A, ...), so what the first run warms (the pip and npm caches,
+    # the data files in the page cache) favours neither subject
+    order = [s for i in range(args.rounds) for s in (subjects if i % 2 == 0 else subjects[::-1])]
     with tempfile.TemporaryDirectory(prefix="run-first-200-") as tmp:
-        results = [measure(name, rev, Path(tmp), data_dir) for name, rev in subjects]
+        results = [measure(f"{name}-{i}", rev, Path(tmp), data_dir) for i, (name, rev) in enumerate(order)]
     print("fresh clone, `make run` to the first 200 of /docs/, against a plain pip install of the same "
           "runtime dependencies into a fresh venv (mean of one just before and one just after)")
     for r in results:
@@ -129,8 +133,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['longest_line']} bytes, {r['carriage_returns']} carriage returns")
         for line in r["phases"]:  # type: ignore[attr-defined]
             print(f"            {line}")
-    if len(results) == 2:
-        print(f"ratio {results[1]['rev']} -> {results[0]['rev']}: {results[1]['ratio']:.2f} -> {results[0]['ratio']:.2f}")
+    means = {rev: sum(float(r["ratio"]) for r in results if r["rev"] == rev) / args.rounds  # type: ignore[arg-type]
+             for _, rev in subjects}
+    print("mean ratio: " + "; ".join(f"{rev} {m:.2f}" for rev, m in means.items()))
+    if len(subjects) == 2:
+        print(f"ratio {subjects[1][1]} -> {subjects[0][1]}: {means[subjects[1][1]]:.2f} -> {means[subjects[0][1]]:.2f}")
     return 0
 
 
