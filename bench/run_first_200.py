@@ -26,6 +26,7 @@ import tomllib
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT = 1800.0  # seconds a `make run` may take to answer before the bench gives up
@@ -95,7 +96,7 @@ def make_run(checkout: Path, data_dir: Path, log: Path) -> float:
                 proc.wait()
 
 
-def measure(name: str, rev: str, tmp: Path, data_dir: Path) -> dict[str, object]:
+def measure(name: str, rev: str, tmp: Path, data_dir: Path) -> dict[str, Any]:
     checkout = clone(rev, tmp / f"{name}-clone")
     before = plain_pip(checkout, tmp / f"{name}-pip-1")
     log = tmp / f"{name}-make-run.log"
@@ -127,14 +128,13 @@ def main(argv: list[str] | None = None) -> int:
     print("fresh clone, `make run` to the first 200 of /docs/, against a plain pip install of the same "
           "runtime dependencies into a fresh venv (mean of one just before and one just after)")
     for r in results:
-        b, a = r["pip_runs"]  # type: ignore[misc]
+        b, a = r["pip_runs"]
         print(f"{r['rev']:>10}: make run {r['run']:6.1f} s / pip {r['pip']:5.1f} s (runs {b:.1f}, {a:.1f}) "
               f"= ratio {r['ratio']:.2f}; log: {r['deprecations']} mentions of deprecation, longest line "
               f"{r['longest_line']} bytes, {r['carriage_returns']} carriage returns")
-        for line in r["phases"]:  # type: ignore[attr-defined]
+        for line in r["phases"]:
             print(f"            {line}")
-    means = {rev: sum(float(r["ratio"]) for r in results if r["rev"] == rev) / args.rounds  # type: ignore[arg-type]
-             for _, rev in subjects}
+    means = {rev: sum(r["ratio"] for r in results if r["rev"] == rev) / args.rounds for _, rev in subjects}
     print("mean ratio: " + "; ".join(f"{rev} {m:.2f}" for rev, m in means.items()))
     if len(subjects) == 2:
         print(f"ratio {subjects[1][1]} -> {subjects[0][1]}: {means[subjects[1][1]]:.2f} -> {means[subjects[0][1]]:.2f}")
