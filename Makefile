@@ -15,7 +15,7 @@ DASHBOARD_URL ?= http://$(HOST):$(DASH_PORT)
 export DATA_DIR DASHBOARD_URL
 
 .PHONY: install install-run site-libs build run serve key test test-fast bench-tests lint reports site screenshots bench bench-build \
-	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log clean
+	bench-bundles bench-edge bench-edge-attacks bench-edge-cold bench-publish bench-access-log bench-first-200 clean
 
 # What running needs (the package and its runtime dependencies) ...
 $(VENV)/.runtime: pyproject.toml
@@ -48,19 +48,30 @@ key: install-run
 	echo "  curl -H \"Authorization: Bearer $$key\" \"http://$(HOST):$(PORT)/v1/boundaries/lgas?state=KN\""; \
 	echo "Docs and the risk map: http://$(HOST):$(PORT)/docs/  (paste the key on the map page)"; echo
 
-# The ports are checked first: a busy port is reported before a build of a minute or more, with the fix.
-# The key dashboard runs beside the API on its own port (its own origin) and stops with it.
-run: install-run
+# `make run` says where it is: one line per phase (install, site libs, build, key, serve) with its time.
+# The ports are checked right after the install: a busy port is reported before a build of a minute or
+# more, with the fix. The key dashboard runs beside the API on its own port (its own origin) and stops with it.
+# $(call phase,NAME,COMMAND): run COMMAND, then print the phase's line with the seconds it took.
+phase = t0=$$(date +%s%N); $(2) || exit $$?; \
+	awk -v n="$(1)" -v t0=$$t0 -v t1=$$(date +%s%N) 'BEGIN { printf "== %-10s %6.1f s\n", n, (t1 - t0) / 1e9 }'
+
+run:
+	@echo "make run: install, site libs, build, key, serve (one line each, with its time)"
+	@$(call phase,install,$(MAKE) --no-print-directory $(VENV)/.runtime)
 	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(PORT)
 	@$(BIN)/malaria-risk check-port --host $(HOST) --port $(DASH_PORT) --make-var DASH_PORT
-	@$(MAKE) --no-print-directory build key
+	@$(call phase,site libs,$(MAKE) --no-print-directory site-libs)
+	@$(call phase,build,$(MAKE) --no-print-directory build)
+	@$(call phase,key,$(MAKE) --no-print-directory key)
 	@echo "API and docs:       http://$(HOST):$(PORT)/docs/"
 	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (docs/dashboard.md)"
 	@echo "  Sign in there as $(DASH_ADMIN): you administer the local organisation and can make keys"
 	@echo "  under Settings -> API access. Sign-in codes are printed here, below."
-	@$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) \
+	@t0=$$(date +%s%N); \
+	$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) \
 		--local-admin $(DASH_ADMIN) & \
-	dash=$$!; trap 'kill $$dash 2>/dev/null; wait $$dash 2>/dev/null' EXIT INT TERM; \
+	dash=$$!; $(BIN)/malaria-risk wait-http --since-ns $$t0 http://$(HOST):$(PORT)/docs/ & \
+	ready=$$!; trap 'kill $$dash $$ready 2>/dev/null; wait $$dash 2>/dev/null' EXIT INT TERM; \
 	$(BIN)/malaria-risk serve --root build --host $(HOST) --port $(PORT) --keys $(KEYS)
 
 serve: install-run
@@ -127,6 +138,12 @@ bench-edge-cold: install
 
 bench-access-log: install
 	$(BIN)/python bench/access_log.py
+
+# A newcomer's wait: fresh clone, `make run` to the first 200, as a ratio against a plain pip install of
+# the same dependencies (several minutes; e.g. FIRST_200_ARGS="--compare d20a904" for a commit beside it)
+FIRST_200_ARGS ?=
+bench-first-200: install-run
+	$(BIN)/python bench/run_first_200.py $(FIRST_200_ARGS)
 
 bench: bench-build bench-bundles bench-publish bench-edge bench-edge-cold bench-access-log
 

@@ -28,12 +28,40 @@ class Source:
     # rescaled: summary statistics such as correlations, errors and counts only)
     terms: str = "attribution"
     spdx: str = "other-at"  # the licence's SPDX id where the source names one licence outright
+    # public pages, for readers to check a source and its terms: (label, address) of the source (the
+    # publisher's page where there is one, then the repository the copy came from), and the licences
+    # its terms name (keys of LICENCE_PAGES; none where the source states no licence)
+    pages: tuple[tuple[str, str], ...] = ()
+    licences: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, str]:
         return {f: getattr(self, f) for f in FIELDS}
 
+    @property
+    def licence_links(self) -> list[tuple[str, str]]:
+        """(licence name, address of its text) for each licence the source's terms name."""
+        return [(LICENCE_PAGES[k][0], LICENCE_PAGES[k][1]) for k in self.licences]
+
 
 FIELDS = ("key", "name", "provider", "used_for", "licence", "via", "note", "citation")
+
+# The public text of each licence a source names: SPDX id (or a name where SPDX has none) -> (name, address).
+LICENCE_PAGES: dict[str, tuple[str, str]] = {
+    "CC-BY-4.0": ("CC BY 4.0", "https://creativecommons.org/licenses/by/4.0/"),
+    "CC-BY-3.0-IGO": ("CC BY 3.0 IGO", "https://creativecommons.org/licenses/by/3.0/igo/"),
+    "Apache-2.0": ("Apache-2.0", "https://www.apache.org/licenses/LICENSE-2.0"),
+    "MIT": ("MIT", "https://opensource.org/license/mit"),
+    "GPL-3.0": ("GPL-3.0", "https://www.gnu.org/licenses/gpl-3.0.html"),
+}
+
+
+def _repo(name: str) -> tuple[str, str]:
+    """The public page of the repository a copy came from (as its `via` names it)."""
+    return ("repository", f"https://github.com/{name}")
+
+
+_HBHI = _repo("numalariamodeling/hbhi-nigeria-publication-2021")
+_SOE = _repo("SoeHtutAung/MCDA-Spatial-DHS-Rshiny-Nigeria")
 ATTRIBUTION, NONE_STATED, AGGREGATES, SUMMARY_ONLY = "attribution", "none-stated", "aggregates", "summary-only"
 
 SOURCES: tuple[Source, ...] = (
@@ -42,51 +70,71 @@ SOURCES: tuple[Source, ...] = (
            "CC BY 4.0 upstream (usual GRID3/eHA licence; not verified for this copy)",
            "repository Godskid89/nigeriadata, data/lga_admin_boundaries.rda and "
            "state_admin_boundaries.rda (commit 12c4a101)",
-           "The copying repository states no licence. Credit eHealth Africa / GRID3."),
+           "The copying repository states no licence. Credit eHealth Africa / GRID3.",
+           pages=(("GRID3", "https://grid3.org/"), _repo("Godskid89/nigeriadata")),
+           licences=("CC-BY-4.0",)),
     Source("ocha_codab", "Common Operational Dataset, administrative boundaries (COD-AB) gazetteer",
            "OCHA, from OSGOF (Office of the Surveyor General of the Federation), edition 2019-04-17",
            "LGA codes (OCHA p-codes) and LGA names", "CC BY-IGO (as published on HDX, cod-ab-nga)",
-           "repository haasinikellampalli-wq/DATASCI-112-Final---HC (commit 35cc5f91)", spdx="CC-BY-3.0-IGO"),
+           "repository haasinikellampalli-wq/DATASCI-112-Final---HC (commit 35cc5f91)", spdx="CC-BY-3.0-IGO",
+           pages=(("HDX: cod-ab-nga", "https://data.humdata.org/dataset/cod-ab-nga"), _repo("haasinikellampalli-wq/DATASCI-112-Final---HC")),
+           licences=("CC-BY-3.0-IGO",)),
     Source("population", "Bottom-up gridded population estimates for Nigeria, version 2.0",
            "WorldPop and the National Population Commission of Nigeria (aggregated to LGA by Geopode)",
            "population per LGA and state; population density behind the derived is_urban flag",
            "CC BY 4.0 (WorldPop)", "repository Oluwatobi-abu/nigeria-lga-population-density (commit a18938c7)",
-           "Modelled estimates, not census counts; the reference year is not stated in the file.", spdx="CC-BY-4.0"),
+           "Modelled estimates, not census counts; the reference year is not stated in the file.", spdx="CC-BY-4.0",
+           pages=(("WorldPop", "https://www.worldpop.org/"), _repo("Oluwatobi-abu/nigeria-lga-population-density")),
+           licences=("CC-BY-4.0",)),
     Source("state_names", "State names, ISO codes and geopolitical zones", "ropensci/naijR package data",
            "state names and zones", "GPL-3 package; the values are public facts",
-           "repository ropensci/naijR, data/states_nigeria.rda (commit 7fed3840)"),
+           "repository ropensci/naijR, data/states_nigeria.rda (commit 7fed3840)",
+           pages=(_repo("ropensci/naijR"),),
+           licences=("GPL-3.0",)),
     Source("chirps", "CHIRPS v2.0 rainfall, state means (dekadal)",
            "UCSB Climate Hazards Center, aggregated by WFP (HDX: Rainfall Indicators at Subnational Level)",
            "recorded monthly rainfall per state and its climatology",
            "CHIRPS: public domain; WFP/HDX indicators: CC BY-IGO. Credit WFP / CHIRPS (UCSB Climate Hazards "
            "Center)", "repository DavidWinrich101/virawatch, backend/data/chirps_weekly_nigeria.csv",
-           "Months from about 2026-05 may be CHIRPS-preliminary."),
+           "Months from about 2026-05 may be CHIRPS-preliminary.",
+           pages=(("CHIRPS", "https://www.chc.ucsb.edu/data/chirps"), _repo("DavidWinrich101/virawatch")),
+           licences=("CC-BY-3.0-IGO",)),
     Source("lga_rainfall", "LGA rainfall climatology 2001–2016 (EMOD climate inputs from GSOD stations)",
            "Institute for Disease Modeling via the Nigeria HBHI modelling group (numalariamodeling)",
            "within-state shape of LGA rainfall (rescaled to state CHIRPS)", "Apache-2.0",
-           "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)", spdx="Apache-2.0"),
+           "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)", spdx="Apache-2.0",
+           pages=(_HBHI,),
+           licences=("Apache-2.0",)),
     Source("hbhi_inputs", "HBHI LGA model inputs: ITN use, case management, archetypes, routine-data seasonality",
            "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (derived from DHS/MIS microdata and "
            "NMEP routine data)", "coverage context per LGA; independent seasonality check",
            "Apache-2.0", "repository numalariamodeling/hbhi-nigeria-publication-2021",
            "Model inputs assigned to all LGAs; LGAs without survey clusters inherit state or archetype values.",
-           spdx="Apache-2.0"),
+           spdx="Apache-2.0",
+           pages=(_HBHI,),
+           licences=("Apache-2.0",)),
     Source("dhs_sepmein", "DHS/MIS survey indicators (2010, 2015 MIS; 2018 DHS; 2021 MIS) and MAP-style incidence",
            "The DHS Program / NMIS tabulations and Malaria Atlas Project-style admin-1 incidence, as used in "
            "the WHO Nigeria Malaria Report 2022 (sepmein)",
            "survey positivity trends, net use and access; incidence for the external agreement check only",
            "Apache-2.0 (repository sepmein/nigeria_malaria_report_2022)",
            "repository sepmein/nigeria_malaria_report_2022 (commit 0982fb23)",
-           "Incidence figures are modelled (MAP/WHO), not observations.", spdx="Apache-2.0"),
+           "Incidence figures are modelled (MAP/WHO), not observations.", spdx="Apache-2.0",
+           pages=(("The DHS Program", "https://dhsprogram.com/"), _repo("sepmein/nigeria_malaria_report_2022")),
+           licences=("Apache-2.0",)),
     Source("nmis2021_soehtutaung", "2021 NMIS tabulations and ward walking time to primary health care",
            "Soe H Aung, MCDA Spatial DHS project (NMIS 2021 microdata; WorldPop v2.1; GRID3 facilities; MAP "
            "walking friction surface)", "2021 state survey figures; travel time to care", "MIT",
            "repository SoeHtutAung/MCDA-Spatial-DHS-Rshiny-Nigeria",
-           "Travel time is walking time; the state mean uses band midpoints (an approximation).", spdx="MIT"),
+           "Travel time is walking time; the state mean uses band midpoints (an approximation).", spdx="MIT",
+           pages=(_SOE,),
+           licences=("MIT",)),
     Source("malariariskxai", "Four 2018 state survey values", "AyeshaCamran/MalariaRiskXAI",
            "fills four 2018 state gaps (Lagos, Anambra, Imo)", "MIT (stated in the README)",
            "repository AyeshaCamran/MalariaRiskXAI, data/data_cleaned_merged.csv (commit 193cac51)",
-           "Not verified against the NDHS report.", spdx="MIT"),
+           "Not verified against the NDHS report.", spdx="MIT",
+           pages=(_repo("AyeshaCamran/MalariaRiskXAI"),),
+           licences=("MIT",)),
     Source("map_irs_2022", "Malaria Atlas Project: Africa IRS coverage, 2022 (release 2024-06)",
            "Malaria Atlas Project (MAP), Telethon Kids Institute / Curtin University",
            "irs_coverage per LGA and state (0 everywhere)",
@@ -96,7 +144,9 @@ SOURCES: tuple[Source, ...] = (
            "Modelled surface; every pixel of Nigeria is 0. PMI AIRS sprayed only two Nasarawa LGAs (Doma, "
            "Nasarawa Eggon) around 2011–2013, which a 2022 surface does not show.",
            "Malaria Atlas Project, Africa IRS coverage, 2022 (MAP data release 2024-06), CC BY 4.0.",
-           spdx="CC-BY-4.0"),
+           spdx="CC-BY-4.0",
+           pages=(("Malaria Atlas Project", "https://malariaatlas.org/"), _SOE),
+           licences=("CC-BY-4.0", "MIT")),
     Source("uw_sae_itn", "Small-area estimates of ITN use by children under 5 (ML_NETC_C_ITN), NDHS 2018 and 2024",
            "University of Washington, Multi-Indicator SAE website (model-based small-area estimates from DHS "
            "microdata, SUMMER/surveyPrev family)",
@@ -106,7 +156,9 @@ SOURCES: tuple[Source, ...] = (
            "indicator ML_NETC_C_ITN only)",
            "Model-based estimates for children under 5, not whole-population net use; the interval is 90%.",
            "University of Washington Multi-Indicator Small Area Estimation, Nigeria estimates "
-           "(richardli/gatesweb); underlying data: NPC and ICF, Nigeria DHS 2018 and 2024.", terms=NONE_STATED),
+           "(richardli/gatesweb); underlying data: NPC and ICF, Nigeria DHS 2018 and 2024.", terms=NONE_STATED,
+           pages=(_repo("richardli/gatesweb"),),
+           licences=()),
     Source("hbhi_pfpr_lga_2018", "NDHS 2018 microscopy positivity per LGA with children tested",
            "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (aggregated from NDHS 2018 microdata)",
            "lower bound of children tested by microscopy per state, 2018 (survey-trend `sample`)",
@@ -117,7 +169,9 @@ SOURCES: tuple[Source, ...] = (
            "LGA values are never published.",
            "Ozodiegwu ID et al., Application of mathematical modelling to inform national malaria intervention "
            "planning in Nigeria, Malaria Journal 2023 (doi:10.1186/s12936-023-04563-w); data: NPC and ICF, "
-           "Nigeria DHS 2018.", spdx="Apache-2.0"),
+           "Nigeria DHS 2018.", spdx="Apache-2.0",
+           pages=(("paper (doi:10.1186/s12936-023-04563-w)", "https://doi.org/10.1186/s12936-023-04563-w"), _HBHI),
+           licences=("Apache-2.0",)),
     Source("ndhs2018_clusters", "NDHS 2018 clusters per state",
            "Fuglstad, Li and Wakefield, 'The two cultures of prevalence mapping' case study (NDHS 2018 microdata)",
            "lower bound of survey clusters per state, 2018 (survey-trend `sample`)",
@@ -126,7 +180,9 @@ SOURCES: tuple[Source, ...] = (
            "(commit 65dae291), counted per state",
            "Counts clusters holding a child aged 12–23 months: 1,324 of the survey's 1,389.",
            "Fuglstad, Li and Wakefield, 'The two cultures of prevalence mapping', case-study repository "
-           "gafuglstad/prevalence-mapping; data: NPC and ICF, Nigeria DHS 2018.", terms=AGGREGATES),
+           "gafuglstad/prevalence-mapping; data: NPC and ICF, Nigeria DHS 2018.", terms=AGGREGATES,
+           pages=(_repo("gafuglstad/prevalence-mapping"),),
+           licences=()),
     Source("numalaria_urban_clusters", "Urban survey clusters of NMIS 2010, NMIS 2015 and NDHS 2018",
            "numalariamodeling, urban malaria DHS analysis (aggregated from NMIS/NDHS microdata)",
            "lower bounds of clusters and children tested by microscopy per state, 2010/2015/2018 "
@@ -136,14 +192,18 @@ SOURCES: tuple[Source, ...] = (
            "(commit 903c43f6)",
            "Urban clusters only, so every count is a lower bound for the state.",
            "numalariamodeling/urban-malaria-dhs-publication-2021 (Northwestern University malaria modelling "
-           "group); data: NMCP, NPC and ICF, Nigeria MIS 2010 and 2015, Nigeria DHS 2018.", spdx="Apache-2.0"),
+           "group); data: NMCP, NPC and ICF, Nigeria MIS 2010 and 2015, Nigeria DHS 2018.", spdx="Apache-2.0",
+           pages=(_repo("numalariamodeling/urban-malaria-dhs-publication-2021"),),
+           licences=("Apache-2.0",)),
     Source("dhis2_lga_cases", "Routine monthly malaria cases per LGA, seven states, 2020–2023 (NHMIS/DHIS2 export)",
            "Nigeria NHMIS/DHIS2, via the repository dagbashingu/malaria_rainfall_project",
            "fitting and checking the seasons and the month terms (validation statistics only)",
            "none stated; the rows are not redistributed",
            "repository dagbashingu/malaria_rainfall_project, data/Malaria Cases.csv (commit 24976f71)",
            "Used inside the pipeline only. No value of the series, however rescaled, is in any release; only "
-           "correlations, errors and counts of months and areas are published.", terms=SUMMARY_ONLY),
+           "correlations, errors and counts of months and areas are published.", terms=SUMMARY_ONLY,
+           pages=(_repo("dagbashingu/malaria_rainfall_project"),),
+           licences=()),
 )
 
 
@@ -266,6 +326,8 @@ FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
     "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
     "docs/skill.json": (_SEASONS, (), ("dhis2_lga_cases",)),
+    # the map's screen-scale outlines (pipeline/datasets/map_outlines.py): simplified, states dissolved
+    "docs/map/*.geojson": (("boundaries",), ("boundaries", "ocha_codab", "state_names"), ()),
 }
 
 

@@ -13,6 +13,7 @@ import errno
 import importlib
 import os
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -131,6 +132,31 @@ def main() -> None:
 # -- build -------------------------------------------------------------------------------
 
 
+def build_progress(echo: Any, tty: bool, quiet: bool = False,
+                   clock: Any = time.monotonic) -> Any:
+    """The build's progress display: `echo(text, nl)` prints. On a terminal one line redrawn in place
+    (`\\r`); in a log (not a TTY, as under `make run > log`) one line per step with the seconds since
+    the build began, so the log reads as a list of steps rather than one very long line."""
+    started = clock()
+    steps: list[str] = []  # labels seen, in order
+
+    def progress(label: str, done: int, total: int) -> None:
+        if quiet:
+            return
+        if tty:
+            echo(f"\r  {label:<28} {done:>6}/{total:<6}", False)
+            if done == total:
+                echo("", True)
+        else:
+            if not steps or steps[-1] != label:
+                steps.append(label)
+                echo(f"  {clock() - started:6.1f} s  {label}", True)
+            if done == total and total > 1:
+                echo(f"  {clock() - started:6.1f} s  {label}: {done} of {total} done", True)
+
+    return progress
+
+
 @main.command(epilog=example("malaria-risk build --data-dir ../shared/data --out build"))
 @click.option("--data-dir", default=default_data_dir, show_default="$DATA_DIR, else ../shared/data beside the checkout",
               type=click.Path(file_okay=False, path_type=Path), help="Directory of raw inputs.")
@@ -149,11 +175,7 @@ def build(data_dir: Path, out: Path, quiet: bool, allow_shrink: bool, force: boo
     if not data_dir.is_dir():
         raise click.ClickException(f"data directory {data_dir} does not exist (set DATA_DIR or --data-dir)")
 
-    def progress(label: str, done: int, total: int) -> None:
-        if not quiet:
-            click.echo(f"\r  {label:<28} {done:>6}/{total:<6}", nl=False, err=True)
-            if done == total:
-                click.echo("", err=True)
+    progress = build_progress(lambda text, nl: click.echo(text, nl=nl, err=True), sys.stderr.isatty(), quiet)
 
     result = run_build(data_dir, out, progress, allow_shrink=allow_shrink, force=force)
     s = result.stats
@@ -263,6 +285,31 @@ def _require_free_port(host: str, port: int, make_var: str = "PORT") -> None:
 def check_port(host: str, port: int, make_var: str) -> None:
     """Fail with the fix when the port is taken; `make run` asks this (API and dashboard ports) before it builds."""
     _require_free_port(host, port, make_var)
+
+
+@main.command("wait-http", hidden=True, epilog=example("malaria-risk wait-http http://127.0.0.1:8080/docs/"))
+@click.argument("url")
+@click.option("--timeout", default=300.0, show_default=True, help="Seconds to wait at most.")
+@click.option("--since-ns", type=int, default=None,
+              help="A `date +%s%N` stamp: the line gives the seconds since then (default: since this started).")
+@click.option("--label", default="serve", show_default=True)
+def wait_http(url: str, timeout: float, since_ns: int | None, label: str) -> None:
+    """Wait until URL answers 200, then print `make run`'s line for the phase: its time and the address."""
+    import urllib.error
+    import urllib.request
+
+    start = since_ns / 1e9 if since_ns is not None else time.time()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:  # noqa: S310 (a loopback address of our own)
+                if r.status == 200:
+                    click.echo(f"== {label:<10} {time.time() - start:6.1f} s  (first 200 from {url})")
+                    return
+        except (urllib.error.URLError, OSError):
+            pass
+        time.sleep(0.2)
+    raise click.ClickException(f"{url} did not answer 200 within {timeout:.0f} s")
 
 
 # -- keys, orgs, accounts ---------------------------------------------------------------

@@ -63,13 +63,17 @@ def feature_collections(geography: Geography) -> dict[tuple[str, ...], dict[str,
 
 
 def produce(ctx: BuildContext) -> Produced:
+    from pipeline.datasets.map_outlines import GEOJSON, map_outlines  # it builds on this module
+
     geography: Geography = ctx.geography
     states = sorted(geography.states["state_code"].to_list())
     return Produced(
         dataset="geography",
         documents={ROUTE: feature_collections(geography)},
         facts={"states": states},
-        files={NAMES_KEY: names_file(geography)},  # the edge's suggestions for names (datasets/names.py)
+        files={NAMES_KEY: names_file(geography),  # the edge's suggestions for names (datasets/names.py)
+               # the map's screen-scale outlines (public site assets, docs/map/…)
+               **{key: (GEOJSON, orjson.dumps(doc)) for key, doc in map_outlines(geography).items()}},
     )
 
 

@@ -519,7 +519,7 @@ def render_site(
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
     put("map", "map.html", title="Risk map", levels=levels,
-        map_config=Markup(orjson.dumps({"levels": levels, "last_estimated": shown_facts["data.last_estimated"],
+        map_config=Markup(orjson.dumps({"levels": levels, "base": BASE, "last_estimated": shown_facts["data.last_estimated"],
                                         "last_forecast": shown_facts["data.last_forecast"],
                                         "month_labels": terms.month_labels(adopted)})
                           .decode().replace("<", "\\u003c")))

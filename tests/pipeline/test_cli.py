@@ -169,3 +169,48 @@ def test_local_test_key_is_reused_and_kept_owner_only(tmp_path: Path):
     assert fresh != first and key_file.read_text().strip() == fresh
     assert cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip() == fresh
     assert len(SQLiteKeyStore(db).list()) == 2
+
+
+def test_build_progress_is_one_line_per_step_in_a_log() -> None:
+    """Not a TTY (`make run > log`): each step once, on its own line, with its time; no carriage returns."""
+    from pipeline.cli import build_progress
+
+    lines: list[tuple[str, bool]] = []
+    ticks = iter(range(100))
+    progress = build_progress(lambda text, nl: lines.append((text, nl)), tty=False, clock=lambda: float(next(ticks)))
+    for label, done, total in [("reading geography", 0, 1), ("computing risk", 0, 8), ("computing risk", 1, 8),
+                               ("writing files", 0, 500), ("writing files", 250, 500), ("writing files", 500, 500)]:
+        progress(label, done, total)
+    assert [t.split(" s  ", 1)[1] for t, _ in lines] == ["reading geography", "computing risk", "writing files",
+                                                         "writing files: 500 of 500 done"]
+    assert all(nl and "\r" not in t for t, nl in lines)
+    # a terminal keeps the one redrawn line
+    tty: list[tuple[str, bool]] = []
+    progress = build_progress(lambda text, nl: tty.append((text, nl)), tty=True)
+    progress("writing files", 1, 2)
+    progress("writing files", 2, 2)
+    assert tty[0][0].startswith("\r") and not tty[0][1] and tty[-1] == ("", True)
+
+
+def test_wait_http_says_when_the_server_answers(tmp_path: Path) -> None:
+    """`make run`'s serve line: printed once the address answers 200; a clear failure when it never does."""
+    import functools
+    import http.server
+    import threading
+
+    from tests.conftest import free_port
+
+    (tmp_path / "docs").mkdir()
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/docs/"
+        ok = cli("wait-http", "--label", "serve", url)
+        assert re.fullmatch(rf"== serve +\d+\.\d s  \(first 200 from {re.escape(url)}\)\n", ok.stdout), ok.stdout
+    finally:
+        server.shutdown()
+        server.server_close()
+    silent = f"http://127.0.0.1:{free_port()}/docs/"  # nothing listens there
+    bad = cli("wait-http", "--timeout", "1", silent, ok=False)
+    assert bad.returncode == 1 and "did not answer 200" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,12 +1,14 @@
-/* The risk map: LGA choropleth by month over the state outlines, details, the chosen area's
- * score over time, seasonality and survey charts, and the view's export as CSV and PNG.
+/* The risk map: the states coloured by risk, a chosen state's LGAs by month, details, the chosen
+ * area's score over time, seasonality and survey charts, and the view's export as CSV and PNG.
  *
  * Reads the API with the key the reader pastes (kept in sessionStorage, sent only in the
- * Authorization header). First paint: the downloads index, the state and LGA outlines, the
- * LGA-by-month risk table and the gazetteer — five requests; every month is in the table, so
- * moving the slider asks nothing more. A chosen state or LGA asks for its history (one request
- * each, kept); seasonality and survey figures are fetched once, on the first area chosen. The
- * browser's HTTP cache revalidates with ETags.
+ * Authorization header), and asks only for what the view shows, so a phone can afford it
+ * (docs/map.md budget: 150 KB for the first view, 150 KB more for a state). First view: the
+ * period index, the state outlines at screen scale (a public file of the site, which also lists
+ * each state's LGAs) and one month of state risk. A chosen state: its LGA outlines at screen scale,
+ * one month of its LGAs' risk, its history, seasons and surveys, and Chart.js, loaded then. Each
+ * other month is one small document, asked once; the forecast months come in one. The browser's
+ * HTTP cache revalidates with ETags.
  */
 (function () {
   "use strict";
@@ -19,16 +21,23 @@
   var NO_DATA = "#d9dee7";
   var MONTH_NAMES = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
+  var BASE = config.base || "/docs/"; // where the site (and its map outlines) is served
+  var QUIET = 250; // ms the month slider rests before a month not seen yet is asked for
   var $ = function (id) { return document.getElementById(id); };
   // where this script was served from: project.js lies beside it
   var SCRIPT_BASE = document.currentScript ? document.currentScript.src.replace(/map\.js([?#].*)?$/, "") : "";
   var state = {
-    key: null, files: null, periods: [], kinds: {}, horizon: {}, provisional: {}, basis: {},
-    risk: {}, // period -> lga_code -> row
-    gazetteer: {}, // lga_code -> row
-    layers: {}, // lga_code -> Leaflet layer
-    lgaLayer: null, map: null, period: null, stateFilter: "", selected: null,
-    transmission: null, stateTransmission: null, charts: {},
+    key: null, periods: [], kinds: {}, horizon: {}, provisional: {}, basis: {},
+    stateRisk: {}, // period -> state_code -> row
+    lgaRisk: {}, // state_code -> period -> lga_code -> row
+    asked: {}, // "<view>|<period or forecast>" -> promise of the figures' arrival
+    outlines: {}, // state_code -> promise of its LGA outlines
+    stateNames: {}, // state_code -> name
+    gazetteer: {}, // lga_code -> {lga, state_code, state}
+    layers: {}, // lga_code -> Leaflet layer (the chosen state's)
+    stateLayers: {}, // state_code -> Leaflet layer
+    lgaLayer: null, chosenLine: null, statesLayer: null, map: null, period: null, stateFilter: "", selected: null,
+    transmissionStates: null, transmissionLgas: {}, chartLib: null, charts: {},
     history: {}, // request path -> promise of the history route's answer
     forecastScope: null, // whether the key may read forecast months (null: not asked yet)
     shown: null, // {kind: "lga" | "state", code} whose history the chart shows
@@ -40,33 +49,6 @@
     var el = $("map-status");
     el.textContent = text;
     el.className = isError ? "status error" : "status";
-  }
-
-  /** RFC 4180 CSV (quoted fields, doubled quotes) into a list of objects keyed by the header. */
-  function parseCsv(text) {
-    var rows = [], row = [], field = "", i = 0, q = false, n = text.length;
-    while (i < n) {
-      var c = text[i];
-      if (q) {
-        if (c === '"') {
-          if (text[i + 1] === '"') { field += '"'; i += 2; continue; }
-          q = false; i++; continue;
-        }
-        field += c; i++; continue;
-      }
-      if (c === '"') { q = true; i++; continue; }
-      if (c === ",") { row.push(field); field = ""; i++; continue; }
-      if (c === "\r") { i++; continue; }
-      if (c === "\n") { row.push(field); rows.push(row); row = []; field = ""; i++; continue; }
-      field += c; i++;
-    }
-    if (field !== "" || row.length) { row.push(field); rows.push(row); }
-    var header = rows.shift() || [];
-    return rows.map(function (r) {
-      var o = {};
-      for (var j = 0; j < header.length; j++) o[header[j]] = r[j] === undefined ? "" : r[j];
-      return o;
-    });
   }
 
   function ApiError(status, body, retryAfter) {
@@ -93,14 +75,11 @@
             throw new ApiError(r.status, body, r.headers.get("Retry-After"));
           });
         }
+        if (as === "response") {
+          return r.json().then(function (body) { return { body: body, release: r.headers.get("X-Release-Id") }; });
+        }
         return as === "text" ? r.text() : as === "blob" ? r.blob() : r.json();
       });
-  }
-
-  function fileUrl(name) {
-    var f = (state.files || []).find(function (x) { return x.name === name; });
-    if (!f) throw new Error("this release has no download named " + name);
-    return f.path;
   }
 
   function fmtShare(v) { return v === "" || v === null || v === undefined ? "no figure" : v; }
@@ -161,23 +140,26 @@
     state.key = key;
     $("key-form").classList.add("has-key");
     $("key-state").textContent = "Key …" + key.slice(-4) + " (this tab only)";
-    status("Loading outlines and the risk table …");
-    api("/v1/downloads").then(function (index) {
-      state.files = index.files;
-      $("release-id").textContent = index.release_id + " · model " + index.model_version;
-      return Promise.all([
-        api(fileUrl("lga_outlines.geojson")),
-        api(fileUrl("risk_lga_month.csv"), "text"),
-        api(fileUrl("gazetteer.csv"), "text"),
-        api(fileUrl("state_outlines.geojson")),
-      ]);
-    }).then(function (res) {
-      loadGazetteer(parseCsv(res[2]));
-      loadRisk(parseCsv(res[1]));
+    status("Loading the states and their risk …");
+    Promise.all([
+      api("/v1/periods", "response"),
+      // the site's own screen-scale outlines: public, no key (docs/geography.md#map-outlines)
+      fetch(BASE + "map/states.geojson", { cache: "no-cache" }).then(function (r) {
+        if (!r.ok) throw new Error("the state outlines answered " + r.status);
+        return r.json();
+      }),
+    ]).then(function (res) {
+      var periods = res[0].body;
+      loadPeriods(periods);
+      $("release-id").textContent = (res[0].release || "–") + " · model " + periods.model_version;
+      loadStates(res[1]);
       setupControls();
+      return riskFor("", state.period).then(function () { return res[1]; });
+    }).then(function (outlines) {
       status("");
       fitMapHeight(); // once everything above the map has its final size
-      drawMap(res[0], res[3]);
+      drawMap(outlines);
+      setPeriod(state.period);
       $("export").hidden = false;
       document.body.classList.add("map-ready");
     }).catch(function (err) {
@@ -190,42 +172,105 @@
     });
   }
 
-  function loadGazetteer(rows) {
-    rows.forEach(function (r) { state.gazetteer[r.lga_code] = r; });
+  function loadPeriods(p) {
+    var h = 0;
+    p.months.forEach(function (m) {
+      state.kinds[m.period] = m.kind;
+      if (m.kind === "forecast") state.horizon[m.period] = String(++h);
+      if (m.provisional) state.provisional[m.period] = true;
+      if (m.basis) state.basis[m.period] = m.basis; // survey_fit or baseline_x_season (additive)
+    });
+    state.periods = p.months.map(function (m) { return m.period; });
+    state.period = p.last_estimated;
   }
 
-  function loadRisk(rows) {
-    var seen = {};
-    rows.forEach(function (r) {
-      var p = r.period;
-      if (!state.risk[p]) state.risk[p] = {};
-      state.risk[p][r.lga_code] = r;
-      if (!seen[p]) {
-        seen[p] = true;
-        state.kinds[p] = r.kind === "forecast" ? "forecast" : "estimated";
-        state.horizon[p] = r.horizon;
-        state.basis[p] = r.basis; // a column the table carries (additive)
-      }
-      if (r.provisional === "true") state.provisional[p] = true; // a column the table may carry
+  /** The states file names each state's LGAs: the LGA list works before any state is chosen. */
+  function loadStates(outlines) {
+    outlines.features.forEach(function (f) {
+      var p = f.properties;
+      state.stateNames[p.state_code] = p.state;
+      p.lgas.forEach(function (l) { state.gazetteer[l[0]] = { lga: l[1], state_code: p.state_code, state: p.state }; });
     });
-    state.periods = Object.keys(seen).sort();
+  }
+
+  /** Rows of the view's month, keyed by code: states (view "") or the LGAs of one state. */
+  function rowsFor(view, period) {
+    var byPeriod = view ? state.lgaRisk[view] : state.stateRisk;
+    return byPeriod && byPeriod[period];
+  }
+
+  /** One month of the view: an estimated month is one small document (/v1/risk/states or
+   * /v1/risk/lgas); the forecast months come together (/v1/forecasts/…, the forecasts scope).
+   * Each answer is kept, so a month seen once is not asked for again. */
+  function riskFor(view, period) {
+    var key = view + "|" + (isForecast(period) ? "forecast" : period);
+    if (!state.asked[key]) {
+      var store = function (period, rows) {
+        var byPeriod = view ? (state.lgaRisk[view] = state.lgaRisk[view] || {}) : state.stateRisk;
+        var out = byPeriod[period] = {};
+        rows.forEach(function (r) { out[view ? r.lga_code : r.state_code] = r; });
+      };
+      var asked;
+      if (!isForecast(period)) {
+        asked = api(view ? "/v1/risk/lgas?state=" + view + "&period=" + period : "/v1/risk/states?period=" + period)
+          .then(function (doc) { store(period, view ? doc.lgas : doc.states); });
+      } else if (state.forecastScope === false) {
+        asked = Promise.resolve();
+      } else {
+        var months = Object.keys(state.horizon).length;
+        asked = api(view ? "/v1/forecasts/lgas?state=" + view + "&months=" + months : "/v1/forecasts/states?months=" + months)
+          .then(function (doc) {
+            state.forecastScope = true;
+            doc.forecasts.forEach(function (f) { store(f.period, view ? f.lgas : f.states); });
+          }, function (err) {
+            if (!(err instanceof ApiError && err.status === 403)) throw err;
+            state.forecastScope = false; // the key lacks the forecasts scope: those months show no figure
+          });
+      }
+      state.asked[key] = asked;
+      asked.catch(function () { delete state.asked[key]; });
+    }
+    return state.asked[key];
+  }
+
+  /** The LGA outlines of one state, at screen scale (a public file of the site, fetched once). */
+  function lgaOutlines(code) {
+    if (!state.outlines[code]) {
+      state.outlines[code] = fetch(BASE + "map/lgas/" + code + ".geojson", { cache: "no-cache" }).then(function (r) {
+        if (!r.ok) throw new Error("the outlines of " + code + " answered " + r.status);
+        return r.json();
+      });
+      state.outlines[code].catch(function () { delete state.outlines[code]; });
+    }
+    return state.outlines[code];
   }
 
   // --- the map ---------------------------------------------------------------------------
 
   function styleFor(code) {
-    var row = state.risk[state.period] && state.risk[state.period][code];
-    var hidden = state.stateFilter && state.gazetteer[code] && state.gazetteer[code].state_code !== state.stateFilter;
+    var row = (rowsFor(state.stateFilter, state.period) || {})[code];
     return {
-      fillColor: hidden ? NO_DATA : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
-      fillOpacity: hidden ? 0.5 : 0.9,
+      fillColor: row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillOpacity: 0.9,
       color: code === state.selected ? "#000000" : "#ffffff",
       weight: code === state.selected ? 2.5 : 0.6,
-      opacity: hidden ? 0.3 : 1,
+      opacity: 1,
     };
   }
 
-  function drawMap(outlines, stateOutlines) {
+  /** A state's fill: its risk level in the country view; in a state view the others are grey. */
+  function stateStyle(f) {
+    var code = f.properties.state_code, chosen = state.stateFilter;
+    var row = !chosen && (rowsFor("", state.period) || {})[code];
+    return {
+      className: "state-base state-" + code,
+      fillColor: chosen ? "#e3e8ef" : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillOpacity: chosen === code ? 0 : chosen ? 1 : 0.9,
+      color: chosen ? "#8a93a3" : "#ffffff", weight: chosen ? 1 : 0.5,
+    };
+  }
+
+  function drawMap(stateOutlines) {
     state.map = L.map("map", {
       attributionControl: false, zoomSnap: 0.25, minZoom: 4, maxZoom: 11,
       preferCanvas: false, keyboard: true,
@@ -233,39 +278,67 @@
     L.control.attribution({ prefix: false })
       .addAttribution('Outlines: eHealth Africa / GRID3, OCHA · <a href="/docs/attribution.html">sources</a>')
       .addTo(state.map);
-    // The base layer is the states (no tiles from another host): filled beneath the LGAs, and their
-    // edges drawn again above the LGAs, so state borders stay visible over the choropleth.
+    // The base layer is the states (no tiles from another host): coloured by risk in the country
+    // view, grey beneath a chosen state's LGAs; their edges are drawn again above the LGAs, so
+    // state borders stay visible over the choropleth.
     state.map.createPane("states-base").style.zIndex = 350;
     state.map.createPane("states-lines").style.zIndex = 450;
     state.map.getPane("states-lines").style.pointerEvents = "none";
-    L.geoJSON(stateOutlines, {
-      pane: "states-base", interactive: false,
-      style: function (f) {
-        return { className: "state-base state-" + f.properties.state_code, fillColor: "#e3e8ef", fillOpacity: 1,
-          color: "#8a93a3", weight: 1 };
+    state.statesLayer = L.geoJSON(stateOutlines, {
+      pane: "states-base", style: stateStyle,
+      onEachFeature: function (f, layer) {
+        var code = f.properties.state_code;
+        state.stateLayers[code] = layer;
+        layer.on("click", function () { if (code !== state.stateFilter) chooseState(code); });
+        layer.on("mouseover", function () { if (!state.stateFilter) hover(code); });
+        layer.on("mouseout", function () { hover(null); });
       },
     }).addTo(state.map);
     state.stateLines = L.geoJSON(stateOutlines, {
       pane: "states-lines", interactive: false, style: stateLineStyle,
     }).addTo(state.map);
+    document.querySelectorAll("#map path").forEach(function (p) { p.setAttribute("aria-hidden", "true"); });
+    state.map.fitBounds(state.statesLayer.getBounds());
+    $("map").setAttribute("aria-label", "Map of the 37 states coloured by risk level; choose a state for its LGAs. " +
+      "Use the Area and LGA lists above the map to choose with the keyboard.");
+  }
+
+  /** The chosen state's LGAs on the map (drawn afresh for each state chosen). */
+  function drawLgas(code, outlines) {
+    if (state.lgaLayer) state.map.removeLayer(state.lgaLayer);
+    if (state.chosenLine) state.map.removeLayer(state.chosenLine);
+    state.layers = {};
     state.lgaLayer = L.geoJSON(outlines, {
       // the class names each LGA's shape (lga-<code>) for tests and user styles
       style: function (f) {
         return Object.assign({ className: "lga lga-" + f.properties.lga_code }, styleFor(f.properties.lga_code));
       },
       onEachFeature: function (f, layer) {
-        var code = f.properties.lga_code;
-        state.layers[code] = layer;
-        layer.on("click", function () { selectLga(code); });
-        layer.on("mouseover", function () { hover(code); });
+        var c = f.properties.lga_code;
+        state.layers[c] = layer;
+        layer.on("click", function () { selectLga(c); });
+        layer.on("mouseover", function () { hover(c); });
         layer.on("mouseout", function () { hover(null); });
       },
     }).addTo(state.map);
-    var paths = document.querySelectorAll("#map path.leaflet-interactive");
-    paths.forEach(function (p) { p.setAttribute("aria-hidden", "true"); });
-    state.map.fitBounds(state.lgaLayer.getBounds());
-    $("map").setAttribute("aria-label", "Map of " + Object.keys(state.layers).length +
-      " LGAs coloured by risk level. Use the LGA list below the map to choose one with the keyboard.");
+    // the state's edge from the same simplified LGAs, so it lies exactly on theirs
+    state.chosenLine = L.geoJSON({ type: "Feature", properties: { state_code: code }, geometry: outlines.state_outline }, {
+      pane: "states-lines", interactive: false,
+      style: { className: "state-outline state-chosen", fill: false, color: "#000000", weight: 2.2, opacity: 0.9 },
+    }).addTo(state.map);
+    document.querySelectorAll("#map path.lga").forEach(function (p) { p.setAttribute("aria-hidden", "true"); });
+    if (state.layers[state.selected]) state.layers[state.selected].bringToFront();
+    state.map.fitBounds(state.lgaLayer.getBounds(), { padding: [10, 10] });
+    $("map").setAttribute("aria-label", "Map of the " + Object.keys(state.layers).length + " LGAs of " +
+      state.stateNames[code] + " coloured by risk level. Use the LGA list above the map to choose one with the keyboard.");
+  }
+
+  function clearLgas() {
+    if (state.lgaLayer) state.map.removeLayer(state.lgaLayer);
+    if (state.chosenLine) state.map.removeLayer(state.chosenLine);
+    state.lgaLayer = state.chosenLine = null;
+    state.layers = {};
+    state.map.fitBounds(state.statesLayer.getBounds());
   }
 
   /** The map takes the rest of the first screen below the controls, so the whole of it is seen
@@ -282,23 +355,54 @@
     state.map.invalidateSize();
   }
 
-  /** State edges: the chosen state's drawn heavier, so it stands out from its neighbours. */
+  /** State edges; in a state view the chosen one is drawn from its own file (state.chosenLine). */
   function stateLineStyle(f) {
     var chosen = f.properties.state_code === state.stateFilter;
     return { className: "state-outline state-line-" + f.properties.state_code, fill: false,
-      color: chosen ? "#000000" : "#3a4250", weight: chosen ? 2.2 : 1.2, opacity: 0.9 };
+      color: "#3a4250", weight: 1.2, opacity: chosen ? 0 : state.stateFilter ? 0.5 : 0.9 };
   }
 
   function recolour() {
+    if (!state.map) return;
     Object.keys(state.layers).forEach(function (code) { state.layers[code].setStyle(styleFor(code)); });
+    state.statesLayer.setStyle(stateStyle);
+    state.stateLines.setStyle(stateLineStyle);
+  }
+
+  /** Shows the view's month once its figures are here; the page says which (data-view, data-period).
+   * A month not seen yet is asked for once the slider rests (QUIET ms): dragging across the years
+   * costs one request, not one per month passed, so the key's per-minute limit is not spent on it.
+   * Until then the colours of the month before are dimmed (class `stale`). */
+  function refresh() {
+    var view = state.stateFilter, period = state.period;
+    var here = rowsFor(view, period) || (isForecast(period) && state.forecastScope === false);
+    clearTimeout(state.pending);
+    $("map").classList.toggle("stale", !here);
+    var go = function () {
+      riskFor(view, period).then(function () {
+        if (view !== state.stateFilter || period !== state.period) return; // moved on since
+        if (view && !state.lgaLayer) return; // the outlines are still on their way
+        $("map").classList.remove("stale");
+        recolour();
+        if (state.selected) showDetails(state.selected);
+        renderTable();
+        status(isForecast(period) && state.forecastScope === false
+          ? "Forecast months need a key with the forecasts scope: no figures are shown for them." : "");
+        document.body.dataset.view = view;
+        document.body.dataset.period = period;
+      }).catch(function (err) { status(explain(err), true); });
+    };
+    if (here) go();
+    else state.pending = setTimeout(go, QUIET);
   }
 
   function hover(code) {
     var el = $("hover");
     if (!code) { el.textContent = ""; return; }
-    var g = state.gazetteer[code] || {}, r = (state.risk[state.period] || {})[code];
-    el.textContent = (g.lga || code) + ", " + (g.state || "") + ": " +
-      (r ? levelLabel(r.level) + " (score " + r.score + ")" : "no figure");
+    var r = (rowsFor(state.stateFilter, state.period) || {})[code];
+    var name = state.stateFilter ? (state.gazetteer[code] || {}).lga + ", " + state.stateNames[state.stateFilter]
+      : state.stateNames[code] + " (state)";
+    el.textContent = name + ": " + (r ? levelLabel(r.level) + " (score " + r.score + ")" : "no figure");
   }
 
   // --- controls --------------------------------------------------------------------------
@@ -308,7 +412,7 @@
     slider.min = 0; slider.max = state.periods.length - 1;
     var firstForecast = state.periods.findIndex(isForecast);
     // opens on the latest estimated month, as the API's default period
-    var last = firstForecast > 0 ? firstForecast - 1 : state.periods.length - 1;
+    var last = state.periods.indexOf(state.period);
     slider.value = last;
     slider.disabled = false;
     if (firstForecast >= 0) {
@@ -319,14 +423,13 @@
     $("slider-ends").textContent = state.periods[0] + " … " + state.periods[state.periods.length - 1] +
       (firstForecast >= 0 ? "; forecast months from " + state.periods[firstForecast] + " (shaded)" : "");
     slider.addEventListener("input", function () { setPeriod(state.periods[Number(slider.value)]); });
-    setPeriod(state.periods[last]);
+    showMonth(state.period); // before the map takes the rest of the screen
 
     var select = $("state-filter");
-    var states = {};
-    Object.keys(state.gazetteer).forEach(function (c) { states[state.gazetteer[c].state_code] = state.gazetteer[c].state; });
-    Object.keys(states).sort(function (a, b) { return states[a].localeCompare(states[b]); }).forEach(function (c) {
+    var names = state.stateNames;
+    Object.keys(names).sort(function (a, b) { return names[a].localeCompare(names[b]); }).forEach(function (c) {
       var o = document.createElement("option");
-      o.value = c; o.textContent = states[c] + " (" + c + ")";
+      o.value = c; o.textContent = names[c] + " (" + c + ")";
       select.appendChild(o);
     });
     select.disabled = false;
@@ -335,33 +438,47 @@
     fillLgaSelect();
   }
 
-  function setPeriod(period) {
-    state.period = period;
+  function showMonth(period) {
     var label = $("month-label");
     label.textContent = monthText(period);
     label.title = monthWords(period);
     label.className = isForecast(period) ? "forecast" : "";
     $("month").setAttribute("aria-valuetext", monthText(period));
-    recolour();
-    if (state.selected) showDetails(state.selected);
-    renderTable();
+  }
+
+  function setPeriod(period) {
+    state.period = period;
+    showMonth(period);
     updateExport();
     if (state.charts["history-chart"]) state.charts["history-chart"].update("none"); // moves the month marker
+    refresh();
+  }
+
+  function chooseState(code) {
+    $("state-filter").value = code;
+    setState(code);
   }
 
   function setState(code) {
     state.stateFilter = code;
-    recolour();
-    state.stateLines.setStyle(stateLineStyle);
-    var layers = Object.keys(state.layers).filter(function (c) {
-      return !code || (state.gazetteer[c] && state.gazetteer[c].state_code === code);
-    }).map(function (c) { return state.layers[c]; });
-    if (layers.length) state.map.fitBounds(L.featureGroup(layers).getBounds(), { padding: [10, 10] });
+    delete document.body.dataset.view;
+    if (state.selected && (state.gazetteer[state.selected] || {}).state_code !== code) clearSelection();
     fillLgaSelect();
-    renderTable();
     updateExport();
-    if (code) loadStateCharts(code);
-    else if (!state.selected) $("charts").hidden = true; // back to the whole country: nothing chosen
+    if (!code) {
+      clearLgas();
+      recolour();
+      refresh();
+      if (!state.selected) $("charts").hidden = true; // back to the whole country: nothing chosen
+      return;
+    }
+    recolour();
+    loadStateCharts(code);
+    Promise.all([lgaOutlines(code), riskFor(code, state.period)]).then(function (res) {
+      if (state.stateFilter !== code) return; // another state chosen since
+      drawLgas(code, res[0]);
+      refresh();
+    }).catch(function (err) { status(explain(err), true); });
   }
 
   function lgasInView() {
@@ -390,11 +507,16 @@
 
   // --- details and the map's table view ---------------------------------------------------
 
+  /** An LGA: its state's view (opened first when another is shown), its figures and charts. */
   function selectLga(code) {
-    var previous = state.selected;
+    var previous = state.selected, home = (state.gazetteer[code] || {}).state_code;
     state.selected = code;
-    if (previous && state.layers[previous]) state.layers[previous].setStyle(styleFor(previous));
-    if (state.layers[code]) { state.layers[code].setStyle(styleFor(code)); state.layers[code].bringToFront(); }
+    if (home && home !== state.stateFilter) {
+      chooseState(home); // draws the LGAs with this one outlined
+    } else {
+      if (previous && state.layers[previous]) state.layers[previous].setStyle(styleFor(previous));
+      if (state.layers[code]) { state.layers[code].setStyle(styleFor(code)); state.layers[code].bringToFront(); }
+    }
     if ($("lga-select").value !== code) $("lga-select").value = code;
     showDetails(code);
     loadCharts(code);
@@ -416,72 +538,107 @@
       });
       projectScript.catch(function () { projectScript = null; });
     }
-    projectScript.then(function () {
+    // the chart library loads with the first chart (chartLib); the form draws its range once it is there
+    Promise.all([projectScript, chartLib().catch(function () { /* a table without the chart */ })]).then(function () {
       window.MalariaProject.show($("project-panel"), { lga: code, state: g.state_code, name: g.lga || code,
         api: api, explain: explain });
     }).catch(function () { /* the form is an extra: the panel works without it */ });
   }
 
   function showDetails(code) {
-    var g = state.gazetteer[code] || {}, r = (state.risk[state.period] || {})[code];
+    var g = state.gazetteer[code] || {}, rows = rowsFor(g.state_code, state.period), r = (rows || {})[code];
+    var none = rows ? "no figure" : "…"; // "…": the month's figures are on their way
     var box = $("details");
     box.hidden = false;
     $("d-name").textContent = (g.lga || code) + ", " + (g.state || "");
     var fields = {
       lga_code: code, period: monthText(state.period),
-      score: r ? r.score : "no figure",
-      range: r ? r.score_low + " – " + r.score_high : "no figure",
-      level: r ? levelLabel(r.level) : "no figure",
-      population: fmtInt(g.population),
-      is_urban: g.is_urban === "true" ? "urban" : g.is_urban === "false" ? "not urban" : "no figure",
+      score: r ? r.score : none,
+      range: r ? r.score_low + " – " + r.score_high : none,
+      level: r ? levelLabel(r.level) : none,
+      population: r ? fmtInt(r.population) : none,
+      is_urban: !r ? none : r.is_urban === true ? "urban" : r.is_urban === false ? "not urban" : "no figure",
     };
     Object.keys(fields).forEach(function (k) {
       var el = box.querySelector('[data-field="' + k + '"]');
       if (el) el.textContent = fields[k];
     });
-    box.querySelector('[data-field="score"]').dataset.value = r ? r.score : "";
-    box.querySelector('[data-field="range"]').dataset.low = r ? r.score_low : "";
-    box.querySelector('[data-field="range"]').dataset.high = r ? r.score_high : "";
-    box.querySelector('[data-field="level"]').dataset.value = r ? r.level : "";
-    box.querySelector('[data-field="population"]').dataset.value = g.population || "";
-    box.querySelector('[data-field="is_urban"]').dataset.value = g.is_urban || "";
+    var data = function (v) { return v === null || v === undefined ? "" : String(v); };
+    box.querySelector('[data-field="score"]').dataset.value = r ? data(r.score) : "";
+    box.querySelector('[data-field="range"]').dataset.low = r ? data(r.score_low) : "";
+    box.querySelector('[data-field="range"]').dataset.high = r ? data(r.score_high) : "";
+    box.querySelector('[data-field="level"]').dataset.value = r ? data(r.level) : "";
+    box.querySelector('[data-field="population"]').dataset.value = r ? data(r.population) : "";
+    box.querySelector('[data-field="is_urban"]').dataset.value = r ? data(r.is_urban) : "";
   }
 
+  /** The map's figures as a table: the states of the country view, or the chosen state's LGAs. */
   function renderTable() {
     var details = $("map-table");
-    if (!details.open) return; // built when opened: 774 rows are not needed for the map itself
+    if (!details.open) return; // built when opened
+    var view = state.stateFilter, rows = rowsFor(view, state.period) || {};
+    var head = view ? ["LGA", "State", "LGA code", "Score", "Likely range", "Level"]
+      : ["State", "Zone", "State code", "Score", "Likely range", "Level"];
+    var tr = document.createElement("tr");
+    head.forEach(function (h) { var th = document.createElement("th"); th.textContent = h; tr.appendChild(th); });
+    details.querySelector("thead").textContent = "";
+    details.querySelector("thead").appendChild(tr);
     var tbody = details.querySelector("tbody");
     tbody.textContent = "";
-    $("map-table-caption").textContent = "Risk by LGA, " + monthText(state.period) +
-      (state.stateFilter ? ", " + $("state-filter").selectedOptions[0].textContent : ", all states");
+    $("map-table-caption").textContent = "Risk by " + (view ? "LGA, " : "state, ") + monthText(state.period) +
+      (view ? ", " + $("state-filter").selectedOptions[0].textContent : ", all states");
+    var codes = view ? lgasInView() : Object.keys(state.stateNames).sort(function (a, b) {
+      return state.stateNames[a].localeCompare(state.stateNames[b]);
+    });
     var frag = document.createDocumentFragment();
-    lgasInView().forEach(function (c) {
-      var g = state.gazetteer[c], r = (state.risk[state.period] || {})[c];
-      var tr = document.createElement("tr");
-      [g.lga, g.state, c, r ? r.score : "", r ? r.score_low + " – " + r.score_high : "", r ? levelLabel(r.level) : ""]
-        .forEach(function (v) { var td = document.createElement("td"); td.textContent = v; tr.appendChild(td); });
-      frag.appendChild(tr);
+    codes.forEach(function (c) {
+      var r = rows[c], row = document.createElement("tr");
+      var first = view ? [state.gazetteer[c].lga, state.stateNames[view]] : [state.stateNames[c], r ? r.zone : ""];
+      first.concat([c, r ? r.score : "", r ? r.score_low + " – " + r.score_high : "", r ? levelLabel(r.level) : ""])
+        .forEach(function (v) { var td = document.createElement("td"); td.textContent = v; row.appendChild(td); });
+      frag.appendChild(row);
     });
     tbody.appendChild(frag);
   }
 
   // --- charts ----------------------------------------------------------------------------
 
-  function loadTransmission() {
-    if (!state.transmission) {
-      state.transmission = Promise.all([
-        api(fileUrl("transmission_lga_month.csv"), "text").then(parseCsv),
-        api("/v1/transmission/states"),
-      ]).then(function (res) {
-        var byLga = {};
-        res[0].forEach(function (r) { (byLga[r.lga_code] = byLga[r.lga_code] || []).push(r); });
-        var byState = {};
-        res[1].states.forEach(function (s) { byState[s.state_code] = s; });
-        return { lga: byLga, state: byState, national: res[1].national };
+  /** Chart.js, loaded the first time a chart is drawn: the country view needs none of it. */
+  function chartLib() {
+    if (!state.chartLib) {
+      state.chartLib = window.Chart ? Promise.resolve() : new Promise(function (resolve, reject) {
+        var s = document.createElement("script");
+        s.src = BASE + "vendor/chart.js/chart.umd.js";
+        s.onload = function () { resolve(); };
+        s.onerror = function () { state.chartLib = null; reject(new Error("could not load the chart library")); };
+        document.head.appendChild(s);
       });
-      state.transmission.catch(function () { state.transmission = null; });
     }
-    return state.transmission;
+    return state.chartLib;
+  }
+
+  /** Seasons of a state's LGAs (/v1/transmission/lgas) and, once, the states' seasons and surveys. */
+  function loadTransmission(stateCode) {
+    if (!state.transmissionStates) {
+      state.transmissionStates = api("/v1/transmission/states").then(function (doc) {
+        var byState = {};
+        doc.states.forEach(function (s) { byState[s.state_code] = s; });
+        return byState;
+      });
+      state.transmissionStates.catch(function () { state.transmissionStates = null; });
+    }
+    var lgas = state.transmissionLgas[stateCode];
+    if (!lgas) {
+      lgas = state.transmissionLgas[stateCode] = api("/v1/transmission/lgas?state=" + stateCode).then(function (doc) {
+        var byLga = {};
+        doc.lgas.forEach(function (l) { byLga[l.lga_code] = l; });
+        return byLga;
+      });
+      lgas.catch(function () { delete state.transmissionLgas[stateCode]; });
+    }
+    return Promise.all([state.transmissionStates, lgas, chartLib()]).then(function (res) {
+      return { state: res[0], lga: res[1] };
+    });
   }
 
   function chartError(err) { $("charts-status").textContent = explain(err); }
@@ -491,7 +648,8 @@
     $("charts").hidden = false;
     $("charts-status").textContent = "";
     loadHistory("lga", code);
-    loadTransmission().then(function (t) {
+    loadTransmission(g.state_code).then(function (t) {
+      if (state.selected !== code) return; // another chosen since
       drawSeason(code, g, t);
       drawSurvey(g.state_code, t);
     }).catch(chartError);
@@ -505,7 +663,9 @@
       state.selected && clearSelection();
       loadHistory("state", stateCode);
     }
-    loadTransmission().then(function (t) { drawSurvey(stateCode, t); }).catch(chartError);
+    loadTransmission(stateCode).then(function (t) {
+      if (state.stateFilter === stateCode) drawSurvey(stateCode, t);
+    }).catch(chartError);
   }
 
   function clearSelection() {
@@ -542,9 +702,9 @@
 
   function loadHistory(kind, code) {
     state.shown = { kind: kind, code: code };
-    history(kind, code).then(function (h) {
+    Promise.all([history(kind, code), chartLib()]).then(function (res) {
       if (!state.shown || state.shown.kind !== kind || state.shown.code !== code) return; // chosen since
-      drawHistory(kind, h);
+      drawHistory(kind, res[0]);
     }).catch(chartError);
   }
 
@@ -678,21 +838,19 @@
     var p = state.period, s = state.stateFilter;
     if (!isForecast(p)) {
       return s ? { path: "/v1/risk/lgas?state=" + s + "&period=" + p + "&format=csv", name: "risk_lgas_" + s + "_" + p + ".csv" }
-        : { path: "/v1/risk/lgas/all?period=" + p + "&format=csv", name: "risk_lgas_all_" + p + ".csv" };
+        : { path: "/v1/risk/states?period=" + p + "&format=csv", name: "risk_states_" + p + ".csv" };
     }
     var h = state.horizon[p];
-    if (s && h) {
-      return { path: "/v1/forecasts/lgas?state=" + s + "&months=" + h + "&format=csv", name: "forecasts_lgas_" + s + "_" + h + "months.csv",
-        note: "; the API's answer holds the forecast months up to this one" };
-    }
-    return null;
+    if (!h) return null;
+    var note = "; the API's answer holds the forecast months up to this one";
+    return s ? { path: "/v1/forecasts/lgas?state=" + s + "&months=" + h + "&format=csv", name: "forecasts_lgas_" + s + "_" + h + "months.csv", note: note }
+      : { path: "/v1/forecasts/states?months=" + h + "&format=csv", name: "forecasts_states_" + h + "months.csv", note: note };
   }
 
   function updateExport() {
     var req = viewRequest();
     $("export-csv").disabled = !req;
-    $("export-note").textContent = req ? "CSV: GET " + req.path + (req.note || "") + "."
-      : "CSV of forecast months: choose a state (the API answers forecasts per state).";
+    $("export-note").textContent = req ? "CSV: GET " + req.path + (req.note || "") + "." : "";
   }
 
   function exportCsv() {
@@ -703,7 +861,7 @@
   }
 
   function viewTitle() {
-    var area = state.stateFilter ? $("state-filter").selectedOptions[0].textContent : "Nigeria, all LGAs";
+    var area = state.stateFilter ? $("state-filter").selectedOptions[0].textContent + ", its LGAs" : "Nigeria, all states";
     return "Malaria risk level · " + area + " · " + monthText(state.period);
   }
 
@@ -789,7 +947,11 @@
   }
 
   function drawSeason(code, g, t) {
-    var rows = (t.lga[code] || []).slice().sort(function (a, b) { return Number(a.month) - Number(b.month); });
+    var l = t.lga[code];
+    var rows = !l ? [] : l.seasonal_index.map(function (v, i) {
+      return { month: i + 1, seasonal_index: v, typical_rainfall_mm: l.typical_rainfall_mm[i],
+        high_season: l.high_months.indexOf(i + 1) >= 0 ? "true" : "false" };
+    });
     var st = t.state[g.state_code];
     var stateIndex = st ? st.season.seasonal_index : [];
     var high = rows.filter(function (r) { return r.high_season === "true"; }).map(function (r) { return Number(r.month); });

@@ -104,8 +104,10 @@ def point_inside(page: Any, selector: str) -> tuple[float, float]:
 
 
 def first_lga_of(page: Any, state: str) -> str:
-    """The first LGA code of a state in the LGA list (alphabetical by name)."""
+    """Choose a state, wait until its LGAs are drawn and coloured, and return the first LGA code in the
+    LGA list (alphabetical by name)."""
     page.select_option("#state-filter", state)
+    page.wait_for_selector(f'body[data-view="{state}"]', timeout=60_000)
     return str(page.eval_on_selector("#lga-select", "s => s.options[1].value"))
 
 

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from edge.routes import BY_PATH
+from pipeline.attribution import SOURCES
 from pipeline.settings import DEFAULT_DASHBOARD_URL
 from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
@@ -40,9 +41,8 @@ pytestmark = [
     pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
 ]
 
-LGAS = 774
 STATES = 37
-FIRST_PAINT_MAX_REQUESTS = 5  # downloads index, LGA and state outlines, risk table, gazetteer
+FIRST_PAINT_MAX_REQUESTS = 2  # API requests: the period index and one month of state risk (outlines: a site file)
 
 
 class Watched:
@@ -97,11 +97,29 @@ def api(site: RealSite, path: str, **params: str) -> Any:
     return r.json()
 
 
-def shape_fills(page: Any) -> list[str]:
-    return page.eval_on_selector_all("#map path.lga", "ps => ps.map(p => p.getAttribute('fill'))")
+def shape_fills(page: Any, shapes: str = "path.state-base") -> list[str]:
+    return page.eval_on_selector_all(f"#map {shapes}", "ps => ps.map(p => p.getAttribute('fill'))")
 
 
-def test_map_draws_every_lga_in_a_handful_of_requests_and_keeps_the_key_out_of_urls(
+def state_fills(page: Any) -> dict[str, str]:
+    """State code -> the fill the map gives it."""
+    return dict(page.eval_on_selector_all("#map path.state-base", "ps => ps.map(p => "
+                                          "[[...p.classList].find(c => /^state-[A-Z]{2}$/.test(c)).slice(6), p.getAttribute('fill')])"))
+
+
+def api_colours(page: Any, site: RealSite, period: str) -> dict[str, str]:
+    """State code -> the legend colour of its level in the API's answer for an estimated month."""
+    colours = {lv["level"]: lv["colour"] for lv in page.evaluate(
+        "JSON.parse(document.getElementById('map-config').textContent).levels")}
+    return {s["state_code"]: colours[s["level"]] for s in api(site, "/v1/risk/states", period=period)["states"]}
+
+
+def shown(page: Any, period: str, view: str = "") -> None:
+    """Wait until the map shows `period` in `view` (a state code, or "" for the country)."""
+    page.wait_for_selector(f'body[data-view="{view}"][data-period="{period}"]', timeout=30_000)
+
+
+def test_map_draws_the_states_then_a_states_lgas_and_keeps_the_key_out_of_urls(
         watched: Watched, real_site: RealSite) -> None:
     page = watched.page
     page.goto(real_site.url + "/docs/map.html")
@@ -109,8 +127,9 @@ def test_map_draws_every_lga_in_a_handful_of_requests_and_keeps_the_key_out_of_u
     assert page.locator("#map path").count() == 0  # nothing is served without a key
     open_map(page, real_site.url, real_site.key)
 
-    assert page.locator("#map path.leaflet-interactive").count() == LGAS
-    assert page.locator("#map path.lga").count() == LGAS
+    # the first view: the 37 states coloured by their risk, no LGA yet
+    assert page.locator("#map path.state-base").count() == STATES
+    assert page.locator("#map path.lga").count() == 0
     first_paint = watched.api_requests()
     assert 1 <= len(first_paint) <= FIRST_PAINT_MAX_REQUESTS, first_paint
     assert all(real_site.key not in u for u in watched.requests)  # never in a URL
@@ -128,28 +147,53 @@ def test_map_draws_every_lga_in_a_handful_of_requests_and_keeps_the_key_out_of_u
     assert len(legend) == 6
     fills = shape_fills(page)
     assert len(set(fills)) >= 3  # a choropleth, not one colour
+    # each state's colour is its level in the API's answer for the month
+    assert state_fills(page) == api_colours(page, real_site, periods["last_estimated"])
+    # a chosen state: every one of its LGAs, coloured, from per-state documents only
+    asked = len(watched.requests)
+    first_lga_of(page, STATE)
+    lgas = api(real_site, "/v1/risk/lgas", state=STATE)["lgas"]
+    assert page.locator("#map path.lga").count() == len(lgas)
+    assert len(set(shape_fills(page, "path.lga"))) >= 2
+    later = [urlparse(u) for u in watched.requests[asked:]]
+    assert all(f"state={STATE}" in u.query or u.path.endswith((f"/{STATE}.geojson", "chart.umd.js"))
+               or u.path == "/v1/transmission/states" for u in later), later
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
 
 
-def test_slider_changes_month_and_colours_without_new_requests(watched: Watched, real_site: RealSite) -> None:
+def test_slider_changes_month_and_colours_with_one_small_request_a_month(watched: Watched, real_site: RealSite) -> None:
     page = watched.page
     open_map(page, real_site.url, real_site.key)
-    before_label, before_fills = page.text_content("#month-label"), shape_fills(page)
+    periods = api(real_site, "/v1/periods")
+    shown(page, periods["last_estimated"])
+    before_label = page.text_content("#month-label")
     asked = len(watched.api_requests())
 
     page.focus("#month")
     page.keyboard.press("Home")  # the first month
     first_label = page.text_content("#month-label")
     assert first_label != before_label and first_label.startswith("2018-01")
-    assert shape_fills(page) != before_fills
+    shown(page, "2018-01")
+    assert state_fills(page) == api_colours(page, real_site, "2018-01")
+    assert [urlparse(u).query for u in watched.api_requests()[asked:]] == ["period=2018-01"]
 
     page.keyboard.press("End")  # the last month: a forecast month, marked as one
-    periods = api(real_site, "/v1/periods")
     last = page.text_content("#month-label")
     assert last.startswith(periods["last_forecast"]) and "forecast" in last
     assert page.get_attribute("#month-label", "class") == "forecast"
     assert page.get_attribute("#month", "aria-valuetext") == last
-    assert len(watched.api_requests()) == asked  # every month was in the first table
+    shown(page, periods["last_forecast"])
+    forecasts = sum(m["kind"] == "forecast" for m in periods["months"])
+    assert watched.api_requests()[asked + 1:] == [f"{real_site.url}/v1/forecasts/states?months={forecasts}"]
+    page.keyboard.press("Home")  # a month seen before: nothing asked again
+    shown(page, "2018-01")
+    assert len(watched.api_requests()) == asked + 2
+    # passing months on the way asks for none of them: only where the slider rests (the key's limits)
+    for _ in range(8):
+        page.keyboard.press("ArrowRight")
+    shown(page, "2018-09")
+    passed = [urlparse(u).query for u in watched.api_requests()[asked + 2:]]
+    assert passed[-1] == "period=2018-09" and len(passed) < 4, passed
     assert not watched.errors, watched.errors
 
 
@@ -245,16 +289,23 @@ def test_a_bad_key_is_explained_and_not_kept(watched: Watched, real_site: RealSi
 
 
 def test_the_release_links_to_no_other_host(real_site: RealSite) -> None:
-    """Offline from the release: every page, script and style the site ships refers only to itself,
-    except the one link to the key dashboard (its own origin, from the build's settings)."""
+    """Offline from the release: every page, script and style the site ships loads only from itself.
+    Other hosts appear only as plain links (`<a href>`: the sources page links each source and
+    licence), never as a script, style, image, frame or import."""
     docs = real_site.root / "current" / "docs"
     dashboard = re.compile(rf'href="{re.escape(DEFAULT_DASHBOARD_URL)}/?"')
+    plain_link = re.compile(r'<a\s[^<>]*?\bhref="https?://[^"<>]*"')
+    linked = 0
     for path in docs.rglob("*"):
         if path.suffix not in (".html", ".css") or path.name.endswith(".gz"):
             continue
         text = dashboard.sub("", path.read_text(encoding="utf-8"))
-        for attr in ('src="http', "src='http", 'href="http', "href='http", 'href="//', "url(http", "@import"):
+        text, n = plain_link.subn("<a", text)
+        linked += n
+        for attr in ('src="http', "src='http", 'href="http', "href='http", 'href="//', "src=\"//", "url(http",
+                     "url(//", "@import"):
             assert attr not in text, (path, attr)
+    assert linked >= len(SOURCES)  # the sources page's links were seen (and allowed) above
 
 
 def test_screenshots_are_written(chromium: Any, real_site: RealSite, tmp_path) -> None:
@@ -282,12 +333,12 @@ def test_a_reload_revalidates_instead_of_downloading_again(chromium: Any, real_s
     open_map(page, real_site.url, real_site.key)
     page.reload()
     page.wait_for_selector("body.map-ready", timeout=60_000)  # no key pasted again
-    sizes = page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/'))"
-                          ".map(e => [e.name, e.transferSize, e.decodedBodySize])")
-    assert len(sizes) <= FIRST_PAINT_MAX_REQUESTS
+    sizes = page.evaluate("performance.getEntriesByType('resource').filter(e => e.name.includes('/v1/') "
+                          "|| e.name.includes('/map/')).map(e => [e.name, e.transferSize, e.decodedBodySize])")
+    assert len(sizes) <= FIRST_PAINT_MAX_REQUESTS + 1  # and the state outlines
     for name, transferred, size in sizes:
         assert transferred < 2_000 < size or size < 2_000, (name, transferred, size)  # headers only: a 304
-    assert page.locator("#map path.lga").count() == LGAS
+    assert page.locator("#map path.state-base").count() == STATES
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
     context.close()
 
@@ -430,8 +481,10 @@ def test_legends_match_their_captions(watched: Watched, real_site: RealSite) -> 
 # --- layout: the map on the first screen, state outlines, phones ---------------------------
 
 def map_box(page: Any) -> dict[str, float]:
+    """The map's frame and the box of what it draws: the chosen state's LGAs, else the states."""
     return dict(page.evaluate("""() => { const m = document.getElementById('map').getBoundingClientRect();
-      const s = [...document.querySelectorAll('#map path.lga')].map(p => p.getBoundingClientRect());
+      const lgas = document.querySelectorAll('#map path.lga');
+      const s = [...(lgas.length ? lgas : document.querySelectorAll('#map path.state-base'))].map(p => p.getBoundingClientRect());
       return {top: m.top, bottom: m.bottom, left: m.left, right: m.right, height: m.height, vh: innerHeight,
               lgaTop: Math.min(...s.map(r => r.top)), lgaBottom: Math.max(...s.map(r => r.bottom)),
               lgaLeft: Math.min(...s.map(r => r.left)), lgaRight: Math.max(...s.map(r => r.right))}; }"""))
@@ -440,7 +493,7 @@ def map_box(page: Any) -> dict[str, float]:
 def assert_whole_map_on_first_screen(box: dict[str, float], min_height: float) -> None:
     assert box["top"] >= 0 and box["bottom"] <= box["vh"], box  # no scrolling to see it
     assert box["height"] >= min_height, box
-    # every LGA (Lagos in the south-west corner too) is inside the map's frame
+    # every state (Lagos in the south-west corner too) is inside the map's frame
     assert box["left"] <= box["lgaLeft"] and box["lgaRight"] <= box["right"], box
     assert box["top"] <= box["lgaTop"] and box["lgaBottom"] <= box["bottom"], box
 
@@ -484,16 +537,25 @@ def test_the_map_on_a_phone(chromium: Any, real_site: RealSite, width: int, heig
     context.close()
 
 
+PANES_JS = """() => ['states-base', 'overlay', 'states-lines'].map(n => {
+  const p = document.querySelector('.leaflet-' + n + '-pane');
+  return [Number(getComputedStyle(p).zIndex), p.querySelectorAll('path').length, getComputedStyle(p).pointerEvents]; })"""
+
+
 def test_state_outlines_are_the_base_layer(watched: Watched, real_site: RealSite) -> None:
     page = watched.page
     open_map(page, real_site.url, real_site.key)
-    panes = page.evaluate("""() => ['states-base', 'overlay', 'states-lines'].map(n => {
-      const p = document.querySelector('.leaflet-' + n + '-pane');
-      return [Number(getComputedStyle(p).zIndex), p.querySelectorAll('path').length, getComputedStyle(p).pointerEvents]; })""")
+    panes = page.evaluate(PANES_JS)
     (base_z, base_n, _), (lga_z, lga_n, _), (line_z, line_n, line_events) = panes
     assert base_z < lga_z < line_z, panes  # filled states beneath the LGAs, their edges above
-    assert (base_n, lga_n, line_n) == (STATES, LGAS, STATES)
+    assert (base_n, lga_n, line_n) == (STATES, 0, STATES)  # the country view: states only
     assert line_events == "none"  # the edges above never catch the clicks meant for an LGA
+    first_lga_of(page, STATE)
+    panes = page.evaluate(PANES_JS)
+    lgas = len(api(real_site, "/v1/risk/lgas", state=STATE)["lgas"])
+    # the chosen state's LGAs, and its own edge (from the same simplified LGAs) over the others'
+    assert [n for _, n, _ in panes] == [STATES, lgas, STATES + 1], panes
+    assert page.locator(".leaflet-states-lines-pane path.state-chosen").count() == 1
     assert not watched.errors, watched.errors
 
 
@@ -517,10 +579,10 @@ def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, 
     open_map(page, real_site.url, real_site.key)
     periods = api(real_site, "/v1/periods")
     month = periods["last_estimated"]
-    name, body = downloaded(page, "#export-csv")  # the whole country, the latest estimated month
-    assert name == f"risk_lgas_all_{month}.csv"
-    assert body == api_bytes(real_site, "/v1/risk/lgas/all", period=month, format="csv")
-    assert len(body.decode().splitlines()) == LGAS + 1
+    name, body = downloaded(page, "#export-csv")  # the whole country (its states), the latest estimated month
+    assert name == f"risk_states_{month}.csv"
+    assert body == api_bytes(real_site, "/v1/risk/states", period=month, format="csv")
+    assert len(body.decode().splitlines()) == STATES + 1
 
     page.select_option("#state-filter", STATE)  # a state, an earlier month
     page.focus("#month")
@@ -544,8 +606,10 @@ def test_export_downloads_the_apis_csv_for_the_view_and_a_png(watched: Watched, 
     box = map_box(page)
     assert width == round(box["right"] - box["left"]) and height > box["height"]  # the map, title and legend
     assert len(png) > 30_000  # drawn shapes, not a blank frame
-    page.select_option("#state-filter", "")  # forecast months of the whole country: no one-call answer
-    assert page.is_disabled("#export-csv") and "choose a state" in page.text_content("#export-note")
+    page.select_option("#state-filter", "")  # forecast months of the whole country: the states' forecasts
+    name, body = downloaded(page, "#export-csv")
+    assert name == f"forecasts_states_{months}months.csv"
+    assert body == api_bytes(real_site, "/v1/forecasts/states", months=months, format="csv")
     assert not watched.foreign and not watched.errors, (watched.foreign, watched.errors)
 
 
