@@ -107,6 +107,14 @@ def description_model_4(f: season_harmonics.HarmonicFit) -> str:
     )
 
 
+CLASS_READ_FROM = {
+    "method": "smoothed trough/peak",
+    "archetype": "the archetype profile's smoothed trough/peak (season_class_trough_to_peak)",
+    "larger": "the larger of the smoothed trough/peak and the archetype profile's (season_class_trough_to_peak)",
+    "mean": "the mean of the smoothed trough/peak and the archetype profile's (season_class_trough_to_peak)",
+}
+
+
 def description_model_5(m5: season5.Published) -> str:
     """`method.description` under model 5."""
     what = {
@@ -123,7 +131,7 @@ def description_model_5(m5: season5.Published) -> str:
         f"{what}. The method was chosen among model 4 and three references by nested whole-state cross-validation "
         "on the seven dated states (held-out state shape and timing); see /docs/validation.json. In the dated "
         "states every season is the one fitted without that state's own series. season_class (marked/moderate/weak, "
-        "smoothed trough/peak < 0.50 / >= 0.70), peak_window (the months holding about 80 % of the probability of "
+        f"{CLASS_READ_FROM.get(m5.class_source, m5.class_source)} < 0.50 / >= 0.70), peak_window (the months holding about 80 % of the probability of "
         "the peak, calibrated in the cross-validation), the season start/end and best-4-month errors are "
         "cross-validated on the development states; peak_month is null where the season is weak. LGAs carry their "
         "state's season (season_level \"state\") unless LGA deviations were shown to repeat across 2020-21 and "
@@ -216,6 +224,25 @@ class SeasonModel:
                 return float(err[key]["log_sd"])
         return 0.0
 
+    def archetype_aggregate(self, groups: list[str] | np.ndarray) -> list[np.ndarray | None]:
+        """Per group (sorted codes, as `aggregate`): the population-weighted archetype index at the LGAs'
+        published level, what a season class reads under protocol amendment 4; None without model 5."""
+        g = np.asarray(groups)
+        codes = sorted(set(g.tolist()))
+        m5 = self.published5
+        if m5 is None or m5.archetype_index is None:
+            return [None] * len(codes)
+        pop = self.lga_population if self.lga_population is not None else np.ones(len(g))
+        return [season_cv.weighted_profile(m5.archetype_index[g == c], pop[g == c] / pop[g == c].sum())
+                for c in codes]
+
+    def archetype_rows(self) -> list[np.ndarray | None]:
+        """Per LGA (lga_codes order): its archetype index at its published level, or None."""
+        m5 = self.published5
+        if m5 is None or m5.archetype_index is None:
+            return [None] * len(self.lga_codes)
+        return list(m5.archetype_index)
+
     def aggregate(self, groups: list[str] | np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray, np.ndarray]:
         """(group codes, index, floor, lag) of the population-weighted seasons of LGA groups (states, or one
         group for the nation): profiles scaled to mean 1, averaged, rescaled to peak 1 and rounded; the
@@ -264,11 +291,18 @@ def season_of(index: np.ndarray, lag: float, floor: float, cross_fitted: bool = 
     }
 
 
-def model5_fields(sm: SeasonModel, index: np.ndarray, level: str, key: str) -> dict[str, Any]:
+def model5_fields(sm: SeasonModel, index: np.ndarray, level: str, key: str,
+                  archetype_index: np.ndarray | None = None) -> dict[str, Any]:
     """Model 5's additive fields of one area (`key`: "states" or "lgas" calibration); fixed, uncalibrated
-    half-widths and null errors without dated series."""
+    half-widths and null errors without dated series. `archetype_index`: the area's archetype index at its
+    published level, which the class reads when the class source chosen in the CV is not the method's own
+    trough/peak (protocol amendment 4)."""
     m5 = sm.published5
-    return season5.area_fields(index, level, m5.half_width[key] if m5 else None, m5.errors[key] if m5 else None)
+    class_tp = None
+    if m5 is not None and m5.class_source != "method" and archetype_index is not None:
+        class_tp = m5.class_tp(index, archetype_index)
+    return season5.area_fields(index, level, m5.half_width[key] if m5 else None, m5.errors[key] if m5 else None,
+                               class_tp)
 
 
 def national_index(state_rain: np.ndarray, population: np.ndarray, p: AreaSeasonParams) -> tuple[np.ndarray, float, float]:
@@ -595,7 +629,11 @@ def produce(ctx: BuildContext) -> Produced:
     else:
         state_index, state_floor, state_lag = area_index(state_rain, p)
         nat_ix, nat_lag, nat_floor = national_index(state_rain, pop, p)
-    national = season_of(nat_ix, nat_lag, nat_floor, model5=model5_fields(sm, nat_ix, "national", "states"))
+    lga_state = lgas["state_code"].to_numpy()
+    state_arch = dict(zip(sorted(set(lga_state.tolist())), sm.archetype_aggregate(lga_state), strict=True))
+    nat_arch = sm.archetype_aggregate(np.full(len(lga_state), "NG"))[0]
+    national = season_of(nat_ix, nat_lag, nat_floor,
+                         model5=model5_fields(sm, nat_ix, "national", "states", nat_arch))
     lga_codes = sm.lga_codes
 
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
@@ -649,7 +687,7 @@ def produce(ctx: BuildContext) -> Produced:
                 "state_code": code,
                 "state": name,
                 "zone": zone,
-                "season": season_of(ix, lag, floor, cf, model5_fields(sm, ix, "state", "states")),
+                "season": season_of(ix, lag, floor, cf, model5_fields(sm, ix, "state", "states", state_arch.get(code))),
                 "survey_trend": state_trends.get(code, []),
             }
             for code, name, zone, ix, lag, floor, cf in zip(
@@ -661,12 +699,13 @@ def produce(ctx: BuildContext) -> Produced:
     }
 
     by_code = {
-        code: {"lga_code": code, **season_of(ix, lag, floor, cf, model5_fields(sm, ix, str(lv), "lgas")),
+        code: {"lga_code": code, **season_of(ix, lag, floor, cf, model5_fields(sm, ix, str(lv), "lgas", ax)),
                "typical_rainfall_mm": [round(float(v), RAINFALL_DECIMALS) for v in rain]}
-        for code, ix, lag, floor, rain, cf, lv in zip(
+        for code, ix, lag, floor, rain, cf, lv, ax in zip(
             lga_codes, sm.lga_index, sm.lga_lag, sm.lga_floor, sm.lga_rain,
             sm.cross_fitted if sm.cross_fitted is not None else np.zeros(len(lga_codes), dtype=bool),
-            sm.lga_level if sm.lga_level is not None else np.full(len(lga_codes), "lga"), strict=True)
+            sm.lga_level if sm.lga_level is not None else np.full(len(lga_codes), "lga"), sm.archetype_rows(),
+            strict=True)
     }
     names = dict(zip(lgas["lga_code"], lgas["lga"], strict=True))
     order = lgas.sort(pl.col("lga").str.to_lowercase(), "lga_code").select("lga_code", "state_code")
@@ -842,6 +881,15 @@ def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any
                                           "share_positive": season5.SPLIT_MIN_SHARE_POSITIVE}},
         "class_thresholds": {"weak_trough_to_peak_at_least": season5.WEAK_TROUGH_TO_PEAK,
                              "marked_trough_to_peak_below": season5.MARKED_TROUGH_TO_PEAK},
+        "class_source": {
+            "rule": "protocol amendment 4: the amplitude the class is read from is chosen in the nested CV among "
+                    "the published method's smoothed trough/peak (method), the archetype profile's (archetype), "
+                    "the larger of the two (larger) and their mean (mean), by the balanced accuracy of the weak "
+                    "flag on the inner left-out states' dated LGAs; ties to method",
+            "candidates": list(season5.CLASS_SOURCES),
+            "release": m5.class_source,
+            "release_inner_weak_balanced_accuracy": m5.class_scores,
+        },
     }
 
 

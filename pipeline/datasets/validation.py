@@ -636,12 +636,40 @@ def model_5_aims(check: dict[str, Any]) -> dict[str, Any]:
         rows[key] = row
     judged = [r for r in rows.values() if r["met"] is not None]
     return {"label": "cross-validation on the seven dated (development) states: nested, whole states left out",
+            "class_sources": model_5_class_sources(m5, published),
             "published_method": published, "release_method": m5.get("release_method"),
             "release_hyperparameters": ", ".join(str(v) for v in m5.get("release_hyperparameters") or []) or None,
             "release_at_grid_edge": m5.get("release_at_grid_edge"),
             "publishable_methods": ", ".join(m5.get("publishable_methods") or []) or None,
             "rows": rows, "met": sum(bool(r["met"]) for r in judged), "judged": len(judged),
             "missed": "; ".join(r["measure"] for r in judged if not r["met"]) or "none"}
+
+
+CLASS_SOURCE_ROWS = ("method", "archetype", "larger", "mean", "chosen")
+
+
+def model_5_class_sources(m5: dict[str, Any], published: str | None) -> dict[str, Any]:
+    """Protocol amendment 4: the published method's outer-fold weak flags (hits among areas with recorded
+    trough/peak >= 0.70, false alarms among the others) and window coverage for every candidate class
+    amplitude and for the source each outer fold's inner procedure chose ("chosen": the procedure's own
+    out-of-sample figure); the source the release uses. Same keys in every release (null without dated series)."""
+    cs = (m5.get("class_source") or {})
+    figs = (((m5.get("methods") or {}).get(published) or {}).get("class_sources") or {}) if published else {}
+
+    def count(x: dict[str, Any], k: str, n: str) -> str | None:
+        return None if x.get(k) is None else f"{x[k]} of {x[n]}"
+
+    rows = {}
+    for src in CLASS_SOURCE_ROWS:
+        f = figs.get(src) or {}
+        rows[src] = {lv: {"weak_flagged": count(f.get(lv) or {}, "recorded_weak_flagged_weak", "recorded_weak"),
+                          "false_weak": count(f.get(lv) or {}, "recorded_not_weak_flagged_weak", "recorded_not_weak"),
+                          "peak_window_coverage": (f.get(lv) or {}).get("peak_window_coverage")}
+                     for lv in ("states", "lgas")}
+    per_fold = (((m5.get("methods") or {}).get(published) or {}).get("class_source_per_fold") or []) if published else []
+    return {"rows": rows, "release": cs.get("release"),
+            "release_inner_weak_balanced_accuracy": cs.get("release_inner_weak_balanced_accuracy"),
+            "chosen_per_fold": ", ".join(str(x.get("source")) for x in per_fold) or None}
 
 
 TIMING_KEYS = ("profiles", "median_shape_r", "peak_within_1_month", "mean_signed_peak_error", "mean_abs_peak_error",

@@ -38,6 +38,8 @@ SPLIT_MIN_SHARE_POSITIVE = 0.65
 BEST_WINDOW = 4
 INDEX_DECIMALS = 3
 MAX_MEAN_SIGNED_PEAK_ERROR = 0.5  # months: beyond it the season is systematically late or early (amendment 2)
+# amendment 4: what the season class is read from, chosen in the nested CV (ties: the earlier)
+CLASS_SOURCES = ("method", "archetype", "larger", "mean")
 
 Hyper = tuple[float, ...]
 
@@ -65,6 +67,46 @@ def season_class(tp: np.ndarray | float) -> np.ndarray:
     """marked (< 0.50), moderate, weak (>= 0.70) from the smoothed trough/peak ratio."""
     t = np.asarray(tp, dtype=float)
     return np.where(t >= WEAK_TROUGH_TO_PEAK, "weak", np.where(t < MARKED_TROUGH_TO_PEAK, "marked", "moderate"))
+
+
+def class_amplitudes(tp_method: np.ndarray, tp_archetype: np.ndarray | None) -> dict[str, np.ndarray]:
+    """Amendment 4's candidate class amplitudes: the method's smoothed trough/peak, the archetype
+    profile's, the larger (a class is "marked" only if both agree) and their mean. Only the method's
+    without archetype profiles."""
+    m = np.asarray(tp_method, dtype=float)
+    if tp_archetype is None:
+        return {"method": m}
+    a = np.asarray(tp_archetype, dtype=float)
+    return {"method": m, "archetype": a, "larger": np.maximum(m, a), "mean": (m + a) / 2}
+
+
+def class_amplitude(source: str, tp_method: np.ndarray | float, tp_archetype: np.ndarray | float | None
+                    ) -> np.ndarray:
+    """The amplitude `source` (one of CLASS_SOURCES) reads from the two trough/peak ratios."""
+    amps = class_amplitudes(np.asarray(tp_method, dtype=float),
+                            None if tp_archetype is None else np.asarray(tp_archetype, dtype=float))
+    if source not in amps:
+        raise ValueError(f"class source {source!r} needs archetype profiles" if source in CLASS_SOURCES
+                         else f"unknown class source {source!r}")
+    return amps[source]
+
+
+def weak_balanced_accuracy(flag: np.ndarray, truth: np.ndarray) -> float:
+    """Mean of the share of truly weak units flagged weak and of the other units not flagged (the shares
+    that are defined)."""
+    f, t = np.asarray(flag, dtype=bool), np.asarray(truth, dtype=bool)
+    rates = [float(f[t].mean())] if t.any() else []
+    rates += [float((~f[~t]).mean())] if (~t).any() else []
+    return float(np.mean(rates)) if rates else float("nan")
+
+
+def choose_class_source(amps: dict[str, np.ndarray], recorded_tp: np.ndarray) -> tuple[str, dict[str, float]]:
+    """(source, balanced accuracy per source) of the weak flag against the recorded weak flag; ties (1e-12)
+    to the earlier of CLASS_SOURCES, so the method's own reading stays unless another does strictly better."""
+    truth = np.asarray(recorded_tp, dtype=float) >= WEAK_TROUGH_TO_PEAK
+    scores = {c: weak_balanced_accuracy(amps[c] >= WEAK_TROUGH_TO_PEAK, truth) for c in CLASS_SOURCES if c in amps}
+    best = min(scores, key=lambda c: (-round(np.nan_to_num(scores[c], nan=-1.0), 12), CLASS_SOURCES.index(c)))
+    return best, scores
 
 
 def circular_error(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -375,6 +417,25 @@ def with_level(d: Data, prof: np.ndarray, rule: dict[str, dict[str, Any]]) -> tu
     return out, level
 
 
+def at_level(d: Data, prof: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """[n, 12] profiles (mean 1) as each LGA reads them at its `level`: its own where "lga", else its
+    state's population-weighted profile."""
+    out = prof / prof.mean(axis=1, keepdims=True)
+    lvl = np.asarray(level)
+    for s in np.unique(d.area_state[lvl != "lga"]):
+        rows = (d.area_state == s) & (lvl != "lga")
+        out[rows] = d.state_profile(prof, s)
+    return out
+
+
+def archetype_tp(d: Data, level: np.ndarray) -> np.ndarray | None:
+    """[n] the archetype profile's smoothed trough/peak at each LGA's published level (amendment 4 (ii));
+    None without archetype profiles. The archetype profile uses no dated series."""
+    if d.arch_profile is None:
+        return None
+    return trough_to_peak(smooth3(at_level(d, predict(d, "archetype", frozenset()), level)))
+
+
 def peak_errors(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
     return circular_error(smooth3(pred).argmax(axis=1), smooth3(rec).argmax(axis=1))
 
@@ -420,29 +481,65 @@ class OuterResult:
     chosen: list[dict[str, Any]]  # per fold: method, hyper, at_grid_edge
     area_pred: np.ndarray | None = None  # [n, 12] every LGA of each left-out state, as published at LGA level
     area_level: np.ndarray | None = None  # [n]
+    # amendment 4: per class source (and "chosen": the source each fold picks), the outer units' predicted
+    # classes and window half-widths calibrated by those classes: (state class, LGA class, state k, LGA k)
+    by_source: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    class_source: list[dict[str, Any]] = field(default_factory=list)  # per fold: source picked, inner scores
 
 
-def _units_errors(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper]], train: frozenset[str]
-                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Inner (leave-one-state-out within `train`) peak errors and predicted classes, states and LGAs, of
-    what `method_of` chooses on each inner training set (the window calibration)."""
-    se, sc, le, lc = [], [], [], []
+@dataclass
+class InnerUnits:
+    """Inner-fold (leave-one-state-out within a training set) left-out units of what a chooser picks:
+    peak errors, and the candidate class amplitudes (amendment 4) with the recorded smoothed trough/peak."""
+
+    state_error: np.ndarray  # [S']
+    lga_error: np.ndarray  # [L']
+    state_amps: dict[str, np.ndarray]  # source -> [S']
+    lga_amps: dict[str, np.ndarray]  # source -> [L']
+    lga_recorded_tp: np.ndarray  # [L']
+
+    def classes(self, source: str) -> tuple[np.ndarray, np.ndarray]:
+        return season_class(self.state_amps[source]), season_class(self.lga_amps[source])
+
+    def source(self) -> tuple[str, dict[str, float]]:
+        """Amendment 4's choice: balanced accuracy of the LGAs' weak flag (ties: CLASS_SOURCES order)."""
+        return choose_class_source(self.lga_amps, self.lga_recorded_tp)
+
+
+def _inner_units(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper]], train: frozenset[str]
+                 ) -> InnerUnits:
+    """Inner (leave-one-state-out within `train`) peak errors and class amplitudes, states and LGAs, of
+    what `method_of` chooses on each inner training set (window calibration, class source choice)."""
+    se, le, s_m, s_a, l_m, l_a, l_r = [], [], [], [], [], [], []
     rclass = d.recorded_class()
     for h in sorted(train):
         inner = train - {h}
         m, hp = method_of(inner)
         prof = predict(d, m, inner, hp)
         rule = level_rule(rclass, d.rec_lga_state, d.split_r, sorted(inner))
-        lp, _ = with_level(d, prof, rule)
+        lp, level = with_level(d, prof, rule)
+        atp = archetype_tp(d, level)
         i = d.dated_states.index(h)
         sp = d.state_profile(prof, h)
         se.append(float(peak_errors(sp[None], d.rec_state[i][None])[0]))
-        sc.append(str(season_class(trough_to_peak(smooth3(sp)))[0]))
+        s_m.append(float(trough_to_peak(smooth3(sp))[0]))
         rows = d.rec_lga_state == h
-        pl_ = lp[d.rec_area[rows]]
+        area = d.rec_area[rows]
+        pl_ = lp[area]
         le.extend(peak_errors(pl_, d.rec_lga[rows]).tolist())
-        lc.extend(season_class(trough_to_peak(smooth3(pl_))).tolist())
-    return np.array(se), np.array(sc), np.array(le), np.array(lc)
+        l_m.extend(trough_to_peak(smooth3(pl_)).tolist())
+        l_r.extend(trough_to_peak(smooth3(d.rec_lga[rows])).tolist())
+        if atp is not None:
+            s_a.append(state_archetype_tp(d, h))
+            l_a.extend(atp[area].tolist())
+    has_a = d.arch_profile is not None
+    return InnerUnits(np.array(se), np.array(le), class_amplitudes(np.array(s_m), np.array(s_a) if has_a else None),
+                      class_amplitudes(np.array(l_m), np.array(l_a) if has_a else None), np.array(l_r))
+
+
+def state_archetype_tp(d: Data, state: str) -> float:
+    """A state's archetype smoothed trough/peak: its population-weighted archetype profile."""
+    return float(trough_to_peak(smooth3(d.state_profile(predict(d, "archetype", frozenset()), state)))[0])
 
 
 def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
@@ -478,10 +575,24 @@ def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
                 chooser: Callable[[frozenset[str]], tuple[str, Hyper]] = _selector(d, methods)
             else:
                 chooser = _fixed(d, m)
-            se, sc, le, lc = _units_errors(d, chooser, train)
-            ks, kl = half_widths(se, sc), half_widths(le, lc)
-            r.state_k[i] = ks[str(season_class(trough_to_peak(smooth3(sp)))[0])]
-            r.lga_k[rows] = [kl[c] for c in season_class(trough_to_peak(smooth3(r.lga_pred[rows])))]
+            units = _inner_units(d, chooser, train)
+            src, scores = units.source()
+            atp = archetype_tp(d, level)
+            amps_s = class_amplitudes(trough_to_peak(smooth3(sp)),
+                                      None if atp is None else np.array([state_archetype_tp(d, g)]))
+            amps_l = class_amplitudes(trough_to_peak(smooth3(r.lga_pred[rows])),
+                                      None if atp is None else atp[d.rec_area[rows]])
+            for c in [*amps_s, "chosen"]:
+                cs = src if c == "chosen" else c
+                inner_s, inner_l = units.classes(cs)
+                ks, kl = half_widths(units.state_error, inner_s), half_widths(units.lga_error, inner_l)
+                ocs, ocl = str(season_class(amps_s[cs])[0]), season_class(amps_l[cs])
+                b = r.by_source.setdefault(c, (np.full(S, "", dtype=object), np.full(L, "", dtype=object),
+                                               np.zeros(S, dtype=int), np.zeros(L, dtype=int)))
+                b[0][i], b[1][rows], b[2][i], b[3][rows] = ocs, ocl, ks[ocs], [kl[x] for x in ocl]
+            r.state_k[i], r.lga_k[rows] = r.by_source["chosen"][2][i], r.by_source["chosen"][3][rows]
+            r.class_source.append({"left_out": g, "source": src,
+                                   "inner_weak_balanced_accuracy": {c: _r(v, 4) for c, v in scores.items()}})
             r.chosen.append({"left_out": g, "method": m, "hyper": list(hp), "at_grid_edge": tuned[m].at_grid_edge,
                              "inner_loss": round(tuned[m].loss, 4)})
     return res
@@ -508,7 +619,10 @@ def summarise(d: Data, r: OuterResult) -> dict[str, Any]:
     st_sm, lg_sm = smooth3(r.state_pred), smooth3(r.lga_pred)
     rs_tp, rl_tp = trough_to_peak(smooth3(rec_s)), trough_to_peak(smooth3(rec_l))
     rs_cl = season_class(rs_tp)
-    ps_cl, pl_cl = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
+    if "chosen" in r.by_source:  # amendment 4: the class each outer fold's chosen source gives
+        ps_cl, pl_cl = r.by_source["chosen"][0], r.by_source["chosen"][1]
+    else:
+        ps_cl, pl_cl = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
     pe_s, pe_l = peak_errors(r.state_pred, rec_s), peak_errors(r.lga_pred, rec_l)
     marked = rs_cl == "marked"
     ss, se = start_end(st_sm)
@@ -566,7 +680,25 @@ def summarise(d: Data, r: OuterResult) -> dict[str, Any]:
             "mean_best_4_share_error": _r(float(np.abs(bl_sh - rbl_sh).mean()), 3),
         },
         "mean_outer_loss": _r(float(inner_loss(r.state_pred, rec_s).mean()), 4),
+        "class_sources": {c: class_figures(b, rs_tp, rl_tp, pe_s, pe_l) for c, b in r.by_source.items()},
+        "class_source_per_fold": r.class_source,
     }
+
+
+def class_figures(b: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], rs_tp: np.ndarray, rl_tp: np.ndarray,
+                  pe_s: np.ndarray, pe_l: np.ndarray) -> dict[str, dict[str, Any]]:
+    """Amendment 4's outer figures of one class source: weak flags (hits and false alarms) and the
+    coverage of the windows calibrated by its classes."""
+    out = {}
+    for lvl, cl, k, tp, pe in (("states", b[0], b[2], rs_tp, pe_s), ("lgas", b[1], b[3], rl_tp, pe_l)):
+        weak = tp >= WEAK_TROUGH_TO_PEAK
+        out[lvl] = {"recorded_weak": int(weak.sum()), "recorded_weak_flagged_weak": int((cl[weak] == "weak").sum()),
+                    "recorded_not_weak": int((~weak).sum()),
+                    "recorded_not_weak_flagged_weak": int((cl[~weak] == "weak").sum()),
+                    "class_agrees": int((cl == season_class(tp)).sum()),
+                    "peak_window_coverage": _r(float((np.abs(pe) <= k).mean()), 3) if len(pe) else None,
+                    "mean_peak_window_months": _r(float((2 * k + 1).clip(max=MONTHS).mean()), 1) if len(k) else None}
+    return out
 
 
 # --- model 4 as a candidate (and model 4 pooled by latitude band) ----------------------------------
@@ -696,6 +828,17 @@ class Published:
     chosen: dict[str, list[dict[str, Any]]]  # method -> per outer fold choice
     split_half: dict[str, Any]
     publishable: list[str] = field(default_factory=list)  # methods within the peak-bias limit (amendment 2)
+    # amendment 4: the class amplitude's source picked on all dated states, its inner scores, and the
+    # archetype index (smoothed, peak 1) at each LGA's published level that sources (ii)-(iv) read
+    class_source: str = "method"
+    class_scores: dict[str, float | None] = field(default_factory=dict)
+    archetype_index: np.ndarray | None = None  # [n, 12]
+
+    def class_tp(self, index: np.ndarray, archetype_index: np.ndarray | None) -> float:
+        """The class amplitude of one published (smoothed) index, with its archetype index at the same level."""
+        ix = np.asarray(index, dtype=float)
+        a = None if archetype_index is None else float(trough_to_peak(np.asarray(archetype_index, dtype=float))[0])
+        return float(class_amplitude(self.class_source, float(ix.min() / ix.max()), a))
 
 
 def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
@@ -725,8 +868,19 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     lp[cross], level[cross] = r.area_pred[cross], r.area_level[cross]
     sm = smooth3(lp)
     st_sm, lg_sm = smooth3(r.state_pred), smooth3(r.lga_pred)
-    hw = {"states": half_widths(peak_errors(r.state_pred, d.rec_state), season_class(trough_to_peak(st_sm))),
-          "lgas": half_widths(peak_errors(r.lga_pred, d.rec_lga), season_class(trough_to_peak(lg_sm)))}
+    # amendment 4: the class source the inner procedure picks on all dated states; windows by its classes
+    chooser = _selector(d, usable) if method == "selection" else _fixed(d, method)
+    source, scores = _inner_units(d, chooser, everything).source()
+    if source in r.by_source:
+        o_s, o_l = r.by_source[source][0], r.by_source[source][1]
+    else:
+        o_s, o_l = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
+    hw = {"states": half_widths(peak_errors(r.state_pred, d.rec_state), o_s),
+          "lgas": half_widths(peak_errors(r.lga_pred, d.rec_lga), o_l)}
+    arch_ix = None
+    if d.arch_profile is not None:
+        a = smooth3(at_level(d, predict(d, "archetype", frozenset()), level))
+        arch_ix = a / a.max(axis=1, keepdims=True)
     errors = {lvl: {"season_start": summaries[method][lvl]["mean_abs_start_error"],
                     "season_end": summaries[method][lvl]["mean_abs_end_error"],
                     "best_4_months_start": summaries[method][lvl]["mean_abs_best_4_start_error"],
@@ -736,7 +890,8 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
              "recorded_class": rclass}
     return Published(method, resolved, t.hyper, t.at_grid_edge, sm / sm.max(axis=1, keepdims=True), level, cross,
                      st_sm / st_sm.max(axis=1, keepdims=True), lg_sm / lg_sm.max(axis=1, keepdims=True), hw, errors,
-                     summaries, {m: x.chosen for m, x in res.items()}, split, ok)
+                     summaries, {m: x.chosen for m, x in res.items()}, split, ok, source,
+                     {c: _r(v, 4) for c, v in scores.items()}, arch_ix)
 
 
 def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.ndarray:
@@ -758,11 +913,13 @@ def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.n
 
 
 def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None,
-                errors: dict[str, float | None] | None) -> dict[str, Any]:
-    """Model 5's additive season fields of one area from its published (smoothed) index."""
+                errors: dict[str, float | None] | None, class_tp: float | None = None) -> dict[str, Any]:
+    """Model 5's additive season fields of one area from its published (smoothed) index; `class_tp`: the
+    amplitude its class is read from where that is not the index's own trough/peak (amendment 4)."""
     ix = np.asarray(index, dtype=float)
     tp = float(ix.min() / ix.max())
-    cl = str(season_class(tp))
+    ctp = tp if class_tp is None else float(class_tp)
+    cl = str(season_class(ctp))
     peaks = [int(m) + 1 for m in np.flatnonzero(ix == ix.max())]
     calibrated = half_width is not None
     k = (half_width or FALLBACK_HALF_WIDTH)[cl]
@@ -781,4 +938,5 @@ def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None
         "best_4_months_start_error_months": err.get("best_4_months_start"),
         "best_4_months_share_error": err.get("best_4_months_share"),
         "season_level": level,
+        **({} if class_tp is None else {"season_class_trough_to_peak": round(ctp, 2)}),
     }

@@ -52,6 +52,20 @@ def markdown(r: dict[str, Any], command: str) -> str:
               "|---|---|" + "---|" * len(cols) + "---|---|"]
     lines += [f"| {x['measure']} | {x['aim']} | " + " | ".join(_fmt(x[k]) for k in cols)
               + f" | {_fmt(x['published'])} | {_fmt(x['met'])} |" for x in (m5.get("rows") or {}).values()]
+    cs = m5.get("class_sources") or {}
+    lines += ["", "Season class amplitude (protocol amendment 4), the published method's outer folds: weak flags "
+              "among areas with recorded trough/peak >= 0.70, false weak flags among the others, and the coverage "
+              "of the peak windows calibrated by each source's classes. `chosen` is the procedure itself (the "
+              "source each outer fold's inner folds picked: "
+              f"{_fmt(cs.get('chosen_per_fold'))}); the release uses `{_fmt(cs.get('release'))}` (inner balanced "
+              f"accuracy of the weak flag on all seven states: {_fmt(cs.get('release_inner_weak_balanced_accuracy'))}).",
+              "", "| class amplitude | states flagged weak | states falsely weak | LGAs flagged weak | LGAs falsely weak "
+              "| window coverage, states | window coverage, LGAs |", "|---|---|---|---|---|---|---|"]
+    for src, x in (cs.get("rows") or {}).items():
+        st, lg = x["states"], x["lgas"]
+        lines.append(f"| {src} | {_fmt(st['weak_flagged'])} | {_fmt(st['false_weak'])} | {_fmt(lg['weak_flagged'])} | "
+                     f"{_fmt(lg['false_weak'])} | {_fmt(st['peak_window_coverage'])} | "
+                     f"{_fmt(lg['peak_window_coverage'])} |")
     c = r["seasons"]["check"]
     timing = c.get("timing") or {}
     lines += ["", "## (a) Season timing per left-out state (signed: predicted minus recorded, months)", ""]
