@@ -938,5 +938,6 @@ def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None
         "best_4_months_start_error_months": err.get("best_4_months_start"),
         "best_4_months_share_error": err.get("best_4_months_share"),
         "season_level": level,
-        **({} if class_tp is None else {"season_class_trough_to_peak": round(ctp, 2)}),
+        # always present (one schema): the index's own trough/peak unless the class reads another (amendment 4)
+        "season_class_trough_to_peak": round(ctp, 2),
     }

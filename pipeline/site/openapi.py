@@ -150,6 +150,11 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                              "month is given) (additive).", enum=["marked", "moderate", "weak"]),
         "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals: "
                                         "what `season_class` is read from (additive)."),
+        "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, 2 decimals: "
+                                              "the smoothed index's own (`season_trough_to_peak`) unless the "
+                                              "nested cross-validation chose another reading (the archetype "
+                                              "profile's, their larger or mean: `method.check.model_5`; "
+                                              "additive)."),
         "season_start_error_months": _nullable("number", "Mean absolute error of `season_start_month`, months, "
                                                "in whole-state cross-validation on the dated states at this "
                                                "level (state or LGA); null without dated series (additive)."),

@@ -150,7 +150,7 @@ EXTRA_SEASON_KEYS = ["season_centre_month", "peak_window", "lag_months", "season
                      "season_class", "season_trough_to_peak", "peak_window_probability", "peak_window_calibrated",
                      "season_start_error_months", "season_end_error_months", "best_4_months_start_month",
                      "best_4_months_share", "best_4_months_start_error_months", "best_4_months_share_error",
-                     "season_level"]
+                     "season_level", "season_class_trough_to_peak"]
 TREND_KEYS = ["survey_year", "positivity", "low", "high", "clusters", "children_tested", "small_sample"]
 CHECK_KEYS = ["series", "states", "median_correlation", "mean_months_off", "mean_months_peak_is_off"]
 
