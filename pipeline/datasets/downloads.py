@@ -84,7 +84,8 @@ OWN_FIELDS: dict[str, str] = {
                "the season ratio tables, of the start month.",
     "low": "Lower end of the record's range: the 95 % range of survey positivity (survey_trend) or the 80 % "
            "range of the season ratio (season_ratio_*).",
-    "high": "Upper end of the record's range (as `low`).",
+    "high": "Upper end of the record's range: the 95 % range of survey positivity (survey_trend) or the 80 % "
+            "range of the season ratio (season_ratio_*).",
     "provisional": "true when the month's rainfall is preliminary and may be revised.",
     "month": "Calendar month, 1 (January) to 12 (December).",
     "seasonal_index": "Expected level of reported cases in this calendar month as a share of the peak month "
@@ -511,6 +512,21 @@ def outline_files(boundary_docs: Mapping[tuple[str, ...], dict], geography: Any)
 # --- the description files and the index (need the release id) --------------------------
 
 
+# Where a column name means another thing in one table: the season ratio tables' `ratio`, `low`, `high`
+# are ratios of case counts, not shares of children (UNITS above holds the survey tables' meaning).
+RATIO_NOTES = {
+    "ratio": "Expected reported cases `horizon` months after the start month as a ratio to the start month's "
+             "cases (a ratio of two counts, no unit), from the published seasonal index. Modelled.",
+    "low": "Lower end of the 80 % range of the ratio (a ratio of case counts), from out-of-sample errors in "
+           "whole-state cross-validation on dated case series; empty where none was run.",
+    "high": "Upper end of the 80 % range of the ratio (a ratio of case counts); empty where none was run.",
+}
+TABLE_FIELDS: dict[str, dict[str, tuple[str, str]]] = {
+    t: {c: (note, "ratio of case counts") for c, note in RATIO_NOTES.items()}
+    for t in ("season_ratio_lga", "season_ratio_state")
+}
+
+
 def _field_notes(produced: Iterable[Produced]) -> dict[str, str]:
     """Field descriptions in priority order: the bundle's own, the producers' source blocks, the API schemas."""
     from pipeline.site.openapi import resource_schemas
@@ -585,6 +601,8 @@ def datapackage(release_id: str, model_version: str | None, updated_at: str, fra
             field: dict[str, Any] = {"name": col, "description": notes.get(col, ""), **_field_type(col, dtype)}
             if col in UNITS:
                 field["unit"] = UNITS[col]
+            if col in TABLE_FIELDS.get(name, {}):
+                field["description"], field["unit"] = TABLE_FIELDS[name][col]
             fields.append(field)
         schema: dict[str, Any] = {"fields": fields, "missingValues": [""]}
         keyed = dict(schema)

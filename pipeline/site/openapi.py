@@ -141,7 +141,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                         "for the area's season class and level in whole-state cross-validation on the dated "
                         "(development) states; wider as the season flattens; the whole year when it cannot be "
                         "told (additive)."},
-        "peak_window_probability": _share("Probability the peak window is meant to hold: 0.8 (additive)."),
+        "peak_window_probability": _share("Probability (share, 0 to 1) the peak window is meant to hold: 0.8, i.e. an 80 % window (additive)."),
         "peak_window_calibrated": {"type": "boolean", "description": "true where the window's half-width was "
                                    "calibrated on held-out dated states; false (fixed, wide half-widths) when the "
                                    "dated series are absent from the data load (additive)."},
@@ -150,7 +150,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                              "month is given) (additive).", enum=["marked", "moderate", "weak"]),
         "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals: "
                                         "what `season_class` is read from (additive)."),
-        "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, 2 decimals: "
+        "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, as a share of the peak month, 2 decimals: "
                                               "the smoothed index's own (`season_trough_to_peak`) unless the "
                                               "nested cross-validation chose another reading (the archetype "
                                               "profile's, their larger or mean: `method.check.model_5`; "
@@ -168,8 +168,8 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "best_4_months_start_error_months": _nullable("number", "Mean absolute error of "
                                                       "`best_4_months_start_month`, months, cross-validated on "
                                                       "the dated states at this level (additive)."),
-        "best_4_months_share_error": _nullable("number", "Mean absolute error of `best_4_months_share`, "
-                                               "cross-validated as above (additive)."),
+        "best_4_months_share_error": _nullable("number", "Mean absolute error of `best_4_months_share`, as a share "
+                                               "of a year's cases, cross-validated as above (additive)."),
         "season_level": _str("What the index describes: `lga` (the LGA's own season, published only where "
                              "LGA deviations from their state were shown to repeat across 2020-21 and 2022-23), "
                              "`state` (the state's season, given to its LGAs), `national` (additive).",
@@ -490,7 +490,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                          enum=["constant", "linear", "linear_non_negative", "above_5_dry_months"]),
         "dry_month_below_mm": {"type": "number", "description": "A dry month has less rain than this, mm "
                                "(additive)."},
-        "peak_window_probability": _share("Probability each `peak_window` is meant to hold (0.8) (additive)."),
+        "peak_window_probability": _share("Probability (share, 0 to 1) each `peak_window` is meant to hold: 0.8, an 80 % window (additive)."),
         "peak_window_half_width_months": {"type": "object", "description": "Half-width in months of the peak "
                                           "windows per level and season class, calibrated in the whole-state "
                                           "cross-validation (`uncalibrated` without dated series) (additive)."},
@@ -537,7 +537,8 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                              enum=["marked", "moderate", "weak"]),
         "start_month": {**MONTH_NUMBER, "description": "The month whose count you have, 1 (January) to 12."},
         "horizon": _int("Months after the start month, 1 to 4.", minimum=1, maximum=4),
-        "ratio": {"type": "number", "minimum": 0, "description": "Expected cases(start + horizon) / cases(start) under "
+        "ratio": {"type": "number", "minimum": 0, "description": "Expected reported cases of the month `horizon` months after the start month, as a share "
+                  "(ratio) of the start month's cases: cases(start + horizon) / cases(start) under "
                   "the published seasonal index: (I(start + h) / I(start)) ** alpha_h (method.alpha_by_horizon). "
                   "Modelled."},
         "low": _nullable("number", "Lower end of the 80 % range of the ratio, from out-of-sample errors in "
@@ -558,7 +559,8 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                             "and beats_persistence are then null."},
         "scorecard": _str("Where the scorecard is (docs/skill.json in the same release)."),
     }, description="The method of the season ratios.")
-    ratio_source = _obj({"season": _str("Where the index comes from."), "ranges": _str("What the ranges rest on.")})
+    ratio_source = _obj({"season": _str("Where the index comes from."), "ranges": _str("What the ranges rest on.")},
+                        description="Sources of the seasonal index and of the ranges' cross-validation.")
     s["StateSeasonRatio"] = _obj({"state_code": STATE_CODE, "state": _str("State name."), **ratio_fields},
                                  description="One state, start month and horizon.")
     s["StateSeasonRatioResponse"] = _obj({
