@@ -129,7 +129,8 @@ def _check_ranked(records: list[dict], code: str) -> None:
 
 def test_risk_records_follow_spec_field_order(api: httpx.Client):
     states = api.get("/v1/risk/states", params={"period": "2020-08"}).json()
-    assert list(states) == ["period", "kind", "states"]
+    assert list(states)[:3] == ["period", "kind", "states"]  # SPEC's order; additive fields after
+    assert states["basis"] in ("survey_fit", "baseline_x_season")
     for r in states["states"]:
         assert list(r)[: len(STATE_RISK_FIELDS)] == STATE_RISK_FIELDS
     _check_ranked(states["states"], "state_code")
@@ -184,8 +185,12 @@ def test_transmission_shapes_and_orders(api: httpx.Client):
     for s in doc["states"]:
         season = s["season"]
         assert list(season)[: len(SEASON_FIELDS)] == SEASON_FIELDS
-        assert 1 <= season["peak_month"] <= 12 and max(season["seasonal_index"]) == 1
-        assert season["seasonal_index"][season["peak_month"] - 1] == 1
+        assert max(season["seasonal_index"]) == 1
+        if season["season_class"] == "weak":  # no month is reliably the peak: null, with the reason
+            assert season["peak_month"] is None and season["peak_month_null_reason"]
+        else:
+            assert 1 <= season["peak_month"] <= 12 and season["peak_month_null_reason"] is None
+            assert season["seasonal_index"][season["peak_month"] - 1] == 1
         # each season's own share (its floor varies with its dry season) defines its high months
         share = season["high_season_share_of_peak"]
         assert season["high_months"] == [k + 1 for k, v in enumerate(season["seasonal_index"]) if v >= share]
@@ -229,13 +234,15 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
             (data / rel).parent.mkdir(parents=True, exist_ok=True)
             (data / rel).symlink_to(path.resolve())
     result = build(data, tmp_path / "build")
-    assert [name for name, _ in result.unavailable] == ["pipeline.datasets.transmission"]
+    # the season ratios read the seasons: both say why they are missing
+    assert [name for name, _ in result.unavailable] == ["pipeline.datasets.transmission", "pipeline.datasets.ratios"]
     store = SQLiteKeyStore(tmp_path / "keys.sqlite")
     _, key = store.create("t", ["risk_scores"], "test")
     with LiveServer(App(tmp_path / "build", store)) as live, httpx.Client(
         base_url=live.url, headers={"Authorization": f"Bearer {key}"}
     ) as c:
-        for url in ("/v1/transmission/states", "/v1/transmission/lgas?state=KN"):
+        for url in ("/v1/transmission/states", "/v1/transmission/lgas?state=KN", "/v1/transmission/ratios/states",
+                    "/v1/transmission/ratios/lgas?state=KN"):
             r = c.get(url)
             assert r.status_code == 503 and r.json()["code"] == "TRANSMISSION_DATA_UNAVAILABLE"
             assert r.headers["content-type"] == "application/problem+json"
@@ -245,7 +252,7 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
         # the bundle is still made, without the tables that need the seasons
         names = {f["name"] for f in c.get("/v1/downloads").json()["files"]}
         assert "risk_lga_month.csv" in names and "gazetteer.csv" in names and "lga_outlines.geojson" in names
-        assert not {n for n in names if n.startswith(("transmission_", "survey_trend"))}
+        assert not {n for n in names if n.startswith(("transmission_", "survey_trend", "season_ratio_"))}
         assert c.get("/v1/transmission/lgas?state=KN&format=csv").status_code == 503
 
 
