@@ -89,6 +89,15 @@ def run_producers(ctx: BuildContext, producers: tuple[Producer, ...] = PRODUCERS
     return produced, unavailable
 
 
+def release_key(data_dir: Path, base_url: str | None = None, loaded_at: str | None = None) -> str:
+    """The build key `build` compares with the current release's (pipeline.buildkey): also what the
+    scheduled job compares with the key of the live release it saved in the bucket."""
+    settings = BuildSettings.from_env()
+    return buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url or settings.base_url,
+                              loaded_at or buildkey.data_loaded_at(Path(data_dir)),
+                              (f"dashboard_url={settings.dashboard_url}",))
+
+
 def build(
     data_dir: Path,
     out: Path,
@@ -121,9 +130,7 @@ def build(
     settings = BuildSettings.from_env()
     base_url = base_url or settings.base_url
     loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
-    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at,
-                              (f"dashboard_url={settings.dashboard_url}",))
-           if producers is PRODUCERS else None)
+    key = release_key(Path(data_dir), base_url, loaded_at) if producers is PRODUCERS else None
     t = lap("key", started)
     if key is not None and not force:
         same = buildkey.unchanged_release(out, key)
