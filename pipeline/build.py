@@ -132,8 +132,10 @@ def build(
     loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
     key = release_key(Path(data_dir), base_url, loaded_at) if producers is PRODUCERS else None
     t = lap("key", started)
-    if key is not None and not force:
-        same = buildkey.unchanged_release(out, key)
+    if key is not None:
+        # forced, the current release built from this key is what the producers would make again (releases
+        # are reproducible): when every file still verifies, it is found before anything is computed
+        same = buildkey.verified_current(out, key) if force else buildkey.unchanged_release(out, key)
         if same is not None:
             stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
             return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)

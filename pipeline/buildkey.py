@@ -136,3 +136,16 @@ def unchanged_release(out: Path, key: str) -> Manifest | None:
     if manifest is None or _read_keys(out).get(manifest.release_id) != key:
         return None
     return manifest
+
+
+def verified_current(out: Path, key: str) -> Manifest | None:
+    """The current release when it was built from exactly `key` and every file still verifies (sizes and
+    SHA-256), else None: what a forced build of the same inputs and code would write again, found before
+    it computes. A current release that no longer verifies is built again."""
+    from edge.release import verify_release_files
+
+    manifest = unchanged_release(out, key)
+    with contextlib.suppress(OSError):
+        if manifest is not None and not verify_release_files((Path(out) / "current").resolve(), manifest.files):
+            return manifest
+    return None

@@ -397,9 +397,9 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
             saved = state.save(client, target, Path(opts.out) / CACHE_DIR, local.release_id,
                                local.manifest_sha256, outcome.build_key)
         except OperatorError as e:  # the release is live and verified; the next run rebuilds in full
-            steps["state"] = f"NOT saved ({e})"
+            steps["state saved"] = f"NO ({e})"
         else:
-            steps["state"] = (f"saved ({saved.uploaded} fit cache entries uploaded, {saved.kept} kept, "
+            steps["state saved"] = (f"{saved.uploaded} fit cache entries uploaded, {saved.kept} kept, "
                               f"{saved.removed} removed)")
 
 
@@ -412,8 +412,6 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
     SHA-256 when the release was opened. 17 list requests instead of 16,000 HEADs; `thorough`
     adds `release verify`'s HEAD of every object (headers, SHA-256 metadata).
     """
-    import hashlib
-
     from pipeline.publish import s3
 
     now = s3.read_pointer(client, target)
@@ -434,7 +432,7 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
             problems.append(f"missing: {exp.rel}")
             continue
         etag = obj.etag.strip('"')
-        md5 = hashlib.md5(local.read(exp), usedforsecurity=False).hexdigest()
+        md5 = local.md5(exp)  # the bytes' MD5 from the opening check: the file is not read again
         if obj.size != exp.size or ("-" not in etag and etag != md5):
             problems.append(f"differs from the local file: {exp.rel}")
     if thorough and not problems:

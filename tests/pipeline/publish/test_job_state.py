@@ -152,6 +152,7 @@ def test_the_jobs_refresh_keeps_its_state_in_the_bucket(s3_server: S3Server, s3_
 
     first, said = job(1)
     assert "refresh ok: updated" in said and "no state restored (none saved yet)" in said
+    assert "state saved: 3 fit cache entries uploaded" in said
     saved = raw_state(s3_server, target)
     pointer = raw.get_object(Bucket=target.bucket, Key=target.pointer_key)["Body"].read()
     assert saved["release_id"] == orjson.loads(pointer)["release_id"]
