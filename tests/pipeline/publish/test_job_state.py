@@ -163,7 +163,7 @@ def test_the_jobs_refresh_keeps_its_state_in_the_bucket(s3_server: S3Server, s3_
     second, said = job(2)
     assert "refresh ok: nothing changed" in said and f"{len(saved['cache'])} fit cache entries restored" in said
     assert "is already live" in said
-    assert not (second / "releases").exists()  # the producers never ran: no release rendered here
+    assert not (second / "releases").exists(), said  # the producers never ran: no release rendered here
     assert bucket_keys() == before  # not one object written, the pointer's ETag included
 
     # a new month, with a damaged entry: it is detected, the fit computed again, the rest read back
