@@ -7,10 +7,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge.release import verify_release_files
 from pipeline.errors import PublishError
 from pipeline.publish.s3.layout import check_release_id
 from pipeline.publish.s3.objects import Expected
-from edge.release import verify_release_files
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex
 
 
