@@ -295,18 +295,21 @@ def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path
         key = release_key(data_dir)
     if key != saved.build_key:
         return False
-    outcome.release_id, outcome.build_key = pointer.release_id, key
+    live = saved.release_id  # the pointer's, checked above
+    if live is None:
+        return False
+    outcome.release_id, outcome.build_key = live, key
     est = pointer.doc.get("facts", {}).get("estimated") or []
     outcome.last_estimated = est[-1] if est else None
     steps["check"] = "inputs unchanged"
     steps["build"] = f"nothing changed, {pointer.release_id} is live (inputs and code as when it was built)"
     steps["publish"] = f"{pointer.release_id} is already live"
     with _step("verify"):
-        got = s3.read_remote_manifest(client, target, pointer.release_id)
+        got = s3.read_remote_manifest(client, target, live)
         problems = ([] if got is not None and got[1] == pointer.manifest_sha256 else
                     [f"the published manifest of {pointer.release_id} is missing or differs from the pointer's"])
         if not problems and opts.thorough_verify:
-            problems = s3.verify_remote_release(client, target, pointer.release_id, pointer=pointer,
+            problems = s3.verify_remote_release(client, target, live, pointer=pointer,
                                                 workers=opts.workers)
         if problems:
             raise _StepFailed("verify", f"release {pointer.release_id}: {len(problems)} difference(s) from its "

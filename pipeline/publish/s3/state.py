@@ -95,13 +95,14 @@ def parse_state(body: bytes, target: Target) -> tuple[JobState | None, str | Non
     if (doc.get("bucket"), doc.get("prefix")) != (target.bucket, target.prefix):
         return None, f"state.json was written for s3://{doc.get('bucket')}/{doc.get('prefix')}, not this prefix"
     cache = doc.get("cache")
-    strings = [doc.get(k) for k in ("release_id", "manifest_sha256", "build_key")]
+    release_id, manifest_sha256, build_key = (doc.get(k) for k in ("release_id", "manifest_sha256", "build_key"))
+    strings = (release_id, manifest_sha256, build_key)
     if not isinstance(cache, dict) or not all(s is None or isinstance(s, str) for s in strings):
         return None, "state.json is malformed"
     entries = {name: {"sha256": e["sha256"], "size": e["size"]} for name, e in cache.items()
                if CACHE_ENTRY_RE.match(name) and isinstance(e, dict) and isinstance(e.get("sha256"), str)
                and SHA_RE.match(e["sha256"]) and isinstance(e.get("size"), int)}
-    return JobState(*strings, cache=entries), None  # type: ignore[arg-type]
+    return JobState(release_id, manifest_sha256, build_key, entries), None
 
 
 def read_state(client: S3Client, target: Target) -> tuple[JobState | None, str | None]:
@@ -171,10 +172,12 @@ def save(client: S3Client, target: Target, cache_dir: Path, release_id: str, man
             saved.kept += 1  # the listing's ETag is the MD5 of the stored bytes: a damaged one is replaced
             continue
         md5 = base64.b64encode(digest).decode()
+        def put(k: str = key, b: bytes = body, m: str = md5, s: str = sha) -> Any:
+            return client.put_object(Bucket=target.bucket, Key=k, Body=b, ContentMD5=m, CacheControl=PRIVATE,
+                                     ContentType="application/octet-stream", Metadata={SHA_META: s})
+
         with s3_errors(client, target.bucket, f"write {target.url(key)}"):
-            retrying(lambda k=key, b=body, m=md5, s=sha: client.put_object(
-                Bucket=target.bucket, Key=k, Body=b, ContentMD5=m, CacheControl=PRIVATE,
-                ContentType="application/octet-stream", Metadata={SHA_META: s}))
+            retrying(put)
         saved.uploaded += 1
     state = JobState(release_id, manifest_sha256, build_key, entries)
     with s3_errors(client, target.bucket, f"write {target.url(state_key(target))}"):
