@@ -35,7 +35,7 @@ from pipeline.sources.checks import RainfallReport, check_rainfall
 from pipeline.window import check_window
 
 Producer = Callable[[BuildContext], Produced]
-CACHE_DIR = "cache"  # OUT/cache: fits kept between builds (pipeline.cache), never published
+CACHE_DIR = cache.CACHE_DIR  # OUT/cache: fits kept between builds (pipeline.cache), never published
 
 PRODUCERS: tuple[Producer, ...] = (
     boundaries.produce,
@@ -89,15 +89,6 @@ def run_producers(ctx: BuildContext, producers: tuple[Producer, ...] = PRODUCERS
     return produced, unavailable
 
 
-def release_key(data_dir: Path, base_url: str | None = None, loaded_at: str | None = None) -> str:
-    """The build key `build` compares with the current release's (pipeline.buildkey): also what the
-    scheduled job compares with the key of the live release it saved in the bucket."""
-    settings = BuildSettings.from_env()
-    return buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url or settings.base_url,
-                              loaded_at or buildkey.data_loaded_at(Path(data_dir)),
-                              (f"dashboard_url={settings.dashboard_url}",))
-
-
 def build(
     data_dir: Path,
     out: Path,
@@ -130,7 +121,7 @@ def build(
     settings = BuildSettings.from_env()
     base_url = base_url or settings.base_url
     loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
-    key = release_key(Path(data_dir), base_url, loaded_at) if producers is PRODUCERS else None
+    key = buildkey.release_key(Path(data_dir), base_url, loaded_at) if producers is PRODUCERS else None
     t = lap("key", started)
     if key is not None:
         # forced, the current release built from this key is what the producers would make again (releases

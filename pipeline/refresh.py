@@ -272,7 +272,7 @@ def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path
     The saved build key counts only when the live pointer names the release it was saved with (same
     manifest checksum) and this build root holds no release of its own (a kept root decides by its own
     keys, as a local build does)."""
-    from pipeline.build import CACHE_DIR, release_key
+    from pipeline.cache import CACHE_DIR
     from pipeline.publish import s3
     from pipeline.publish.s3 import state
 
@@ -292,7 +292,7 @@ def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path
         steps["state"] += f"; its release {saved.release_id} is not the live one ({pointer.release_id})"
         return False
     with _step("build"):
-        key = release_key(data_dir)
+        key = buildkey.release_key(data_dir)
     if key != saved.build_key:
         return False
     live = saved.release_id  # the pointer's, checked above
@@ -393,7 +393,7 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
     steps["verify"] = ("every object matches the manifest (HEAD each)" if opts.thorough_verify else
                        "every object listed with the size and MD5 of the local file")
     if opts.state:
-        from pipeline.build import CACHE_DIR
+        from pipeline.cache import CACHE_DIR
         from pipeline.publish.s3 import state
 
         try:
