@@ -10,9 +10,11 @@ is its own. Printed side by side, as ratios measured in this run (targets: docs/
 * a forced rebuild of unchanged inputs: files that differ from the release it rebuilds;
 * disk added by one new month / disk of one release (hard links counted once);
 * disk after N monthly refreshes with the default retention / one release;
-* full build peak memory (MiB).
+* full build peak memory (MiB);
+* `malaria-risk audit` CPU seconds on the new month's release (aim <= 25), and with `--base REV` the
+  same audit by the code of that revision (`git archive`), run beside it on the same release.
 
-    .venv/bin/python bench/build.py [--months 12]
+    .venv/bin/python bench/build.py [--months 12] [--base REV]
 """
 
 from __future__ import annotations
@@ -50,6 +52,28 @@ print(json.dumps({{"seconds": seconds, "cpu": use.ru_utime + use.ru_stime - cpu0
                   "written": r.stats.written, "unchanged": r.unchanged,
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
+
+
+AUDIT = """
+import json, resource, sys
+sys.path.insert(0, sys.argv[1])
+from pathlib import Path
+from pipeline.release.audit import audit, held_out_seasons, restricted_references
+data = Path(sys.argv[3])
+refs = restricted_references(data)
+result = audit(Path(sys.argv[2]), refs, held_out_seasons(data) if len(refs.series) else {})
+use = resource.getrusage(resource.RUSAGE_SELF)
+print(json.dumps({"cpu": use.ru_utime + use.ru_stime, "findings": len(result.findings)}))
+"""
+
+
+def run_audit(code: Path, release: Path, data_dir: Path) -> dict:
+    """`malaria-risk audit`'s work (references, held-out seasons, every file) by the code under `code`."""
+    got = subprocess.run([sys.executable, "-c", AUDIT, str(code), str(release), str(data_dir)],
+                         capture_output=True, text=True, cwd=code)
+    if got.returncode:
+        raise SystemExit(got.stderr[-3000:])
+    return json.loads(got.stdout.strip().splitlines()[-1])
 
 
 def load_without(data_dir: Path, into: Path, months: int) -> str:
@@ -118,7 +142,9 @@ def differing(a: Path, b: Path) -> int:
 @click.command()
 @click.option("--months", default=12, show_default=True, help="Monthly refreshes simulated for the retention figure.")
 @click.option("--keep", default=3, show_default=True, help="The retention rule's N (refresh's default).")
-def main(months: int, keep: int) -> None:
+@click.option("--base", default=None, help="A git revision whose audit runs beside this tree's (before/after).")
+@click.option("--quick", is_flag=True, help="Leave out the forced rebuild and the monthly refreshes (retention).")
+def main(months: int, keep: int, base: str | None, quick: bool) -> None:
     data_dir = Path(os.environ.get("DATA_DIR", ROOT.parent / "shared" / "data")).resolve()
     work = Path(tempfile.mkdtemp(prefix="bench-build-"))
     try:
@@ -139,14 +165,26 @@ def main(months: int, keep: int) -> None:
         full_s, new_s = min(full["seconds"], full2["seconds"]), min(new["seconds"], new2["seconds"])
         full_cpu, new_cpu = min(full["cpu"], full2["cpu"]), min(new["cpu"], new2["cpu"])
         # a forced rebuild of the same inputs into a second root: every file compared
-        again = run_build(loads[-1][1], work / "again", force=True)
-        differ = differing(out / "releases" / new["release"], work / "again" / "releases" / again["release"])
-        same_id = new["release"] == again["release"]
+        if quick:
+            again, differ, same_id = new, -1, True
+        else:
+            again = run_build(loads[-1][1], work / "again", force=True)
+            differ = differing(out / "releases" / new["release"], work / "again" / "releases" / again["release"])
+            same_id = new["release"] == again["release"]
+        # the audit of the new month's release, by this tree and (beside it) by the base revision
+        release = out / "releases" / new["release"]
+        audits = {"this tree": run_audit(ROOT, release, data_dir)}
+        if base:
+            (work / "base").mkdir()
+            archive = subprocess.run(["git", "-C", str(ROOT), "archive", base], check=True, capture_output=True).stdout
+            subprocess.run(["tar", "-x", "-C", str(work / "base")], input=archive, check=True)
+            audits[f"base {base}"] = run_audit(work / "base", release, data_dir)
+            audits["this tree (again)"] = run_audit(ROOT, release, data_dir)
         # N monthly refreshes with the default retention (as `refresh` runs it)
         monthly = work / "monthly"
-        steps = [run_build(d, monthly, keep=keep) for _, d in loads]
-        after = disk(monthly)
-        kept = sorted(p.name for p in (monthly / "releases").iterdir())
+        steps = [] if quick else [run_build(d, monthly, keep=keep) for _, d in loads]
+        after = disk(monthly) if steps else 0
+        kept = sorted(p.name for p in (monthly / "releases").iterdir()) if steps else []
 
         print(f"data: {data_dir}; loads ending {loads[0][0]} .. {loads[-1][0]}")
         print(f"{'measure':<62}{'value':>12}{'aim':>10}")
@@ -168,6 +206,10 @@ def main(months: int, keep: int) -> None:
             ("  monthly build seconds (median)",
              f"{sorted(s['seconds'] for s in steps[1:])[len(steps[1:]) // 2]:.1f}" if len(steps) > 1 else "-", ""),
         ]
+        mine = min(a["cpu"] for k, a in audits.items() if k.startswith("this tree"))
+        rows.append(("audit CPU seconds (this tree, best of the runs)", f"{mine:.1f}", "<= 25"))
+        rows += [(f"  audit CPU seconds, {k} ({a['findings']} findings)", f"{a['cpu']:.1f}", "")
+                 for k, a in audits.items()]
         for name, value, aim in rows:
             print(f"{name:<62}{value:>12}{aim:>10}")
     finally:

@@ -6,16 +6,23 @@ publishes the first, then the second, then the second again. Every request the p
 is counted by operation (botocore's event hooks), so the ratios below are measured in this run:
 
 * uploads of the new month's publish / files in its release (target <= 0.35);
+* billable writes (PUT + COPY) of the new month / files in its release (aim <= 0.4);
+* bucket growth per month / one release's bytes (aim <= 0.5);
 * requests by kind, bytes sent, and what a month of publishing therefore costs
-  (docs/operations.md#what-a-month-of-publishing-costs).
+  (docs/operations.md#what-a-month-of-publishing-costs);
+* the scheduled job (`refresh --state`, each run in a fresh folder, as deploy/job.sh runs it): a day
+  with unchanged inputs / a full build, CPU (aim <= 0.05), beside the same day without the kept
+  state (what the job did before: a full build), and a new month with the state restored / a full build.
 
-    .venv/bin/python bench/publish.py [--workers 16]
+    .venv/bin/python bench/publish.py [--workers 16] [--no-job]
 """
 
 from __future__ import annotations
 
 import os
+import resource
 import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -59,9 +66,39 @@ def publish(client: Any, target: s3.Target, root: Path, rid: str, workers: int) 
     return time.perf_counter() - t, result
 
 
+def bucket_bytes(client: Any, target: s3.Target, prefix: str = "") -> int:
+    return sum(o.size for o in s3.list_objects(client, target, target.key(prefix)).values())
+
+
+JOB = """
+import sys
+sys.path.insert(0, {root!r})
+from pipeline.cli import main
+main(sys.argv[1:])
+"""
+
+
+def job_refresh(server: Any, data: Path, work: Path, prefix: str, state: bool) -> tuple[float, str]:
+    """One scheduled refresh in the fresh folder `work` (its own process); (CPU seconds, summary line)."""
+    work.mkdir(parents=True)
+    env = {**os.environ, **server.env()}
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    got = subprocess.run([sys.executable, "-c", JOB.format(root=str(ROOT)), "refresh", "--no-fetch", "--data-dir",
+                          str(data), "--out", "build", "--bucket", server.bucket, "--prefix", prefix,
+                          "--endpoint-url", server.endpoint_url, *(["--state"] if state else [])],
+                         cwd=work, env=env, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if got.returncode:
+        raise SystemExit(got.stdout[-2000:] + got.stderr[-3000:])
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    return cpu, (got.stdout + got.stderr).strip().splitlines()[-1]
+
+
 @click.command()
 @click.option("--workers", default=16, show_default=True)
-def main(workers: int) -> None:
+@click.option("--job/--no-job", default=True, show_default=True,
+              help="Also measure the scheduled job's refresh with its state kept in the bucket (three more builds).")
+def main(workers: int, job: bool) -> None:
     import boto3
 
     from tests.s3server import run_seaweedfs
@@ -72,7 +109,8 @@ def main(workers: int) -> None:
         load_without(data_dir, work / "data-1", 1)
         load_without(data_dir, work / "data-0", 0)
         out = work / "build"
-        first = run_build(work / "data-1", out)["release"]
+        full = run_build(work / "data-1", out)
+        first = full["release"]
         second = run_build(work / "data-0", out)["release"]
         with run_seaweedfs(work / "seaweedfs") as server:
             session = boto3.session.Session(aws_access_key_id=server.access_key,
@@ -81,9 +119,23 @@ def main(workers: int) -> None:
             requests = Requests(client)
             target = s3.Target.of(server.bucket, "bench-" + uuid.uuid4().hex[:8])
             runs = []
+            sizes = []
             for name, rid in (("first release", first), ("new month", second), ("new month again", second)):
                 seconds, result = publish(client, target, out, rid, workers)
                 runs.append((name, seconds, result, requests.take()))
+                sizes.append(bucket_bytes(client, target))
+            one_release = bucket_bytes(client, target, f"releases/{first}/")
+            jobs: list[tuple[str, float, str]] = []
+            if job:
+                prefix = "job-" + uuid.uuid4().hex[:8]
+                jobs.append(("full build (month before, fresh folder)",
+                             *job_refresh(server, work / "data-1", work / "job1", prefix, True)))
+                jobs.append(("unchanged day, state kept in the bucket",
+                             *job_refresh(server, work / "data-1", work / "job2", prefix, True)))
+                jobs.append(("unchanged day, no state (before)",
+                             *job_refresh(server, work / "data-1", work / "job3", prefix, False)))
+                jobs.append(("new month, state kept in the bucket",
+                             *job_refresh(server, work / "data-0", work / "job4", prefix, True)))
         files = len(s3.open_local_release(out, second).manifest.files)
         print(f"releases {first} -> {second}; {files} files in the new month's release; {workers} workers")
         kinds = ["PutObject", "CopyObject", "HeadObject", "ListObjectsV2", "GetObject", "DeleteObjects"]
@@ -92,10 +144,36 @@ def main(workers: int) -> None:
         for name, seconds, r, counts in runs:
             print(f"{name:<18}{seconds:>8.1f}{r.uploaded:>9}{r.bytes_uploaded / 1e6:>7.1f}{r.copied:>8}"
                   + "".join(f"{counts.get(k, 0):>9}" for k in kinds))
-        new = runs[1][2]
+        new, new_counts = runs[1][2], runs[1][3]
+        writes = new_counts.get("PutObject", 0) + new_counts.get("CopyObject", 0)
         print(f"\nuploads of a new month's publish / files in the release: {new.uploaded / files:.2f} (aim <= 0.35)")
         print(f"bytes uploaded by the new month / by the first release: "
               f"{new.bytes_uploaded / max(runs[0][2].bytes_uploaded, 1):.2f}")
+        print(f"billable writes (PUT + COPY) of a new month / files in the release: {writes / files:.2f} "
+              f"({writes} / {files}; aim <= 0.4)")
+        print(f"bucket growth per month / one release: {(sizes[1] - sizes[0]) / one_release:.2f} "
+              f"({(sizes[1] - sizes[0]) / 1e6:.0f} / {one_release / 1e6:.0f} MB; aim <= 0.5)")
+        # the documented next layout (docs/operations.md#layout-what-a-new-month-writes), projected from the two
+        # manifests, not measured by requests: no .gz twins (CloudFront compresses), the edge resolves each path
+        # through a per-release index, so a month writes its new objects, the index and the manifest
+        m1, m2 = (s3.open_local_release(out, r).manifest for r in (first, second))
+        ident = {k: e for k, e in m2.files.items() if e.get("content_encoding") is None}
+        before_sha = {e["sha256"] for e in m1.files.values()}
+        fresh = {e["sha256"] for e in ident.values()} - before_sha
+        grow = sum({e["sha256"]: e["size"] for e in ident.values() if e["sha256"] in fresh}.values())
+        one = sum(e["size"] for e in ident.values())
+        print(f"projected, index layout without .gz twins: writes of a new month / files in the release "
+              f"{(len(fresh) + 2) / len(ident):.2f} ({len(fresh)} new objects + index + manifest / {len(ident)} "
+              f"files); bucket growth / one release {grow / one:.2f} ({grow / 1e6:.0f} / {one / 1e6:.0f} MB)")
+        if jobs:
+            full_cpu = full["cpu"]
+            print(f"\nthe scheduled job's refresh (`refresh --no-fetch [--state]`, each in a fresh folder; CPU s; "
+                  f"a full build: {full_cpu:.1f})")
+            for name, cpu, summary in jobs:
+                print(f"  {name:<44}{cpu:>7.1f}  {cpu / full_cpu:>5.2f} of a full build   {summary[:110]}")
+            print(f"scheduled run with unchanged inputs / full build, CPU: {jobs[1][1] / full_cpu:.3f} "
+                  f"(aim <= 0.05; without the kept state {jobs[2][1] / full_cpu:.2f})")
+            print(f"scheduled new month / full build, CPU: {jobs[3][1] / full_cpu:.2f}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

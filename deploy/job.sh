@@ -3,9 +3,13 @@
 # creates (docs/monitoring.md#the-schedule). The job's name comes from the EventBridge rule:
 #
 #   refresh       the data directory (kept in the bucket under <prefix>/ops/data/) is synced down,
-#                 `malaria-risk refresh` fetches, checks, builds, publishes, verifies and confirms the
-#                 served /v1/periods; the data directory is synced back, then last month's usage
-#                 is exported too (harmless to repeat; the usage-export rule is the one relied on)
+#                 `malaria-risk refresh --state` restores the build state (fit cache, the live release's
+#                 build key: <prefix>/ops/state/, each entry hash-checked), fetches, checks, builds (nothing
+#                 when the inputs are unchanged), publishes, verifies, saves the state and confirms the
+#                 served /v1/periods; the data directory is synced back, `release prune` keeps the
+#                 KEEP_RELEASES newest releases (default 12; the live and previous ones and pinned ones
+#                 always), then last month's usage is exported too (harmless to repeat; the
+#                 usage-export rule is the one relied on)
 #   usage-export  last month's per-key totals, before the counters expire, to <prefix>/ops/usage/
 #   canary        staleness and a sample of routes; status.json published under <prefix>/status/
 #
@@ -39,9 +43,13 @@ case "$job" in
     mkdir -p data
     aws s3 sync --only-show-errors "${ops}/data/" data/
     status=0
-    malaria-risk refresh --data-dir data --out build --bucket "$BUCKET" --prefix "${PREFIX:-}" \
+    malaria-risk refresh --data-dir data --out build --bucket "$BUCKET" --prefix "${PREFIX:-}" --state \
       --base-url "$BASE_URL" --key-file "$key_file" || status=$?
     aws s3 sync --only-show-errors data/ "${ops}/data/"
+    if [ "$status" -eq 0 ]; then  # retention: only after a good run (never prune around a failed publish)
+      malaria-risk release prune --bucket "$BUCKET" --prefix "${PREFIX:-}" --keep "${KEEP_RELEASES:-12}" \
+        || status=$?
+    fi
     usage_export || status=$(( status ? status : 1 ))
     exit "$status"
     ;;

@@ -62,10 +62,11 @@ def events_trust() -> dict[str, Any]:
 
 def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
     """What the scheduled jobs may do, and nothing else: publish releases and the pointer under the
-    prefix (create-only objects: no s3:DeleteObject on releases except through `release prune`, which is
-    not scheduled, and the repair of a damaged object), read and write the data directory and the usage
-    exports under ops/, write status.json, read the key table (usage export: Scan), read the canary's
-    key, log. The stored objects (`objects/`) are written by the same publish as the release keys."""
+    prefix (create-only objects: no s3:DeleteObject on releases except through `release prune`, which the
+    refresh job runs after a good run, and the repair of a damaged object), read and write the data
+    directory, the build state and the usage exports under ops/ (delete only the build state's
+    superseded fit cache entries), write status.json, read the key table (usage export: Scan), read the
+    canary's key, log. The stored objects (`objects/`) are written by the same publish as the release keys."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     ops = ops_prefix(prefix)
     b = f"arn:aws:s3:::{bucket}"
@@ -81,6 +82,8 @@ def jobs_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: 
          "Resource": [f"{b}/{base}releases/*", f"{b}/{base}objects/*"]},
         {"Sid": "OpsFiles", "Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject"],
          "Resource": [f"{b}/{ops}/*", f"{b}/{base}status/status.json"]},
+        {"Sid": "SupersededBuildState", "Effect": "Allow", "Action": "s3:DeleteObject",
+         "Resource": f"{b}/{ops}/state/objects/*"},
         {"Sid": "UsageExport", "Effect": "Allow", "Action": "dynamodb:Scan",
          "Resource": f"arn:aws:dynamodb:{region}:*:table/{table_prefix}keys"},
         {"Sid": "CanaryKey", "Effect": "Allow", "Action": "ssm:GetParameters",
@@ -122,9 +125,10 @@ def project_config(name: str, role_arn: str, bucket: str, prefix: str, table_pre
                    base_url: str, max_lag_days: int) -> dict[str, Any]:
     """The CodeBuild project running every job: source is the code zip `deploy/aws.py source` put in the
     bucket; the job's name comes from each schedule's JOB override. The build root is not carried from run
-    to run (the cache holds pip's downloads only): releases are reproducible, so an unchanged refresh
-    builds the live release again and its publish finds every file in place and uploads nothing
-    (docs/local-releases.md)."""
+    to run (the cache holds pip's downloads only): `refresh --state` keeps what the next run needs in the
+    bucket instead (the fit cache and the live release's build key under ops/state/, hash-checked on
+    restore), so an unchanged day builds and publishes nothing and a new month refits only what changed
+    (docs/operations.md#the-jobs-state)."""
     ops = ops_prefix(prefix)
 
     def env(k: str, v: str, kind: str = "PLAINTEXT") -> dict[str, str]:

@@ -36,7 +36,7 @@ from pipeline.sources.checks import RainfallReport, check_rainfall
 from pipeline.window import check_window
 
 Producer = Callable[[BuildContext], Produced]
-CACHE_DIR = "cache"  # OUT/cache: fits kept between builds (pipeline.cache), never published
+CACHE_DIR = cache.CACHE_DIR  # OUT/cache: fits kept between builds (pipeline.cache), never published
 
 PRODUCERS: tuple[Producer, ...] = (
     boundaries.produce,
@@ -123,12 +123,12 @@ def build(
     settings = BuildSettings.from_env()
     base_url = base_url or settings.base_url
     loaded_at = updated_at or buildkey.data_loaded_at(Path(data_dir))
-    key = (buildkey.build_key(Path(data_dir), BuildSettings().docs_dir, base_url, loaded_at,
-                              (f"dashboard_url={settings.dashboard_url}",))
-           if producers is PRODUCERS else None)
+    key = buildkey.release_key(Path(data_dir), base_url, loaded_at) if producers is PRODUCERS else None
     t = lap("key", started)
-    if key is not None and not force:
-        same = buildkey.unchanged_release(out, key)
+    if key is not None:
+        # forced, the current release built from this key is what the producers would make again (releases
+        # are reproducible): when every file still verifies, it is found before anything is computed
+        same = buildkey.verified_current(out, key) if force else buildkey.unchanged_release(out, key)
         if same is not None:
             stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
             return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)

@@ -103,6 +103,16 @@ def build_key(data_dir: Path, docs_dir: Path, base_url: str, loaded_at: str, mor
     return input_key(data_dir, docs_dir, settings=(f"base_url={base_url}", *more, f"data_loaded_at={loaded_at}"))
 
 
+def release_key(data_dir: Path, base_url: str | None = None, loaded_at: str | None = None) -> str:
+    """The build key `pipeline.build.build` compares with the current release's; also what the scheduled
+    job compares with the key of the live release it saved in the bucket (without importing the producers)."""
+    from pipeline.settings import BuildSettings
+
+    settings = BuildSettings.from_env()
+    return build_key(Path(data_dir), BuildSettings().docs_dir, base_url or settings.base_url,
+                     loaded_at or data_loaded_at(Path(data_dir)), (f"dashboard_url={settings.dashboard_url}",))
+
+
 def _read_keys(out: Path) -> dict[str, str]:
     try:
         doc = orjson.loads((Path(out) / KEY_FILE).read_bytes())
@@ -136,3 +146,16 @@ def unchanged_release(out: Path, key: str) -> Manifest | None:
     if manifest is None or _read_keys(out).get(manifest.release_id) != key:
         return None
     return manifest
+
+
+def verified_current(out: Path, key: str) -> Manifest | None:
+    """The current release when it was built from exactly `key` and every file still verifies (sizes and
+    SHA-256), else None: what a forced build of the same inputs and code would write again, found before
+    it computes. A current release that no longer verifies is built again."""
+    from edge.release import verify_release_files
+
+    manifest = unchanged_release(out, key)
+    with contextlib.suppress(OSError):
+        if manifest is not None and not verify_release_files((Path(out) / "current").resolve(), manifest.files):
+            return manifest
+    return None

@@ -27,6 +27,7 @@ from pipeline.buildkey import source_files
 from pipeline.settings import REPO_ROOT
 
 T = TypeVar("T")
+CACHE_DIR = "cache"  # under the build root (OUT/cache), outside every release
 FORMAT = b"malaria-risk fit cache 1\n"
 
 _ROOT: ContextVar[Path | None] = ContextVar("fit_cache_root", default=None)

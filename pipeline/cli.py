@@ -165,7 +165,8 @@ def build_progress(echo: Any, tty: bool, quiet: bool = False,
 @click.option("--quiet", is_flag=True, help="No progress display.")
 @click.option("--allow-shrink", is_flag=True,
               help="Build even if the estimated months end earlier than in OUT/current (docs/data-load.md).")
-@click.option("--force", is_flag=True, help="Build a new release even when inputs and code are unchanged.")
+@click.option("--force", is_flag=True, help="Build even when inputs and code are unchanged (a kept release built "
+                                           "from them that verifies is kept, before anything is computed).")
 def build(data_dir: Path, out: Path, quiet: bool, allow_shrink: bool, force: bool) -> None:
     """Render every response into a new immutable release and switch `current` to it.
 
@@ -179,6 +180,10 @@ def build(data_dir: Path, out: Path, quiet: bool, allow_shrink: bool, force: boo
 
     result = run_build(data_dir, out, progress, allow_shrink=allow_shrink, force=force)
     s = result.stats
+    if result.unchanged and force:
+        click.echo(f"nothing to build: release {s.release_id} was built from the same inputs and code and every "
+                   f"file verifies ({result.seconds:.1f} s)")
+        return
     if result.unchanged:
         click.echo(f"nothing changed: release {s.release_id} is current and was built from the same inputs and "
                    f"code ({result.seconds:.1f} s; --force builds anyway)")

@@ -99,19 +99,26 @@ def check_cmd(data_dir: Path) -> None:
                                                      "(`release verify`), not one listing.")
 @click.option("--keep", default=3, show_default=True, type=click.IntRange(min=1),
               help="Local releases kept after the build (besides pinned ones and the one served; docs/local-releases.md).")
+@click.option("--state", is_flag=True,
+              help="Keep the build state (fit cache, the live release's build key) in the bucket under "
+                   "<prefix>/ops/state/ between runs: a run in a fresh folder with unchanged inputs builds and "
+                   "publishes nothing (the scheduled job; docs/operations.md#the-jobs-state).")
 def refresh_cmd(data_dir: Path, out: Path, no_fetch: bool, url: str | None, sha256: str | None, bucket: str | None,
                 prefix: str, endpoint_url: str | None, workers: int, base_url: str | None, key_file: Path | None,
-                served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool, keep: int) -> None:
+                served_timeout: float, allow_shrink: bool, dry_run: bool, thorough_verify: bool, keep: int,
+                state: bool) -> None:
     """Fetch, check, build, publish, verify and confirm the served /v1/periods moved; one summary line.
 
     Idempotent: unchanged inputs build and upload nothing. Exit 0 (updated or nothing changed),
     3 fetch, 4 input check, 5 build, 6 publish, 7 verification, 8 served API (docs/data-load.md)."""
     from pipeline.refresh import RefreshOptions, refresh
 
+    if state and not bucket:
+        raise click.UsageError("--state keeps the build state in the bucket: give --bucket")
     opts = RefreshOptions(data_dir=data_dir, out=out, fetch=not no_fetch, url=url, sha256=sha256, bucket=bucket,
                           prefix=prefix, endpoint_url=endpoint_url, workers=workers, base_url=base_url,
                           key_file=key_file, served_timeout=served_timeout, allow_shrink=allow_shrink,
-                          dry_run=dry_run, thorough_verify=thorough_verify, keep=keep)
+                          dry_run=dry_run, thorough_verify=thorough_verify, keep=keep, state=state)
     outcome = refresh(opts, log=lambda m: click.echo(m, err=True))
     click.echo(outcome.summary, err=outcome.code != 0)
     if outcome.code:

@@ -64,6 +64,7 @@ class RefreshOptions:
     dry_run: bool = False
     thorough_verify: bool = False
     keep: int = 3  # local releases kept after the build besides pinned ones and the one served
+    state: bool = False  # restore the build state from the bucket's ops prefix, and save it after a publish
     settings: BuildSettings = field(default_factory=BuildSettings.from_env)
 
 
@@ -76,6 +77,8 @@ class RefreshOutcome:
     last_estimated: str | None = None
     changed: bool = False
     steps: dict[str, str] = field(default_factory=dict)  # step -> what it did, in order
+    build_key: str | None = None  # the build key of the release built (or found current)
+    rebuilt: bool = False  # the producers ran (False: the build key matched a kept or saved release)
 
 
 class _StepFailed(Exception):
@@ -201,6 +204,10 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
     else:
         steps["fetch"] = "skipped"
 
+    # the scheduled job's state: the fit cache and the live release's build key, from the bucket
+    if opts.state and not opts.dry_run and _restore_state(opts, outcome, build_dir):
+        return
+
     # 2. check and 3. build
     if opts.dry_run:
         _dry_build(opts, outcome, build_dir)
@@ -211,6 +218,8 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
             result = build(build_dir, opts.out, allow_shrink=opts.allow_shrink)
         outcome.release_id = result.stats.release_id
         outcome.changed = not result.unchanged
+        outcome.build_key = result.key
+        outcome.rebuilt = not result.unchanged
         if result.rainfall is not None:
             steps["check"] = f"passed ({result.rainfall.states} states, {result.rainfall.lgas} LGAs, " \
                              f"{result.rainfall.first}..{result.rainfall.last})"
@@ -239,15 +248,76 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
 
     # 6. served
     if opts.base_url and not opts.dry_run and manifest is not None:
-        if opts.key_file is None:
-            raise _StepFailed("served", "--base-url needs --key-file (a file holding an API key)")
-        try:
-            key = opts.key_file.read_text(encoding="ascii").strip()
-        except (OSError, UnicodeDecodeError) as e:
-            raise _StepFailed("served", f"cannot read the key file {opts.key_file}: {e}") from None
-        wait_until_served(opts.base_url, key, outcome.last_estimated or "", manifest.updated_at,
-                          opts.served_timeout, opts.served_interval)
-        steps["served"] = f"/v1/periods shows {outcome.last_estimated}"
+        _served(opts, outcome, manifest.updated_at)
+
+
+def _served(opts: RefreshOptions, outcome: RefreshOutcome, updated_at: str) -> None:
+    if not opts.base_url:
+        return
+    if opts.key_file is None:
+        raise _StepFailed("served", "--base-url needs --key-file (a file holding an API key)")
+    try:
+        key = opts.key_file.read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as e:
+        raise _StepFailed("served", f"cannot read the key file {opts.key_file}: {e}") from None
+    wait_until_served(opts.base_url, key, outcome.last_estimated or "", updated_at,
+                      opts.served_timeout, opts.served_interval)
+    outcome.steps["served"] = f"/v1/periods shows {outcome.last_estimated}"
+
+
+def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) -> bool:
+    """Restore the fit cache saved by the last run into OUT/cache (each entry hash-checked); True when
+    the live release was built from exactly these inputs and code, so nothing is built or published.
+
+    The saved build key counts only when the live pointer names the release it was saved with (same
+    manifest checksum) and this build root holds no release of its own (a kept root decides by its own
+    keys, as a local build does)."""
+    from pipeline.cache import CACHE_DIR
+    from pipeline.publish import s3
+    from pipeline.publish.s3 import state
+
+    steps = outcome.steps
+    if not opts.bucket:
+        raise _StepFailed("usage", "--state keeps the build state in the bucket: it needs --bucket")
+    with _step("publish"):
+        target = s3.Target.of(opts.bucket, opts.prefix)
+        client = s3.make_client(opts.endpoint_url, workers=opts.workers)
+        restored = state.restore(client, target, Path(opts.out) / CACHE_DIR)
+        pointer = s3.read_pointer(client, target)
+    steps["state"] = restored.describe()
+    saved = restored.state
+    if saved is None or saved.build_key is None or pointer is None or buildkey.current_manifest(opts.out) is not None:
+        return False
+    if (pointer.release_id, pointer.manifest_sha256) != (saved.release_id, saved.manifest_sha256):
+        steps["state"] += f"; its release {saved.release_id} is not the live one ({pointer.release_id})"
+        return False
+    with _step("build"):
+        key = buildkey.release_key(data_dir)
+    if key != saved.build_key:
+        return False
+    live = saved.release_id  # the pointer's, checked above
+    if live is None:
+        return False
+    outcome.release_id, outcome.build_key = live, key
+    est = pointer.doc.get("facts", {}).get("estimated") or []
+    outcome.last_estimated = est[-1] if est else None
+    steps["check"] = "inputs unchanged"
+    steps["build"] = f"nothing changed, {pointer.release_id} is live (inputs and code as when it was built)"
+    steps["publish"] = f"{pointer.release_id} is already live"
+    with _step("verify"):
+        got = s3.read_remote_manifest(client, target, live)
+        problems = ([] if got is not None and got[1] == pointer.manifest_sha256 else
+                    [f"the published manifest of {pointer.release_id} is missing or differs from the pointer's"])
+        if not problems and opts.thorough_verify:
+            problems = s3.verify_remote_release(client, target, live, pointer=pointer,
+                                                workers=opts.workers)
+        if problems:
+            raise _StepFailed("verify", f"release {pointer.release_id}: {len(problems)} difference(s) from its "
+                                       f"manifest; first: {problems[0]}")
+    steps["verify"] = ("every object matches the manifest (HEAD each)" if opts.thorough_verify else
+                       "the pointer names the published manifest")
+    _served(opts, outcome, str(pointer.doc.get("updated_at") or ""))
+    return True
 
 
 def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) -> None:
@@ -322,6 +392,18 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
                                        f"manifest; first: {problems[0]}")
     steps["verify"] = ("every object matches the manifest (HEAD each)" if opts.thorough_verify else
                        "every object listed with the size and MD5 of the local file")
+    if opts.state:
+        from pipeline.cache import CACHE_DIR
+        from pipeline.publish.s3 import state
+
+        try:
+            saved = state.save(client, target, Path(opts.out) / CACHE_DIR, local.release_id,
+                               local.manifest_sha256, outcome.build_key)
+        except OperatorError as e:  # the release is live and verified; the next run rebuilds in full
+            steps["state saved"] = f"NO ({e})"
+        else:
+            steps["state saved"] = (f"{saved.uploaded} fit cache entries uploaded, {saved.kept} kept, "
+                              f"{saved.removed} removed)")
 
 
 def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = False, workers: int = 32) -> list[str]:
@@ -333,8 +415,6 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
     SHA-256 when the release was opened. 17 list requests instead of 16,000 HEADs; `thorough`
     adds `release verify`'s HEAD of every object (headers, SHA-256 metadata).
     """
-    import hashlib
-
     from pipeline.publish import s3
 
     now = s3.read_pointer(client, target)
@@ -355,7 +435,7 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
             problems.append(f"missing: {exp.rel}")
             continue
         etag = obj.etag.strip('"')
-        md5 = hashlib.md5(local.read(exp), usedforsecurity=False).hexdigest()
+        md5 = local.md5(exp)  # the bytes' MD5 from the opening check: the file is not read again
         if obj.size != exp.size or ("-" not in etag and etag != md5):
             problems.append(f"differs from the local file: {exp.rel}")
     if thorough and not problems:

@@ -42,6 +42,8 @@ of that state's rows, not as a finding. A declaration that is not the held-out f
 
 from __future__ import annotations
 
+import csv
+import functools
 import gzip
 import io
 import re
@@ -76,6 +78,7 @@ SKIP_KEYS = frozenset({"coordinates", "bbox"})
 # one large table correlates with any series that peaks at the same place (a chance match, not a leak)
 FILE_KEYS = frozenset({"bytes"})
 AREA_KEYS = ("lga_code", "state_code")
+NUMERIC_CELL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")  # what polars reads as a number
 NATION = "NG"  # a national record (`national` in JSON, a table row of area_type national) is the nation's
 SEASON_FIGURE_PREFIX = "season_"  # docs/figures/season_*.svg draw calendar-month seasons
 
@@ -287,9 +290,24 @@ def _number(x: Any) -> float:
     return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else np.nan
 
 
-def _month_index(period: Any) -> float:
-    m = PERIOD.match(period) if isinstance(period, str) else None
+_PLAIN_NUMBERS = frozenset({int, float})
+
+
+def _numbers(values: list[Any]) -> np.ndarray:
+    """`_number` of each value, in one conversion when every value is a plain int or float."""
+    if set(map(type, values)) <= _PLAIN_NUMBERS:
+        return np.array(values, dtype=np.float64)
+    return np.array([_number(x) for x in values], dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=8192)
+def _month_of(period: str) -> float:
+    m = PERIOD.match(period)
     return (int(m.group(1)) - FIRST_YEAR) * 12 + int(m.group(2)) - 1 if m else np.nan
+
+
+def _month_index(period: Any) -> float:
+    return _month_of(period) if isinstance(period, str) else np.nan
 
 
 def _runs(where: str, v: np.ndarray, area: str | None = None, months: np.ndarray | None = None,
@@ -349,7 +367,7 @@ def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[R
         if len(doc) >= MIN_LENGTH:
             if any(isinstance(x, int | float) and not isinstance(x, bool) for x in doc[:64]):
                 calendar_list = len(doc) == 12 and is_calendar_key(where.rsplit(".", 1)[-1])
-                yield from _runs(where, np.array([_number(x) for x in doc]), area, calendar=calendar_list)
+                yield from _runs(where, _numbers(doc), area, calendar=calendar_list)
             records = [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
                 months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
@@ -358,8 +376,10 @@ def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[R
                 own = [next((r[k] for k in AREA_KEYS if isinstance(r.get(k), str)), "") if isinstance(r, dict)
                        else "" for r in doc]
                 keyed = all(own) and len(set(own)) == len(own)
+                every = len(records) == len(doc)
                 for key in dict.fromkeys(k for r in records for k in r if k not in FILE_KEYS):
-                    vals = np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
+                    vals = _numbers([r.get(key) for r in doc]) if every else \
+                        np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
                     if has_months:
                         ok = np.isfinite(months)
                         yield from _runs(f"{where}[].{key}", vals[ok], area, months[ok])
@@ -372,39 +392,89 @@ def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[R
                 yield from json_runs(v, f"{where}[{i}]", area)
 
 
-def table_runs(df: pl.DataFrame) -> Iterator[Run]:
+@dataclass(frozen=True)
+class Table:
+    """A table's columns as the audit reads them: numeric columns as float arrays (null -> NaN), the
+    others as lists of strings (null -> None). Cheaper to make than a DataFrame for the thousands of
+    small CSV files of a release, and grouped with a dict of row indices rather than a group-by."""
+
+    columns: list[str]
+    num: dict[str, np.ndarray]
+    text: dict[str, list[str | None]]
+    height: int
+
+    @classmethod
+    def of_frame(cls, df: pl.DataFrame) -> Table:
+        num = {c: df[c].cast(pl.Float64).to_numpy() for c, t in df.schema.items() if t.is_numeric()}
+        text = {c: df[c].cast(pl.Utf8).to_list() for c in (*AREA_KEYS, "period", "area_type")
+                if c in df.columns and c not in num}  # the only text the audit reads
+        return cls(list(df.columns), num, text, df.height)
+
+    @classmethod
+    def of_csv(cls, data: bytes) -> Table:
+        """A column is numeric when it has a value and every value parses as a number (as polars infers)."""
+        rows = list(csv.reader(io.StringIO(data.decode("utf-8", "replace"))))
+        if not rows:
+            return cls([], {}, {}, 0)
+        header, body = rows[0], rows[1:]
+        num: dict[str, np.ndarray] = {}
+        text: dict[str, list[str | None]] = {}
+        width = len(header)
+        columns = list(zip(*body, strict=True)) if body and all(len(r) == width for r in body) else \
+            [tuple(r[j] if j < len(r) else "" for r in body) for j in range(width)]
+        for name, vals in zip(header, columns or [()] * width, strict=True):
+            if any(vals) and all(NUMERIC_CELL.fullmatch(v) for v in vals if v):
+                num[name] = np.array([v or "nan" for v in vals], dtype=np.float64)
+            else:
+                text[name] = [v or None for v in vals]
+        return cls(header, num, text, len(body))
+
+    def strings(self, col: str) -> list[str | None]:
+        if col in self.text:
+            return self.text[col]
+        return [None if not np.isfinite(x) else str(int(x)) if float(x).is_integer() else str(x)
+                for x in self.num[col]]
+
+
+def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
     """Numeric columns (per area and on their months when the table has `period` or `month`, top
     to bottom otherwise) and numbered columns along each row."""
-    numeric = [c for c, t in df.schema.items() if t.is_numeric() and c not in ("month", "year")]
-    area_col = next((k for k in AREA_KEYS if k in df.columns), None)
-    time_col = "period" if "period" in df.columns else "month" if "month" in df.columns else None
+    t = df if isinstance(df, Table) else Table.of_frame(df)
+    numeric = [c for c in t.columns if c in t.num and c not in ("month", "year")]
+    area_col = next((k for k in AREA_KEYS if k in t.columns), None)
+    time_col = "period" if "period" in t.columns else "month" if "month" in t.columns else None
+    codes = t.strings(area_col) if area_col else [None] * t.height
     if area_col and time_col:
-        for (code,), g in df.group_by([area_col], maintain_order=True):
-            national = code is None and "area_type" in g.columns and (g["area_type"] == "national").all()
+        groups: dict[str | None, list[int]] = {}
+        for i, code in enumerate(codes):  # by area, in order of first appearance, rows in table order
+            groups.setdefault(code, []).append(i)
+        kinds = t.text.get("area_type")
+        periods = t.text.get("period") if time_col == "period" else None
+        for code, rows in groups.items():
+            idx = np.asarray(rows, dtype=np.int64)
+            national = code is None and kinds is not None and all(kinds[i] == "national" for i in rows
+                                                                  if kinds[i] is not None)
             area = NATION if national else code
             if time_col == "period":
-                months = np.array([_month_index(p) for p in g["period"].to_list()])
+                months = np.array([_month_index(periods[i]) if periods else np.nan for i in rows])
                 ok = np.isfinite(months)
                 for c in numeric:
-                    yield from _runs(f"{area_col}={area} column {c}", g[c].cast(pl.Float64).to_numpy()[ok],
-                                     str(area), months[ok])
+                    yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx][ok], str(area), months[ok])
             else:
-                calendar = g["month"].to_list() == list(range(1, 13))
+                calendar = "month" in t.num and np.array_equal(t.num["month"][idx], np.arange(1, 13))
                 for c in numeric:
-                    yield from _runs(f"{area_col}={area} column {c}", g[c].cast(pl.Float64).to_numpy(), str(area),
-                                     calendar=calendar)
+                    yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx], str(area), calendar=calendar)
     elif area_col:
-        codes = df[area_col].cast(pl.Utf8).fill_null("").to_list()
+        keys = ["" if c is None else c for c in codes]
         for c in numeric:
-            yield from _keyed(f"column {c}", df[c].cast(pl.Float64).to_numpy(), codes)
+            yield from _keyed(f"column {c}", t.num[c], keys)
     else:
         for c in numeric:
-            yield from _runs(f"column {c}", df[c].cast(pl.Float64).to_numpy())
-    areas = df[area_col].cast(pl.Utf8).to_list() if area_col else [None] * df.height
+            yield from _runs(f"column {c}", t.num[c])
     for group in _numbered_groups(c for c in numeric):
-        rows = df.select(pl.col(group).cast(pl.Float64)).to_numpy()
-        for i, row in enumerate(rows):
-            yield from _runs(f"row {i} {group[0]}…", row, areas[i])
+        rows_of = np.column_stack([t.num[c] for c in group]) if t.height else np.empty((0, len(group)))
+        for i, row in enumerate(rows_of):
+            yield from _runs(f"row {i} {group[0]}…", row, codes[i])
 
 
 def svg_runs(text: str, where: str = "", names: Mapping[str, str] | None = None,
@@ -472,8 +542,8 @@ def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) ->
             runs = ()
     elif name.endswith(".csv"):
         try:
-            runs = table_runs(pl.read_csv(io.BytesIO(data), infer_schema_length=10_000))
-        except (pl.exceptions.PolarsError, ValueError):
+            runs = table_runs(Table.of_csv(data))
+        except (csv.Error, ValueError):
             runs = ()
     elif name.endswith(".parquet"):
         runs = table_runs(pl.read_parquet(io.BytesIO(data)))

@@ -227,8 +227,10 @@ def test_the_schedule_dry_run_changes_nothing_then_deploys_twice(endpoint: str,
     actions = [a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])]
     assert not any("*" in a for a in actions)
     assert [s["Resource"] for s in statements if "s3:DeleteObject" in s["Action"]] == [
-        ["arn:aws:s3:::sched-bucket/api/releases/*", "arn:aws:s3:::sched-bucket/api/objects/*"]]
-    # the job's cache carries pip's downloads, never the build root (releases are rebuilt, not cached)
+        ["arn:aws:s3:::sched-bucket/api/releases/*", "arn:aws:s3:::sched-bucket/api/objects/*"],
+        "arn:aws:s3:::sched-bucket/api/ops/state/objects/*"]  # superseded fit cache entries of the job's state
+    # the job's cache carries pip's downloads, never the build root (its state is kept, hash-checked, in
+    # the bucket: tests/pipeline/publish/test_job_state.py)
     assert "build/" not in schedule.BUILDSPEC
     assert [s["Action"] for s in statements if "dynamodb" in json.dumps(s["Action"])] == ["dynamodb:Scan"]
     start = iam.get_role_policy(RoleName=f"{name}-schedule", PolicyName="jobs")["PolicyDocument"]

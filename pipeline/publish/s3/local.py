@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from edge.release import verify_release_files
 from pipeline.errors import PublishError
 from pipeline.publish.s3.layout import check_release_id
 from pipeline.publish.s3.objects import Expected
-from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex, verify_release_dir
+from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex
 
 
 @dataclass(frozen=True)
@@ -17,6 +20,10 @@ class LocalRelease:
     path: Path
     manifest: Manifest
     manifest_bytes: bytes
+    # rel -> MD5 hex of the bytes checked against the manifest's SHA-256 when the tree was opened (one
+    # read of each file for both digests): what the listing's ETags are compared with, without reading
+    # the file again. Only the bytes of new objects are read a second time, to send them.
+    md5s: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
     def manifest_sha256(self) -> str:
@@ -31,6 +38,15 @@ class LocalRelease:
             )
         return data
 
+    def md5(self, exp: Expected) -> str:
+        """The MD5 hex of the file's checked bytes (from the opening check; else read now)."""
+        if exp.rel == MANIFEST_NAME:
+            return hashlib.md5(self.manifest_bytes, usedforsecurity=False).hexdigest()
+        got = self.md5s.get(exp.rel)
+        if got is None:
+            got = self.md5s[exp.rel] = hashlib.md5(self.read(exp), usedforsecurity=False).hexdigest()
+        return got
+
 
 def resolve_release_dir(root: Path, release_id: str | None = None) -> Path:
     """`root/releases/<id>`, or where `root/current` points when no id is given."""
@@ -44,10 +60,30 @@ def resolve_release_dir(root: Path, release_id: str | None = None) -> Path:
     return current.resolve()
 
 
-def check_release_tree(release_dir: Path, manifest: Manifest) -> list[str]:
+def _digests(path: Path) -> tuple[str, str]:
+    """(SHA-256, MD5) of a file in one read."""
+    sha, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            sha.update(chunk)
+            md5.update(chunk)
+    return sha.hexdigest(), md5.hexdigest()
+
+
+def check_release_tree(release_dir: Path, manifest: Manifest, md5s: dict[str, str] | None = None) -> list[str]:
     """Reasons a tree must not be published: checksum failures, files the manifest does
-    not list (a stray key store, an editor backup), keys or symlinks that escape it."""
-    problems = verify_release_dir(release_dir, manifest)
+    not list (a stray key store, an editor backup), keys or symlinks that escape it.
+    Each file is read once; `md5s` receives the MD5 of every file whose SHA-256 matched."""
+    problems = verify_release_files(release_dir, manifest.files, checksums=False)
+    bad = {p.split(": ", 1)[1].split(" (", 1)[0] for p in problems}
+    keys = [k for k in manifest.files if k not in bad]
+    with ThreadPoolExecutor(max_workers=4) as pool:  # hashlib releases the GIL on large buffers
+        digests = list(pool.map(lambda k: _digests(release_dir / k), keys))
+    for key, (sha, md5) in zip(keys, digests, strict=True):
+        if sha != manifest.files[key]["sha256"]:
+            problems.append(f"checksum differs: {key}")
+        elif md5s is not None:
+            md5s[key] = md5
     root = release_dir.resolve()
     for rel in manifest.files:
         parts = rel.split("/")
@@ -76,13 +112,14 @@ def open_local_release(root: Path, release_id: str | None = None) -> LocalReleas
         raise PublishError(
             f"{manifest_path} names release {manifest.release_id!r} but sits in {path.name!r}"
         )
-    problems = check_release_tree(path, manifest)
+    md5s: dict[str, str] = {}
+    problems = check_release_tree(path, manifest, md5s)
     if problems:
         raise PublishError(
             f"refusing to publish {path}: {len(problems)} problem(s), first: {problems[0]}",
             problems,
         )
-    return LocalRelease(manifest.release_id, path, manifest, raw)
+    return LocalRelease(manifest.release_id, path, manifest, raw, md5s)
 
 
 def expected_objects(manifest: Manifest) -> list[Expected]:

@@ -39,7 +39,7 @@ from pipeline.publish.s3.objects import (
     metadata,
 )
 from pipeline.publish.s3.pointer import Pointer, pointer_document, read_pointer, write_pointer
-from pipeline.publish.s3.release_list import after_prune, after_switch
+from pipeline.publish.s3.release_list import after_prune, after_switch, read_list
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex
 
 
@@ -221,11 +221,19 @@ def rollback(
     return pointer, doc
 
 
-def prune_plan(releases: list[ReleaseInfo], keep: int) -> list[str]:
-    """Release ids to delete: all but the `keep` newest, never the current or previous."""
+def prune_plan(releases: list[ReleaseInfo], keep: int, pinned: frozenset[str] = frozenset()) -> list[str]:
+    """Release ids to delete: all but the `keep` newest, never the current, previous or a pinned one."""
     if keep < 0:
         raise PublishError("--keep must be 0 or more")
-    return [r.release_id for r in releases[keep:] if not (r.current or r.previous)]
+    return [r.release_id for r in releases[keep:] if not (r.current or r.previous or r.release_id in pinned)]
+
+
+def pinned_releases(client: S3Client, target: Target) -> frozenset[str]:
+    """Releases whose record in the bucket's releases.json is pinned (a publication cites them):
+    the retention rule keeps them, as locally (docs/local-releases.md#retention-which-releases-are-kept)."""
+    doc = read_list(client, target) or {}
+    return frozenset(str(r.get("release_id")) for r in doc.get("releases", [])
+                     if isinstance(r, dict) and r.get("pinned") is True)
 
 
 def prune(
@@ -236,7 +244,7 @@ def prune(
     dry_run: bool = False,
     log: Callable[[str], None] = lambda _m: None,
 ) -> list[str]:
-    """Delete old releases, keeping the `keep` newest plus the current and previous.
+    """Delete old releases, keeping the `keep` newest plus the current, the previous and pinned ones.
 
     Each release loses its manifest first, so one interrupted mid-delete reads as
     incomplete and `rollback` refuses it. The pointer is re-read just before deleting:
@@ -244,7 +252,7 @@ def prune(
     """
     preflight(client, target)
     pointer = read_pointer(client, target)
-    doomed = prune_plan(list_releases(client, target, pointer), keep)
+    doomed = prune_plan(list_releases(client, target, pointer), keep, pinned_releases(client, target))
     if dry_run or not doomed:
         return doomed
     again = read_pointer(client, target)

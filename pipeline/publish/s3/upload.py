@@ -155,7 +155,7 @@ def plan(
         obj = listed.get(target.object_key(rid, exp.rel))
         if obj is None:
             continue
-        md5s[exp.rel] = _md5(local.read(exp))
+        md5s[exp.rel] = local.md5(exp)
         if not thorough and obj.size == exp.size and obj.etag.strip('"') == md5s[exp.rel]:
             good.add(exp.rel)
         else:
@@ -239,7 +239,7 @@ def _same_release_built_again(client: S3Client, target: Target, local: LocalRele
     if sha256_hex(raw) != sha or \
             dataclasses.replace(remote, built_at=None) != dataclasses.replace(local.manifest, built_at=None):
         return None
-    return LocalRelease(local.release_id, local.path, remote, raw)
+    return LocalRelease(local.release_id, local.path, remote, raw, local.md5s)
 
 
 def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes) -> str:
@@ -316,7 +316,7 @@ def upload(
     for exp in plan.todo:  # each missing object once, however many files hold its bytes
         obj = plan.stored.get(exp.sha256)
         if obj is not None and obj.size == exp.size and (not re.fullmatch(r"[0-9a-f]{32}", obj.etag.strip('"'))
-                                                         or obj.etag.strip('"') == _md5(plan.local.read(exp))):
+                                                         or obj.etag.strip('"') == plan.local.md5(exp)):
             continue
         if obj is not None and exp.sha256 not in new:
             damaged.append(target.content_key(exp.sha256))
@@ -335,7 +335,7 @@ def upload(
             on_uploaded(f"objects/{exp.sha256}")
 
     def copy_one(exp: Expected) -> None:
-        md5 = _md5(plan.local.read(exp))
+        md5 = plan.local.md5(exp)
         _copy(client, target, plan.release_id, exp, md5)
         with lock:
             plan.md5s[exp.rel] = md5

@@ -631,6 +631,13 @@ def test_prune_keeps_newest_current_and_previous(
     assert order == ["r4", "r3", "r2", "r1"]  # newest first, by manifest upload
 
     assert s3.prune(client, target, 0, dry_run=True) == ["r3", "r1"]
+    # a release pinned in the bucket's list (a publication cites it) is kept by the scheduled prune
+    listed = orjson.loads(raw_client(s3_server).get_object(Bucket=target.bucket, Key=target.key("releases.json"))[
+        "Body"].read())
+    pinned = {**listed, "releases": [{**r, "pinned": r["release_id"] == "r3"} for r in listed["releases"]]}
+    raw_client(s3_server).put_object(Bucket=target.bucket, Key=target.key("releases.json"), Body=orjson.dumps(pinned))
+    assert s3.prune(client, target, 0, dry_run=True) == ["r1"]
+    raw_client(s3_server).put_object(Bucket=target.bucket, Key=target.key("releases.json"), Body=orjson.dumps(listed))
     assert {r.release_id for r in s3.list_releases(client, target)} == {"r1", "r2", "r3", "r4"}
 
     out = _cli(s3_server, "release", "prune", "--keep", "0", "--bucket", target.bucket, "--prefix", target.prefix,
@@ -902,3 +909,70 @@ def test_the_server_itself_refuses_the_conditional_put(s3_server: S3Server, clie
     with pytest.raises(ClientError) as e:
         client.put_object(Bucket=target.bucket, Key=key, Body=b"2", IfNoneMatch="*")
     assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 412
+
+
+# --- each file is read once per publish -------------------------------------------------------------
+
+
+def counting_reads(monkeypatch: pytest.MonkeyPatch, under: Path) -> dict[str, int]:
+    """Opens for reading of files under `under` (builtins.open and io.open: Path.read_bytes too)."""
+    import builtins
+    import io
+
+    counts: dict[str, int] = {}
+    real = io.open
+    root = str(under.resolve())
+
+    def wrapped(file: Any, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        path = str(Path(file).resolve()) if isinstance(file, str | Path) else ""
+        if "r" in mode and path.startswith(root):
+            counts[path[len(root) + 1:]] = counts.get(path[len(root) + 1:], 0) + 1
+        return real(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(io, "open", wrapped)
+    monkeypatch.setattr(builtins, "open", wrapped)
+    return counts
+
+
+def test_a_publish_reads_each_file_once_and_new_bytes_once_more(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pipeline.refresh import verify_published
+
+    make_release(tmp_path, "r1", n=6)
+    publish(client, target, tmp_path, "r1")
+    # r2 shares r1's bytes but for the first two documents (and their gzip copies)
+    import shutil
+
+    rdir = tmp_path / "releases" / "r2"
+    shutil.copytree(tmp_path / "releases" / "r1", rdir)
+    for i in range(2):
+        body = orjson.dumps({"release": "r2", "i": i, "new": True})
+        (rdir / f"v1/risk/{i:03d}.json").write_bytes(body)
+        (rdir / f"v1/risk/{i:03d}.json.gz").write_bytes(gzip.compress(body, mtime=0))
+    m = Manifest.load(rdir)
+    files = {**m.files}
+    for i in range(2):
+        for key, enc in ((f"v1/risk/{i:03d}.json", None), (f"v1/risk/{i:03d}.json.gz", "gzip")):
+            files[key] = file_entry((rdir / key).read_bytes(), JSON, enc)
+    import dataclasses
+
+    (rdir / MANIFEST_NAME).write_bytes(dataclasses.replace(m, files=files, release_id="r2").to_bytes())
+    reads = counting_reads(monkeypatch, tmp_path / "releases" / "r2")
+    local = s3.open_local_release(tmp_path, "r2")
+    result = s3.publish_release(client, target, local, workers=4)
+    assert verify_published(client, target, local) == []
+    monkeypatch.undo()
+    data_files = {k: n for k, n in reads.items() if k != MANIFEST_NAME}
+    assert set(data_files) == set(files)  # every file checked ...
+    assert result.uploaded == 4 + 1 and result.copied == len(files)  # four new objects and the manifest
+    new = {f"v1/risk/{i:03d}.json{gz}" for i in range(2) for gz in ("", ".gz")}
+    # ... once; the four files of new bytes once more, to send them (never a read to compare an ETag)
+    assert {k: n for k, n in data_files.items() if n != 1} == dict.fromkeys(new, 2)
+
+    # the same release again: one read of each file, nothing sent
+    reads = counting_reads(monkeypatch, tmp_path / "releases" / "r2")
+    again = publish(client, target, tmp_path, "r2")
+    monkeypatch.undo()
+    assert again.uploaded == again.copied == 0
+    assert set(reads.values()) == {1}

@@ -77,6 +77,8 @@ def test_two_builds_of_the_real_data_are_byte_identical(real_build: Path, tmp_pa
     assert_same_release(real_build / "current", tmp_path / "b" / "current")
     forced = build(DATA_DIR, tmp_path / "b", force=True)  # the same root: the release is kept, nothing written
     assert forced.stats.release_id == a_id and forced.stats.written == 0
+    # ... found by its build key before anything is computed: no producer ran, no phase after the key
+    assert forced.unchanged and forced.timings == {} and set(forced.phases) == {"key"}
 
 
 def test_every_object_is_named_by_its_bytes_and_written_once(tmp_path: Path):
