@@ -114,7 +114,13 @@ def test_from_make_run_to_a_key_used_against_the_api(chromium: Any, fresh_start:
     page = context.new_page()
     too_wide: list[str] = []
 
+    def go(selector: str) -> None:
+        # Each of these clicks loads a page; measuring before it has loaded reads no document.
+        with page.expect_navigation():
+            page.click(selector)
+
     def fits(what: str) -> None:
+        page.wait_for_load_state("load")
         wide = page.evaluate("document.documentElement.scrollWidth")
         if wide > width:
             too_wide.append(f"{what}: {wide}px wide at {width}px")
@@ -123,19 +129,19 @@ def test_from_make_run_to_a_key_used_against_the_api(chromium: Any, fresh_start:
     fits("sign-in")
     page.fill("#email", fresh_start.admin)
     seen = len(fresh_start.dash.lines)
-    page.click("text=Email me a code")
+    go("text=Email me a code")
     fits("enter your code")
     page.fill("#code", fresh_start.dash.code(seen))
-    page.click("button:has-text('Sign in')")
+    go("button:has-text('Sign in')")
     assert page.url.endswith("/o/local/keys"), page.url
     assert "Settings → API access" in page.inner_text("h1")
     fits("API access")
 
-    page.click("text=Create a key")
+    go("text=Create a key")
     fits("new key")
     page.fill("#name", "first try")
     page.check("input[name=scope][value=risk_scores]")
-    page.click("button:has-text('Create the key')")
+    go("button:has-text('Create the key')")
     key = page.input_value("#secret")
     assert re.fullmatch(r"svc_test_[A-Za-z0-9_-]{32}", key)
     fits("your new key")
@@ -146,7 +152,7 @@ def test_from_make_run_to_a_key_used_against_the_api(chromium: Any, fresh_start:
     assert ran.stdout.startswith("{")  # the API's JSON, printed
     assert httpx.get(fresh_start.api_url + "/v1/risk/states", headers={"Authorization": f"Bearer {key}"}).status_code == 200
 
-    page.click("text=Done: see the key's page")
+    go("text=Done: see the key's page")
     fits("key")
     for path, what in (("/o/local/members", "members"), ("/o/local/audit", "audit log"),
                        (page.url.split("/o/local")[1] + "/roll", "roll"), (page.url.split("/o/local")[1] + "/revoke", "revoke")):
@@ -155,7 +161,7 @@ def test_from_make_run_to_a_key_used_against_the_api(chromium: Any, fresh_start:
         fits(what)
     page.goto(fresh_start.dash_url + "/o/local/members")
     page.fill("#invitee", "a.colleague.with.a.rather.long.address@ministry-of-health.example.org")
-    page.click("button:has-text('Send the invitation')")
+    go("button:has-text('Send the invitation')")
     assert "The invitation is sent." in page.inner_text("main")
     fits("members with an invitation")
     assert too_wide == []
