@@ -15,6 +15,7 @@ import re
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import orjson
 import polars as pl
 import pytest
@@ -47,9 +48,45 @@ def signatures() -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
     return pairs, triples
 
 
+_MIDDLES: dict[tuple[int, int], tuple[set, set, frozenset[float], np.ndarray]] = {}
+LONG = 256  # a sequence at least this long is searched with numpy; shorter ones (a CSV row) in Python
+
+
+def _middles(pairs: set, triples: set) -> tuple[frozenset[float], np.ndarray]:
+    """The signatures' middle values, computed once per pair of sets (kept with them, so ids stay theirs)."""
+    got = _MIDDLES.get((id(pairs), id(triples)))
+    if got is None or got[0] is not pairs or got[1] is not triples:
+        mids = frozenset({p[1] for p in pairs} | {t[1] for t in triples})
+        got = (pairs, triples, mids, np.array(sorted(mids), dtype=np.float64))
+        _MIDDLES[(id(pairs), id(triples))] = got
+    return got[2], got[3]
+
+
 def _hits(values: list[float], pairs: set, triples: set) -> list[tuple[float, ...]]:
-    out = [tuple(values[i:i + 3]) for i in range(len(values) - 2)
-           if tuple(values[i:i + 3]) in triples or tuple(values[i:i + 3]) in pairs]
+    """Every window of three consecutive values that is a signature. A window can only be one when
+    its middle value is some signature's middle, so only those windows are looked up (vectorised)."""
+    if len(values) < 3:
+        return []
+    mids, sorted_mids = _middles(pairs, triples)
+    if len(values) < LONG or not len(sorted_mids):
+        at = [i for i in range(len(values) - 2) if values[i + 1] in mids]
+    else:
+        inner = np.asarray(values[1:-1], dtype=np.float64)
+        pos = np.minimum(np.searchsorted(sorted_mids, inner), len(sorted_mids) - 1)
+        at = np.flatnonzero(sorted_mids[pos] == inner).tolist()
+    return [w for w in (tuple(values[i:i + 3]) for i in at) if w in triples or w in pairs]
+
+
+def _row_hits(table: np.ndarray, pairs: set, triples: set) -> list[tuple[float, ...]]:
+    """`_hits` along every row of a numeric table (nulls as NaN): each window of three adjacent
+    columns is looked up only in the rows whose middle value is some signature's middle."""
+    _, middles = _middles(pairs, triples)
+    out: list[tuple[float, ...]] = []
+    for j in range(table.shape[1] - 2):
+        for i in np.flatnonzero(np.isin(table[:, j + 1], middles, assume_unique=False, kind="sort")).tolist():
+            w = tuple(float(v) for v in table[i, j:j + 3])
+            if w in triples or w in pairs:
+                out.append(w)
     return out
 
 
@@ -66,8 +103,7 @@ def scan_bytes(name: str, data: bytes, pairs: set, triples: set) -> list[str]:
         nums = [c for c, t in df.schema.items() if t.is_numeric()]
         for c in nums:  # down each column
             found += _hits([float(v) if v is not None else float("nan") for v in df[c].to_list()], pairs, triples)
-        for row in df.select(nums).iter_rows():  # along each row
-            found += _hits([float(v) if v is not None else float("nan") for v in row], pairs, triples)
+        found += _row_hits(df.select(nums).cast(pl.Float64).to_numpy(), pairs, triples)  # along each row
         return [f"{name}: {h}" for h in found]
     values = [float(m) for m in NUMBER.findall(data)]
     found = _hits(values, pairs, triples)
@@ -121,8 +157,14 @@ def test_the_scan_finds_a_leaked_row(tmp_path: Path) -> None:
         z.writestr("t.csv", lga.select("year", "month", "confirmed_uncomplicated").write_csv())
     (tmp_path / "c.zip").write_bytes(buf.getvalue())
     (tmp_path / "d.json.gz").write_bytes(gzip.compress((tmp_path / "a.json").read_bytes()))
+    # a row of a CSV whose text puts another number between the values: only the scan along rows
+    # of the numeric columns sees the pair
+    pl.DataFrame({"clinical": [int(row["clinically_diagnosed"])], "note": ["x7"],
+                  "confirmed": [int(row["confirmed_uncomplicated"])], "total": [int(row["malaria_cases_total"])]},
+                 ).write_csv(tmp_path / "f.csv")
     found = scan_release(tmp_path)
-    assert {f.split(":")[0].split("!")[0] for f in found} == {"a.json", "b.parquet", "c.zip", "d.json", "e.json"}
+    assert {f.split(":")[0].split("!")[0] for f in found} == {"a.json", "b.parquet", "c.zip", "d.json", "e.json",
+                                                                "f.csv"}
 
 
 def test_no_dated_row_in_any_release_file(real_build: Path) -> None:
