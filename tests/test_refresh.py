@@ -13,11 +13,14 @@ from click.testing import CliRunner
 from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.cli import main
+from pipeline.publish import s3 as s3_publish
+from pipeline.publish.s3 import state
 from pipeline.refresh import EXIT_CODES
 from pipeline.sources.rainfall import WFP_SUBNATIONAL
 from tests import s3server
 from tests.conftest import LiveServer
 from tests.paths import DATA_DIR, needs_data
+from tests.pipeline.publish.test_job_state import client_of, damage
 from tests.rainfall_files import wfp_from_real_dekads, wfp_lines
 from tests.rainfall_server import Behaviour, serving
 from tests.s3server import S3Server
@@ -25,6 +28,10 @@ from tests.s3server import S3Server
 s3_server = s3server.s3_server
 s3_prefix = s3server.s3_prefix
 
+
+
+def s3_target(server: S3Server, prefix: str) -> s3_publish.Target:
+    return s3_publish.Target.of(server.bucket, prefix)
 
 
 def run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
@@ -86,37 +93,59 @@ def test_dry_run_of_a_fetch_changes_nothing(small_data: Path, tmp_path: Path):
 # --- end to end -------------------------------------------------------------------------------
 
 
-@pytest.mark.heavy
+@pytest.mark.heavy  # two builds and two publishes: started first (tests/session.py)
 @needs_data("rainfall/nga_state_chirps_dekadal_wfp_1981_2026.csv", "admin")
-def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
-        tmp_path: Path, s3_server: S3Server, s3_prefix: str):
+def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s3_prefix: str,
+                                          monkeypatch: pytest.MonkeyPatch):
+    """The monthly job as deploy/job.sh runs it (`refresh --state`, the rainfall fetched, each job in a
+    fresh working folder), over three months of its life: the first release; a day with nothing new
+    (restored state, nothing built, nothing written); an object lost and healed; a new month with a
+    damaged state entry; and a source that went backwards, refused by fetch, build and publish.
+    One flow, so the suite builds and publishes the real data twice rather than five times."""
     data = linked_data_dir(tmp_path / "data")
-    out = tmp_path / "build"
-    june = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "june.csv", last="2026-06").read_bytes()
     may = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "may.csv", last="2026-05").read_bytes()
+    june = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "june.csv", last="2026-06").read_bytes()
     env = s3_server.env()
     s3 = ["--bucket", s3_server.bucket, "--prefix", s3_prefix, "--endpoint-url", s3_server.endpoint_url]
-    raw = s3_server.client()
-    pointer_key = f"{s3_prefix}/current.json"
+    raw, target = s3_server.client(), s3_target(s3_server, s3_prefix)
 
     def pointer() -> dict:
-        return orjson.loads(raw.get_object(Bucket=s3_server.bucket, Key=pointer_key)["Body"].read())
+        return orjson.loads(raw.get_object(Bucket=s3_server.bucket, Key=target.pointer_key)["Body"].read())
 
-    with serving(Behaviour(june)) as url:
-        # a dry run reads and checks everything and changes nothing
+    def saved_state() -> dict:
+        return orjson.loads(raw.get_object(Bucket=target.bucket, Key=state.state_key(target))["Body"].read())
+
+    def bucket_keys() -> dict[str, str]:
+        pages = raw.get_paginator("list_objects_v2").paginate(Bucket=s3_server.bucket, Prefix=s3_prefix + "/")
+        return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", [])}
+
+    def job(folder: str, url: str) -> tuple[Path, str]:
+        """One scheduled run in a fresh working folder (`--out build` under it)."""
+        work = tmp_path / folder
+        work.mkdir()
+        monkeypatch.chdir(work)
+        out = run("--data-dir", str(data), "--out", "build", "--url", url, "--state", *s3, env=env)
+        assert out.exit_code == 0, out.output
+        return work / "build", out.output
+
+    # --- the first month: a dry run changes nothing; the first job builds, publishes and saves its state
+    with serving(Behaviour(may)) as url:
         before = snapshot(data)
-        dry = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, "--dry-run", env=env)
+        dry = run("--data-dir", str(data), "--out", str(tmp_path / "dry"), "--url", url, *s3, "--dry-run", env=env)
         assert dry.exit_code == 0, dry.output
-        assert "refresh (dry run) ok: would update" in dry.output and "2026-06" in dry.output
-        assert snapshot(data) == before and not out.exists()
+        assert "refresh (dry run) ok: would update" in dry.output and "2026-05" in dry.output
+        assert snapshot(data) == before and not (tmp_path / "dry").exists()
 
-        first = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, env=env)
-        assert first.exit_code == 0, first.output
-        assert first.output.startswith("refresh ok: updated (release ") and "estimated to 2026-06" in first.output
+        out, said = job("run1", url)
+        assert said.startswith("refresh ok: updated (release ") and "estimated to 2026-05" in said
+        assert "no state restored (none saved yet)" in said and "state saved: 3 fit cache entries uploaded" in said
         releases = sorted(p.name for p in (out / "releases").iterdir())
         assert len(releases) == 1 and pointer()["release_id"] == releases[0]
-        assert pointer()["facts"]["estimated"][-1] == "2026-06"
+        assert pointer()["facts"]["estimated"][-1] == "2026-05"
         published_at = pointer()["published_at"]
+        saved = saved_state()
+        assert saved["release_id"] == pointer()["release_id"]
+        assert {n.rsplit("-", 1)[0] for n in saved["cache"]} >= {"geography", "season-model"}
 
         # served: the local API over the same build root, checked with a key file
         store = SQLiteKeyStore(tmp_path / "keys.sqlite")
@@ -126,14 +155,20 @@ def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
             again = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3,
                         "--base-url", live.url, "--key-file", str(tmp_path / "key"), env=env)
         assert again.exit_code == 0, again.output
-        assert "ok: nothing changed" in again.output and "/v1/periods shows 2026-06" in again.output
+        assert "ok: nothing changed" in again.output and "/v1/periods shows 2026-05" in again.output
         assert sorted(p.name for p in (out / "releases").iterdir()) == releases  # still one release
         assert pointer()["published_at"] == published_at  # the pointer was not rewritten
 
-    # an object lost from the live release: the verify step fails (7); a republish heals it
-    from pipeline.publish.s3 import Target
+        # the next day, nothing new, in a fresh folder: the state comes back, nothing is built or written
+        before_keys = bucket_keys()
+        second, said = job("run2", url)
+        assert "refresh ok: nothing changed" in said and f"{len(saved['cache'])} fit cache entries restored" in said
+        assert "is already live" in said
+        assert not (second / "releases").exists(), said  # the producers never ran: no release rendered here
+        assert bucket_keys() == before_keys  # not one object written, the pointer's ETag included
 
-    lost = Target.of(s3_server.bucket, s3_prefix).release_prefix(releases[0]) + "v1/periods.json"
+    # an object lost from the live release: the verify step fails (7); a republish heals it
+    lost = target.release_prefix(releases[0]) + "v1/periods.json"
     raw.delete_object(Bucket=s3_server.bucket, Key=lost)
     broken = run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env)
     assert broken.exit_code == EXIT_CODES["verify"] == 7, broken.output
@@ -142,15 +177,34 @@ def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
     assert healed.exit_code == 0 and " 0 uploaded" in healed.output and " 1 copied" in healed.output, healed.output
     assert run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env).exit_code == 0
 
-    # a source that went backwards: refused by the fetch, by the build and by the publish
+    # --- a new month, with a damaged state entry: it is detected, that fit computed again, the rest read back
+    geo = next(e for n, e in saved["cache"].items() if n.startswith("geography-"))
+    damage(s3_server, target, geo["sha256"])
+    with serving(Behaviour(june)) as url:
+        third, said = job("run3", url)
+    assert "refresh ok: updated" in said and "estimated to 2026-06" in said, said
+    assert "1 damaged entry ignored (geography-" in said, said
+    now = saved_state()
+    assert now["release_id"] != saved["release_id"] and pointer()["release_id"] == now["release_id"]
+    assert pointer()["facts"]["estimated"][-1] == "2026-06"
+    got = state.restore(client_of(s3_server), target, tmp_path / "check")
+    assert got.damaged == [] and any(n.startswith("geography-") for n in got.restored)
+    # the season model reads no rainfall: the entry restored was used as it was, not refitted
+    season = [n for n in saved["cache"] if n.startswith("season-model-")]
+    assert season and all(now["cache"].get(n) == saved["cache"][n] for n in season)
+    live_id, live_at = pointer()["release_id"], pointer()["published_at"]
+    third_releases = sorted(p.name for p in (third / "releases").iterdir())
+
+    # --- a source that went backwards: refused by the fetch, by the build and by the publish
+    monkeypatch.chdir(third.parent)
     with serving(Behaviour(may)) as url:
-        shrink = run("--data-dir", str(data), "--out", str(out), "--url", url, *s3, env=env)
+        shrink = run("--data-dir", str(data), "--out", str(third), "--url", url, *s3, env=env)
     assert shrink.exit_code == EXIT_CODES["fetch"] and "older than the installed file" in shrink.output
     (data / WFP_SUBNATIONAL).write_bytes(may)  # as if copied in by hand
-    built = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(out), "--quiet"])
+    built = CliRunner().invoke(main, ["build", "--data-dir", str(data), "--out", str(third), "--quiet"])
     assert built.exit_code == 1 and "would move backwards" in built.output and "2026-05" in built.output
-    no_fetch = run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env)
+    no_fetch = run("--data-dir", str(data), "--out", str(third), "--no-fetch", *s3, env=env)
     assert no_fetch.exit_code == EXIT_CODES["check"] and "--allow-shrink" in no_fetch.output
-    assert sorted(p.name for p in (out / "releases").iterdir()) == releases
-    assert pointer()["release_id"] == releases[0] and pointer()["published_at"] == published_at
+    assert sorted(p.name for p in (third / "releases").iterdir()) == third_releases
+    assert pointer()["release_id"] == live_id and pointer()["published_at"] == live_at
     # (`release publish` refusing a shrinking window: tests/pipeline/publish/test_publish_window.py)

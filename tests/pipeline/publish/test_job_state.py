@@ -4,20 +4,15 @@ the job's refresh path in fresh folders builds and publishes nothing when the in
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
 import orjson
-import pytest
-from click.testing import CliRunner
 
 from pipeline import cache
-from pipeline.cli import main
 from pipeline.publish import s3
 from pipeline.publish.s3 import state
 from tests import s3server
-from tests.paths import DATA_DIR, needs_data
 from tests.s3server import S3Server
 
 s3_server = s3server.s3_server
@@ -113,73 +108,6 @@ def test_a_foreign_or_unreadable_state_is_ignored(s3_server: S3Server, s3_prefix
     assert [p.name for p in (tmp_path / "c").iterdir()] == got.restored and len(got.restored) == 1
 
 
-def load_without_last_month(into: Path) -> None:
-    """The real data as links, the monthly rainfall without its last month (a month to come)."""
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and rel != CHIRPS:
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            (into / rel).symlink_to(path.resolve())
-    lines = (DATA_DIR / CHIRPS).read_text().splitlines(keepends=True)
-    col = lines[0].strip().split(",").index("month")
-    last = max(r.split(",")[col] for r in lines[1:])
-    (into / CHIRPS).write_text(lines[0] + "".join(r for r in lines[1:] if r.split(",")[col] != last))
-    newest = max(p.stat().st_mtime for p in DATA_DIR.rglob("*") if p.is_file())
-    os.utime(into / CHIRPS, (newest + 60, newest + 60))
-
-
-@pytest.mark.heavy  # three job runs with full builds and publishes: started first (tests/session.py)
-@needs_data(str(CHIRPS), "admin")
-def test_the_jobs_refresh_keeps_its_state_in_the_bucket(s3_server: S3Server, s3_prefix: str, tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch):
-    """deploy/job.sh's refresh (`refresh --state`), each run in a fresh working folder."""
-    data = tmp_path / "data"
-    load_without_last_month(data)
-    raw, target = s3_server.client(), s3.Target.of(s3_server.bucket, s3_prefix)
-
-    def job(n: int) -> tuple[Path, str]:
-        work = tmp_path / f"run{n}"
-        work.mkdir()
-        monkeypatch.chdir(work)
-        out = CliRunner(env=s3_server.env()).invoke(main, [
-            "refresh", "--no-fetch", "--data-dir", str(data), "--out", "build", "--state", "--bucket",
-            s3_server.bucket, "--prefix", s3_prefix, "--endpoint-url", s3_server.endpoint_url])
-        assert out.exit_code == 0, out.output
-        return work / "build", out.output
-
-    def bucket_keys() -> dict[str, str]:
-        pages = raw.get_paginator("list_objects_v2").paginate(Bucket=s3_server.bucket, Prefix=s3_prefix + "/")
-        return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", [])}
-
-    first, said = job(1)
-    assert "refresh ok: updated" in said and "no state restored (none saved yet)" in said
-    assert "state saved: 3 fit cache entries uploaded" in said
-    saved = raw_state(s3_server, target)
-    pointer = raw.get_object(Bucket=target.bucket, Key=target.pointer_key)["Body"].read()
-    assert saved["release_id"] == orjson.loads(pointer)["release_id"]
-    assert {n.rsplit("-", 1)[0] for n in saved["cache"]} >= {"geography", "season-model"}
-    before = bucket_keys()
-
-    # the next day, nothing new: the state comes back, nothing is built, nothing is written
-    second, said = job(2)
-    assert "refresh ok: nothing changed" in said and f"{len(saved['cache'])} fit cache entries restored" in said
-    assert "is already live" in said
-    assert not (second / "releases").exists(), said  # the producers never ran: no release rendered here
-    assert bucket_keys() == before  # not one object written, the pointer's ETag included
-
-    # a new month, with a damaged entry: it is detected, the fit computed again, the rest read back
-    (data / CHIRPS).unlink()
-    (data / CHIRPS).symlink_to((DATA_DIR / CHIRPS).resolve())
-    geo = next(e for n, e in saved["cache"].items() if n.startswith("geography-"))
-    damage(s3_server, target, geo["sha256"])
-    third, said = job(3)
-    assert "refresh ok: updated" in said and "1 damaged entry ignored (geography-" in said, said
-    now = raw_state(s3_server, target)
-    assert now["release_id"] != saved["release_id"]
-    assert orjson.loads(raw.get_object(Bucket=target.bucket, Key=target.pointer_key)["Body"].read())[
-        "release_id"] == now["release_id"]
-    got = state.restore(client_of(s3_server), target, tmp_path / "check")
-    assert got.damaged == [] and any(n.startswith("geography-") for n in got.restored)
-    # the season model reads no rainfall: the entry restored was used as it was, not refitted
-    season = [n for n in saved["cache"] if n.startswith("season-model-")]
-    assert season and all(now["cache"].get(n) == saved["cache"][n] for n in season)
+# The job's refresh path end to end (three runs in fresh folders against SeaweedFS: the first release,
+# a day with unchanged inputs that renders and writes nothing, a new month with a damaged entry) is
+# part of the one scheduled-refresh flow in tests/test_refresh.py::test_the_scheduled_refresh_end_to_end.
