@@ -63,7 +63,12 @@ class Target:
         return self.key("objects/")
 
     def content_key(self, sha256: str) -> str:
+        """Where the copy layout (1) kept a file's bytes, header-less: the source of its copies."""
         return self.objects_prefix + sha256
+
+    def stored_key(self, name: str) -> str:
+        """A stored object of the index layout (2): `objects/<sha256><suffix>` (pipeline/publish/s3/index.py)."""
+        return self.objects_prefix + name
 
     @property
     def pointer_key(self) -> str:
