@@ -62,6 +62,7 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     assert "edgelambda.amazonaws.com" in json.dumps(trust)
     actions = json.dumps(iam.get_role_policy(RoleName="mr-role", PolicyName="edge")["PolicyDocument"])
     assert "dynamodb:UpdateItem" in actions and "s3:GetObject" in actions and "BatchGetItem" not in actions
+    assert "api/releases/*/index/*" in actions and "api/objects/*" in actions and "ops/" not in actions
     config = cf.get_distribution_config(Id=dist_id)["DistributionConfig"]
     behaviour = config["DefaultCacheBehavior"]
     assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is False
@@ -77,7 +78,9 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     sids = [s["Sid"] for s in policy["Statement"]]
     assert sids == ["Other", deploy.BUCKET_POLICY_SID]  # another statement is kept
     ours = policy["Statement"][1]
+    # the stored objects (index layout) and a copy-layout release's keys; never ops/ (the job's state)
     assert ours["Resource"] == ["arn:aws:s3:::deploy-releases/api/releases/*",
+                                "arn:aws:s3:::deploy-releases/api/objects/*",
                                 "arn:aws:s3:::deploy-releases/api/status/status.json"]
     assert ours["Condition"]["StringEquals"]["AWS:SourceArn"] == dist_arn
 
