@@ -1027,3 +1027,77 @@ def test_a_publish_reads_each_file_once_and_new_bytes_once_more(
     monkeypatch.undo()
     assert again.uploaded == again.index_files == 0
     assert set(reads.values()) == {1}
+
+
+# --- releases of the copy layout (published before the index layout) ----------------------------------
+
+
+def put_copy_release(server: S3Server, target: s3.Target, root: Path, rid: str) -> Manifest:
+    """A release as the copy layout published it: each file a key of its own under the release prefix with
+    its headers, its bytes also header-less at objects/<sha256> (the copies' source), the manifest last."""
+    raw = raw_client(server)
+    rdir = root / "releases" / rid
+    m = Manifest.load(rdir)
+    for rel, e in m.files.items():
+        body = (rdir / rel).read_bytes()
+        extra = {"ContentEncoding": e["content_encoding"]} if e.get("content_encoding") else {}
+        raw.put_object(Bucket=target.bucket, Key=target.object_key(rid, rel), Body=body, ContentType=e["content_type"],
+                       CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": e["sha256"]}, **extra)
+        raw.put_object(Bucket=target.bucket, Key=target.content_key(e["sha256"]), Body=body,
+                       ContentType="application/octet-stream", CacheControl="private, no-store",
+                       Metadata={"sha256": e["sha256"]})
+    body = (rdir / MANIFEST_NAME).read_bytes()
+    raw.put_object(Bucket=target.bucket, Key=target.object_key(rid, MANIFEST_NAME), Body=body, ContentType=JSON,
+                   CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": hashlib.sha256(body).hexdigest()})
+    return m
+
+
+def test_a_copy_layout_release_stays_verifiable_a_rollback_target_and_prunable(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    from pipeline.publish.s3.remote import collect_objects
+
+    make_release(tmp_path, "r0", n=2, seed="old")
+    old = put_copy_release(s3_server, target, tmp_path, "r0")
+    local = s3.open_local_release(tmp_path, "r0")
+    s3.write_pointer(client, target, s3.pointer_document(local.manifest, local.manifest_sha256, None,
+                                                         datetime.now(UTC)), None)
+    assert pointer_doc(s3_server, target)["layout"] == 1 and "shards" not in pointer_doc(s3_server, target)
+    assert s3.verify_remote_release(client, target, "r0", deep=True) == []
+    (info,) = s3.list_releases(client, target)
+    assert (info.objects, info.expected, info.complete) == (len(old.files) + 1, len(old.files) + 1, True)
+    # publishing it again (the job's build of the live release) keeps it as it is: no write at all
+    puts = count_requests(client, "PutObject")
+    again = publish(client, target, tmp_path, "r0")
+    assert (again.uploaded, again.layout, again.pointer_switched, puts) == (0, 1, False, [])
+    assert again.already_present == len(old.files) + 1
+
+    make_release(tmp_path, "r1", n=2, seed="new")
+    assert publish(client, target, tmp_path, "r1").layout == 2
+    assert pointer_doc(s3_server, target)["layout"] == 2
+    # back to the copy layout's release: its pointer says so (the edge maps paths to its own keys)
+    s3.rollback(client, target, "r0")
+    doc = pointer_doc(s3_server, target)
+    assert (doc["release_id"], doc["layout"], "shards" in doc) == ("r0", 1, False)
+    s3.rollback(client, target, "r1")
+    make_release(tmp_path, "r2", n=2, seed="newer")
+    publish(client, target, tmp_path, "r2")  # current r2, previous r1
+
+    # a damaged copy is found, and refused rather than patched (copies are no longer made)
+    raw_client(s3_server).delete_object(Bucket=target.bucket, Key=target.object_key("r0", "v1/risk/000.json"))
+    assert s3.verify_remote_release(client, target, "r0") == ["missing: v1/risk/000.json"]
+    with pytest.raises(PublishError, match="copy layout"):
+        publish(client, target, tmp_path, "r0")
+
+    # pruned: its keys, then (after the grace) the header-less objects only it held; the index layout's stay
+    header_less = {target.content_key(e["sha256"]) for e in old.files.values()}
+    kept = {target.stored_key(n) for rid in ("r1", "r2") for n in object_names(Manifest.load(tmp_path / "releases" / rid))}
+    assert header_less | kept == keys_under(s3_server, target, target.objects_prefix)
+    assert s3.prune(client, target, 0) == ["r0"]
+    assert not keys_under(s3_server, target, target.release_prefix("r0"))
+    gone = collect_objects(client, target, now=datetime.now(UTC) + timedelta(days=2))
+    assert set(gone) == header_less
+    assert keys_under(s3_server, target, target.objects_prefix) == kept
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
