@@ -224,7 +224,9 @@ def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> di
         "AllowedMethods": {"Quantity": 3, "Items": ["GET", "HEAD", "OPTIONS"],
                            "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}},
         "CachePolicyId": CACHING_OPTIMIZED,
-        "Compress": False,  # the function picks the precompressed .gz object itself
+        # CloudFront compresses what it serves (a release of the index layout stores no .gz twins); an
+        # object with its own Content-Encoding (a copy-layout release's .gz key) is passed as it is
+        "Compress": True,
         "LambdaFunctionAssociations": {"Quantity": 2, "Items": [
             {"LambdaFunctionARN": arns["viewer-request"], "EventType": "viewer-request", "IncludeBody": False},
             {"LambdaFunctionARN": arns["viewer-response"], "EventType": "viewer-response", "IncludeBody": False},

@@ -154,10 +154,12 @@ def utc_now() -> datetime:
 class PointerRelease:
     """A release as `current.json` describes it: id, facts and the docs pages it holds.
 
-    Every route file exists with its `.gz` sibling (the renderer writes both for every
-    combination the facts call for, and the publisher switches the pointer only after
-    verifying every object), so `entry` needs no file list for route keys. ETags are
-    left empty: viewers see S3's, compared by CloudFront.
+    Every route file exists (the renderer writes every combination the facts call for, and the
+    publisher switches the pointer only after verifying every object), so `entry` needs no file
+    list for route keys; the index layout's index says where each is. A copy-layout release also
+    has each file's `.gz` sibling, which `entry` offers; an index-layout release has none
+    (CloudFront compresses). ETags are left empty: viewers see S3's (weak, `W/"…"`, on an answer
+    CloudFront compressed), compared by CloudFront, which accepts either form in If-None-Match.
     """
 
     def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None,
@@ -207,7 +209,7 @@ class PointerRelease:
             name = key[len(DOWNLOAD_FILE.key_prefix):]
             if self.downloads is None or name not in self.downloads:
                 return None
-            gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) else key + ".gz"
+            gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) or self.shards is not None else key + ".gz"
             return FileEntry(key, "", "application/octet-stream", gz, None, self.download_scopes.get(name))
         if key.startswith(PUBLIC_PREFIX):
             known = key in self.public if self.public is not None else DOCS_KEY_RE.fullmatch(key) is not None
@@ -215,7 +217,8 @@ class PointerRelease:
                 return None
         dot = key.rfind(".")
         ctype = CONTENT_TYPES.get(key[dot:] if dot >= 0 else "", "application/octet-stream")
-        return FileEntry(key, "", ctype, key + ".gz", None)
+        # the index layout stores no gzip twins: CloudFront compresses the identity object itself
+        return FileEntry(key, "", ctype, None if self.shards is not None else key + ".gz", None)
 
     @classmethod
     def from_pointer(cls, doc: Mapping[str, Any]) -> PointerRelease:

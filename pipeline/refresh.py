@@ -429,6 +429,7 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
     from pipeline.publish.s3.index import (
         LAYOUT_COPIES,
         index_documents,
+        published_files,
         release_layout,
         stored_objects,
     )
@@ -452,7 +453,8 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
     else:  # one listing of the stored objects: every object the release needs
         stored = s3.list_objects(client, target, target.objects_prefix)
         listed = stored
-        found = {e.rel: (target.stored_key(name), e) for name, e in stored_objects(wanted).items()}
+        found = {e.rel: (target.stored_key(name), e)
+                 for name, e in stored_objects(published_files(local.manifest)).items()}
     for rel, (key, exp) in found.items():
         obj = listed.get(key)
         if obj is None:

@@ -65,7 +65,8 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     assert "api/releases/*/index/*" in actions and "api/objects/*" in actions and "ops/" not in actions
     config = cf.get_distribution_config(Id=dist_id)["DistributionConfig"]
     behaviour = config["DefaultCacheBehavior"]
-    assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is False
+    # CloudFront compresses: the index layout stores no gzip twins (CachingOptimized keys on the encoding)
+    assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is True
     assert behaviour["ViewerProtocolPolicy"] == "https-only"
     assert config["Origins"]["Items"][0]["DomainName"] == "deploy-releases.s3.eu-west-1.amazonaws.com"
     # the canary's status.json: its own origin under <prefix>/status, no function, keyless

@@ -36,6 +36,7 @@ from pipeline.publish.s3.index import (
     index_documents,
     object_name,
     object_suffix,
+    published_files,
     release_layout,
     shard_counts,
     stored_objects,
@@ -80,6 +81,6 @@ __all__ = [
     "open_local_release", "pointer_document", "preflight", "prune", "prune_plan",
     "publish_release", "read_pointer", "read_remote_manifest", "resolve_release_dir", "retrying",
     "rollback", "run_pool", "s3_errors", "verify_remote_release",
-    "write_pointer", "index_documents", "object_name", "object_suffix", "release_layout", "shard_counts",
+    "write_pointer", "index_documents", "object_name", "object_suffix", "published_files", "release_layout", "shard_counts",
     "stored_objects",
 ]  # fmt: skip

@@ -10,6 +10,11 @@
     <prefix>/releases/<id>/index.json                the shards: family -> how many
     <prefix>/releases/<id>/manifest.json             written after the index, last of the release
 
+The gzip twins the renderer writes beside each identity file (`x.json.gz`) are neither stored nor
+indexed: CloudFront compresses (deploy/aws.py sets `Compress` on the API behaviour) and the edge offers
+no precompressed key for a release of this layout. The manifest still lists them; the local build and
+server keep them.
+
 The index is a pure function of the manifest (`index_documents`), so verify recomputes it and compares
 bytes. A family's keys are spread over ceil(keys / SHARD_FILES) shards: a shard the edge reads on its
 first request for a family stays a few tens of KB however large the release grows.
@@ -20,13 +25,14 @@ from __future__ import annotations
 import hashlib
 import math
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
 from edge.files import INDEX_ROOT, LAYOUT_COPIES, LAYOUT_INDEX, index_family, index_shard
 from pipeline.publish.s3.layout import CACHE_IMMUTABLE, JSON
+from pipeline.publish.s3.local import expected_objects
 from pipeline.publish.s3.objects import Expected, Listed
 from pipeline.release.manifest import MANIFEST_NAME, Manifest
 
@@ -60,6 +66,17 @@ def object_name(exp: Expected) -> str:
     return exp.sha256 + object_suffix(exp.content_type, exp.content_encoding)
 
 
+def is_twin(key: str, files: Mapping[str, Mapping[str, Any]]) -> bool:
+    """A gzip copy the renderer writes beside an identity file (`x.json.gz` beside `x.json`): kept by the
+    local build and server, never published in the index layout, where CloudFront compresses."""
+    return key.endswith(".gz") and files[key].get("content_encoding") == "gzip" and key[:-3] in files
+
+
+def published_files(manifest: Manifest) -> list[Expected]:
+    """The files of the release that the index layout stores and indexes: all but the gzip twins."""
+    return [e for e in expected_objects(manifest) if not is_twin(e.rel, manifest.files)]
+
+
 def stored_objects(files: Iterable[Expected]) -> dict[str, Expected]:
     """object name -> what the object must look like (headers of the files it serves, which the key fixes)."""
     out: dict[str, Expected] = {}
@@ -69,18 +86,22 @@ def stored_objects(files: Iterable[Expected]) -> dict[str, Expected]:
     return out
 
 
-def shard_counts(keys: Iterable[str]) -> dict[str, int]:
+def shard_counts(files: Mapping[str, Mapping[str, Any]]) -> dict[str, int]:
+    """Route family -> index shards, for the files of a manifest (twins left out)."""
     per: dict[str, int] = defaultdict(int)
-    for key in keys:
+    for key in files:
+        if is_twin(key, files):
+            continue
         per[index_family(key)] += 1
     return {fam: max(1, math.ceil(n / SHARD_FILES)) for fam, n in sorted(per.items())}
 
 
 def index_documents(manifest: Manifest) -> dict[str, bytes]:
     """Every index file of the release (`index.json` and the shards), relative to the release prefix."""
-    counts = shard_counts(manifest.files)
+    files = {key: e for key, e in manifest.files.items() if not is_twin(key, manifest.files)}
+    counts = shard_counts(files)
     shards: dict[str, dict[str, Any]] = defaultdict(dict)
-    for key, e in sorted(manifest.files.items()):
+    for key, e in sorted(files.items()):
         fam = index_family(key)
         shards[index_shard(key, fam, counts[fam])][key] = [
             e["sha256"], int(e["size"]), object_suffix(e["content_type"], e.get("content_encoding"))]

@@ -25,6 +25,7 @@ from pipeline.publish.s3.index import (
     index_documents,
     index_expected,
     object_name,
+    published_files,
     release_layout,
     shard_counts,
     stored_objects,
@@ -157,7 +158,7 @@ def _verify_index(client: S3Client, target: Target, manifest: Manifest, prefix: 
     docs = index_documents(manifest)
     extra = sorted(set(listed) - {prefix + rel for rel in docs} - {prefix + MANIFEST_NAME})
     problems = [f"not in manifest: {k[len(prefix) :]}" for k in extra]
-    files = expected_objects(manifest)
+    files = published_files(manifest)
     by_object: dict[str, list[Expected]] = {}
     for exp in files:
         by_object.setdefault(object_name(exp), []).append(exp)
@@ -363,7 +364,7 @@ def collect_objects(client: S3Client, target: Target, grace: timedelta = OBJECT_
         if release_layout(mine, prefix) == LAYOUT_COPIES:  # the header-less sources of its copies
             held |= {e["sha256"] for e in got[0].files.values()}
         else:
-            held |= set(stored_objects(expected_objects(got[0])))
+            held |= set(stored_objects(published_files(got[0])))
     base = target.objects_prefix
     doomed = [key for key, obj in list_objects(client, target, base).items()
               if key[len(base):] not in held and now - obj.last_modified > grace]

@@ -41,6 +41,7 @@ from pipeline.publish.s3.index import (
     index_documents,
     index_expected,
     object_name,
+    published_files,
     release_layout,
     shard_counts,
     stored_objects,
@@ -175,7 +176,7 @@ def plan(
     index = index_expected(index_documents(local.manifest))
     wanted_keys = {prefix + e.rel for e, _ in index} | {manifest_key}
     strays = sorted(set(listed) - wanted_keys)
-    objects = stored_objects(expected_objects(local.manifest))
+    objects = stored_objects(published_files(local.manifest))
     md5s = {e.rel: _md5(body) for e, body in index}
 
     t = time.perf_counter()
@@ -525,13 +526,14 @@ def publish_release(
         client, target, local, workers=workers, progress=progress, thorough=thorough, times=times,
         allow_shrink=allow_shrink,
     )
-    files = len(planned.local.manifest.files)
+    files = len(planned.local.manifest.files) if planned.layout == LAYOUT_COPIES else \
+        len(published_files(planned.local.manifest))
     result = PublishResult(
         local.release_id,
         (len(planned.objects) + len(planned.index) if planned.layout == LAYOUT_INDEX else files) + 1,
         already_present=planned.already_present,
         headers_unchecked=planned.headers_unchecked,
-        reused=files - len({e.rel for e in expected_objects(planned.local.manifest)
+        reused=files - len({e.rel for e in published_files(planned.local.manifest)
                             if object_name(e) in set(planned.todo)}),
         layout=planned.layout,
         local=planned.local,

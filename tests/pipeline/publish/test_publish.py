@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.errors import PublishError
 from pipeline.publish import s3
-from pipeline.publish.s3.local import expected_objects
 from pipeline.publish.s3.upload import _put
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
@@ -76,9 +75,10 @@ def make_release(
 
 
 def n_objects(n: int = 4) -> int:
-    """What such a release is in the bucket: an object per json and gz document and the GeoJSON, two index
-    shards (families v1/risk and v1/boundaries) and the index root, the manifest."""
-    return 2 * n + 1 + 3 + 1
+    """What such a release is in the bucket: an object per JSON document (not its gzip twin: CloudFront
+    compresses) and the GeoJSON, two index shards (families v1/risk and v1/boundaries) and the index
+    root, the manifest."""
+    return n + 1 + 3 + 1
 
 
 def n_release_keys() -> int:
@@ -86,8 +86,8 @@ def n_release_keys() -> int:
 
 
 def object_names(manifest: Manifest) -> dict[str, s3.Expected]:
-    """object name (`<sha256><suffix>`) -> the object, for every file of the release."""
-    return s3.stored_objects(expected_objects(manifest))
+    """object name (`<sha256><suffix>`) -> the object, for every file of the release but the gzip twins."""
+    return s3.stored_objects(s3.published_files(manifest))
 
 
 def object_of(target: s3.Target, manifest: Manifest, rel: str) -> str:
@@ -193,25 +193,29 @@ def test_full_publish_uploads_every_object_with_headers_and_switches_pointer(
         target.stored_key(name) for name in object_names(manifest)}
 
     raw = raw_client(s3_server)
+    published = {e.rel for e in s3.published_files(manifest)}
+    assert published == {k for k in manifest.files if not k.endswith(".gz")}  # the gzip twins stay local
     for key, entry in manifest.files.items():
+        if key not in published:
+            continue
         head = raw.head_object(Bucket=target.bucket, Key=object_of(target, manifest, key))
         assert head["ContentLength"] == entry["size"]
         assert head["Metadata"]["sha256"] == entry["sha256"]
         assert head["ContentType"] == entry["content_type"]
         assert head.get("ContentEncoding") == entry["content_encoding"]
         assert head["CacheControl"] == "public, max-age=31536000, immutable"
-    # the gzip copy is stored as-is: its raw bytes decompress to the identity document
-    gz = raw.get_object(Bucket=target.bucket, Key=object_of(target, manifest, "v1/risk/001.json.gz"))[
-        "Body"
-    ].read()
-    # the index the edge resolves paths with maps each file key to that object
+    # the identity object holds the document's bytes; its gzip twin is not in the bucket
+    body = raw.get_object(Bucket=target.bucket, Key=object_of(target, manifest, "v1/risk/001.json"))["Body"].read()
+    assert body == (rdir / "v1/risk/001.json").read_bytes()
+    assert object_of(target, manifest, "v1/risk/001.json.gz") not in keys_under(s3_server, target, target.key(""))
+    # the index the edge resolves paths with maps each file key to that object, and knows no twin
     shard = orjson.loads(raw.get_object(Bucket=target.bucket, Key=target.object_key("r1", "index/v1/risk/0.json"))[
         "Body"].read())
-    sha, size, suffix = shard["files"]["v1/risk/001.json.gz"]
-    assert target.stored_key(sha + suffix) == object_of(target, manifest, "v1/risk/001.json.gz")
-    assert (sha, size, suffix) == (manifest.files["v1/risk/001.json.gz"]["sha256"],
-                                   manifest.files["v1/risk/001.json.gz"]["size"], ".json.gz")
-    assert gzip.decompress(gz) == (rdir / "v1/risk/001.json").read_bytes()
+    sha, size, suffix = shard["files"]["v1/risk/001.json"]
+    assert target.stored_key(sha + suffix) == object_of(target, manifest, "v1/risk/001.json")
+    assert (sha, size, suffix) == (manifest.files["v1/risk/001.json"]["sha256"],
+                                   manifest.files["v1/risk/001.json"]["size"], ".json")
+    assert set(shard["files"]) == {f"v1/risk/{i:03d}.json" for i in range(4)}
 
     doc = pointer_doc(s3_server, target)
     assert doc["release_id"] == "r1" and doc["previous"] is None
@@ -356,17 +360,18 @@ def test_a_new_release_uploads_only_the_bytes_the_bucket_lacks(
                                    target.key("releases.json")])
     assert copies == []  # no file of the release is a copy
     new_keys = {target.stored_key(n) for n in new_names}
-    assert second.reused == sum(object_of(target, m, rel) not in new_keys for rel in m.files) >= 1  # the GeoJSON
+    assert second.reused == sum(object_of(target, m, e.rel) not in new_keys
+                                for e in s3.published_files(m)) >= 1  # the GeoJSON
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []
     assert s3.verify_remote_release(client, target, "r1", deep=True) == []
     # the stored objects carry the file's headers (CloudFront serves them as they are), fixed by their key
     raw = raw_client(s3_server)
-    gz = object_of(target, m, "v1/risk/000.json.gz")
-    head = raw.head_object(Bucket=target.bucket, Key=gz)
-    assert gz.endswith(".json.gz") and head["ContentEncoding"] == "gzip" and head["ContentType"] == JSON
+    key = object_of(target, m, "v1/risk/000.json")
+    head = raw.head_object(Bucket=target.bucket, Key=key)
+    assert key.endswith(".json") and head.get("ContentEncoding") is None and head["ContentType"] == JSON
     assert head["CacheControl"] == "public, max-age=31536000, immutable"
-    plain = raw.head_object(Bucket=target.bucket, Key=object_of(target, m, "v1/risk/000.json"))
-    assert plain.get("ContentEncoding") is None and plain["CacheControl"] == "public, max-age=31536000, immutable"
+    geo = raw.head_object(Bucket=target.bucket, Key=object_of(target, m, "v1/boundaries/KN.geojson"))
+    assert geo["ContentType"] == GEOJSON and geo["CacheControl"] == "public, max-age=31536000, immutable"
 
 
 def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
@@ -391,7 +396,7 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
         CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": e["sha256"]},
     )  # fmt: skip
     # 2. a plain overwrite, as a careless `aws s3 cp` would do it
-    careless = "v1/risk/000.json.gz"
+    careless = "v1/risk/000.json"
     raw.put_object(Bucket=target.bucket, Key=object_of(target, manifest, careless), Body=b"oops")
     # 3. an object the manifest does not list
     raw.put_object(Bucket=target.bucket, Key=target.object_key("r1", "v1/extra.json"), Body=b"{}")
@@ -403,7 +408,7 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
     assert {
         "size differs",
         "no sha256 metadata",
-        "content encoding differs",
+        "content type differs",
         "cache control differs",
     } <= kinds
     assert "not in manifest: v1/extra.json" in shallow
@@ -1015,10 +1020,12 @@ def test_a_publish_reads_each_file_once_and_new_bytes_once_more(
     monkeypatch.undo()
     data_files = {k: n for k, n in reads.items() if k != MANIFEST_NAME}
     assert set(data_files) == set(files)  # every file checked ...
-    # four new objects, the index and the manifest; every other file's bytes were stored already
-    assert result.uploaded == 4 + result.index_files + 1 and result.reused == len(files) - 4
-    new = {f"v1/risk/{i:03d}.json{gz}" for i in range(2) for gz in ("", ".gz")}
-    # ... once; the four files of new bytes once more, to send them (never a read to compare an ETag)
+    # two new objects (the gzip twins are not published), the index and the manifest; every other
+    # published file's bytes were stored already
+    published = len(s3.published_files(local.manifest))
+    assert result.uploaded == 2 + result.index_files + 1 and result.reused == published - 2
+    new = {f"v1/risk/{i:03d}.json" for i in range(2)}
+    # ... once; the two files of new bytes once more, to send them (never a read to compare an ETag)
     assert {k: n for k, n in data_files.items() if n != 1} == dict.fromkeys(new, 2)
 
     # the same release again: one read of each file, nothing sent
