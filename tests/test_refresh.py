@@ -131,9 +131,7 @@ def test_refresh_end_to_end_is_idempotent_and_refuses_a_shrinking_window(
         assert pointer()["published_at"] == published_at  # the pointer was not rewritten
 
     # an object lost from the live release: the verify step fails (7); a republish heals it
-    from pipeline.publish.s3 import Target
-
-    from pipeline.publish.s3 import Expected, object_name
+    from pipeline.publish.s3 import Expected, Target, object_name
     from pipeline.release.manifest import Manifest
 
     e = Manifest.load(out / "releases" / releases[0]).files["v1/periods.json"]
