@@ -14,7 +14,10 @@ processes on a recorded CloudFront event with a live key. Prints, in one run:
 - the answer time when DynamoDB stops answering (a 503 within the deadline).
 
     .venv/bin/python bench/edge_cold.py [--runs 5] [--warm 200] [--delay-ms 80] [--compare main]
-        [--period-us 20000 --period-us 100000] [--no-boto3]
+        [--period-us 20000 --period-us 100000] [--no-boto3] [--copies]
+
+The release is published by the publisher in the index layout (the cold request reads the pointer
+and one index shard); `--copies` puts only a copy-layout pointer in the bucket, as before the index.
 
 With `--compare REF` the bundle as built at that commit is measured too, each cold process
 alternating with one of this bundle's, so both see the same machine load (the figures
@@ -134,13 +137,16 @@ def pct(values: list[float], q: float) -> float:
 @click.option("--compare", default="", metavar="GIT_REF",
               help="also measure the bundle as built at this commit (e.g. main), alternating with this one")
 @click.option("--boto3/--no-boto3", "with_boto3", default=True, help="also measure importing boto3 + 2 clients")
-def main(runs: int, warm: int, delay_ms: float, period_us: tuple[int, ...], compare: str, with_boto3: bool) -> None:
+@click.option("--copies", is_flag=True, help="serve a release of the copy layout (only its pointer in the bucket) "
+              "instead of one published in the index layout (the cold request then reads one index shard too)")
+def main(runs: int, warm: int, delay_ms: float, period_us: tuple[int, ...], compare: str, with_boto3: bool,
+         copies: bool) -> None:
     moto, endpoint = start_moto()
     try:
         with tempfile.TemporaryDirectory(prefix="edge-cold-") as tmp_s, proxy(endpoint) as s3p, \
                 proxy(endpoint) as ddbp:
             tmp = Path(tmp_s)
-            run(tmp, endpoint, s3p, ddbp, runs, warm, delay_ms, period_us, compare, with_boto3)
+            run(tmp, endpoint, s3p, ddbp, runs, warm, delay_ms, period_us, compare, with_boto3, copies)
     finally:
         moto.terminate()
         moto.wait(timeout=10)
@@ -161,7 +167,7 @@ def ref_bundle(tmp: Path, ref: str, s3_url: str, ddb_url: str) -> Path:
 
 
 def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: float,  # type: ignore[no-untyped-def]
-        period_us: tuple[int, ...], compare: str, with_boto3: bool) -> None:
+        period_us: tuple[int, ...], compare: str, with_boto3: bool, copies: bool = False) -> None:
     import orjson
 
     from edge.stores.dynamodb import DynamoDBKeyStore
@@ -173,7 +179,17 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
     pointer, _ = pointer_for((tmp / "build" / "current").resolve())
     s3 = boto_client(endpoint, "s3")
     s3.create_bucket(Bucket="edge-bench")
-    s3.put_object(Bucket="edge-bench", Key="api/current.json", Body=orjson.dumps(pointer))
+    if copies:  # the copy layout's pointer: the function reads nothing else of the release
+        s3.put_object(Bucket="edge-bench", Key="api/current.json", Body=orjson.dumps(pointer))
+    else:  # published as the job publishes: the cold request reads the pointer and one index shard
+        import boto3
+
+        from pipeline.publish import s3 as publisher
+
+        session = boto3.session.Session(aws_access_key_id=CREDS["AWS_ACCESS_KEY_ID"],
+                                        aws_secret_access_key=CREDS["AWS_SECRET_ACCESS_KEY"], region_name="us-east-1")
+        publisher.publish_release(publisher.make_client(endpoint, session=session), publisher.Target.of("edge-bench", "api"),
+                                  publisher.open_local_release(tmp / "build"))
     store = DynamoDBKeyStore(boto_client(endpoint), "bench-")
     store.create_tables()
     _, key = store.create("bench", ["risk_scores"], "live", per_minute=10**6, monthly=10**9)
@@ -187,7 +203,7 @@ def run(tmp: Path, endpoint: str, s3p, ddbp, runs: int, warm: int, delay_ms: flo
     boto_env = {**env, "PYTHONPATH": os.pathsep.join(p for p in sys.path if "site-packages" in p)}
 
     print(f"bundle: {size:,} bytes ({len(zipfile.ZipFile(tmp / 'edge.zip').namelist())} files), "
-          f"release {pointer['release_id']}")
+          f"release {pointer['release_id']} ({'copy' if copies else 'index'} layout)")
 
     def boto3_cost(group: Path | None) -> tuple[float, float]:
         proc = subprocess.run(

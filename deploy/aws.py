@@ -83,8 +83,10 @@ BUCKET_POLICY_SID = "MalariaRiskCloudFrontReadsReleases"
 
 
 def role_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: str) -> dict[str, Any]:
-    """What the function may do: read the pointer, the list of kept releases beside it and the kept
-    releases' bundle file lists and their scopes (pinned downloads), update key items, write its logs (in every region)."""
+    """What the function may do: read the pointer, the list of kept releases beside it, the releases'
+    indexes (index layout) and the objects they name (a pinned release's bundle list, the names index),
+    the kept copy-layout releases' bundle file lists and their scopes (pinned downloads), update key items,
+    write its logs (in every region)."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Version": "2012-10-17", "Statement": [
         {"Sid": "ReadPointer", "Effect": "Allow", "Action": "s3:GetObject",
@@ -92,7 +94,11 @@ def role_policy(name: str, bucket: str, prefix: str, table_prefix: str, region: 
                       f"arn:aws:s3:::{bucket}/{base}releases.json",
                       f"arn:aws:s3:::{bucket}/{base}releases/*/downloads/SHA256SUMS",
                       # a kept release's /v1/downloads document: its files and the scopes each needs
-                      f"arn:aws:s3:::{bucket}/{base}releases/*/v1/downloads.json"]},
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/v1/downloads.json",
+                      # the index layout: each release's index, and the objects it names
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/index.json",
+                      f"arn:aws:s3:::{bucket}/{base}releases/*/index/*",
+                      f"arn:aws:s3:::{bucket}/{base}objects/*"]},
         {"Sid": "AuthoriseAndCount", "Effect": "Allow", "Action": "dynamodb:UpdateItem",
          "Resource": f"arn:aws:dynamodb:{region}:*:table/{table_prefix}keys"},
         {"Sid": "Logs", "Effect": "Allow",
@@ -218,7 +224,9 @@ def behaviour(origin_id: str, arns: dict[str, str], policy_id: str | None) -> di
         "AllowedMethods": {"Quantity": 3, "Items": ["GET", "HEAD", "OPTIONS"],
                            "CachedMethods": {"Quantity": 2, "Items": ["GET", "HEAD"]}},
         "CachePolicyId": CACHING_OPTIMIZED,
-        "Compress": False,  # the function picks the precompressed .gz object itself
+        # CloudFront compresses what it serves (a release of the index layout stores no .gz twins); an
+        # object with its own Content-Encoding (a copy-layout release's .gz key) is passed as it is
+        "Compress": True,
         "LambdaFunctionAssociations": {"Quantity": 2, "Items": [
             {"LambdaFunctionARN": arns["viewer-request"], "EventType": "viewer-request", "IncludeBody": False},
             {"LambdaFunctionARN": arns["viewer-response"], "EventType": "viewer-response", "IncludeBody": False},
@@ -262,11 +270,13 @@ def step_distribution(cf: Any, name: str, bucket: str, bucket_region: str, arns:
 
 
 def bucket_policy_statement(bucket: str, prefix: str, distribution_arn: str) -> dict[str, Any]:
-    """CloudFront (through the origin access control) may read release objects and the canary's
+    """CloudFront (through the origin access control) may read release objects (the stored objects the
+    function rewrites to in the index layout, a release's keys in the copy layout) and the canary's
     status.json, for this distribution only."""
     base = f"{prefix.strip('/')}/" if prefix.strip("/") else ""
     return {"Sid": BUCKET_POLICY_SID, "Effect": "Allow", "Principal": {"Service": "cloudfront.amazonaws.com"},
             "Action": "s3:GetObject", "Resource": [f"arn:aws:s3:::{bucket}/{base}releases/*",
+                                                   f"arn:aws:s3:::{bucket}/{base}objects/*",
                                                    f"arn:aws:s3:::{bucket}/{base}status/status.json"],
             "Condition": {"StringEquals": {"AWS:SourceArn": distribution_arn}}}
 

@@ -4,9 +4,12 @@ CloudFront calls `handler(event, context)` for every viewer request before its c
 The adapter turns the event into the gate's `Request`, asks the same pure gate the
 local server uses, and then either
 
-- **rewrites** `request["uri"]` to `/<prefix>/releases/<release_id>/<file key>` (the
-  gate authorised it): CloudFront then serves that immutable object from its cache or
-  the S3 origin, so bytes never pass through the function; or
+- **rewrites** `request["uri"]` to the immutable object that holds the file (the gate
+  authorised it): `/<prefix>/objects/<sha256><suffix>` for a release of the index layout,
+  found in the release's index shard for the file's route family (read on first need and
+  kept per release), or `/<prefix>/releases/<release_id>/<file key>` for a release of the
+  copy layout. CloudFront then serves that object from its cache or the S3 origin, so
+  bytes never pass through the function; or
 - **returns a generated response** (401, 403, 4xx, 429, 503, preflight), at most 40 KB
   as CloudFront requires for viewer-request answers, with its own Cache-Control.
 
@@ -49,7 +52,15 @@ from typing import Any, Protocol
 
 from .accesslog import AccessLog, event_line
 from .aws import AWSError, Credentials, Unavailable
-from .files import NAMES_KEY, FileEntry, ReleaseList
+from .files import (
+    INDEX_ROOT,
+    LAYOUT_INDEX,
+    NAMES_KEY,
+    FileEntry,
+    ReleaseList,
+    index_family,
+    index_shard,
+)
 from .gate import Headers, Limiter, Request, Response, error, handle
 from .keys import KeyStore
 from .routes import (
@@ -65,7 +76,7 @@ from .routes import (
     Facts,
 )
 from .settings import EdgeSettings
-from .viewer_response import FORWARDED
+from .viewer_response import FILE_KEY_HEADER, FORWARDED
 
 MAX_GENERATED_BODY = 40 * 1024  # CloudFront's limit for a viewer-request generated response
 STATUS_TEXT = {200: "OK", 204: "No Content", 301: "Moved Permanently", 304: "Not Modified", 400: "Bad Request", 401: "Unauthorized",
@@ -77,6 +88,60 @@ CONTENT_TYPES = {".json": JSON, ".geojson": GEOJSON, ".html": "text/html; charse
 INDEX_KEY = BY_PATH["/v1/downloads"].file_key  # a release's `/v1/downloads` document: names and scopes
 PINNED_TTL = 300.0  # seconds an earlier release's bundle list is trusted before the bucket is asked again
 REFRESH_BUDGET = 0.6  # seconds a pointer *refresh* may take: a known release is kept rather than waited for
+SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+SUFFIX_RE = re.compile(r"^(?:\.[a-z0-9-]{1,40}){0,3}$")  # `.json`, `.json.gz`: never a `/` or `..`
+
+
+class IndexUnavailable(Unavailable):
+    """An index shard could not be read or is not a shard of this release: the answer is a 503, never a
+    guess at the object."""
+
+
+class ObjectIndex:
+    """A release of the index layout: file key -> its stored object, one shard read when first needed.
+
+    `shards` (route family -> how many) comes from the pointer (or the release's `index.json`); a
+    family it lacks holds no file. A shard is checked to be the one asked for, of this release, with
+    well-formed entries, before any of it is trusted; one that is not is not kept, so it is read again
+    on the next request."""
+
+    def __init__(self, release_id: str, shards: Mapping[str, int], fetch: Callable[[str, float], bytes]):
+        self.release_id = release_id
+        self.shards = shards
+        self._fetch = fetch  # (key inside the release, deadline) -> bytes; raises AWSError, Unavailable
+        self._loaded: dict[str, dict[str, Any]] = {}
+
+    def object_name(self, key: str, deadline: float) -> str | None:
+        """`<sha256><suffix>` of the object holding `key`, or None when the release has no such file."""
+        family = index_family(key)
+        count = self.shards.get(family)
+        if not count:
+            return None
+        name = index_shard(key, family, count)
+        files = self._loaded.get(name)
+        if files is None:
+            try:
+                doc = json.loads(self._fetch(name, deadline))
+            except (AWSError, Unavailable, ValueError) as e:
+                raise IndexUnavailable(f"{self.release_id}/{name}: {e!r}") from e
+            files = doc.get("files") if isinstance(doc, dict) else None
+            if not isinstance(files, dict) or doc.get("release_id") != self.release_id or doc.get("shard") != name:
+                raise IndexUnavailable(f"{self.release_id}/{name} is not that shard of the release")
+            self._loaded[name] = files
+        entry = files.get(key)
+        if entry is None:
+            return None
+        if not (isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str)
+                and SHA256_RE.match(entry[0]) and isinstance(entry[2], str) and SUFFIX_RE.match(entry[2])):
+            raise IndexUnavailable(f"{self.release_id}: malformed index entry for {key}")
+        return entry[0] + entry[2]
+
+
+def shards_of(raw: Any) -> dict[str, int] | None:
+    """The pointer's (or index root's) `shards`, or None when malformed."""
+    if not isinstance(raw, Mapping) or not all(isinstance(v, int) and 0 < v < 1 << 16 for v in raw.values()):
+        return None
+    return {str(k): v for k, v in raw.items()}
 
 
 def utc_now() -> datetime:
@@ -89,16 +154,22 @@ def utc_now() -> datetime:
 class PointerRelease:
     """A release as `current.json` describes it: id, facts and the docs pages it holds.
 
-    Every route file exists with its `.gz` sibling (the renderer writes both for every
-    combination the facts call for, and the publisher switches the pointer only after
-    verifying every object), so `entry` needs no file list for route keys. ETags are
-    left empty: viewers see S3's, compared by CloudFront.
+    Every route file exists (the renderer writes every combination the facts call for, and the
+    publisher switches the pointer only after verifying every object), so `entry` needs no file
+    list for route keys; the index layout's index says where each is. A copy-layout release also
+    has each file's `.gz` sibling, which `entry` offers; an index-layout release has none
+    (CloudFront compresses). ETags are left empty: viewers see S3's (weak, `W/"…"`, on an answer
+    CloudFront compressed), compared by CloudFront, which accepts either form in If-None-Match.
     """
 
     def __init__(self, release_id: str, facts: Facts, public: frozenset[str] | None,
                  downloads: frozenset[str] | None = None,
-                 download_scopes: Mapping[str, tuple[str, ...]] | None = None):
+                 download_scopes: Mapping[str, tuple[str, ...]] | None = None,
+                 shards: Mapping[str, int] | None = None):
         self.release_id = release_id
+        # route family -> index shards: a release of the index layout; None: the copy layout
+        self.shards = dict(shards) if shards is not None else None
+        self.index: ObjectIndex | None = None  # set by PointerReleases for the index layout
         self.facts = facts
         self.public = public  # docs keys; None when the pointer predates the list
         self.downloads = downloads  # bundle file names; None when the pointer predates the list
@@ -111,8 +182,8 @@ class PointerRelease:
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, PointerRelease) and (
-            self.release_id, self.facts, self.public, self.downloads, self.download_scopes) == (
-            other.release_id, other.facts, other.public, other.downloads, other.download_scopes)
+            self.release_id, self.facts, self.public, self.downloads, self.download_scopes, self.shards) == (
+            other.release_id, other.facts, other.public, other.downloads, other.download_scopes, other.shards)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -138,7 +209,7 @@ class PointerRelease:
             name = key[len(DOWNLOAD_FILE.key_prefix):]
             if self.downloads is None or name not in self.downloads:
                 return None
-            gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) else key + ".gz"
+            gz = None if key.endswith(PRECOMPRESSED_SUFFIXES) or self.shards is not None else key + ".gz"
             return FileEntry(key, "", "application/octet-stream", gz, None, self.download_scopes.get(name))
         if key.startswith(PUBLIC_PREFIX):
             known = key in self.public if self.public is not None else DOCS_KEY_RE.fullmatch(key) is not None
@@ -146,7 +217,8 @@ class PointerRelease:
                 return None
         dot = key.rfind(".")
         ctype = CONTENT_TYPES.get(key[dot:] if dot >= 0 else "", "application/octet-stream")
-        return FileEntry(key, "", ctype, key + ".gz", None)
+        # the index layout stores no gzip twins: CloudFront compresses the identity object itself
+        return FileEntry(key, "", ctype, None if self.shards is not None else key + ".gz", None)
 
     @classmethod
     def from_pointer(cls, doc: Mapping[str, Any]) -> PointerRelease:
@@ -158,10 +230,15 @@ class PointerRelease:
             raise ValueError(f"current.json of {release_id} carries no facts")
         public = doc.get("public")
         downloads = doc.get("downloads")
+        shards = None
+        if doc.get("layout") == LAYOUT_INDEX:
+            shards = shards_of(doc.get("shards"))
+            if shards is None:
+                raise ValueError(f"current.json of {release_id} names the index layout without its shards")
         return cls(release_id, Facts.from_json(facts),
                    frozenset(str(k) for k in public) if isinstance(public, list) else None,
                    frozenset(str(k) for k in downloads) if isinstance(downloads, list) else None,
-                   scopes_by_name(doc.get("download_scopes")))
+                   scopes_by_name(doc.get("download_scopes")), shards)
 
 
 def scopes_by_name(raw: Any) -> dict[str, tuple[str, ...]]:
@@ -261,16 +338,46 @@ class PointerReleases:
         self._etag = reply.headers.get("etag")
         if self._current is not None and release == self._current:
             return self._current  # same object: the gate's per-release memo stays warm
-        release.fetch_names = lambda: self._release_file(release.release_id, NAMES_KEY)
+        self._attach_index(release)
+        release.fetch_names = lambda: self._release_file(release, NAMES_KEY)
         return release
 
-    def _release_file(self, release_id: str, key: str) -> bytes | None:
-        """One file of a release from the bucket, one short attempt; None when it cannot be read."""
-        base = f"{self.prefix}/" if self.prefix else ""
+    def _base(self) -> str:
+        return f"{self.prefix}/" if self.prefix else ""
+
+    def _attach_index(self, release: PointerRelease) -> None:
+        if release.shards is not None:
+            rid, base = release.release_id, self._base()
+            release.index = ObjectIndex(rid, release.shards, lambda name, deadline: bytes(
+                self.source.get(f"{base}releases/{rid}/{name}", deadline, None, 1).body))
+
+    def object_path(self, release: PointerRelease, key: str, deadline: float) -> str | None:
+        """Where in the bucket the file `key` of `release` is (without the prefix): its stored object
+        (index layout) or its copy (copy layout); None when the index has no such file. Raises
+        IndexUnavailable when the index cannot be read within `deadline`."""
+        if release.index is None:
+            return f"releases/{release.release_id}/{key}"
+        name = release.index.object_name(key, deadline)
+        return None if name is None else f"objects/{name}"
+
+    def release_for(self, release_id: str) -> PointerRelease | None:
+        """The release object already known for an id (the current one, or a pinned one), for its index."""
+        if self._current is not None and self._current.release_id == release_id:
+            return self._current
+        hit = self._pinned.get(release_id)
+        return hit[1] if hit is not None else None
+
+    def _release_file(self, release: PointerRelease, key: str) -> bytes | None:
+        """One file of a release from the bucket (through its index in the index layout), short attempts;
+        None when it cannot be read."""
+        deadline = time.monotonic() + REFRESH_BUDGET
         try:
-            reply = self.source.get(f"{base}releases/{release_id}/{key}", time.monotonic() + REFRESH_BUDGET, None, 1)
-        except (AWSError, Unavailable) as e:
-            log("release file unreadable:", release_id, key, repr(e))
+            path = self.object_path(release, key, deadline)
+            if path is None:
+                return None
+            reply = self.source.get(self._base() + path, deadline, None, 1)
+        except (AWSError, Unavailable, IndexUnavailable) as e:
+            log("release file unreadable:", release.release_id, key, repr(e))
             return None
         return bytes(reply.body) if reply.status == 200 else None
 
@@ -287,39 +394,63 @@ class PointerReleases:
         hit = self._pinned.get(release_id)
         if hit is not None and now - hit[0] < (PINNED_TTL if hit[1] is not None else self.ttl):
             return hit[1]
-        base = f"{self.prefix}/" if self.prefix else ""
-        found = self._pinned_index(f"{base}releases/{release_id}/{INDEX_KEY}", release_id)
-        key = f"{base}releases/{release_id}/{DOWNLOAD_FILE.key_prefix}SHA256SUMS"
-        try:
-            reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1) if found is None else None
-        except AWSError as e:
-            if e.status not in (403, 404):  # absent objects answer 403 without ListBucket
-                raise
-        else:
-            if reply is not None and reply.status == 200:  # an index without scopes: names only (fail closed)
-                names = {line.split(maxsplit=1)[1].strip().lstrip("*")
-                         for line in reply.body.decode("utf-8").splitlines() if len(line.split(maxsplit=1)) == 2}
-                found = PointerRelease(release_id, Facts(), frozenset(), frozenset(names | {"SHA256SUMS", BUNDLE_ZIP}))
+        base = self._base()
+        # a release of the index layout has its index root; one of the copy layout a key per file
+        root = self._optional(f"{base}releases/{release_id}/{INDEX_ROOT}")
+        index: ObjectIndex | None = None
+        if root is not None:
+            try:
+                doc = json.loads(root)
+            except ValueError:
+                doc = None
+            shards = shards_of(doc.get("shards")) if isinstance(doc, dict) and doc.get("release_id") == release_id \
+                else None
+            if shards is None:
+                raise IndexUnavailable(f"{release_id}/{INDEX_ROOT} is not the release's index root")
+            shell = PointerRelease(release_id, Facts(), frozenset(), shards=shards)
+            self._attach_index(shell)
+            index = shell.index
+
+        def file_of(key: str) -> bytes | None:
+            if index is None:
+                return self._optional(f"{base}releases/{release_id}/{key}")
+            name = index.object_name(key, time.monotonic() + REFRESH_BUDGET)
+            return None if name is None else self._optional(f"{base}objects/{name}")
+
+        found = self._pinned_index(file_of(INDEX_KEY), release_id)
+        sums = file_of(f"{DOWNLOAD_FILE.key_prefix}SHA256SUMS") if found is None else None
+        if sums is not None:  # an index without scopes: names only (fail closed)
+            names = {line.split(maxsplit=1)[1].strip().lstrip("*")
+                     for line in sums.decode("utf-8").splitlines() if len(line.split(maxsplit=1)) == 2}
+            found = PointerRelease(release_id, Facts(), frozenset(), frozenset(names | {"SHA256SUMS", BUNDLE_ZIP}))
+        if found is not None and index is not None:
+            found.shards, found.index = dict(index.shards), index
         if len(self._pinned) >= 32:
             self._pinned.clear()
         self._pinned[release_id] = (now, found)
         return found
 
-    def _pinned_index(self, key: str, release_id: str) -> PointerRelease | None:
-        """The release's own `/v1/downloads` document: its files' names and the scopes each needs
-        (a few KB). None when it is absent or records no scopes (a release published before they
-        were recorded): the caller then reads the names from SHA256SUMS, and every file needs
-        every scope."""
+    def _optional(self, key: str) -> bytes | None:
+        """An object's bytes, one short attempt; None when it is absent (S3 answers 403 for an absent
+        object without ListBucket). S3 being down raises."""
         try:
             reply = self.source.get(key, time.monotonic() + REFRESH_BUDGET, None, 1)
         except AWSError as e:
             if e.status not in (403, 404):
                 raise
             return None
-        if reply.status != 200:
+        return bytes(reply.body) if reply.status == 200 else None
+
+    @staticmethod
+    def _pinned_index(body: bytes | None, release_id: str) -> PointerRelease | None:
+        """The release's own `/v1/downloads` document: its files' names and the scopes each needs
+        (a few KB). None when it is absent or records no scopes (a release published before they
+        were recorded): the caller then reads the names from SHA256SUMS, and every file needs
+        every scope."""
+        if body is None:
             return None
         try:
-            files = json.loads(reply.body).get("files")
+            files = json.loads(body).get("files")
         except (ValueError, AttributeError):
             return None
         if not isinstance(files, list) or not all(isinstance(f, dict) and isinstance(f.get("scopes"), list)
@@ -382,13 +513,15 @@ def generated_response(resp: Response, method: str) -> dict[str, Any]:
     return out
 
 
-def rewrite(cf_request: dict[str, Any], resp: Response, release_id: str, prefix: str) -> dict[str, Any]:
-    """Point the request at the immutable release object and carry the gate's headers along."""
+def rewrite(cf_request: dict[str, Any], resp: Response, path: str, prefix: str) -> dict[str, Any]:
+    """Point the request at the immutable object (`path` in the bucket, below the prefix) and carry the
+    gate's headers along, with the file key (the viewer-response function's choice of security headers)."""
     assert resp.file_key is not None
     base = f"/{prefix.strip('/')}" if prefix.strip("/") else ""
-    cf_request["uri"] = f"{base}/releases/{release_id}/{resp.file_key}"
+    cf_request["uri"] = f"{base}/{path}"
     cf_request["querystring"] = ""  # the object is fully named by its key
     headers = cf_request.setdefault("headers", {})
+    headers[FILE_KEY_HEADER] = [{"key": FILE_KEY_HEADER, "value": resp.file_key}]
     for secret in ("authorization", "x-api-key"):  # keys never travel to the origin or its logs
         headers.pop(secret, None)
     for k, v in resp.headers:
@@ -433,17 +566,36 @@ class EdgeGate:
         started = time.perf_counter()
         cf_request = event["Records"][0]["cf"]["request"]
         req = request_from_event(cf_request)
-        resp, release_id = self._decide(req)
-        if self.access_log is not None:
-            self.access_log.record(req.method, req.path, resp, release_id, started)
+        deadline = time.monotonic() + self.deadline
+        resp, release_id = self._decide(req, deadline)
+        path: str | None = None
         if resp.file_key is not None and resp.status == 200:  # a pinned download names its own release
             assert release_id is not None
-            return rewrite(cf_request, resp, resp.release_id or release_id, self.releases.prefix)
+            path, resp = self._locate(req, resp, resp.release_id or release_id, deadline)
+        if self.access_log is not None:
+            self.access_log.record(req.method, req.path, resp, release_id, started)
+        if path is not None:
+            return rewrite(cf_request, resp, path, self.releases.prefix)
         return generated_response(resp, req.method)
 
-    def _decide(self, req: Request) -> tuple[Response, str | None]:
+    def _locate(self, req: Request, resp: Response, release_id: str, deadline: float) -> tuple[str | None, Response]:
+        """The bucket path of an authorised file, or an answer instead: 404 when the release's index
+        has no such file, 503 when its index cannot be read in time (never another file)."""
+        assert resp.file_key is not None
+        release = self.releases.release_for(release_id)
+        if release is None:  # a copy-layout path, as the gate's release was not kept (never expected)
+            return f"releases/{release_id}/{resp.file_key}", resp
+        try:
+            path = self.releases.object_path(release, resp.file_key, deadline)
+        except IndexUnavailable as e:
+            log("release index unavailable", repr(e))
+            return None, unavailable_response(req.path, "The release index", self.retry_after)
+        if path is None:
+            return None, error("NOT_FOUND", "The release holds no such file.", req.path)
+        return path, resp
+
+    def _decide(self, req: Request, deadline: float) -> tuple[Response, str | None]:
         """The gate's answer and the id of the release it was decided against (None: no release known)."""
-        deadline = time.monotonic() + self.deadline
         try:
             release = self.releases.current(deadline)
         except AWSError as e:

@@ -52,3 +52,30 @@ class ReleaseList(NamedTuple):
 
     body: bytes
     etag: str
+
+
+# --- the index layout (layout 2): each path resolved through a per-release index ------------------
+# A release published in layout 2 has no object per path. `releases/<id>/index.json` names its index
+# shards (`shards`: route family -> how many), `releases/<id>/index/<family>/<n>.json` maps each file
+# key of the family to its object, `[sha256, size, suffix]`, stored once at `objects/<sha256><suffix>`
+# with the file's headers. The publisher (pipeline/publish/s3/index.py) and the edge (edge/cloudfront.py)
+# both shard with the functions below; docs/operations.md#what-is-in-the-bucket.
+
+LAYOUT_COPIES = 1  # every file a copy at releases/<id>/<key> (a pointer without "layout")
+LAYOUT_INDEX = 2
+INDEX_ROOT = "index.json"
+
+
+def index_family(key: str) -> str:
+    """A file key's route family, its first two folders (`v1/risk` of `v1/risk/lgas/KN/2024-01.json`);
+    `_` for a file at the top of the release."""
+    parts = key.split("/")[:-1]
+    return "/".join(parts[:2]) or "_"
+
+
+def index_shard(key: str, family: str, count: int) -> str:
+    """The shard file of `key` within its release (`index/v1/risk/3.json`): the family's files are
+    spread over `count` shards by CRC-32 of the key, so no shard grows with the release."""
+    from zlib import crc32
+
+    return f"index/{family}/{crc32(key.encode()) % count if count > 1 else 0}.json"

@@ -23,6 +23,7 @@ FORWARDED = {"ratelimit": "x-mr-ratelimit", "ratelimit-policy": "x-mr-ratelimit-
 PUBLIC_NAMES = {"ratelimit": "RateLimit", "ratelimit-policy": "RateLimit-Policy", "x-release-id": "X-Release-Id",
                 "cache-control": "Cache-Control"}
 ORIGIN_ERROR_CACHE = "no-store"
+FILE_KEY_HEADER = "x-mr-file-key"  # the file the gate answered with, when the URI names its stored object
 DEFAULT_CACHE = "private, max-age=300, must-revalidate"  # the gate's choice for API answers, if none was carried
 
 
@@ -34,7 +35,9 @@ def viewer_response(event: Mapping[str, Any]) -> dict[str, Any]:
     headers = response.setdefault("headers", {})
     if "x-mr-release-id" not in request_headers:
         return response  # not a request the gate rewrote: leave CloudFront's answer alone
-    for name, value in headers_for_key(_file_key(cf.get("request", {}).get("uri", ""))):
+    carried = request_headers.get(FILE_KEY_HEADER)
+    key = carried[0]["value"] if carried else _file_key(cf.get("request", {}).get("uri", ""))
+    for name, value in headers_for_key(key):
         headers[name.lower()] = [{"key": name, "value": value}]
     for public, fwd in FORWARDED.items():
         values = request_headers.get(fwd)

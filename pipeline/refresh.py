@@ -15,6 +15,7 @@ uploaded or switched; it says what a real run would do.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import shutil
 import tempfile
 import time
@@ -379,10 +380,11 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
             result = s3.publish_release(client, target, local, workers=opts.workers, allow_shrink=opts.allow_shrink)
             local = result.local or local  # the bucket's manifest of a release built again (reproducible)
             # the live release built again (a build root that was not kept): the same files, nothing to do
-            again = not (result.pointer_switched or result.uploaded or result.copied)
+            again = not (result.pointer_switched or result.uploaded)
             outcome.changed = not again
             steps["publish"] = (f"{local.release_id} is already live (built again: the same files)" if again else
-                                f"{result.uploaded} objects uploaded, {result.copied} copied from stored bytes, "
+                                f"{result.uploaded} objects uploaded ({result.index_files} index files), "
+                                f"{result.reused} files' bytes already stored, "
                                 f"{result.already_present} already present, "
                                 f"pointer {'switched' if result.pointer_switched else 'unchanged'}")
     with _step("verify"):
@@ -424,20 +426,44 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
     got = s3.read_remote_manifest(client, target, local.release_id)
     if got is None or got[1] != local.manifest_sha256:
         return [f"the published manifest of {local.release_id} is missing or differs from the local one"]
+    from pipeline.publish.s3.index import (
+        LAYOUT_COPIES,
+        index_documents,
+        published_files,
+        release_layout,
+        stored_objects,
+    )
+
     prefix = target.release_prefix(local.release_id)
     listed = s3.list_objects(client, target, prefix)
+    copies = release_layout(listed, prefix) == LAYOUT_COPIES
     wanted = s3.expected_objects(local.manifest)
-    problems = [f"not in manifest: {k[len(prefix):]}" for k in
-                sorted(set(listed) - {prefix + e.rel for e in wanted} - {prefix + "manifest.json"})]
-    for exp in wanted:
-        obj = listed.get(prefix + exp.rel)
+    docs = {} if copies else index_documents(local.manifest)
+    mine = {prefix + e.rel for e in wanted} if copies else {prefix + rel for rel in docs}
+    problems = [f"not in manifest: {k[len(prefix):]}" for k in sorted(set(listed) - mine - {prefix + "manifest.json"})]
+    for rel, body in docs.items():  # the index files, as the manifest makes them
+        obj = listed.get(prefix + rel)
+        etag = obj.etag.strip('"') if obj else ""
         if obj is None:
-            problems.append(f"missing: {exp.rel}")
+            problems.append(f"missing: {rel}")
+        elif obj.size != len(body) or ("-" not in etag and etag != hashlib.md5(body, usedforsecurity=False).hexdigest()):
+            problems.append(f"index differs from the manifest: {rel}")
+    if copies:
+        found = {e.rel: (prefix + e.rel, e) for e in wanted}
+    else:  # one listing of the stored objects: every object the release needs
+        stored = s3.list_objects(client, target, target.objects_prefix)
+        listed = stored
+        found = {e.rel: (target.stored_key(name), e)
+                 for name, e in stored_objects(published_files(local.manifest)).items()}
+    for rel, (key, exp) in found.items():
+        obj = listed.get(key)
+        if obj is None:
+            problems.append(f"missing: {rel}")
             continue
         etag = obj.etag.strip('"')
         md5 = local.md5(exp)  # the bytes' MD5 from the opening check: the file is not read again
         if obj.size != exp.size or ("-" not in etag and etag != md5):
-            problems.append(f"differs from the local file: {exp.rel}")
+            problems.append(f"differs from the local file: {rel}")
     if thorough and not problems:
         problems = s3.verify_remote_release(client, target, local.release_id, pointer=now, workers=workers)
     return problems

@@ -16,6 +16,7 @@ from pipeline.cli import main
 from pipeline.publish import s3 as s3_publish
 from pipeline.publish.s3 import state
 from pipeline.refresh import EXIT_CODES
+from pipeline.release.manifest import Manifest
 from pipeline.sources.rainfall import WFP_SUBNATIONAL
 from tests import s3server
 from tests.conftest import LiveServer
@@ -168,13 +169,17 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
         assert bucket_keys() == before_keys  # not one object written, the pointer's ETag included
 
     # an object lost from the live release: the verify step fails (7); a republish heals it
-    lost = target.release_prefix(releases[0]) + "v1/periods.json"
-    raw.delete_object(Bucket=s3_server.bucket, Key=lost)
+    e = Manifest.load(out / "releases" / releases[0]).files["v1/periods.json"]
+    lost = target.stored_key(s3_publish.object_name(s3_publish.Expected(
+        "v1/periods.json", e["size"], e["sha256"], e["content_type"], e.get("content_encoding"))))
+    raw.delete_object(Bucket=s3_server.bucket, Key=lost)  # the stored object that file is served from
     broken = run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env)
     assert broken.exit_code == EXIT_CODES["verify"] == 7, broken.output
     assert "missing: v1/periods.json" in broken.output
     healed = CliRunner(env=env).invoke(main, ["release", "publish", *s3, "--root", str(out)])
-    assert healed.exit_code == 0 and " 0 uploaded" in healed.output and " 1 copied" in healed.output, healed.output
+    # exactly that object written again; the index and the manifest were sound
+    assert healed.exit_code == 0 and " 1 uploaded" in healed.output and "0 index files" in healed.output, \
+        healed.output
     assert run("--data-dir", str(data), "--out", str(out), "--no-fetch", *s3, env=env).exit_code == 0
 
     # --- a new month, with a damaged state entry: it is detected, that fit computed again, the rest read back

@@ -150,7 +150,8 @@ def publish_cmd(
     rate = result.uploaded / result.seconds["upload"] if result.seconds.get("upload") else 0.0
     click.echo(
         f"release {result.release_id}: {result.objects} objects, {result.uploaded} uploaded "
-        f"({result.bytes_uploaded / 1e6:.1f} MB, {rate:.0f} objects/s), {result.copied} copied from stored bytes, "
+        f"({result.bytes_uploaded / 1e6:.1f} MB, {rate:.0f} objects/s; {result.index_files} index files), "
+        f"{result.reused} files' bytes already stored, "
         f"all verified, {result.already_present} already present, "
         f"in {result.seconds['total']:.1f}s"
     )

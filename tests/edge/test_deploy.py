@@ -62,9 +62,11 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     assert "edgelambda.amazonaws.com" in json.dumps(trust)
     actions = json.dumps(iam.get_role_policy(RoleName="mr-role", PolicyName="edge")["PolicyDocument"])
     assert "dynamodb:UpdateItem" in actions and "s3:GetObject" in actions and "BatchGetItem" not in actions
+    assert "api/releases/*/index/*" in actions and "api/objects/*" in actions and "ops/" not in actions
     config = cf.get_distribution_config(Id=dist_id)["DistributionConfig"]
     behaviour = config["DefaultCacheBehavior"]
-    assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is False
+    # CloudFront compresses: the index layout stores no gzip twins (CachingOptimized keys on the encoding)
+    assert behaviour["CachePolicyId"] == deploy.CACHING_OPTIMIZED and behaviour["Compress"] is True
     assert behaviour["ViewerProtocolPolicy"] == "https-only"
     assert config["Origins"]["Items"][0]["DomainName"] == "deploy-releases.s3.eu-west-1.amazonaws.com"
     # the canary's status.json: its own origin under <prefix>/status, no function, keyless
@@ -77,7 +79,9 @@ def test_every_step_twice_changes_nothing_the_second_time(endpoint: str, tmp_pat
     sids = [s["Sid"] for s in policy["Statement"]]
     assert sids == ["Other", deploy.BUCKET_POLICY_SID]  # another statement is kept
     ours = policy["Statement"][1]
+    # the stored objects (index layout) and a copy-layout release's keys; never ops/ (the job's state)
     assert ours["Resource"] == ["arn:aws:s3:::deploy-releases/api/releases/*",
+                                "arn:aws:s3:::deploy-releases/api/objects/*",
                                 "arn:aws:s3:::deploy-releases/api/status/status.json"]
     assert ours["Condition"]["StringEquals"]["AWS:SourceArn"] == dist_arn
 

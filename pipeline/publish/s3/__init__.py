@@ -12,6 +12,7 @@ verify → seal → switch, each a function there). A publish that dies halfway 
     objects   listing, HEAD, delete; check_head (one object against its manifest entry)
     local     the release tree on disk, refused unless it is exactly its manifest
     pointer   current.json: read, build, compare-and-swap write
+    index     the index layout: object names, the per-release index (what the edge resolves paths with)
     upload    publish_release and its phases
     remote    published releases: verify, list, rollback, prune
 
@@ -30,6 +31,15 @@ from pipeline.publish.s3.client import (
     retrying,
     run_pool,
     s3_errors,
+)
+from pipeline.publish.s3.index import (
+    index_documents,
+    object_name,
+    object_suffix,
+    published_files,
+    release_layout,
+    shard_counts,
+    stored_objects,
 )
 from pipeline.publish.s3.layout import (
     CACHE_IMMUTABLE,
@@ -71,5 +81,6 @@ __all__ = [
     "open_local_release", "pointer_document", "preflight", "prune", "prune_plan",
     "publish_release", "read_pointer", "read_remote_manifest", "resolve_release_dir", "retrying",
     "rollback", "run_pool", "s3_errors", "verify_remote_release",
-    "write_pointer",
+    "write_pointer", "index_documents", "object_name", "object_suffix", "published_files", "release_layout", "shard_counts",
+    "stored_objects",
 ]  # fmt: skip

@@ -1,14 +1,18 @@
 """Where every object of a published release lives in the bucket.
 
-    <prefix>/objects/<sha256>                       the bytes, uploaded once whatever release holds them
-    <prefix>/releases/<release_id>/<key>            a server-side copy of an object with the file's headers;
-                                                    immutable, cached for a year
-    <prefix>/releases/<release_id>/manifest.json    written after every file it lists
-    <prefix>/current.json                           the one mutable object: which release is live
+The index layout (2, what `publish` writes; pipeline/publish/s3/index.py):
 
-The edge reads the release keys only (`edge/cloudfront.py`), exactly as before objects were
-shared; CloudFront may read nothing under objects/ (deploy/aws.py's bucket policy). Keep the
-two in step. Costs: docs/operations.md#what-a-month-of-publishing-costs.
+    <prefix>/objects/<sha256><suffix>               the bytes with the file's headers, uploaded once whatever
+                                                    release holds them; immutable, cached for a year
+    <prefix>/releases/<release_id>/index.json       the release's index shards by route family
+    <prefix>/releases/<release_id>/index/...        file key -> [sha256, size, suffix]
+    <prefix>/releases/<release_id>/manifest.json    written after its objects and index
+    <prefix>/current.json                           the one mutable object: which release is live, its layout
+
+The copy layout (1, releases published before): `releases/<release_id>/<key>` a server-side copy of
+the header-less `objects/<sha256>` with the file's headers. The edge (`edge/cloudfront.py`, the same
+shard functions in edge/files.py) reads both; CloudFront may read `objects/*` and `releases/*`
+(deploy/aws.py's bucket policy). Keep them in step. Costs: docs/operations.md#what-a-month-of-publishing-costs.
 """
 
 from __future__ import annotations
@@ -19,8 +23,6 @@ from edge.routes import PUBLISHED_RELEASE_ID_RE
 from pipeline.errors import PublishError
 
 CACHE_IMMUTABLE = "public, max-age=31536000, immutable"
-CACHE_OBJECT = "private, no-store"  # objects/ is never served; only the release copies are
-CONTENT_OBJECT = "application/octet-stream"
 # Short enough that a switch (or a rollback) reaches every client within seconds,
 # long enough that a CDN does not ask the bucket for the pointer on every request.
 CACHE_POINTER = "public, max-age=10, must-revalidate"
@@ -63,7 +65,12 @@ class Target:
         return self.key("objects/")
 
     def content_key(self, sha256: str) -> str:
+        """Where the copy layout (1) kept a file's bytes, header-less: the source of its copies."""
         return self.objects_prefix + sha256
+
+    def stored_key(self, name: str) -> str:
+        """A stored object of the index layout (2): `objects/<sha256><suffix>` (pipeline/publish/s3/index.py)."""
+        return self.objects_prefix + name
 
     @property
     def pointer_key(self) -> str:

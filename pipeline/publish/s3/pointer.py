@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 from botocore.exceptions import ClientError
 
+from edge.files import LAYOUT_COPIES, LAYOUT_INDEX
 from edge.routes import DOWNLOAD_FILE, PUBLIC_PREFIX
 from pipeline.errors import PointerConflict, PublishError
 from pipeline.publish.s3.client import S3Client, is_missing, retrying, s3_errors
@@ -54,14 +55,19 @@ def read_pointer(client: S3Client, target: Target) -> Pointer | None:
 
 
 def pointer_document(
-    manifest: Manifest, manifest_sha256: str, previous: str | None, published_at: datetime
+    manifest: Manifest, manifest_sha256: str, previous: str | None, published_at: datetime,
+    shards: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """What the edge reads to know which release is live, and what it may answer.
 
     Carries the manifest's facts so the edge validates periods and states without
     fetching the (large) manifest, and the docs pages (`public`) and bundle files
     (`downloads`) so the edge answers 404 for a page or file the release lacks; `manifest_sha256` chains trust to the manifest.
+    `shards` (route family -> index shards) marks a release of the index layout: the edge resolves each
+    path through `releases/<id>/index/...` (edge/files.py); without it, the copy layout (a key per path).
     """
+    layout: dict[str, Any] = ({"layout": LAYOUT_INDEX, "shards": dict(sorted(shards.items()))}
+                              if shards is not None else {"layout": LAYOUT_COPIES})
     return {
         "format": POINTER_FORMAT,
         "release_id": manifest.release_id,
@@ -81,6 +87,7 @@ def pointer_document(
         "download_scopes": {k[len(DOWNLOAD_FILE.key_prefix):]: e["scopes"] for k, e in sorted(manifest.files.items())
                             if k.startswith(DOWNLOAD_FILE.key_prefix) and not e.get("content_encoding")
                             and isinstance(e.get("scopes"), list)},
+        **layout,
         "previous": previous,
         "published_at": published_at.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }

@@ -9,6 +9,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from edge.files import INDEX_ROOT, LAYOUT_COPIES
 from pipeline.errors import PointerConflict, PublishError
 from pipeline.publish.s3.client import (
     DEFAULT_WORKERS,
@@ -19,6 +20,15 @@ from pipeline.publish.s3.client import (
     retrying,
     run_pool,
     s3_errors,
+)
+from pipeline.publish.s3.index import (
+    index_documents,
+    index_expected,
+    object_name,
+    published_files,
+    release_layout,
+    shard_counts,
+    stored_objects,
 )
 from pipeline.publish.s3.layout import (
     POINTER_NAME,
@@ -102,30 +112,75 @@ def verify_remote_release(
 
     prefix = target.release_prefix(release_id)
     listed = list_objects(client, target, prefix)
+    if release_layout(listed, prefix) == LAYOUT_COPIES:
+        return problems + _verify_copies(client, target, manifest, prefix, listed, deep, workers, progress)
+    return problems + _verify_index(client, target, manifest, prefix, listed, deep, workers, progress)
+
+
+def _check_object(client: S3Client, target: Target, key: str, exp: Expected, deep: bool) -> list[str]:
+    """One object against what its manifest entry promises (HEAD; with `deep` its body hashed)."""
+    with s3_errors(client, target.bucket, f"verify {target.url(key)}"):
+        found = check_head(head_object(client, target.bucket, key), exp)
+        if deep and not any(p.startswith("missing") for p in found):
+            got: Head = retrying(lambda: client.get_object(Bucket=target.bucket, Key=key))
+            body = got["Body"].read()
+            if len(body) != exp.size:
+                found.append(f"body size differs: {exp.rel} ({len(body)} downloaded, {exp.size} in manifest)")
+            elif sha256_hex(body) != exp.sha256:
+                found.append(f"body checksum differs: {exp.rel}")
+    return found
+
+
+def _verify_copies(client: S3Client, target: Target, manifest: Manifest, prefix: str, listed: dict[str, Listed],
+                   deep: bool, workers: int, progress: Progress) -> list[str]:
+    """The copy layout (1): every file a key of its own under the release prefix, with its headers."""
     wanted = expected_objects(manifest)
     extra = sorted(set(listed) - {prefix + e.rel for e in wanted} - {prefix + MANIFEST_NAME})
-    problems += [f"not in manifest: {k[len(prefix) :]}" for k in extra]
+    problems = [f"not in manifest: {k[len(prefix) :]}" for k in extra]
 
     def check(exp: Expected) -> list[str]:
-        key = prefix + exp.rel
-        if key not in listed:
+        if prefix + exp.rel not in listed:
             return [f"missing: {exp.rel}"]
-        with s3_errors(client, target.bucket, f"verify {target.url(key)}"):
-            found = check_head(head_object(client, target.bucket, key), exp)
-            if deep and not any(p.startswith("missing") for p in found):
-                got: Head = retrying(lambda: client.get_object(Bucket=target.bucket, Key=key))
-                body = got["Body"].read()
-                if len(body) != exp.size:
-                    found.append(
-                        f"body size differs: {exp.rel} ({len(body)} downloaded, {exp.size} in manifest)"
-                    )
-                elif sha256_hex(body) != exp.sha256:
-                    found.append(f"body checksum differs: {exp.rel}")
-        return found
+        return _check_object(client, target, prefix + exp.rel, exp, deep)
 
     progress.start("verifying", len(wanted))
     try:
         problems += [p for ps in run_pool(wanted, check, workers, progress) for p in ps]
+    finally:
+        progress.finish()
+    return problems
+
+
+def _verify_index(client: S3Client, target: Target, manifest: Manifest, prefix: str, listed: dict[str, Listed],
+                  deep: bool, workers: int, progress: Progress) -> list[str]:
+    """The index layout (2): the index files byte for byte as the manifest makes them, nothing else under
+    the release prefix, and every file's object with its headers (a problem names each file it serves)."""
+    docs = index_documents(manifest)
+    extra = sorted(set(listed) - {prefix + rel for rel in docs} - {prefix + MANIFEST_NAME})
+    problems = [f"not in manifest: {k[len(prefix) :]}" for k in extra]
+    files = published_files(manifest)
+    by_object: dict[str, list[Expected]] = {}
+    for exp in files:
+        by_object.setdefault(object_name(exp), []).append(exp)
+    items: list[tuple[str, Expected, bytes | None, list[Expected]]] = [
+        (prefix + e.rel, e, body, []) for e, body in index_expected(docs)]
+    items += [(target.stored_key(name), exps[0], None, exps) for name, exps in sorted(by_object.items())]
+
+    def check(item: tuple[str, Expected, bytes | None, list[Expected]]) -> list[str]:
+        key, exp, body, served = item
+        if body is not None:  # an index file: its bytes are known, so it is always read whole
+            if key not in listed:
+                return [f"missing: {exp.rel}"]
+            with s3_errors(client, target.bucket, f"verify {target.url(key)}"):
+                found = check_head(head_object(client, target.bucket, key), exp)
+                got = retrying(lambda: client.get_object(Bucket=target.bucket, Key=key))["Body"].read()
+            return found + ([] if got == body else [f"index differs from the manifest: {exp.rel}"])
+        first = _check_object(client, target, key, served[0], deep)  # one request per object, however many
+        return first + [p.replace(served[0].rel, one.rel, 1) for one in served[1:] for p in first]  # files
+
+    progress.start("verifying", len(items))
+    try:
+        problems += [p for ps in run_pool(items, check, workers, progress) for p in ps]
     finally:
         progress.finish()
     return problems
@@ -165,7 +220,10 @@ def list_releases(
         if MANIFEST_NAME in objs and RELEASE_ID_RE.match(rid):
             got = read_remote_manifest(client, target, rid)
             if got is not None:
-                expected, updated_at = len(got[0].files) + 1, got[0].updated_at
+                # the keys of the release under its prefix: a copy per file, or the index files
+                index = INDEX_ROOT in objs or not any(k != MANIFEST_NAME for k in objs)
+                expected = (len(index_documents(got[0])) if index else len(got[0].files)) + 1
+                updated_at = got[0].updated_at
         stamp = (
             objs[MANIFEST_NAME].last_modified
             if MANIFEST_NAME in objs
@@ -215,7 +273,10 @@ def rollback(
     if got is None:  # deleted between the verification and now
         raise PublishError(f"release {release_id} lost its manifest while rolling back; nothing switched")
     manifest, sha, _ = got
-    doc = pointer_document(manifest, sha, pointer.release_id if pointer else None, clock())
+    prefix = target.release_prefix(release_id)
+    copies = release_layout(list_objects(client, target, prefix), prefix) == LAYOUT_COPIES
+    doc = pointer_document(manifest, sha, pointer.release_id if pointer else None, clock(),
+                           None if copies else shard_counts(manifest.files))
     write_pointer(client, target, doc, pointer)
     after_switch(client, target, pointer, doc)
     return pointer, doc
@@ -285,18 +346,25 @@ def collect_objects(client: S3Client, target: Target, grace: timedelta = OBJECT_
 
     A release that has no manifest yet (a publish under way, or one that died) holds nothing
     by its manifest, so objects younger than `grace` are kept: a publish uploads its objects
-    before it copies and seals. One listing of each prefix plus one GET per kept manifest.
+    before it writes its index and seals. One listing of each prefix plus one GET per kept manifest.
     """
     now = now or datetime.now(UTC)
     root = target.releases_prefix
-    rids = {key[len(root):].partition("/")[0] for key in list_objects(client, target, root)}
+    listed = list_objects(client, target, root)
+    rids = {key[len(root):].partition("/")[0] for key in listed}
     held: set[str] = set()
     for rid in rids:
         if not RELEASE_ID_RE.match(rid):
             continue
         got = read_remote_manifest(client, target, rid)
-        if got is not None:
+        if got is None:
+            continue
+        prefix = target.release_prefix(rid)
+        mine = {k: o for k, o in listed.items() if k.startswith(prefix)}
+        if release_layout(mine, prefix) == LAYOUT_COPIES:  # the header-less sources of its copies
             held |= {e["sha256"] for e in got[0].files.values()}
+        else:
+            held |= set(stored_objects(published_files(got[0])))
     base = target.objects_prefix
     doomed = [key for key, obj in list_objects(client, target, base).items()
               if key[len(base):] not in held and now - obj.last_modified > grace]

@@ -2,7 +2,7 @@
 
 The job starts in a fresh container: without this, every daily run would rebuild the live
 release from unchanged inputs and every new month would refit what did not change. Two
-things carry over, under the ops prefix (never served: CloudFront reads `releases/*` only):
+things carry over, under the ops prefix (never served: CloudFront reads `objects/*` and `releases/*` only):
 
     <prefix>/ops/state/state.json             which release the last successful run published, from
                                               which build key, and the fit cache's entries

@@ -5,10 +5,11 @@ order and times each. The pointer moves only in `switch`, after every object of
 the release has been uploaded and verified and the manifest written last (`seal`),
 so a publish that dies anywhere leaves the previous release live and untouched.
 
-Bytes are uploaded once: `upload` PUTs to `objects/<sha256>` only what one listing of
-`objects/` does not show, then makes each file of the release a server-side copy of its
-object (CopyObject, no bytes sent) carrying the file's headers. A month whose files are
-mostly unchanged uploads only the new ones.
+The index layout (pipeline/publish/s3/index.py): `upload` PUTs to `objects/<sha256><suffix>`, with the
+file's headers, only the objects one listing of `objects/` does not show, then the release's index
+(its shards, then `index.json`); `seal` writes the manifest. A month whose files are mostly unchanged
+writes its new objects, its index and its manifest, and no request per path. A release already sealed
+in the copy layout (1) is checked and kept as it is (its pointer says so).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from edge.files import INDEX_ROOT, LAYOUT_COPIES, LAYOUT_INDEX
 from pipeline.errors import PublishError
 from pipeline.publish.s3.client import (
     DEFAULT_WORKERS,
@@ -35,7 +37,16 @@ from pipeline.publish.s3.client import (
     run_pool,
     s3_errors,
 )
-from pipeline.publish.s3.layout import CACHE_OBJECT, CONTENT_OBJECT, JSON, SHA_META, Target
+from pipeline.publish.s3.index import (
+    index_documents,
+    index_expected,
+    object_name,
+    published_files,
+    release_layout,
+    shard_counts,
+    stored_objects,
+)
+from pipeline.publish.s3.layout import JSON, SHA_META, Target
 from pipeline.publish.s3.local import LocalRelease, expected_objects
 from pipeline.publish.s3.objects import (
     Expected,
@@ -57,16 +68,18 @@ from pipeline.window import check_window
 @dataclass
 class PublishResult:
     release_id: str
-    objects: int  # including the manifest
-    uploaded: int = 0  # PUTs with a body: new objects under objects/, and the manifest
+    objects: int  # what the release is in the bucket: its distinct objects, index files and manifest
+    uploaded: int = 0  # PUTs with a body: new objects under objects/, the index files, the manifest
     bytes_uploaded: int = 0
-    copied: int = 0  # release files made by a server-side copy of their object (no bytes sent)
-    already_present: int = 0
+    reused: int = 0  # files of the release whose bytes were already stored (no request for them)
+    index_files: int = 0  # index files written
+    already_present: int = 0  # of `objects`, those in place before this publish
     # Of those already present: objects trusted on the listing alone (size and body MD5
     # match), whose headers and SHA-256 metadata were NOT read. A header changed in place
     # (same body) is invisible here; `thorough` or `verify_remote_release` reads them.
     headers_unchecked: int = 0
     strays_deleted: int = 0
+    layout: int = LAYOUT_INDEX
     pointer_switched: bool = False
     previous: str | None = None
     seconds: dict[str, float] = field(default_factory=dict)
@@ -80,21 +93,33 @@ class Plan:
     local: LocalRelease
     pointer: Pointer | None
     remote_manifest: Head | None  # HEAD of the release's manifest, if one is there
-    todo: list[Expected]  # objects to upload
-    already_present: int  # objects in place (listing or HEAD agrees with the manifest)
+    objects: dict[str, Expected]  # object name (`<sha256><suffix>`) -> the object, every one the release needs
+    todo: list[str]  # object names to upload
+    index: list[tuple[Expected, bytes]]  # every index file (rel under the release prefix) and its bytes
+    index_todo: list[tuple[Expected, bytes]]  # those to write
+    already_present: int  # objects and index files in place (listing or HEAD agrees)
     headers_unchecked: int  # of those, trusted on the listing alone
-    strays: list[str]  # keys under the release prefix that the manifest does not list
-    md5s: dict[str, str] = field(default_factory=dict)  # rel -> MD5 hex of the local bytes
-    damaged: list[str] = field(default_factory=list)  # keys of `todo` present with other bytes or headers
-    stored: dict[str, Listed] = field(default_factory=dict)  # sha256 -> the object under objects/, as listed
+    strays: list[str]  # keys under the release prefix that are not part of the release
+    damaged: list[str] = field(default_factory=list)  # keys present with other bytes or headers: replaced
+    md5s: dict[str, str] = field(default_factory=dict)  # object name or index rel -> MD5 hex of the bytes
+    proven: set[str] = field(default_factory=set)  # written with an answer that proves the stored bytes
+    layout: int = LAYOUT_INDEX  # LAYOUT_COPIES: a release sealed in the copy layout, kept as it is
 
     @property
     def release_id(self) -> str:
         return self.local.release_id
 
+    @property
+    def shards(self) -> dict[str, int]:
+        return shard_counts(self.local.manifest.files)
+
 
 def _md5(data: bytes) -> str:
     return hashlib.md5(data, usedforsecurity=False).hexdigest()
+
+
+def _plain_md5(etag: str) -> bool:
+    return bool(re.fullmatch(r"[0-9a-f]{32}", etag.strip('"')))
 
 
 def plan(
@@ -113,9 +138,10 @@ def plan(
 
     An object the listing shows with the right size and an ETag equal to the MD5 of
     the local bytes holds exactly those bytes, and was written by a PUT that set all
-    its headers at once: it is not HEADed (counted in `headers_unchecked`). Others
-    that are present (a different ETag, or one that is not an MD5: multipart, SSE-KMS)
-    get a HEAD and the full header check; `thorough` HEADs every present object.
+    its headers at once (its key fixes them): it is not HEADed (counted in
+    `headers_unchecked`). Others that are present (a different ETag, or one that is not
+    an MD5: multipart, SSE-KMS) get a HEAD and the full header check; `thorough` HEADs
+    every present object.
     """
     progress = progress or Progress()
     times = times if times is not None else {}
@@ -141,56 +167,101 @@ def plan(
         with s3_errors(client, target.bucket, f"read {target.url(manifest_key)}"):
             remote_manifest = head_object(client, target.bucket, manifest_key)
 
-    listed = list_objects(client, target, target.release_prefix(rid))
-    wanted = expected_objects(local.manifest)
-    wanted_keys = {target.object_key(rid, e.rel) for e in wanted} | {manifest_key}
-    strays = sorted(set(listed) - wanted_keys)
+    prefix = target.release_prefix(rid)
+    listed = list_objects(client, target, prefix)
     times["list"] = time.perf_counter() - t0
+    if remote_manifest is not None and release_layout(listed, prefix) == LAYOUT_COPIES:
+        return _plan_copies(client, target, local, pointer, remote_manifest, listed, workers, progress, thorough)
+
+    index = index_expected(index_documents(local.manifest))
+    wanted_keys = {prefix + e.rel for e, _ in index} | {manifest_key}
+    strays = sorted(set(listed) - wanted_keys)
+    objects = stored_objects(published_files(local.manifest))
+    md5s = {e.rel: _md5(body) for e, body in index}
 
     t = time.perf_counter()
-    md5s: dict[str, str] = {}
-    doubtful: list[Expected] = []
+    stored = {k[len(target.objects_prefix):]: o
+              for k, o in list_objects(client, target, target.objects_prefix).items()}
+    times["list objects"] = time.perf_counter() - t
+
+    t = time.perf_counter()
     good: set[str] = set()
-    for exp in wanted:
-        obj = listed.get(target.object_key(rid, exp.rel))
+    doubtful: list[tuple[str, Expected, str]] = []  # (name, expected, key)
+    for e, _ in index:
+        obj = listed.get(prefix + e.rel)
         if obj is None:
             continue
-        md5s[exp.rel] = local.md5(exp)
-        if not thorough and obj.size == exp.size and obj.etag.strip('"') == md5s[exp.rel]:
-            good.add(exp.rel)
+        if not thorough and obj.size == e.size and obj.etag.strip('"') == md5s[e.rel]:
+            good.add(e.rel)
         else:
-            doubtful.append(exp)
+            doubtful.append((e.rel, e, prefix + e.rel))
+    for name, exp in objects.items():
+        obj = stored.get(name)
+        if obj is None:
+            continue
+        md5s[name] = local.md5(exp)
+        if not thorough and obj.size == exp.size and obj.etag.strip('"') == md5s[name]:
+            good.add(name)
+        else:
+            doubtful.append((name, dataclasses.replace(exp, rel=f"objects/{name}"), target.stored_key(name)))
     by_listing = len(good)
 
-    def check_existing(exp: Expected) -> bool:
-        key = target.object_key(rid, exp.rel)
+    def check_existing(item: tuple[str, Expected, str]) -> bool:
+        name, exp, key = item
         with s3_errors(client, target.bucket, f"check {target.url(key)}"):
             head = head_object(client, target.bucket, key)
-        return not check_head(head, exp, md5s[exp.rel])
+        return not check_head(head, exp, md5s[name])
 
     progress.start("checking", len(doubtful))
     ok = run_pool(doubtful, check_existing, workers, progress)
     progress.finish()
-    good |= {e.rel for e, fine in zip(doubtful, ok, strict=True) if fine}
+    good |= {name for (name, _, _), fine in zip(doubtful, ok, strict=True) if fine}
     times["check"] = time.perf_counter() - t
-    stored: dict[str, Listed] = {}
-    if len(good) < len(wanted):  # one listing of the shared objects: what needs no upload
-        t = time.perf_counter()
-        base = target.objects_prefix
-        stored = {k[len(base):]: o for k, o in list_objects(client, target, base).items()}
-        times["list objects"] = time.perf_counter() - t
     return Plan(
-        stored=stored,
         local=local,
         pointer=pointer,
         remote_manifest=remote_manifest,
-        todo=[e for e in wanted if e.rel not in good],
+        objects=objects,
+        todo=[name for name in objects if name not in good],
+        index=index,
+        index_todo=[(e, body) for e, body in index if e.rel not in good],
         already_present=len(good),
         headers_unchecked=by_listing,
         strays=strays,
+        damaged=[key for name, _, key in doubtful if name not in good],
         md5s=md5s,
-        damaged=[target.object_key(rid, e.rel) for e in doubtful if e.rel not in good],
     )
+
+
+def _plan_copies(client: S3Client, target: Target, local: LocalRelease, pointer: Pointer | None,
+                 remote_manifest: Head, listed: dict[str, Listed], workers: int, progress: Progress,
+                 thorough: bool) -> Plan:
+    """A release sealed in the copy layout before the index layout: kept as it is when every copy is
+    sound (it stays servable and a rollback target); refused when it is not, since its copies are no
+    longer made (publish the build under a new release id)."""
+    rid = local.release_id
+    prefix = target.release_prefix(rid)
+    wanted = expected_objects(local.manifest)
+    doubtful = [e for e in wanted if thorough or (o := listed.get(prefix + e.rel)) is None
+                or o.size != e.size or o.etag.strip('"') != local.md5(e)]
+
+    def check(exp: Expected) -> list[str]:
+        with s3_errors(client, target.bucket, f"check {target.url(prefix + exp.rel)}"):
+            return check_head(head_object(client, target.bucket, prefix + exp.rel), exp, local.md5(exp))
+
+    progress.start("checking", len(doubtful))
+    problems = [p for ps in run_pool(doubtful, check, workers, progress) for p in ps]
+    progress.finish()
+    extra = sorted(set(listed) - {prefix + e.rel for e in wanted} - {prefix + MANIFEST_NAME})
+    problems += [f"not in manifest: {k[len(prefix):]}" for k in extra]
+    if problems:
+        raise PublishError(
+            f"release {rid} was published in the copy layout and differs from its manifest "
+            f"({len(problems)} problem(s), first: {problems[0]}); copies are no longer made: build and publish "
+            "a new release id (it is published in the index layout)", problems)
+    return Plan(local=local, pointer=pointer, remote_manifest=remote_manifest, objects={}, todo=[], index=[],
+                index_todo=[], already_present=len(wanted), headers_unchecked=len(wanted) - len(doubtful),
+                strays=[], layout=LAYOUT_COPIES)
 
 
 def _create(client: S3Client, target: Target, key: str, exp: Expected, md5_hex: str, what: str,
@@ -242,8 +313,9 @@ def _same_release_built_again(client: S3Client, target: Target, local: LocalRele
     return LocalRelease(local.release_id, local.path, remote, raw, local.md5s)
 
 
-def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes) -> str:
-    """PUT one object with all its headers, create-only (`_create`); returns the MD5 hex of the body.
+def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes) -> tuple[str, str | None]:
+    """PUT one object with all its headers, create-only (`_create`); returns the MD5 hex of the body and
+    the ETag the store answered (None when the object was there already with these bytes).
 
     Content-MD5 makes the server reject a body damaged in transit (BadDigest), which
     botocore then retries; it also costs less than botocore's default CRC trailer.
@@ -252,31 +324,15 @@ def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes)
     extra: dict[str, Any] = {"ContentMD5": base64.b64encode(digest).decode()}
     if exp.content_encoding:
         extra["ContentEncoding"] = exp.content_encoding
+    answered: list[str] = []
 
     def put(**cond: str) -> None:
-        client.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=exp.content_type,
-                          CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
+        got = client.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=exp.content_type,
+                                CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
+        answered.append(str(got.get("ETag", "")).strip('"'))
 
     _create(client, target, key, exp, digest.hex(), "upload", put)
-    return digest.hex()
-
-
-def object_expected(exp: Expected) -> Expected:
-    """What the shared object of a file's bytes looks like: the bytes and their SHA-256, no file headers."""
-    return Expected(f"objects/{exp.sha256}", exp.size, exp.sha256, CONTENT_OBJECT, None, CACHE_OBJECT)
-
-
-def _copy(client: S3Client, target: Target, release_id: str, exp: Expected, md5_hex: str) -> None:
-    """The release file as a server-side copy of its object, with the file's own headers (create-only)."""
-    extra: dict[str, Any] = {"ContentEncoding": exp.content_encoding} if exp.content_encoding else {}
-
-    def copy(**cond: str) -> None:
-        client.copy_object(Bucket=target.bucket, Key=target.object_key(release_id, exp.rel),
-                           CopySource={"Bucket": target.bucket, "Key": target.content_key(exp.sha256)},
-                           MetadataDirective="REPLACE", ContentType=exp.content_type,
-                           CacheControl=exp.cache_control, Metadata={SHA_META: exp.sha256}, **extra, **cond)
-
-    _create(client, target, target.object_key(release_id, exp.rel), exp, md5_hex, "copy", copy)
+    return digest.hex(), (answered[-1] if answered else None)
 
 
 def upload(
@@ -290,67 +346,59 @@ def upload(
     on_uploaded: Callable[[str], None] | None = None,
     log: Callable[[str], None] = lambda _msg: None,
 ) -> None:
-    """Delete strays, PUT the objects `plan.todo` needs that the bucket lacks, then copy each file of
-    `plan.todo` from its object (not the manifest).
+    """Delete strays and damaged keys, PUT the objects `plan.todo` names, then the index files
+    (shards first, `index.json` last); the manifest is `seal`'s.
 
-    Objects under the release prefix that the manifest does not list are not part of
-    the release (left by an earlier, different build of an unfinished release).
-    `on_uploaded(key)` runs in the worker after each PUT (`objects/<sha256>`) and each copy
-    (the key in the release); tests use it to kill the upload midway.
+    Keys under the release prefix that are not the release's (left by an earlier, different build
+    of an unfinished release, or copies of an unfinished copy-layout publish) are deleted.
+    `on_uploaded(key)` runs in the worker after each PUT (`objects/<name>`, then `index/...`);
+    tests use it to kill the upload midway.
     """
     progress = progress or Progress()
     if plan.strays:
-        log(
-            f"deleting {len(plan.strays)} object(s) under the release prefix that the manifest does not list"
-        )
+        log(f"deleting {len(plan.strays)} object(s) under the release prefix that are not the release's")
         delete_keys(client, target, plan.strays)
         result.strays_deleted = len(plan.strays)
     if plan.damaged:
-        # puts are create-only: a damaged copy is deleted first (versioning keeps it) and written anew
+        # puts are create-only: a damaged object is deleted first (versioning keeps it) and written anew
         log(f"replacing {len(plan.damaged)} object(s) that differ from the manifest")
         delete_keys(client, target, plan.damaged)
 
     lock = threading.Lock()
-    new: dict[str, Expected] = {}
-    damaged: list[str] = []
-    for exp in plan.todo:  # each missing object once, however many files hold its bytes
-        obj = plan.stored.get(exp.sha256)
-        if obj is not None and obj.size == exp.size and (not re.fullmatch(r"[0-9a-f]{32}", obj.etag.strip('"'))
-                                                         or obj.etag.strip('"') == plan.local.md5(exp)):
-            continue
-        if obj is not None and exp.sha256 not in new:
-            damaged.append(target.content_key(exp.sha256))
-        new.setdefault(exp.sha256, exp)
-    if damaged:  # an object whose bytes are not its name's: replaced (puts are create-only)
-        log(f"replacing {len(damaged)} stored object(s) whose bytes differ from their name")
-        delete_keys(client, target, damaged)
 
-    def put_one(exp: Expected) -> None:
-        data = plan.local.read(exp)
-        _put(client, target, target.content_key(exp.sha256), object_expected(exp), data)
+    def done(name: str, md5: str, etag: str | None, size: int, hook: str) -> None:
         with lock:
+            plan.md5s[name] = md5
+            if etag == md5 or etag is None:  # the store's own MD5 of what it stored, or a HEAD-checked object
+                plan.proven.add(name)
             result.uploaded += 1
-            result.bytes_uploaded += len(data)
+            result.bytes_uploaded += size
         if on_uploaded is not None:
-            on_uploaded(f"objects/{exp.sha256}")
+            on_uploaded(hook)
 
-    def copy_one(exp: Expected) -> None:
-        md5 = plan.local.md5(exp)
-        _copy(client, target, plan.release_id, exp, md5)
+    def put_object(name: str) -> None:
+        exp = plan.objects[name]
+        data = plan.local.read(exp)
+        md5, etag = _put(client, target, target.stored_key(name), exp, data)
+        done(name, md5, etag, len(data), f"objects/{name}")
+
+    def put_index(item: tuple[Expected, bytes]) -> None:
+        exp, body = item
+        md5, etag = _put(client, target, target.object_key(plan.release_id, exp.rel), exp, body)
+        done(exp.rel, md5, etag, len(body), exp.rel)
         with lock:
-            plan.md5s[exp.rel] = md5
-            result.copied += 1
-        if on_uploaded is not None:
-            on_uploaded(exp.rel)
+            result.index_files += 1
 
-    progress.start("uploading", len(new))
+    progress.start("uploading", len(plan.todo))
     try:
-        run_pool(list(new.values()), put_one, workers, progress)
+        run_pool(plan.todo, put_object, workers, progress)
     finally:
         progress.finish()
-    progress.start("copying", len(plan.todo))
+    shards = [i for i in plan.index_todo if i[0].rel != INDEX_ROOT]
+    progress.start("indexing", len(plan.index_todo))
     try:
-        run_pool(plan.todo, copy_one, workers, progress)
+        run_pool(shards, put_index, workers, progress)
+        run_pool([i for i in plan.index_todo if i[0].rel == INDEX_ROOT], put_index, 1, progress)
     finally:
         progress.finish()
 
@@ -364,35 +412,24 @@ def verify(
     progress: Progress | None = None,
     thorough: bool = False,
 ) -> None:
-    """Prove every uploaded object is what the manifest says; raise if any is not.
+    """Prove every object and index file written is what the manifest says; raise if any is not.
 
-    What the plan kept was checked there. One listing gives every object's size and
-    the ETag S3 computed over the bytes it stored: where that ETag is a plain MD5 equal
-    to the local bytes', body and size are proven without a request per object (the
-    headers were set by our own PUT, in the same request). The rest (multipart/KMS
-    ETags, absent from the listing) and, with `thorough`, everything gets a HEAD
-    checking size, SHA-256 metadata and headers.
+    What the plan kept was checked there. A PUT whose answer's ETag is the MD5 of the bytes
+    sent proves the stored body (the store computed it over what it stored; the headers were
+    set by the same request), so it needs no request more. The rest (multipart/KMS ETags) and,
+    with `thorough`, everything written gets a HEAD checking size, SHA-256 metadata and headers.
     """
     progress = progress or Progress()
     rid = plan.release_id
+    items = [(name, plan.objects[name], target.stored_key(name)) for name in plan.todo]
+    items += [(e.rel, e, target.object_key(rid, e.rel)) for e, _ in plan.index_todo]
+    to_head = items if thorough else [i for i in items if i[0] not in plan.proven]
 
-    def verify_one(exp: Expected) -> list[str]:
-        key = target.object_key(rid, exp.rel)
+    def verify_one(item: tuple[str, Expected, str]) -> list[str]:
+        name, exp, key = item
         with s3_errors(client, target.bucket, f"verify {target.url(key)}"):
             head = head_object(client, target.bucket, key, retry_missing=True)
-        return check_head(head, exp, plan.md5s[exp.rel])
-
-    to_head = plan.todo
-    if not thorough and plan.todo:
-        relisted = list_objects(client, target, target.release_prefix(rid))
-
-        def proven_by_listing(exp: Expected) -> bool:
-            obj = relisted.get(target.object_key(rid, exp.rel))
-            return (
-                obj is not None and obj.size == exp.size and obj.etag.strip('"') == plan.md5s[exp.rel]
-            )
-
-        to_head = [exp for exp in plan.todo if not proven_by_listing(exp)]
+        return check_head(head, exp, plan.md5s.get(name))
 
     progress.start("verifying", len(to_head))
     problems = [p for ps in run_pool(to_head, verify_one, workers, progress) for p in ps]
@@ -442,13 +479,15 @@ def switch(
     `previous`, so a rollback target survives a repeated publish.
     """
     pointer, local, rid = plan.pointer, plan.local, plan.release_id
-    if pointer and pointer.release_id == rid and pointer.manifest_sha256 == local.manifest_sha256:
-        return False, pointer.release_id
     if pointer and pointer.release_id != rid:
         previous = pointer.release_id
     else:
         previous = pointer.previous if pointer else None
-    doc = pointer_document(local.manifest, local.manifest_sha256, previous, clock())
+    shards = plan.shards if plan.layout == LAYOUT_INDEX else None
+    doc = pointer_document(local.manifest, local.manifest_sha256, previous, clock(), shards)
+    if pointer and pointer.release_id == rid and pointer.manifest_sha256 == local.manifest_sha256 \
+            and pointer.doc.get("shards") == doc.get("shards"):
+        return False, pointer.release_id
     write_pointer(client, target, doc, pointer)
     after_switch(client, target, pointer, doc)  # the list of kept releases (GET /v1/releases)
     return True, previous
@@ -487,11 +526,16 @@ def publish_release(
         client, target, local, workers=workers, progress=progress, thorough=thorough, times=times,
         allow_shrink=allow_shrink,
     )
+    files = len(planned.local.manifest.files) if planned.layout == LAYOUT_COPIES else \
+        len(published_files(planned.local.manifest))
     result = PublishResult(
         local.release_id,
-        len(local.manifest.files) + 1,
+        (len(planned.objects) + len(planned.index) if planned.layout == LAYOUT_INDEX else files) + 1,
         already_present=planned.already_present,
         headers_unchecked=planned.headers_unchecked,
+        reused=files - len({e.rel for e in published_files(planned.local.manifest)
+                            if object_name(e) in set(planned.todo)}),
+        layout=planned.layout,
         local=planned.local,
     )
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.errors import PublishError
 from pipeline.publish import s3
-from pipeline.publish.s3.upload import _copy, _put
+from pipeline.publish.s3.upload import _put
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
 from tests.s3server import S3Server
@@ -75,7 +75,33 @@ def make_release(
 
 
 def n_objects(n: int = 4) -> int:
-    return 2 * n + 1 + 1  # json + gz per document, the GeoJSON, the manifest
+    """What such a release is in the bucket: an object per JSON document (not its gzip twin: CloudFront
+    compresses) and the GeoJSON, two index shards (families v1/risk and v1/boundaries) and the index
+    root, the manifest."""
+    return n + 1 + 3 + 1
+
+
+def n_release_keys() -> int:
+    return 3 + 1  # under releases/<id>/: the index files and the manifest
+
+
+def object_names(manifest: Manifest) -> dict[str, s3.Expected]:
+    """object name (`<sha256><suffix>`) -> the object, for every file of the release but the gzip twins."""
+    return s3.stored_objects(s3.published_files(manifest))
+
+
+def object_of(target: s3.Target, manifest: Manifest, rel: str) -> str:
+    """The stored object a file of the release is served from."""
+    e = manifest.files[rel]
+    return target.stored_key(s3.object_name(s3.Expected(rel, e["size"], e["sha256"], e["content_type"],
+                                                         e.get("content_encoding"))))
+
+
+def count_requests(client: Any, operation: str) -> list[str]:
+    """Keys of every `operation` request the client sends from now on."""
+    keys: list[str] = []
+    client.meta.events.register(f"before-parameter-build.s3.{operation}", lambda params, **_: keys.append(params["Key"]))
+    return keys
 
 
 @pytest.fixture
@@ -126,15 +152,15 @@ class Boom(Exception):
     pass
 
 
-def dies_after(k: int, copies: bool = False):
-    """An on_uploaded hook that kills the upload after k objects went up (or, with `copies`, after
-    k files of the release were copied from their stored objects)."""
+def dies_after(k: int, index: bool = False):
+    """An on_uploaded hook that kills the upload after k objects went up (or, with `index`, after
+    k index files of the release were written)."""
     count = 0
     lock = threading.Lock()
 
     def hook(key: str) -> None:
         nonlocal count
-        if copies and key.startswith("objects/"):
+        if index and key.startswith("objects/"):
             return
         with lock:
             count += 1
@@ -161,26 +187,41 @@ def test_full_publish_uploads_every_object_with_headers_and_switches_pointer(
 
     manifest = Manifest.load(rdir)
     keys = keys_under(s3_server, target, target.release_prefix("r1"))
-    assert keys == {target.object_key("r1", k) for k in [*manifest.files, MANIFEST_NAME]}
+    # no key per path: the release prefix holds its index and its manifest, the bytes are stored objects
+    assert keys == {target.object_key("r1", k) for k in [*s3.index_documents(manifest), MANIFEST_NAME]}
+    assert keys_under(s3_server, target, target.objects_prefix) == {
+        target.stored_key(name) for name in object_names(manifest)}
 
     raw = raw_client(s3_server)
+    published = {e.rel for e in s3.published_files(manifest)}
+    assert published == {k for k in manifest.files if not k.endswith(".gz")}  # the gzip twins stay local
     for key, entry in manifest.files.items():
-        head = raw.head_object(Bucket=target.bucket, Key=target.object_key("r1", key))
+        if key not in published:
+            continue
+        head = raw.head_object(Bucket=target.bucket, Key=object_of(target, manifest, key))
         assert head["ContentLength"] == entry["size"]
         assert head["Metadata"]["sha256"] == entry["sha256"]
         assert head["ContentType"] == entry["content_type"]
         assert head.get("ContentEncoding") == entry["content_encoding"]
         assert head["CacheControl"] == "public, max-age=31536000, immutable"
-    # the gzip copy is stored as-is: its raw bytes decompress to the identity document
-    gz = raw.get_object(Bucket=target.bucket, Key=target.object_key("r1", "v1/risk/001.json.gz"))[
-        "Body"
-    ].read()
-    assert gzip.decompress(gz) == (rdir / "v1/risk/001.json").read_bytes()
+    # the identity object holds the document's bytes; its gzip twin is not in the bucket
+    body = raw.get_object(Bucket=target.bucket, Key=object_of(target, manifest, "v1/risk/001.json"))["Body"].read()
+    assert body == (rdir / "v1/risk/001.json").read_bytes()
+    assert object_of(target, manifest, "v1/risk/001.json.gz") not in keys_under(s3_server, target, target.key(""))
+    # the index the edge resolves paths with maps each file key to that object, and knows no twin
+    shard = orjson.loads(raw.get_object(Bucket=target.bucket, Key=target.object_key("r1", "index/v1/risk/0.json"))[
+        "Body"].read())
+    sha, size, suffix = shard["files"]["v1/risk/001.json"]
+    assert target.stored_key(sha + suffix) == object_of(target, manifest, "v1/risk/001.json")
+    assert (sha, size, suffix) == (manifest.files["v1/risk/001.json"]["sha256"],
+                                   manifest.files["v1/risk/001.json"]["size"], ".json")
+    assert set(shard["files"]) == {f"v1/risk/{i:03d}.json" for i in range(4)}
 
     doc = pointer_doc(s3_server, target)
     assert doc["release_id"] == "r1" and doc["previous"] is None
     assert doc["facts"] == {"states": ["KN"]} and doc["model_version"] == "model-1"
     assert doc["files"] == len(manifest.files)
+    assert doc["layout"] == 2 and doc["shards"] == {"v1/boundaries": 1, "v1/risk": 1}
     assert doc["manifest_sha256"] == hashlib.sha256((rdir / MANIFEST_NAME).read_bytes()).hexdigest()
     head = raw.head_object(Bucket=target.bucket, Key=target.pointer_key)
     assert "max-age=10" in head["CacheControl"] and "immutable" not in head["CacheControl"]
@@ -227,7 +268,7 @@ def test_the_same_release_built_again_elsewhere_publishes_nothing(
     pointer = pointer_doc(s3_server, target)
     rdir = stamped(tmp_path / "b", "2026-12-02T05:00:00Z")
     again = publish(client, target, tmp_path / "b", "r1")
-    assert (again.uploaded, again.copied, again.pointer_switched) == (0, 0, False)
+    assert (again.uploaded, again.index_files, again.pointer_switched) == (0, 0, False)
     assert again.local is not None and again.local.manifest.built_at == "2026-12-01T05:00:00Z"
     assert pointer_doc(s3_server, target) == pointer
     # anything else different is still refused: release ids are immutable
@@ -269,23 +310,27 @@ def test_interrupted_upload_keeps_previous_live_and_rerun_completes(
     stored = keys_under(s3_server, target, target.objects_prefix)
     partial = keys_under(s3_server, target, target.release_prefix("r2"))
     assert not partial  # killed while uploading objects: no release key yet
-    r2_objects = {e["sha256"] for e in Manifest.load(tmp_path / "releases" / "r2").files.values()}
-    uploaded_before = {target.content_key(sha) for sha in r2_objects} & stored
+    r2 = Manifest.load(tmp_path / "releases" / "r2")
+    r2_objects = {target.stored_key(name) for name in object_names(r2)}
+    uploaded_before = r2_objects & stored
     assert len(uploaded_before) >= 3
 
-    # killed again, now while copying: some release keys exist, the manifest does not
+    # killed again, now while writing the index: some index files exist, the manifest does not
     with pytest.raises(Boom):
-        publish(client, target, tmp_path, "r2", on_uploaded=dies_after(4, copies=True))
+        publish(client, target, tmp_path, "r2", on_uploaded=dies_after(2, index=True))
     partial = keys_under(s3_server, target, target.release_prefix("r2"))
-    assert 4 <= len(partial) < n_objects(12)
+    index_files = len(s3.index_documents(r2))
+    assert 2 <= len(partial) < index_files
     assert target.object_key("r2", MANIFEST_NAME) not in partial  # the manifest goes last
+    assert target.object_key("r2", "index.json") not in partial  # the index root after its shards
     problems = s3.verify_remote_release(client, target, "r2")
     assert problems and "incomplete" in problems[0]
 
     rerun = publish(client, target, tmp_path, "r2")
-    assert rerun.already_present == len(partial)
-    assert rerun.uploaded == 1  # the manifest: every object went up before, once
-    assert rerun.copied == n_objects(12) - 1 - len(partial)
+    assert rerun.already_present == len(r2_objects) + len(partial)
+    # the rest of the index and the manifest: every object went up before, once
+    assert rerun.uploaded == index_files - len(partial) + 1
+    assert rerun.index_files == index_files - len(partial)
     assert rerun.pointer_switched and rerun.previous == "r1"
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []
 
@@ -293,33 +338,40 @@ def test_interrupted_upload_keeps_previous_live_and_rerun_completes(
 def test_a_new_release_uploads_only_the_bytes_the_bucket_lacks(
     s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
 ) -> None:
-    """Files unchanged since the live release are copies made in the bucket; only new bytes go up."""
+    """Files unchanged since the live release are served from the objects already stored; only new bytes
+    go up, then the release's index and manifest: no request per path, no CopyObject."""
     make_release(tmp_path, "r1", n=10)
     first = publish(client, target, tmp_path, "r1")
     assert first.uploaded == n_objects(10)
     rdir = make_release(tmp_path, "r2", n=12)  # the first 10 documents as before, 2 new ones
     m = Manifest.load(rdir)
-    old = {e["sha256"] for e in Manifest.load(tmp_path / "releases" / "r1").files.values()}
-    new_shas = {e["sha256"] for e in m.files.values()} - old
-    assert len(new_shas) < len(m.files)
-    puts: list[str] = []
-    client.meta.events.register("before-parameter-build.s3.PutObject", lambda params, **_: puts.append(params["Key"]))
+    old = set(object_names(Manifest.load(tmp_path / "releases" / "r1")))
+    new_names = set(object_names(m)) - old
+    assert len(new_names) < len(m.files)
+    puts = count_requests(client, "PutObject")
+    copies = count_requests(client, "CopyObject")
     second = publish(client, target, tmp_path, "r2")
-    assert second.uploaded == len(new_shas) + 1  # the new objects and the manifest
+    index = s3.index_documents(m)
+    assert second.uploaded == len(new_names) + len(index) + 1  # the new objects, the index and the manifest
     # besides the pointer and the list of kept releases, the two mutable documents
-    assert sorted(puts) == sorted([*(target.content_key(s) for s in new_shas), target.object_key("r2", MANIFEST_NAME),
-                                   target.pointer_key, target.key("releases.json")])
-    assert second.copied == len(m.files)
+    assert sorted(puts) == sorted([*(target.stored_key(n) for n in new_names),
+                                   *(target.object_key("r2", rel) for rel in index),
+                                   target.object_key("r2", MANIFEST_NAME), target.pointer_key,
+                                   target.key("releases.json")])
+    assert copies == []  # no file of the release is a copy
+    new_keys = {target.stored_key(n) for n in new_names}
+    assert second.reused == sum(object_of(target, m, e.rel) not in new_keys
+                                for e in s3.published_files(m)) >= 1  # the GeoJSON
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []
     assert s3.verify_remote_release(client, target, "r1", deep=True) == []
-    # the release keys carry the file's headers, the shared objects none of them
+    # the stored objects carry the file's headers (CloudFront serves them as they are), fixed by their key
     raw = raw_client(s3_server)
-    head = raw.head_object(Bucket=target.bucket, Key=target.object_key("r2", "v1/risk/000.json.gz"))
-    assert head["ContentEncoding"] == "gzip" and head["ContentType"] == JSON
+    key = object_of(target, m, "v1/risk/000.json")
+    head = raw.head_object(Bucket=target.bucket, Key=key)
+    assert key.endswith(".json") and head.get("ContentEncoding") is None and head["ContentType"] == JSON
     assert head["CacheControl"] == "public, max-age=31536000, immutable"
-    sha = m.files["v1/risk/000.json.gz"]["sha256"]
-    stored = raw.head_object(Bucket=target.bucket, Key=target.content_key(sha))
-    assert stored.get("ContentEncoding") is None and stored["CacheControl"] == "private, no-store"
+    geo = raw.head_object(Bucket=target.bucket, Key=object_of(target, m, "v1/boundaries/KN.geojson"))
+    assert geo["ContentType"] == GEOJSON and geo["CacheControl"] == "public, max-age=31536000, immutable"
 
 
 def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
@@ -340,12 +392,12 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
     assert len(flipped) == len(body) and flipped != body
     e = manifest.files[sneaky]
     raw.put_object(
-        Bucket=target.bucket, Key=target.object_key("r1", sneaky), Body=flipped, ContentType=e["content_type"],
+        Bucket=target.bucket, Key=object_of(target, manifest, sneaky), Body=flipped, ContentType=e["content_type"],
         CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": e["sha256"]},
     )  # fmt: skip
     # 2. a plain overwrite, as a careless `aws s3 cp` would do it
-    careless = "v1/risk/000.json.gz"
-    raw.put_object(Bucket=target.bucket, Key=target.object_key("r1", careless), Body=b"oops")
+    careless = "v1/risk/000.json"
+    raw.put_object(Bucket=target.bucket, Key=object_of(target, manifest, careless), Body=b"oops")
     # 3. an object the manifest does not list
     raw.put_object(Bucket=target.bucket, Key=target.object_key("r1", "v1/extra.json"), Body=b"{}")
 
@@ -356,7 +408,7 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
     assert {
         "size differs",
         "no sha256 metadata",
-        "content encoding differs",
+        "content type differs",
         "cache control differs",
     } <= kinds
     assert "not in manifest: v1/extra.json" in shallow
@@ -375,7 +427,8 @@ def test_corrupted_objects_found_by_verify_and_repaired_by_republish(
 
     # republishing repairs exactly the damage (the ETag exposes the sneaky body)
     fixed = publish(client, target, tmp_path, "r1")
-    assert fixed.copied == 2 and fixed.uploaded == 0 and fixed.strays_deleted == 1  # copies of stored bytes
+    # the two damaged objects written anew, the stray deleted, the index untouched
+    assert fixed.uploaded == 2 and fixed.index_files == 0 and fixed.strays_deleted == 1
     assert s3.verify_remote_release(client, target, "r1", deep=True) == []
 
 
@@ -387,9 +440,9 @@ def test_metadata_only_damage_needs_thorough_publish(
 ) -> None:
     """The quick plan trusts a listed ETag equal to the body's MD5; a header changed in
     place (same body, same ETag) is only seen by a HEAD: `verify` and `thorough`."""
-    make_release(tmp_path, "r1")
+    rdir = make_release(tmp_path, "r1")
     publish(client, target, tmp_path, "r1")
-    key = target.object_key("r1", "v1/risk/003.json")
+    key = object_of(target, Manifest.load(rdir), "v1/risk/003.json")
     raw_client(s3_server).copy_object(
         Bucket=target.bucket, Key=key, CopySource={"Bucket": target.bucket, "Key": key},
         MetadataDirective="REPLACE", ContentType="text/plain", Metadata={"sha256": "0" * 64},
@@ -404,7 +457,7 @@ def test_metadata_only_damage_needs_thorough_publish(
         "cache control differs", "content type differs", "sha256 metadata differs",
     ]  # fmt: skip
     thorough = publish(client, target, tmp_path, "r1", thorough=True)
-    assert thorough.copied == 1 and thorough.uploaded == 0 and thorough.headers_unchecked == 0
+    assert thorough.uploaded == 1 and thorough.index_files == 0 and thorough.headers_unchecked == 0
     assert s3.verify_remote_release(client, target, "r1") == []
 
 
@@ -556,12 +609,13 @@ def test_rollback_switches_back_and_refuses_incomplete(
     assert out.exit_code == 0, out.output
     doc = pointer_doc(s3_server, target)
     assert (doc["release_id"], doc["previous"]) == ("r1", "r2")
+    assert (doc["layout"], doc["shards"]) == (2, {"v1/boundaries": 1, "v1/risk": 1})  # r1's index, for the edge
     assert keys_under(s3_server, target, target.releases_prefix) == before  # nothing deleted
 
     # an interrupted release cannot become current
     make_release(tmp_path, "r3", seed="c")
     with pytest.raises(Boom):
-        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, copies=True))
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, index=True))
     with pytest.raises(s3.PublishError, match="refusing to roll back to r3"):
         s3.rollback(client, target, "r3")
     with pytest.raises(s3.PublishError, match="refusing to roll back to nope"):
@@ -570,7 +624,7 @@ def test_rollback_switches_back_and_refuses_incomplete(
 
     # a damaged release cannot either
     raw_client(s3_server).delete_object(
-        Bucket=target.bucket, Key=target.object_key("r2", "v1/risk/000.json")
+        Bucket=target.bucket, Key=object_of(target, Manifest.load(tmp_path / "releases" / "r2"), "v1/risk/000.json")
     )
     with pytest.raises(s3.PublishError) as info:
         s3.rollback(client, target, "r2")
@@ -597,23 +651,23 @@ def test_releases_list_marks_current_previous_and_counts(
     publish(client, target, tmp_path, "r2")
     make_release(tmp_path, "r3", n=5, seed="c")
     with pytest.raises(Boom):
-        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, copies=True))
+        publish(client, target, tmp_path, "r3", on_uploaded=dies_after(2, index=True))
 
     infos = {r.release_id: r for r in s3.list_releases(client, target)}
     assert set(infos) == {"r1", "r2", "r3"}
     assert infos["r2"].current and not infos["r2"].previous
     assert infos["r1"].previous and not infos["r1"].current
     assert (infos["r1"].objects, infos["r1"].expected, infos["r1"].complete) == (
-        n_objects(2),
+        n_release_keys(),
     ) * 2 + (True,)
-    assert (infos["r2"].objects, infos["r2"].expected) == (n_objects(3),) * 2
+    assert (infos["r2"].objects, infos["r2"].expected) == (n_release_keys(),) * 2
     assert infos["r3"].expected is None and not infos["r3"].complete
 
     out = _cli(s3_server, "release", "list", "--bucket", target.bucket, "--prefix", target.prefix,
                "--endpoint-url", s3_server.endpoint_url)  # fmt: skip
     assert out.exit_code == 0, out.output
     line = {ln.split()[0]: ln for ln in out.output.splitlines()}
-    assert "current" in line["r2"] and f"{n_objects(3)}/{n_objects(3)}" in line["r2"]
+    assert "current" in line["r2"] and f"{n_release_keys()}/{n_release_keys()}" in line["r2"]
     assert "previous" in line["r1"] and "INCOMPLETE" in line["r3"]
 
 
@@ -664,21 +718,21 @@ def test_stored_objects_go_only_when_no_kept_release_holds_them(
     for i, rid in enumerate(["r1", "r2", "r3"]):
         make_release(tmp_path, rid, n=2, seed=str(i))
         publish(client, target, tmp_path, rid)
-    shas = {rid: {e["sha256"] for e in Manifest.load(tmp_path / "releases" / rid).files.values()}
-            for rid in ("r1", "r2", "r3")}
+    shas = {rid: set(object_names(Manifest.load(tmp_path / "releases" / rid))) for rid in ("r1", "r2", "r3")}
     before = keys_under(s3_server, target, target.objects_prefix)
-    assert before == {target.content_key(x) for x in shas["r1"] | shas["r2"] | shas["r3"]}
+    assert before == {target.stored_key(x) for x in shas["r1"] | shas["r2"] | shas["r3"]}
     assert s3.prune(client, target, 0) == ["r1"]  # current r3, previous r2
     # within the grace period nothing goes: a publish under way may rely on any stored object
     assert keys_under(s3_server, target, target.objects_prefix) == before
     later = datetime.now(UTC) + timedelta(days=2)
     gone = collect_objects(client, target, now=later)
-    assert set(gone) == {target.content_key(x) for x in shas["r1"] - shas["r2"] - shas["r3"]} and gone
+    assert set(gone) == {target.stored_key(x) for x in shas["r1"] - shas["r2"] - shas["r3"]} and gone
     assert keys_under(s3_server, target, target.objects_prefix) == before - set(gone)
     assert s3.verify_remote_release(client, target, "r2", deep=True) == []
-    make_release(tmp_path, "r4", n=2, seed="0")  # new documents: their bytes go up once; the shared GeoJSON is copied
+    make_release(tmp_path, "r4", n=2, seed="0")  # r1's documents again: their bytes go up once more; the shared GeoJSON is kept
     again = publish(client, target, tmp_path, "r4")
-    assert again.uploaded == len(shas["r1"] - shas["r2"] - shas["r3"]) + 1
+    assert again.uploaded == len(shas["r1"] - shas["r2"] - shas["r3"]) + again.index_files + 1
+    assert again.index_files == n_release_keys() - 1
 
 
 def test_cli_publish_end_to_end(s3_server: S3Server, target: s3.Target, tmp_path: Path) -> None:
@@ -893,12 +947,13 @@ def test_a_create_only_upload_refuses_to_overwrite(s3_server: S3Server, client: 
     # the same bytes again (a retry whose first answer was lost) is not an error, and changes nothing
     _put(client, target, key, _expected("v1/periods.json", first), first)
     assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
-    # a copy from a stored object is create-only as well
+    # a stored object is create-only as well: never replaced by other bytes under its name
     exp = _expected("v1/periods.json", second)
-    _put(client, target, target.content_key(exp.sha256), exp, second)
+    stored = target.stored_key(s3.object_name(exp))
+    _put(client, target, stored, exp, second)
     with pytest.raises(PublishError, match="create-only"):
-        _copy(client, target, "r1", exp, hashlib.md5(second).hexdigest())
-    assert client.get_object(Bucket=target.bucket, Key=key)["Body"].read() == first
+        _put(client, target, stored, exp, first)
+    assert client.get_object(Bucket=target.bucket, Key=stored)["Body"].read() == second
 
 
 def test_the_server_itself_refuses_the_conditional_put(s3_server: S3Server, client: Any,
@@ -965,14 +1020,91 @@ def test_a_publish_reads_each_file_once_and_new_bytes_once_more(
     monkeypatch.undo()
     data_files = {k: n for k, n in reads.items() if k != MANIFEST_NAME}
     assert set(data_files) == set(files)  # every file checked ...
-    assert result.uploaded == 4 + 1 and result.copied == len(files)  # four new objects and the manifest
-    new = {f"v1/risk/{i:03d}.json{gz}" for i in range(2) for gz in ("", ".gz")}
-    # ... once; the four files of new bytes once more, to send them (never a read to compare an ETag)
+    # two new objects (the gzip twins are not published), the index and the manifest; every other
+    # published file's bytes were stored already
+    published = len(s3.published_files(local.manifest))
+    assert result.uploaded == 2 + result.index_files + 1 and result.reused == published - 2
+    new = {f"v1/risk/{i:03d}.json" for i in range(2)}
+    # ... once; the two files of new bytes once more, to send them (never a read to compare an ETag)
     assert {k: n for k, n in data_files.items() if n != 1} == dict.fromkeys(new, 2)
 
     # the same release again: one read of each file, nothing sent
     reads = counting_reads(monkeypatch, tmp_path / "releases" / "r2")
     again = publish(client, target, tmp_path, "r2")
     monkeypatch.undo()
-    assert again.uploaded == again.copied == 0
+    assert again.uploaded == again.index_files == 0
     assert set(reads.values()) == {1}
+
+
+# --- releases of the copy layout (published before the index layout) ----------------------------------
+
+
+def put_copy_release(server: S3Server, target: s3.Target, root: Path, rid: str) -> Manifest:
+    """A release as the copy layout published it: each file a key of its own under the release prefix with
+    its headers, its bytes also header-less at objects/<sha256> (the copies' source), the manifest last."""
+    raw = raw_client(server)
+    rdir = root / "releases" / rid
+    m = Manifest.load(rdir)
+    for rel, e in m.files.items():
+        body = (rdir / rel).read_bytes()
+        extra = {"ContentEncoding": e["content_encoding"]} if e.get("content_encoding") else {}
+        raw.put_object(Bucket=target.bucket, Key=target.object_key(rid, rel), Body=body, ContentType=e["content_type"],
+                       CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": e["sha256"]}, **extra)
+        raw.put_object(Bucket=target.bucket, Key=target.content_key(e["sha256"]), Body=body,
+                       ContentType="application/octet-stream", CacheControl="private, no-store",
+                       Metadata={"sha256": e["sha256"]})
+    body = (rdir / MANIFEST_NAME).read_bytes()
+    raw.put_object(Bucket=target.bucket, Key=target.object_key(rid, MANIFEST_NAME), Body=body, ContentType=JSON,
+                   CacheControl=s3.CACHE_IMMUTABLE, Metadata={"sha256": hashlib.sha256(body).hexdigest()})
+    return m
+
+
+def test_a_copy_layout_release_stays_verifiable_a_rollback_target_and_prunable(
+    s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
+) -> None:
+    from datetime import timedelta
+
+    from pipeline.publish.s3.remote import collect_objects
+
+    make_release(tmp_path, "r0", n=2, seed="old")
+    old = put_copy_release(s3_server, target, tmp_path, "r0")
+    local = s3.open_local_release(tmp_path, "r0")
+    s3.write_pointer(client, target, s3.pointer_document(local.manifest, local.manifest_sha256, None,
+                                                         datetime.now(UTC)), None)
+    assert pointer_doc(s3_server, target)["layout"] == 1 and "shards" not in pointer_doc(s3_server, target)
+    assert s3.verify_remote_release(client, target, "r0", deep=True) == []
+    (info,) = s3.list_releases(client, target)
+    assert (info.objects, info.expected, info.complete) == (len(old.files) + 1, len(old.files) + 1, True)
+    # publishing it again (the job's build of the live release) keeps it as it is: no write at all
+    puts = count_requests(client, "PutObject")
+    again = publish(client, target, tmp_path, "r0")
+    assert (again.uploaded, again.layout, again.pointer_switched, puts) == (0, 1, False, [])
+    assert again.already_present == len(old.files) + 1
+
+    make_release(tmp_path, "r1", n=2, seed="new")
+    assert publish(client, target, tmp_path, "r1").layout == 2
+    assert pointer_doc(s3_server, target)["layout"] == 2
+    # back to the copy layout's release: its pointer says so (the edge maps paths to its own keys)
+    s3.rollback(client, target, "r0")
+    doc = pointer_doc(s3_server, target)
+    assert (doc["release_id"], doc["layout"], "shards" in doc) == ("r0", 1, False)
+    s3.rollback(client, target, "r1")
+    make_release(tmp_path, "r2", n=2, seed="newer")
+    publish(client, target, tmp_path, "r2")  # current r2, previous r1
+
+    # a damaged copy is found, and refused rather than patched (copies are no longer made)
+    raw_client(s3_server).delete_object(Bucket=target.bucket, Key=target.object_key("r0", "v1/risk/000.json"))
+    assert s3.verify_remote_release(client, target, "r0") == ["missing: v1/risk/000.json"]
+    with pytest.raises(PublishError, match="copy layout"):
+        publish(client, target, tmp_path, "r0")
+
+    # pruned: its keys, then (after the grace) the header-less objects only it held; the index layout's stay
+    header_less = {target.content_key(e["sha256"]) for e in old.files.values()}
+    kept = {target.stored_key(n) for rid in ("r1", "r2") for n in object_names(Manifest.load(tmp_path / "releases" / rid))}
+    assert header_less | kept == keys_under(s3_server, target, target.objects_prefix)
+    assert s3.prune(client, target, 0) == ["r0"]
+    assert not keys_under(s3_server, target, target.release_prefix("r0"))
+    gone = collect_objects(client, target, now=datetime.now(UTC) + timedelta(days=2))
+    assert set(gone) == header_less
+    assert keys_under(s3_server, target, target.objects_prefix) == kept
+    assert s3.verify_remote_release(client, target, "r1", deep=True) == []
