@@ -356,8 +356,13 @@ class ChangeAwareKeyCache:
         self._missing_logged = False
         # the file this process last read, whichever thread read it: a thread that opens its first
         # connection after a replacement must set the old file's WAL aside too, or SQLite would
-        # replay the old file's pages onto the new one
+        # replay the old file's pages onto the new one. Taken when the cache is made (a worker's
+        # start), not at its first lookup: a worker that answered no keyed request before a restore
+        # must still see that the file changed under it.
         self._known: tuple[int, int] | None = None
+        with contextlib.suppress(OSError):
+            found = os.stat(self.path)
+            self._known = (found.st_ino, found.st_dev)
 
     def _state(self) -> _CacheState:
         st: _CacheState | None = getattr(self._local, "st", None)
@@ -365,6 +370,9 @@ class ChangeAwareKeyCache:
             identity = self._identity()
             if self._known is not None and identity != self._known:
                 self._set_aside_under_lock()
+                reconnect = getattr(self.inner, "reconnect", None)
+                if reconnect is not None:  # the store's own connection may still hold the old file
+                    reconnect()
             self._known = identity
             conn = sqlite3.connect(self.path, timeout=10, isolation_level=None)
             st = _CacheState(conn, {}, -1, _map_wal_index(conn, self.path), b"", identity)

@@ -211,3 +211,27 @@ def test_a_thread_that_first_reads_after_a_restore_reads_the_restored_file(tmp_p
     worker.join(timeout=30)
     assert seen == [True]
     assert cache.lookup(hash_key(key)).revoked  # and the first thread moves over too
+
+
+def test_a_worker_whose_first_lookup_comes_after_a_restore_reads_the_restored_file(tmp_path: Path):
+    """A server worker that has answered no keyed request yet when `mv backup keys.sqlite` happens
+    (with two workers, the other may have had every request): its first lookup must not open the
+    new file beside the old file's WAL. Its cache was made before the restore, so it knows the file
+    it started with."""
+    import sqlite3
+
+    keys = tmp_path / "keys.sqlite"
+    live = SQLiteKeyStore(keys)
+    kid, key = live.create("k", ["risk_scores"], "live")
+    cache = ChangeAwareKeyCache(SQLiteKeyStore(keys), keys)  # the worker starts; no lookup yet
+    backup = tmp_path / "backup.sqlite"
+    with sqlite3.connect(keys) as src, sqlite3.connect(backup) as dst:
+        src.backup(dst)
+    restored = SQLiteKeyStore(backup)
+    restored.revoke(kid)
+    restored.reconnect()
+    for i in range(20):  # the old file's WAL holds pages the backup lacks
+        live.create(f"later-{i}", ["risk_scores"], "test")
+    assert Path(str(keys) + "-wal").stat().st_size > 0
+    os.replace(backup, keys)
+    assert cache.lookup(hash_key(key)).revoked
