@@ -10,7 +10,7 @@ exactly the numbers the per-month routes serve, whatever the model computes them
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
@@ -18,6 +18,9 @@ from edge.routes import INCLUDE_FORECASTS, INCLUDE_NONE
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
+
+if TYPE_CHECKING:
+    from pipeline.release.reuse import Reuse
 
 STATES_ROUTE = "/v1/history/states"
 LGAS_ROUTE = "/v1/history/lgas"
@@ -89,8 +92,10 @@ def all_lgas(lga: pl.DataFrame, record_fields: list[str],
                for r in grouped.slice(start, chunk).to_dicts()}
 
 
-def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[dict[str, dict], list[str]]:
-    """The three routes' documents and the LGA codes they are keyed by."""
+def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]],
+                    reuse: Reuse | None = None) -> tuple[dict[str, dict], list[str]]:
+    """The three routes' documents and the LGA codes they are keyed by (with `reuse`, a CSV made from
+    the JSON bytes the previous release's CSV was made from is linked: `tabular.rendered`)."""
     periods = docs["/v1/periods"][()]
     risk_lgas = docs["/v1/risk/lgas"]
     lga = monthly_frame(
@@ -112,11 +117,11 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[
     # (tabular.rendered), so the build never holds every history as Python objects
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
     for batch in histories(state, "state_code", STATE_FIELDS):
-        out[STATES_ROUTE].update(tabular.rendered(batch))
+        out[STATES_ROUTE].update(tabular.rendered(batch, reuse=reuse, route=STATES_ROUTE))
     for batch in histories(lga, "lga_code", LGA_FIELDS, LGA_MONTH_FIELDS):
-        out[LGAS_ROUTE].update(tabular.rendered(batch))
+        out[LGAS_ROUTE].update(tabular.rendered(batch, reuse=reuse, route=LGAS_ROUTE))
     for months in all_lgas(lga, record):
-        out[ALL_LGAS_ROUTE].update(tabular.rendered(months))
+        out[ALL_LGAS_ROUTE].update(tabular.rendered(months, reuse=reuse, route=ALL_LGAS_ROUTE))
     return out, sorted({code for code, _ in out[LGAS_ROUTE]})
 
 
@@ -124,5 +129,5 @@ def produce(ctx: BuildContext) -> Produced:
     docs = _documents(ctx.produced)
     if "/v1/risk/lgas" not in docs or "/v1/periods" not in docs:
         raise DatasetUnavailable("histories need the risk documents")
-    documents, lga_codes = build_documents(docs)
+    documents, lga_codes = build_documents(docs, ctx.reuse)
     return Produced(dataset="history", documents=documents, facts={"lgas": lga_codes})

@@ -13,13 +13,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import polars as pl
 
-from pipeline.datasets.base import Rendered
+from edge.routes import BY_PATH
+from pipeline.datasets.base import Linked, Rendered
+
+if TYPE_CHECKING:
+    from pipeline.release.reuse import Reuse
 
 CONTAINERS = ("forecasts", "states", "lgas", "months")
 LIST_SEPARATOR = ";"
@@ -312,12 +316,28 @@ def to_csv_many(docs: Sequence[dict[str, Any]]) -> list[bytes]:
     return [b for b in out if b is not None]
 
 
-def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True) -> dict[tuple[str, ...], Rendered]:
+def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True,
+             reuse: Reuse | None = None, route: str | None = None) -> dict[tuple[str, ...], Rendered]:
     """Documents as the bytes the renderer would make of them (JSON, and CSV when the route has a
-    CSV variant): the same bytes, made early so the dicts can go."""
+    CSV variant): the same bytes, made early so the dicts can go.
+
+    With `reuse` and the route's path, a CSV is keyed by its JSON bytes (`Reuse.csv_key`) and the
+    previous release's CSV made from the same bytes is linked rather than written again."""
     keys = list(docs)
-    texts = to_csv_many([docs[k] for k in keys]) if csv else [None] * len(keys)
-    return {k: Rendered(orjson.dumps(docs[k]), t) for k, t in zip(keys, texts, strict=True)}
+    jsons = [orjson.dumps(docs[k]) for k in keys]
+    texts: list[bytes | Linked | None] = [None] * len(keys)
+    csv_keys: list[str | None] = [None] * len(keys)
+    if csv and reuse is not None and route is not None:
+        r = BY_PATH[route]
+        names = [p.name for p in r.document_params]
+        for i, (k, js) in enumerate(zip(keys, jsons, strict=True)):
+            csv_keys[i] = reuse.csv_key(js)
+            texts[i] = reuse.linked(r.key({**dict(zip(names, k, strict=True)), "format": "csv"}), csv_keys[i] or "")
+    if csv:
+        todo = [i for i, t in enumerate(texts) if t is None]
+        for i, t in zip(todo, to_csv_many([docs[keys[i]] for i in todo]), strict=True):
+            texts[i] = t
+    return {k: Rendered(js, t, ck) for k, js, t, ck in zip(keys, jsons, texts, csv_keys, strict=True)}
 
 
 def frame_csv(df: pl.DataFrame) -> bytes:
