@@ -61,6 +61,7 @@ class Store:
         self.root = Path(root)
         self.dir = self.root / OBJECTS
         self._dir = os.fspath(self.dir)
+        self._shards: set[str] = set()  # shard directories this object made or found
 
     def path(self, sha256: str) -> Path:
         return self.dir / sha256[:2] / sha256
@@ -119,7 +120,9 @@ class Store:
         target = self.path(sha256)
         if self.holds(sha256, data) if check else self.has(sha256, len(data)):
             return sha256, False
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if sha256[:2] not in self._shards:  # one mkdir per shard and store, not one per object
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._shards.add(sha256[:2])
         tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
         try:
             # created read-only (an object never changes: a stray write is refused, not shared);
