@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import polars as pl
 
 from edge.routes import INCLUDE_FORECASTS, INCLUDE_NONE
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
 
@@ -58,10 +58,9 @@ def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods:
     return df.with_columns(pl.col("provisional").fill_null(False))
 
 
-def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...] = MONTH_FIELDS,
-              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
-    """Per (area code, include), its history document without and with the forecast months, oldest
-    month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
+def _grouped(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...]
+             ) -> tuple[int, dict[str, pl.DataFrame]]:
+    """(number of areas, per include the frame of one history document per row, areas in code order)."""
     static = tuple(c for c in static if c in df.columns)
     months = pl.struct(*(c for c in month_fields if c in df.columns)).alias("months")
     ordered = df.sort(key, "period")
@@ -70,12 +69,36 @@ def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields:
                .select(*static, "months")
                for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
                                      (INCLUDE_FORECASTS, ordered))}
-    for start in range(0, heads.height, chunk):
+    return heads.height, grouped
+
+
+def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...] = MONTH_FIELDS,
+              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
+    """Per (area code, include), its history document without and with the forecast months, oldest
+    month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
+    n, grouped = _grouped(df, key, static, month_fields)
+    for start in range(0, n, chunk):
         out: dict[tuple[str, ...], dict[str, Any]] = {}
         for include, frame in grouped.items():
             for doc in frame.slice(start, chunk).to_dicts():
                 out[(doc[key], include)] = doc
         yield out
+
+
+def rendered_histories(df: pl.DataFrame, key: str, static: tuple[str, ...], route: str,
+                       month_fields: tuple[str, ...] = MONTH_FIELDS, reuse: Reuse | None = None,
+                       chunk: int = 128) -> dict[tuple[str, ...], Rendered]:
+    """`histories` as response bytes (`tabular.rendered`), each CSV tabulated from the documents' frame
+    (`tabular.frame_csv_rows`: the bytes `to_csv` makes of the document, without its cells as Python
+    objects), and from the documents where the frame is not of that shape."""
+    n, grouped = _grouped(df, key, static, month_fields)
+    out: dict[tuple[str, ...], Rendered] = {}
+    for start in range(0, n, chunk):
+        for include, frame in grouped.items():
+            rows = frame.slice(start, chunk)
+            docs = {(doc[key], include): doc for doc in rows.to_dicts()}
+            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months")))
+    return out
 
 
 def all_lgas(lga: pl.DataFrame, record_fields: list[str],
@@ -116,10 +139,8 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]],
     # no later producer reads these documents: each batch is rendered to its response bytes at once
     # (tabular.rendered), so the build never holds every history as Python objects
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
-    for batch in histories(state, "state_code", STATE_FIELDS):
-        out[STATES_ROUTE].update(tabular.rendered(batch, reuse=reuse, route=STATES_ROUTE))
-    for batch in histories(lga, "lga_code", LGA_FIELDS, LGA_MONTH_FIELDS):
-        out[LGAS_ROUTE].update(tabular.rendered(batch, reuse=reuse, route=LGAS_ROUTE))
+    out[STATES_ROUTE] = rendered_histories(state, "state_code", STATE_FIELDS, STATES_ROUTE, reuse=reuse)
+    out[LGAS_ROUTE] = rendered_histories(lga, "lga_code", LGA_FIELDS, LGAS_ROUTE, LGA_MONTH_FIELDS, reuse)
     for months in all_lgas(lga, record):
         out[ALL_LGAS_ROUTE].update(tabular.rendered(months, reuse=reuse, route=ALL_LGAS_ROUTE))
     return out, sorted({code for code, _ in out[LGAS_ROUTE]})
