@@ -96,7 +96,7 @@ def rendered_histories(df: pl.DataFrame, key: str, static: tuple[str, ...], rout
     for start in range(0, n, chunk):
         for include, frame in grouped.items():
             rows = frame.slice(start, chunk)
-            docs = {(doc[key], include): doc for doc in rows.to_dicts()}
+            docs: dict[tuple[str, ...], dict[str, Any]] = {(doc[key], include): doc for doc in rows.to_dicts()}
             out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months")))
     return out
 

@@ -444,9 +444,11 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float, deff: dict[int, fl
 _SHIFTED: dict[str, np.ndarray] = {}  # the last shift_to_mean, by the digest of its arguments
 
 
-def _shift_to_mean(*args: np.ndarray) -> np.ndarray:
+def _shift_to_mean(state_logit: np.ndarray, delta: np.ndarray, weight: np.ndarray, state_idx: np.ndarray,
+                   target: np.ndarray) -> np.ndarray:
     """`small_area.shift_to_mean`, solved once for the same arguments: the scores and the rank ranges
     of a run shift the same logits (60 bisection steps over every LGA and month each)."""
+    args = (state_logit, delta, weight, state_idx, target)
     h = hashlib.sha256()
     for a in args:
         arr = np.ascontiguousarray(a)
@@ -455,7 +457,7 @@ def _shift_to_mean(*args: np.ndarray) -> np.ndarray:
     key = h.hexdigest()
     hit = _SHIFTED.get(key)
     if hit is None:
-        hit = small_area.shift_to_mean(*args)
+        hit = small_area.shift_to_mean(state_logit, delta, weight, state_idx, target)
         _SHIFTED.clear()
         _SHIFTED[key] = hit
     return hit.copy()

@@ -313,7 +313,7 @@ def frame_csv_rows(rows: pl.DataFrame, records: str) -> list[bytes] | None:
             or any(k not in _FRAME_KINDS and k != pl.Null for k in kinds.values())):
         return None
     counts = rows[records].list.len()
-    if counts.null_count() or int(counts.min() or 0) == 0:  # a document without records has its own shape
+    if counts.null_count() or bool((counts == 0).any()):  # a document without records has its own shape
         return None
     exploded = rows.select(pl.col(records).explode())
     if exploded[records].null_count():  # a null record: not a record `_shape` accepts
