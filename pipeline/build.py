@@ -153,24 +153,13 @@ def build(
         if published:  # cheap first check on the inputs, before the model runs
             check_window(published, [published[0], report.last], against, allow_shrink)
         t = lap("checks", t)
-        while True:
-            ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url,
-                               dashboard_url=settings.dashboard_url, reuse=reuse)
-            timings: dict[str, float] = {}
-            produced, unavailable = run_producers(ctx, producers, progress, timings)
-            check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
-            t = lap("producers", t)
-            try:
-                stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso(), reuse=reuse)
-            except reuse_mod.StaleReuse as stale:
-                if reuse is None or reuse.previous_id is None:
-                    raise
-                # an object the keys named is damaged or gone: make every file again (and heal it)
-                if progress:
-                    progress(f"rendering every file: {stale}", 0, 1)
-                reuse = reuse_mod.Reuse(reuse.code)
-                continue
-            break
+        ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url,
+                           dashboard_url=settings.dashboard_url, reuse=reuse)
+        timings: dict[str, float] = {}
+        produced, unavailable = run_producers(ctx, producers, progress, timings)
+        check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
+        t = lap("producers", t)
+        stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso(), reuse=reuse)
     if key is not None:
         buildkey.record_key(out, stats.release_id, key)
     lap("render", t)

@@ -38,7 +38,7 @@ from pipeline.datasets.base import Linked, Produced, Rendered
 from pipeline.errors import RenderError
 from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import Manifest, sha256_hex
-from pipeline.release.reuse import Reuse, record
+from pipeline.release.reuse import Reuse, StaleReuse, record
 from pipeline.release.store import locked
 from pipeline.release.tree import (
     clean_killed_builds,
@@ -133,6 +133,11 @@ def route_files(route: Route, docs: dict, facts: Facts, reuse: Reuse | None = No
         return got
 
     linked: dict[int, Linked] = {}  # position -> the previous release's CSV, made from the same document
+    trusted = reuse is not None and reuse.previous_id is not None
+    # a document a producer rendered with its CSV linked, when the links are not to be trusted (a
+    # retry after a damaged object): its CSV made again from its JSON, the one thing a CSV is made of
+    again = {i: orjson.loads(doc.json) for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True))
+             if c and not trusted and isinstance(doc, Rendered) and isinstance(doc.csv, Linked)}
     if reuse is not None:
         for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True)):
             if not c:
@@ -147,16 +152,17 @@ def route_files(route: Route, docs: dict, facts: Facts, reuse: Reuse | None = No
                 continue
             if keys is not None:
                 keys[file_keys[i]] = key
-            hit = doc.csv if isinstance(doc, Rendered) and isinstance(doc.csv, Linked) else \
-                None if isinstance(doc, Rendered) else reuse.linked(file_keys[i], key)
+            hit = None if isinstance(doc, Rendered) or not trusted else reuse.linked(file_keys[i], key)
             if hit is not None:
                 linked[i] = hit
-    csv = iter(tabular.to_csv_many([doc for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True))
-                                    if c and not isinstance(doc, Rendered) and i not in linked]))
+    csv = iter(tabular.to_csv_many([again.get(i, doc) for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True))
+                                    if c and (i in again or not isinstance(doc, Rendered)) and i not in linked]))
 
     def data(i: int, doc: Any, c: bool) -> bytes | Linked:
         if i in linked:
             return linked[i]
+        if i in again:
+            return next(csv)
         if isinstance(doc, Rendered):
             if c and doc.csv is None:
                 raise RenderError(f"{route.path}: a document rendered without its CSV")
@@ -276,19 +282,34 @@ def render_release(
                           f"{unscoped[:3]}")
     previous = current_manifest(out)
     with locked(out):
-        written = write_release(
-            out, release_id, files,
-            lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
-                                     with_scopes(entries, scopes), built_at),
-            progress, gzip_known(previous[1] if previous else None))
         try:
-            switch_current(out, release_id)
-            if reuse is not None:
-                record(out, release_id, keys)
-            catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None, built_at)
-        except OSError as failed:
-            raise RenderError(disk_problem(out, failed) + f" (release {release_id} is complete; "
-                              f"`current` may still name the previous one)") from None
+            written = write_release(
+                out, release_id, files,
+                lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
+                                         with_scopes(entries, scopes), built_at),
+                progress, gzip_known(previous[1] if previous else None))
+        except StaleReuse as stale:
+            if reuse is None or reuse.previous_id is None:
+                raise
+            # an object the keys named is missing or damaged: nothing was switched; every file is made
+            # from its document this time (the documents are all at hand), and the object healed
+            if progress:
+                progress(f"making every file again: {stale}", 0, 1)
+            retry = True
+        else:
+            retry = False
+        if not retry:
+            try:
+                switch_current(out, release_id)
+                if reuse is not None:
+                    record(out, release_id, keys)
+                catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None, built_at)
+            except OSError as failed:
+                raise RenderError(disk_problem(out, failed) + f" (release {release_id} is complete; "
+                                  f"`current` may still name the previous one)") from None
+    if retry:
+        assert reuse is not None
+        return render_release(out, produced, updated_at, progress, built_at, Reuse(reuse.code))
     entries = written.entries
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()

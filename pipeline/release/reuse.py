@@ -20,7 +20,7 @@ What a key covers:
 The keys are trusted only for the release `current` names (its objects are kept while it is current)
 and are written after every build. A linked object is still checked by its contents before it is
 linked (`Store.sound`); one that no longer hashes to its name stops the write (`StaleReuse`) and the
-build renders everything again. A forced build uses no keys. Design: docs/local-releases.md.
+renderer makes every file again from the documents at hand. A forced build uses no keys. Design: docs/local-releases.md.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ FORMAT = "malaria-risk document keys 1"
 
 
 class StaleReuse(RenderError):
-    """An object the keys said to link is missing or damaged: the build renders without the keys."""
+    """An object the keys said to link is missing or damaged: the renderer makes every file again."""
 
 
 def code_digest(code_dirs: Iterable[Path] = buildkey.CODE_DIRS, libraries: Iterable[str] = buildkey.LIBRARIES) -> str:

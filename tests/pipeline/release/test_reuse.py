@@ -19,13 +19,18 @@ T1, T2 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 CHIRPS = Path("rainfall/nga_state_chirps_monthly_1981_2026.csv")
 
 
-def _month(i: int) -> list:
-    """The synthetic release with one changed document (the period index) and one changed CSV."""
+def _month(i: int, keys: reuse.Reuse | None = None) -> list:
+    """The synthetic release with one changed document (the period index) and one changed CSV. With
+    `keys`, the state reports come as a producer that renders its own documents hands them over
+    (`tabular.rendered`, the CSVs it can link already linked)."""
     produced = synthetic_produced()
     produced[2].documents["/v1/periods"][()] = {"month": i}
-    first = sorted(produced[2].documents["/v1/risk/states"])[0]
-    produced[2].documents["/v1/risk/states"][first] = {"period": first[0], "kind": "estimated", "month": i,
-                                                        "states": [{"state_code": "KN", "score": 0.1 * i}]}
+    states = produced[2].documents["/v1/risk/states"]
+    first = sorted(states)[0]
+    states[first] = {"period": first[0], "kind": "estimated", "month": i,
+                     "states": [{"state_code": "KN", "score": 0.1 * i}]}
+    if keys is not None:
+        produced[2].documents["/v1/risk/states"] = tabular.rendered(states, reuse=keys, route="/v1/risk/states")
     return produced
 
 
@@ -83,20 +88,28 @@ def test_keys_made_by_other_code_or_for_another_release_link_nothing(tmp_path: P
     assert reuse.load(root, "other code").files == {}
 
 
-def test_a_damaged_object_the_keys_name_stops_the_write_and_current_stays(tmp_path: Path):
-    root = tmp_path / "root"
-    first = render_release(root, _month(1), T1, reuse=reuse.Reuse("code"))
-    entry = Manifest.load(root / "current").files["v1/context/states.csv"]
-    obj = Store(root).path(entry["sha256"])
-    os.chmod(obj, 0o644)
-    obj.write_bytes(b"written in place\n")
-    with pytest.raises(reuse.StaleReuse):
-        render_release(root, _month(2), T2, reuse=reuse.load(root, "code"))
-    assert (root / "current").resolve().name == first.release_id
-    assert [p.name for p in (root / "releases").iterdir()] == [first.release_id]  # nothing half-written
-    # without the keys (what the build falls back to) the CSV is made again and its object healed
-    healed = render_release(root, _month(2), T2, reuse=reuse.Reuse("code"))
-    assert healed.reused == 0 and Store(root).intact(entry["sha256"])
+def test_a_damaged_object_the_keys_name_is_made_again_and_the_release_is_the_one_made_from_scratch(
+        tmp_path: Path):
+    root, scratch = tmp_path / "root", tmp_path / "scratch"
+    render_release(root, _month(1), T1, reuse=reuse.Reuse("code"))
+    files = Manifest.load(root / "current").files
+    # one CSV the renderer would link, one a producer has already linked (`tabular.rendered`)
+    damaged = [files["v1/context/states.csv"]["sha256"],
+               files["v1/risk/states/" + sorted(_month(1)[2].documents["/v1/risk/states"])[-1][0] + ".csv"]["sha256"]]
+    for sha in damaged:
+        obj = Store(root).path(sha)
+        os.chmod(obj, 0o644)
+        obj.write_bytes(b"written in place\n")
+    keys = reuse.load(root, "code")
+    produced = _month(2, keys)
+    assert keys.linked_count > 0  # the producer linked CSVs, one of them damaged
+    again = render_release(root, produced, T2, reuse=keys)
+    # every file made again from its document (nothing linked by key), the damaged objects healed
+    assert again.reused == 0 and all(Store(root).intact(sha) for sha in damaged)
+    fresh = render_release(scratch, _month(2), T2)
+    assert again.release_id == fresh.release_id and tree(root) == tree(scratch)
+    # the next build trusts the keys again
+    assert render_release(root, _month(3, reuse.load(root, "code")), T1, reuse=reuse.load(root, "code")).reused > 0
 
 
 def load_without_last_month(into: Path) -> None:
