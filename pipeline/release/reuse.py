@@ -13,9 +13,9 @@ What a key covers:
   spell the bytes (`pipeline.buildkey`). Any change of code makes every key new: a new month with the
   same code is the case this serves, and a changed spelling can never be linked stale;
 * **a CSV response**: the bytes of the JSON document it tabulates (`csv_key`): the CSV is a function
-  of that document alone (`pipeline.release.tabular`);
-* **a document keyed by its producer** (`document_key`): the digest of the arrays and values the
-  producer makes it from.
+  of that document alone (`pipeline.release.tabular`). Other files may be keyed the same way (`key`
+  over what they are made from); a producer that renders its own documents (`tabular.rendered`) looks
+  its CSVs up itself.
 
 The keys are trusted only for the release `current` names (its objects are kept while it is current)
 and are written after every build. A linked object is still checked by its contents before it is
@@ -80,10 +80,6 @@ class Reuse:
     def csv_key(self, json: bytes) -> str:
         """The key of a CSV response: the JSON document it tabulates."""
         return self.key("csv", hashlib.sha256(json).hexdigest())
-
-    def document_key(self, path: str, params: tuple[str, ...], digest: str) -> str:
-        """The key of a producer's document: its route, parameters and the digest of its inputs."""
-        return self.key("document", path, *params, digest)
 
     def linked(self, file_key: str, input_key: str) -> Linked | None:
         """The previous release's file `file_key` when it was made from `input_key`, else None."""
