@@ -70,7 +70,7 @@ def produce(ctx: BuildContext) -> Produced:
                         cache.code_of("pipeline.datasets.boundaries", "pipeline.datasets.map_outlines",
                                       "pipeline.datasets.names", "pipeline.datasets.base", "pipeline.geography",
                                       "pipeline.sources", "edge"),
-                        lambda: outlines(ctx.geography))
+                        lambda: outlines(ctx.geography), local=True)
 
 
 def outlines(geography: Geography) -> Produced:

@@ -830,7 +830,7 @@ def produce(ctx: BuildContext) -> Produced:
     outlines = cache.cached("bundle-outlines", ctx.data_dir, ["admin"],
                             cache.code_of("pipeline.datasets", "pipeline.attribution", "pipeline.geography",
                                           "pipeline.sources", "pipeline.release.tabular", "edge"),
-                            lambda: outline_files(docs["/v1/boundaries/lgas"], ctx.geography))
+                            lambda: outline_files(docs["/v1/boundaries/lgas"], ctx.geography), local=True)
     files = table_files(frames) + outlines
     notes = _field_notes(produced)
 

@@ -81,9 +81,9 @@ def run_cv(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str,
         # a fit of the dated series and the published season: kept between builds by the content of its
         # arguments (pipeline.cache), since a new month of rainfall changes neither
         code = cache.code_of("pipeline.model.skill")
-        out[level] = cache.call(f"ratios-cv-{level}", code, skill.level_cv, series, index_of(sea), cls)
+        out[level] = cache.call(f"ratios-cv-{level}", code, skill.level_cv, series, index_of(sea), cls, local=True)
         out[level + PRE] = cache.call(f"ratios-pre-{level}", code, skill.level_cv, series, index_of(sea), cls,
-                                      alphas=skill.ALPHAS_PREREGISTERED)
+                                      alphas=skill.ALPHAS_PREREGISTERED, local=True)
     return out
 
 
