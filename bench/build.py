@@ -6,7 +6,8 @@ tests make new months the same way). Every build runs in its own process, so its
 is its own. Printed side by side, as ratios measured in this run (targets: docs/releases.md):
 
 * one new month / full build (seconds, and CPU seconds, which other work on a shared machine
-  disturbs less; best of two runs each);
+  disturbs less; best of two runs each), and how many of the new month's files were linked by the
+  key of what they are made from (pipeline/release/reuse.py) rather than rendered;
 * a forced rebuild of unchanged inputs: files that differ from the release it rebuilds;
 * disk added by one new month / disk of one release (hard links counted once);
 * disk after N monthly refreshes with the default retention / one release;
@@ -50,6 +51,7 @@ use = resource.getrusage(resource.RUSAGE_SELF)
 print(json.dumps({{"seconds": seconds, "cpu": use.ru_utime + use.ru_stime - cpu0,
                   "release": r.stats.release_id, "files": r.stats.files,
                   "written": r.stats.written, "unchanged": r.unchanged,
+                  "reused": getattr(r.stats, "reused", 0),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}}))
 """
 
@@ -193,6 +195,9 @@ def main(months: int, keep: int, base: str | None, quick: bool) -> None:
             ("one new month / full build (CPU seconds, best of 2 each)", f"{new_cpu / full_cpu:.2f}", "<= 0.35"),
             ("  full build s / new month s (each run)",
              f"{full['seconds']:.1f},{full2['seconds']:.1f}/{new['seconds']:.1f},{new2['seconds']:.1f}", ""),
+            ("  full build CPU s / new month CPU s (each run)",
+             f"{full['cpu']:.1f},{full2['cpu']:.1f}/{new['cpu']:.1f},{new2['cpu']:.1f}", ""),
+            ("  new month: files linked by their inputs' key, not rendered", f"{new['reused']}", ""),
             ("forced rebuild of unchanged inputs: files that differ", f"{differ}", "0"),
             ("  (the same release id both times)", f"{same_id}", ""),
             ("disk added by a new month / one release", f"{added / one_release:.2f}", "<= 0.5"),

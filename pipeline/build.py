@@ -29,6 +29,7 @@ from pipeline.datasets import (
 from pipeline.datasets.base import BuildContext, Produced, Progress
 from pipeline.errors import DatasetUnavailable
 from pipeline.geography import load_geography
+from pipeline.release import reuse as reuse_mod
 from pipeline.release.render import RenderStats, merge_facts, render_release
 from pipeline.settings import BuildSettings
 from pipeline.site import pages
@@ -132,6 +133,11 @@ def build(
         if same is not None:
             stats = RenderStats(same.release_id, len(same.files), sum(int(e["size"]) for e in same.files.values()), 0, 0)
             return BuildResult(stats, time.perf_counter() - started, [], out, unchanged=True, key=key, phases=phases)
+    # a file made from the inputs and code the previous release's file was made from is linked, not made
+    # again (pipeline.release.reuse); a forced build makes every file (and records their keys), a build
+    # with other producers neither reads nor records keys
+    reuse = None if producers is not PRODUCERS else reuse_mod.Reuse(reuse_mod.code_digest()) if force \
+        else reuse_mod.load(out)
     with cache.use(out / CACHE_DIR) if producers is PRODUCERS else contextlib.nullcontext(out):
         if progress:
             progress("reading geography", 0, 1)
@@ -148,12 +154,12 @@ def build(
             check_window(published, [published[0], report.last], against, allow_shrink)
         t = lap("checks", t)
         ctx = BuildContext(Path(data_dir), loaded_at, geography, progress, base_url=base_url,
-                           dashboard_url=settings.dashboard_url)
+                           dashboard_url=settings.dashboard_url, reuse=reuse)
         timings: dict[str, float] = {}
         produced, unavailable = run_producers(ctx, producers, progress, timings)
-    check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
-    t = lap("producers", t)
-    stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso())
+        check_window(published, merge_facts(produced)[0].estimated, against, allow_shrink)
+        t = lap("producers", t)
+        stats = render_release(out, produced, ctx.updated_at, progress, built_at=now_iso(), reuse=reuse)
     if key is not None:
         buildkey.record_key(out, stats.release_id, key)
     lap("render", t)

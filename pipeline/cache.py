@@ -28,6 +28,7 @@ from pipeline.settings import REPO_ROOT
 
 T = TypeVar("T")
 CACHE_DIR = "cache"  # under the build root (OUT/cache), outside every release
+LOCAL_DIR = "local"  # OUT/cache/local: entries for this build root only (`cached(..., local=True)`)
 FORMAT = b"malaria-risk fit cache 1\n"
 
 _ROOT: ContextVar[Path | None] = ContextVar("fit_cache_root", default=None)
@@ -79,16 +80,20 @@ def use(root: Path) -> Iterator[Path]:
 
 
 def cached(name: str, data_dir: Path, inputs: Iterable[str], code: Iterable[Path], compute: Callable[[], T],
-           extra: str = "") -> T:
+           extra: str = "", *, local: bool = False) -> T:
     """`compute()`, or what it returned in an earlier build with the same inputs and code.
 
     `inputs` must name every file (or directory) under the data directory the computation reads,
     and `code` the modules and packages it runs: the key is made of exactly these, so a file left
-    out would let a stale fit through.
+    out would let a stale fit through. A `local` entry is kept under `LOCAL_DIR`, for the builds of
+    this root only: the scheduled job carries the top-level entries in its bucket state, and a large
+    entry that spares a new month a second or less is not worth its upload there.
     """
     root = _ROOT.get()
     if root is None:
         return compute()
+    if local:
+        root = root / LOCAL_DIR
     key = content_key(name, data_dir, inputs, code, extra)
     path = root / f"{name}-{key[:32]}.pickle"
     with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError), \
@@ -112,13 +117,14 @@ def cached(name: str, data_dir: Path, inputs: Iterable[str], code: Iterable[Path
     return value
 
 
-def call(name: str, code: Iterable[Path], fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+def call(name: str, code: Iterable[Path], fn: Callable[..., T], *args: Any, local: bool = False,
+         **kwargs: Any) -> T:
     """`fn(*args, **kwargs)` for a pure function of its arguments, cached by their content (pickled
     bytes: numpy arrays and plain data pickle the same way every time) and the code in `code`."""
     if _ROOT.get() is None:
         return fn(*args, **kwargs)
     digest = hashlib.sha256(pickle.dumps((args, sorted(kwargs.items())), protocol=5)).hexdigest()
-    return cached(name, Path("."), [], code, lambda: fn(*args, **kwargs), extra=digest)
+    return cached(name, Path("."), [], code, lambda: fn(*args, **kwargs), extra=digest, local=local)
 
 
 def code_of(*modules: str) -> list[Path]:

@@ -17,6 +17,7 @@ from pipeline.sources.inputs import Inputs
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
+    from pipeline.release.reuse import Reuse
 
 # documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
 Documents = dict[str, dict[tuple[str, ...], Any]]
@@ -37,10 +38,24 @@ class BuildContext:
     inputs: Inputs = None  # type: ignore[assignment]
     # model runs a later producer reuses (the validation report reuses the risk model's run)
     runs: dict[str, Any] = field(default_factory=dict)
+    # the files of the previous release and the inputs each was made from (pipeline.release.reuse):
+    # None renders every document
+    reuse: Reuse | None = None
 
     def __post_init__(self) -> None:
         if self.inputs is None:
             self.inputs = Inputs(self.data_dir, self.geography)
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A file whose bytes the previous release already holds, made from the same inputs by the same
+    code (`pipeline.release.reuse`): the renderer links that object (and its gzip twin) instead of
+    serialising, compressing and hashing the bytes again."""
+
+    sha256: str
+    size: int
+    gz: tuple[str, int] | None = None  # the gzip twin's (SHA-256, size) in the previous release
 
 
 @dataclass(frozen=True)
@@ -50,7 +65,8 @@ class Rendered:
     build does not hold a large route's documents as Python objects until the end."""
 
     json: bytes
-    csv: bytes | None = None
+    csv: bytes | Linked | None = None
+    csv_key: str | None = None  # what the CSV was made from (pipeline.release.reuse), when known
 
 
 @dataclass

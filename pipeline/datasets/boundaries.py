@@ -14,6 +14,7 @@ import orjson
 import shapely
 
 from edge.files import NAMES_KEY
+from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.names import names_file
 from pipeline.geography import Geography
@@ -63,9 +64,18 @@ def feature_collections(geography: Geography) -> dict[tuple[str, ...], dict[str,
 
 
 def produce(ctx: BuildContext) -> Produced:
+    # the outlines change only with admin/ (what the geography is read from) and the code: kept between
+    # builds (pipeline.cache), so a new month does not orient, round and simplify 774 outlines again
+    return cache.cached("boundaries", ctx.data_dir, ["admin"],
+                        cache.code_of("pipeline.datasets.boundaries", "pipeline.datasets.map_outlines",
+                                      "pipeline.datasets.names", "pipeline.datasets.base", "pipeline.geography",
+                                      "pipeline.sources", "edge"),
+                        lambda: outlines(ctx.geography), local=True)
+
+
+def outlines(geography: Geography) -> Produced:
     from pipeline.datasets.map_outlines import GEOJSON, map_outlines  # it builds on this module
 
-    geography: Geography = ctx.geography
     states = sorted(geography.states["state_code"].to_list())
     return Produced(
         dataset="geography",

@@ -22,6 +22,7 @@ import polars as pl
 import shapely
 
 from edge.routes import BUNDLE_ZIP, BY_PATH, CSV, DOWNLOAD_FILE, GEOJSON, JSON, SCOPES
+from pipeline import cache
 from pipeline.attribution import BUNDLE_SOURCES, Artefact, artefact_terms, resource_licences
 from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
 from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
@@ -824,7 +825,13 @@ def produce(ctx: BuildContext) -> Produced:
     model_version = next((p.model_version for p in produced if p.model_version), None)
     frames = tables(produced, ctx.geography)
     docs = _docs(produced)
-    files = table_files(frames) + outline_files(docs["/v1/boundaries/lgas"], ctx.geography)
+    # the outlines (GeoJSON, GeoParquet) are made of the boundaries' documents, themselves of admin/ only:
+    # kept between builds like the boundaries (pipeline.cache)
+    outlines = cache.cached("bundle-outlines", ctx.data_dir, ["admin"],
+                            cache.code_of("pipeline.datasets", "pipeline.attribution", "pipeline.geography",
+                                          "pipeline.sources", "pipeline.release.tabular", "edge"),
+                            lambda: outline_files(docs["/v1/boundaries/lgas"], ctx.geography), local=True)
+    files = table_files(frames) + outlines
     notes = _field_notes(produced)
 
     def describe(release_id: str) -> dict[str, Any]:

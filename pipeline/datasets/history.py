@@ -10,14 +10,17 @@ exactly the numbers the per-month routes serve, whatever the model computes them
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 
 from edge.routes import INCLUDE_FORECASTS, INCLUDE_NONE
-from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
+
+if TYPE_CHECKING:
+    from pipeline.release.reuse import Reuse
 
 STATES_ROUTE = "/v1/history/states"
 LGAS_ROUTE = "/v1/history/lgas"
@@ -55,10 +58,9 @@ def monthly_frame(estimates: Iterable[dict], forecasts: Iterable[dict], periods:
     return df.with_columns(pl.col("provisional").fill_null(False))
 
 
-def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...] = MONTH_FIELDS,
-              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
-    """Per (area code, include), its history document without and with the forecast months, oldest
-    month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
+def _grouped(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...]
+             ) -> tuple[int, dict[str, pl.DataFrame]]:
+    """(number of areas, per include the frame of one history document per row, areas in code order)."""
     static = tuple(c for c in static if c in df.columns)
     months = pl.struct(*(c for c in month_fields if c in df.columns)).alias("months")
     ordered = df.sort(key, "period")
@@ -67,12 +69,36 @@ def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields:
                .select(*static, "months")
                for include, rows in ((INCLUDE_NONE, ordered.filter(pl.col("kind") == "estimated")),
                                      (INCLUDE_FORECASTS, ordered))}
-    for start in range(0, heads.height, chunk):
+    return heads.height, grouped
+
+
+def histories(df: pl.DataFrame, key: str, static: tuple[str, ...], month_fields: tuple[str, ...] = MONTH_FIELDS,
+              chunk: int = 128) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
+    """Per (area code, include), its history document without and with the forecast months, oldest
+    month first; `chunk` areas at a time, so a caller can render them and let the dicts go."""
+    n, grouped = _grouped(df, key, static, month_fields)
+    for start in range(0, n, chunk):
         out: dict[tuple[str, ...], dict[str, Any]] = {}
         for include, frame in grouped.items():
             for doc in frame.slice(start, chunk).to_dicts():
                 out[(doc[key], include)] = doc
         yield out
+
+
+def rendered_histories(df: pl.DataFrame, key: str, static: tuple[str, ...], route: str,
+                       month_fields: tuple[str, ...] = MONTH_FIELDS, reuse: Reuse | None = None,
+                       chunk: int = 128) -> dict[tuple[str, ...], Rendered]:
+    """`histories` as response bytes (`tabular.rendered`), each CSV tabulated from the documents' frame
+    (`tabular.frame_csv_rows`: the bytes `to_csv` makes of the document, without its cells as Python
+    objects), and from the documents where the frame is not of that shape."""
+    n, grouped = _grouped(df, key, static, month_fields)
+    out: dict[tuple[str, ...], Rendered] = {}
+    for start in range(0, n, chunk):
+        for include, frame in grouped.items():
+            rows = frame.slice(start, chunk)
+            docs: dict[tuple[str, ...], dict[str, Any]] = {(doc[key], include): doc for doc in rows.to_dicts()}
+            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months")))
+    return out
 
 
 def all_lgas(lga: pl.DataFrame, record_fields: list[str],
@@ -89,8 +115,10 @@ def all_lgas(lga: pl.DataFrame, record_fields: list[str],
                for r in grouped.slice(start, chunk).to_dicts()}
 
 
-def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[dict[str, dict], list[str]]:
-    """The three routes' documents and the LGA codes they are keyed by."""
+def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]],
+                    reuse: Reuse | None = None) -> tuple[dict[str, dict], list[str]]:
+    """The three routes' documents and the LGA codes they are keyed by (with `reuse`, a CSV made from
+    the JSON bytes the previous release's CSV was made from is linked: `tabular.rendered`)."""
     periods = docs["/v1/periods"][()]
     risk_lgas = docs["/v1/risk/lgas"]
     lga = monthly_frame(
@@ -111,12 +139,10 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]]) -> tuple[
     # no later producer reads these documents: each batch is rendered to its response bytes at once
     # (tabular.rendered), so the build never holds every history as Python objects
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
-    for batch in histories(state, "state_code", STATE_FIELDS):
-        out[STATES_ROUTE].update(tabular.rendered(batch))
-    for batch in histories(lga, "lga_code", LGA_FIELDS, LGA_MONTH_FIELDS):
-        out[LGAS_ROUTE].update(tabular.rendered(batch))
+    out[STATES_ROUTE] = rendered_histories(state, "state_code", STATE_FIELDS, STATES_ROUTE, reuse=reuse)
+    out[LGAS_ROUTE] = rendered_histories(lga, "lga_code", LGA_FIELDS, LGAS_ROUTE, LGA_MONTH_FIELDS, reuse)
     for months in all_lgas(lga, record):
-        out[ALL_LGAS_ROUTE].update(tabular.rendered(months))
+        out[ALL_LGAS_ROUTE].update(tabular.rendered(months, reuse=reuse, route=ALL_LGAS_ROUTE))
     return out, sorted({code for code, _ in out[LGAS_ROUTE]})
 
 
@@ -124,5 +150,5 @@ def produce(ctx: BuildContext) -> Produced:
     docs = _documents(ctx.produced)
     if "/v1/risk/lgas" not in docs or "/v1/periods" not in docs:
         raise DatasetUnavailable("histories need the risk documents")
-    documents, lga_codes = build_documents(docs)
+    documents, lga_codes = build_documents(docs, ctx.reuse)
     return Produced(dataset="history", documents=documents, facts={"lgas": lga_codes})

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.model import skill
@@ -77,8 +78,12 @@ def run_cv(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str,
     for level, series, seasons in (("lgas", lga_series, lgas), ("states", state_series, states)):
         sea = [seasons[c] for c in series.codes]
         cls = [skill.season_class(s) for s in sea]
-        out[level] = skill.level_cv(series, index_of(sea), cls)
-        out[level + PRE] = skill.level_cv(series, index_of(sea), cls, alphas=skill.ALPHAS_PREREGISTERED)
+        # a fit of the dated series and the published season: kept between builds by the content of its
+        # arguments (pipeline.cache), since a new month of rainfall changes neither
+        code = cache.code_of("pipeline.model.skill")
+        out[level] = cache.call(f"ratios-cv-{level}", code, skill.level_cv, series, index_of(sea), cls, local=True)
+        out[level + PRE] = cache.call(f"ratios-pre-{level}", code, skill.level_cv, series, index_of(sea), cls,
+                                      alphas=skill.ALPHAS_PREREGISTERED, local=True)
     return out
 
 

@@ -10,6 +10,7 @@ and stable across builds.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -440,6 +441,28 @@ def zone_pairs(md: ModelData, upto_year: int, typical: float, deff: dict[int, fl
     return np.array(d), np.array(v), np.array(yrs), np.array(ids, dtype=np.int64)
 
 
+_SHIFTED: dict[str, np.ndarray] = {}  # the last shift_to_mean, by the digest of its arguments
+
+
+def _shift_to_mean(state_logit: np.ndarray, delta: np.ndarray, weight: np.ndarray, state_idx: np.ndarray,
+                   target: np.ndarray) -> np.ndarray:
+    """`small_area.shift_to_mean`, solved once for the same arguments: the scores and the rank ranges
+    of a run shift the same logits (60 bisection steps over every LGA and month each)."""
+    args = (state_logit, delta, weight, state_idx, target)
+    h = hashlib.sha256()
+    for a in args:
+        arr = np.ascontiguousarray(a)
+        h.update(f"{arr.dtype}{arr.shape}".encode())
+        h.update(arr.tobytes())
+    key = h.hexdigest()
+    hit = _SHIFTED.get(key)
+    if hit is None:
+        hit = small_area.shift_to_mean(state_logit, delta, weight, state_idx, target)
+        _SHIFTED.clear()
+        _SHIFTED[key] = hit
+    return hit.copy()
+
+
 def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[model.Scores, model.Scores]:
     """LGA scores for month indices: the state baseline range spread over its LGAs x the LGA's c x, in
     an estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast).
@@ -462,7 +485,7 @@ def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[
         return s, s
     ls = model.logit(centre)
     sd_state = ((model.logit(high) - ls) / model.Z_RANGE)[md.state_idx]
-    lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
+    lg = _shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
     sd_lga = np.sqrt(sd_state**2 + off.var[:, None])
     mid = model.expit(lg)
     published = model.scores(mid, model.expit(lg - model.Z_RANGE * sd_lga), model.expit(lg + model.Z_RANGE * sd_lga), c)
@@ -485,8 +508,7 @@ def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], seas
         lg = model.logit(model.urban_split(centre, md.population, md.is_urban, md.state_idx, md.urban_ratio))
         own = np.zeros(len(md.lga_codes))
     else:
-        lg = small_area.shift_to_mean(ls, off.delta, md.population, md.state_idx,
-                                      np.clip(centre, model.EPS, 1 - model.EPS))
+        lg = _shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
         own = np.sqrt(off.var)
     shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
     return support.rank_ranges(lg, shared, own, c * f, md.state_idx)

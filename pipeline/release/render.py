@@ -34,10 +34,11 @@ from edge.routes import (
     Route,
     route_values,
 )
-from pipeline.datasets.base import Produced, Rendered
+from pipeline.datasets.base import Linked, Produced, Rendered
 from pipeline.errors import RenderError
 from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import Manifest, sha256_hex
+from pipeline.release.reuse import Reuse, StaleReuse, record
 from pipeline.release.store import locked
 from pipeline.release.tree import (
     clean_killed_builds,
@@ -69,6 +70,7 @@ class RenderStats:
     stamp_seconds: float = 0.0  # making the files that name the release id
     cleaned: int = 0  # temporary directories of killed builds removed
     bundle_write_seconds: float = 0.0  # CPU time hashing, gzipping and writing the bundle files
+    reused: int = 0  # files (identity bytes) linked by their inputs' key, never rendered (pipeline.release.reuse)
 
 
 def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
@@ -101,9 +103,14 @@ def _docs_by_path(produced: Iterable[Produced]) -> dict[str, dict]:
     return docs_by_path
 
 
-def route_files(route: Route, docs: dict, facts: Facts) -> list[tuple[str, str, bytes]]:
+def route_files(route: Route, docs: dict, facts: Facts, reuse: Reuse | None = None,
+                keys: dict[str, str] | None = None) -> list[tuple[str, str, bytes | Linked]]:
     """The files of one route. Producers key documents by the route's non-format parameters;
-    the CSV file of a document is derived from the same document here."""
+    the CSV file of a document is derived from the same document here.
+
+    With `reuse`, a CSV is keyed by the JSON document it tabulates: when the previous release's CSV
+    of the same name was made from the same JSON bytes (and code), it is linked (`Linked`), not
+    written again; `keys` collects every file's key for the next build."""
     params = route.document_params
     expected = route_values(route, facts)
     wanted = {tuple(v[p.name] for p in params) for v in expected}
@@ -115,22 +122,60 @@ def route_files(route: Route, docs: dict, facts: Facts) -> list[tuple[str, str, 
         raise RenderError(f"{route.path}: {len(extra)} unexpected documents, e.g. {sorted(extra)[:3]}")
     chosen = [docs[tuple(values[p.name] for p in params)] for values in expected]
     is_csv = [values.get("format") == "csv" for values in expected]
-    csv = iter(tabular.to_csv_many([doc for doc, c in zip(chosen, is_csv, strict=True)
-                                    if c and not isinstance(doc, Rendered)]))
+    file_keys = [route.key(values) for values in expected]
+    json_of: dict[int, bytes] = {}  # id(document) -> its JSON bytes, made once for the JSON and the CSV key
 
-    def data(doc: Any, c: bool) -> bytes:
+    def as_json(doc: Any) -> bytes:
+        got = json_of.get(id(doc))
+        if got is None:
+            got = json_of[id(doc)] = doc.json if isinstance(doc, Rendered) else \
+                doc if isinstance(doc, bytes) else orjson.dumps(doc)
+        return got
+
+    linked: dict[int, Linked] = {}  # position -> the previous release's CSV, made from the same document
+    trusted = reuse is not None and reuse.previous_id is not None
+    # a document a producer rendered with its CSV linked, when the links are not to be trusted (a
+    # retry after a damaged object): its CSV made again from its JSON, the one thing a CSV is made of
+    again = {i: orjson.loads(doc.json) for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True))
+             if c and not trusted and isinstance(doc, Rendered) and isinstance(doc.csv, Linked)}
+    if reuse is not None:
+        for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True)):
+            if not c:
+                continue
+            if isinstance(doc, Rendered):
+                key = doc.csv_key
+            elif isinstance(doc, dict):
+                key = reuse.csv_key(as_json(doc))
+            else:
+                key = None
+            if key is None:
+                continue
+            if keys is not None:
+                keys[file_keys[i]] = key
+            hit = None if isinstance(doc, Rendered) or not trusted else reuse.linked(file_keys[i], key)
+            if hit is not None:
+                linked[i] = hit
+    csv = iter(tabular.to_csv_many([again.get(i, doc) for i, (doc, c) in enumerate(zip(chosen, is_csv, strict=True))
+                                    if c and (i in again or not isinstance(doc, Rendered)) and i not in linked]))
+
+    def data(i: int, doc: Any, c: bool) -> bytes | Linked:
+        if i in linked:
+            return linked[i]
+        if i in again:
+            return next(csv)
         if isinstance(doc, Rendered):
             if c and doc.csv is None:
                 raise RenderError(f"{route.path}: a document rendered without its CSV")
             return doc.csv if c and doc.csv is not None else doc.json
-        return next(csv) if c else doc if isinstance(doc, bytes) else orjson.dumps(doc)
+        return next(csv) if c else as_json(doc)
 
-    return [(route.key(values), route.media_type(values), data(doc, c))
-            for values, doc, c in zip(expected, chosen, is_csv, strict=True)]
+    return [(file_keys[i], route.media_type(values), data(i, doc, c))
+            for i, (values, doc, c) in enumerate(zip(expected, chosen, is_csv, strict=True))]
 
 
 def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = frozenset(),
-         seen: set[str] | None = None) -> list[tuple[str, str, bytes]]:
+         seen: set[str] | None = None, reuse: Reuse | None = None,
+         keys: dict[str, str] | None = None) -> list[tuple[str, str, bytes | Linked]]:
     """(key, content type, bytes) for every file of the release, in route-table order.
 
     Every expected combination must have a document and every document must be
@@ -139,7 +184,7 @@ def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = froze
     once the release id is known (see `Produced.stamp`), and a second call plans them.
     """
     docs_by_path = _docs_by_path(produced)
-    out: list[tuple[str, str, bytes]] = []
+    out: list[tuple[str, str, bytes | Linked]] = []
     for route in ROUTES:
         if route.beside_pointer:  # not part of any release (catalogue.py writes it beside `current`)
             continue
@@ -152,7 +197,7 @@ def plan(produced: list[Produced], facts: Facts, pending: frozenset[str] = froze
             if route.dataset in pending:
                 continue
             raise RenderError(f"no documents for {route.path} (dataset {route.dataset})")
-        out.extend(route_files(route, docs, facts))
+        out.extend(route_files(route, docs, facts, reuse, keys))
     if docs_by_path:
         raise RenderError(f"documents for paths not in the route table: {sorted(docs_by_path)}")
     seen = seen if seen is not None else set()
@@ -186,14 +231,14 @@ def with_scopes(entries: dict[str, dict[str, Any]], scopes: dict[str, tuple[str,
             for k, e in entries.items()}
 
 
-def release_id_for(updated_at: str, files: list[tuple[str, str, bytes]],
+def release_id_for(updated_at: str, files: list[tuple[str, str, bytes | Linked]],
                    scopes: dict[str, tuple[str, ...]] | None = None) -> str:
     """The load time and a hash of every file (and of the scopes a bundle file needs, which the
     manifest records: a change of the scope rule is a new release, never a rewritten manifest)."""
     h = hashlib.sha256()
     for key, _, data in files:
         h.update(key.encode())
-        h.update(sha256_hex(data).encode())
+        h.update((data.sha256 if isinstance(data, Linked) else sha256_hex(data)).encode())
         if scopes and key in scopes:
             h.update(("scopes:" + " ".join(scopes[key])).encode())
     stamp = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).astimezone(UTC)
@@ -206,14 +251,17 @@ def render_release(
     updated_at: str,
     progress: Progress | None = None,
     built_at: str | None = None,
+    reuse: Reuse | None = None,
 ) -> RenderStats:
     """Render, store, link and switch; `built_at` (the clock, default now) is for the manifest
-    and the list of kept releases only."""
+    and the list of kept releases only. With `reuse` (pipeline.release.reuse), files made from the
+    same inputs as the previous release's are linked, and this release's keys are recorded."""
     built_at = built_at or catalogue.stamp(datetime.now(UTC))
     facts, model_version = merge_facts(produced)
     stampers = [p for p in produced if p.stamp is not None]
     seen: set[str] = set()
-    files = plan(produced, facts, frozenset(p.dataset for p in stampers), seen)
+    keys: dict[str, str] = {}
+    files = plan(produced, facts, frozenset(p.dataset for p in stampers), seen, reuse, keys)
     scopes = download_scopes(produced)
     release_id = release_id_for(updated_at, files, scopes)
     stamp_started = time.perf_counter()
@@ -226,7 +274,7 @@ def render_release(
         files += plan(stamped, Facts(available=tuple(p.dataset for p in stampers),
                                      states=facts.states, estimated=facts.estimated, forecast=facts.forecast,
                                      lgas=facts.lgas),
-                      seen=seen)
+                      seen=seen, reuse=reuse, keys=keys)
     stamp_seconds = time.perf_counter() - stamp_started
     unscoped = sorted(k for k, _, _ in files if k.startswith(DOWNLOAD_FILE.key_prefix) and k not in scopes)
     if unscoped:
@@ -234,17 +282,34 @@ def render_release(
                           f"{unscoped[:3]}")
     previous = current_manifest(out)
     with locked(out):
-        written = write_release(
-            out, release_id, files,
-            lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
-                                     with_scopes(entries, scopes), built_at),
-            progress, gzip_known(previous[1] if previous else None))
         try:
-            switch_current(out, release_id)
-            catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None, built_at)
-        except OSError as failed:
-            raise RenderError(disk_problem(out, failed) + f" (release {release_id} is complete; "
-                              f"`current` may still name the previous one)") from None
+            written = write_release(
+                out, release_id, files,
+                lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
+                                         with_scopes(entries, scopes), built_at),
+                progress, gzip_known(previous[1] if previous else None))
+        except StaleReuse as stale:
+            if reuse is None or reuse.previous_id is None:
+                raise
+            # an object the keys named is missing or damaged: nothing was switched; every file is made
+            # from its document this time (the documents are all at hand), and the object healed
+            if progress:
+                progress(f"making every file again: {stale}", 0, 1)
+            retry = True
+        else:
+            retry = False
+        if not retry:
+            try:
+                switch_current(out, release_id)
+                if reuse is not None:
+                    record(out, release_id, keys)
+                catalogue.refresh_local(out, release_id, previous[1].release_id if previous else None, built_at)
+            except OSError as failed:
+                raise RenderError(disk_problem(out, failed) + f" (release {release_id} is complete; "
+                                  f"`current` may still name the previous one)") from None
+    if retry:
+        assert reuse is not None
+        return render_release(out, produced, updated_at, progress, built_at, Reuse(reuse.code))
     entries = written.entries
     total = sum(e["size"] for e in entries.values())
     bundle = {k: e for k, e in entries.items()
@@ -252,4 +317,5 @@ def render_release(
     zips = [e["size"] for e in bundle.values() if e["content_type"] == "application/zip"]
     return RenderStats(release_id, len(entries), total, written.written, written.linked,
                        len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds,
-                       written.cleaned, sum(written.bundle_seconds))
+                       written.cleaned, sum(written.bundle_seconds),
+                       sum(isinstance(data, Linked) for _, _, data in files))

@@ -32,9 +32,30 @@ def sha256_hex(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def _sha256_file(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def _read_whole(fd: int, size: int) -> bytes:
+    """`size` bytes and whatever follows them (so a file that grew shows), by plain reads: a build
+    reads thousands of small objects, and a buffered file object costs four more system calls each."""
+    parts = []
+    left = size + 1
+    while left > 0:
+        chunk = os.read(fd, min(left, 1 << 24))
+        if not chunk:
+            break
+        parts.append(chunk)
+        left -= len(chunk)
+    return b"".join(parts)
+
+
+def _sha256_file(path: str | os.PathLike[str]) -> str:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        if size > 1 << 26:  # a large file (a bundle's zip): hashed as it is read
+            with os.fdopen(os.dup(fd), "rb") as f:
+                return hashlib.file_digest(f, "sha256").hexdigest()
+        return hashlib.sha256(_read_whole(fd, size)).hexdigest()
+    finally:
+        os.close(fd)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -60,14 +81,21 @@ class Store:
     def __init__(self, root: Path):
         self.root = Path(root)
         self.dir = self.root / OBJECTS
+        self._dir = os.fspath(self.dir)
+        self._shards: set[str] = set()  # shard directories this object made or found
 
     def path(self, sha256: str) -> Path:
         return self.dir / sha256[:2] / sha256
 
+    def _at(self, sha256: str) -> str:
+        """`path` as a string: a build names each object several times, and pathlib's joins cost more
+        than the link itself."""
+        return f"{self._dir}/{sha256[:2]}/{sha256}"
+
     def has(self, sha256: str, size: int) -> bool:
         """Present with the right size (cheap: a stat). `sound` also checks the bytes."""
         try:
-            return self.path(sha256).stat().st_size == size
+            return os.stat(self._at(sha256)).st_size == size
         except OSError:
             return False
 
@@ -77,7 +105,7 @@ class Store:
         stored: `touch -d` and `cp -p` set the time back. Used for an object a build links without
         having its bytes at hand (a reused gzip copy)."""
         try:
-            return self.path(sha256).stat().st_size == size and self.intact(sha256)
+            return os.stat(self._at(sha256)).st_size == size and self.intact(sha256)
         except OSError:
             return False
 
@@ -86,17 +114,20 @@ class Store:
         be linked when its bytes are at hand. Comparing the bytes proves what hashing the file
         would, at the cost of a read and a compare rather than a read and a hash."""
         try:
-            with open(self.path(sha256), "rb") as f:
-                if os.fstat(f.fileno()).st_size != len(data):
-                    return False
-                return f.read(len(data) + 1) == data
+            fd = os.open(self._at(sha256), os.O_RDONLY)
         except OSError:
             return False
+        try:
+            return os.fstat(fd).st_size == len(data) and _read_whole(fd, len(data)) == data
+        except OSError:
+            return False
+        finally:
+            os.close(fd)
 
     def intact(self, sha256: str) -> bool:
         """The bytes hash to the name (a read)."""
         try:
-            return _sha256_file(self.path(sha256)) == sha256
+            return _sha256_file(self._at(sha256)) == sha256
         except OSError:
             return False
 
@@ -113,7 +144,9 @@ class Store:
         target = self.path(sha256)
         if self.holds(sha256, data) if check else self.has(sha256, len(data)):
             return sha256, False
-        target.parent.mkdir(parents=True, exist_ok=True)
+        if sha256[:2] not in self._shards:  # one mkdir per shard and store, not one per object
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._shards.add(sha256[:2])
         tmp = target.parent / f".tmp-{sha256[:16]}-{os.getpid()}-{threading.get_ident():x}"
         try:
             # created read-only (an object never changes: a stray write is refused, not shared);
@@ -134,9 +167,9 @@ class Store:
             raise
         return sha256, True
 
-    def link(self, sha256: str, dst: Path) -> None:
+    def link(self, sha256: str, dst: str | os.PathLike[str]) -> None:
         """`dst` becomes a name of the object (a hard link: the same inode, no bytes copied)."""
-        os.link(self.path(sha256), dst)
+        os.link(self._at(sha256), dst)
 
     def objects(self) -> Iterator[os.DirEntry[str]]:
         try:

@@ -13,13 +13,17 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import orjson
 import polars as pl
 
-from pipeline.datasets.base import Rendered
+from edge.routes import BY_PATH
+from pipeline.datasets.base import Linked, Rendered
+
+if TYPE_CHECKING:
+    from pipeline.release.reuse import Reuse
 
 CONTAINERS = ("forecasts", "states", "lgas", "months")
 LIST_SEPARATOR = ";"
@@ -198,8 +202,9 @@ def _neutralised(e: pl.Expr) -> pl.Expr:
 def _scalar_text(e: pl.Expr, kind: type) -> pl.Expr:
     if kind is str:
         return _neutralised(e)
-    if kind is bool:
-        return pl.when(e).then(pl.lit("true")).otherwise(pl.lit("false"))
+    if kind is bool:  # null stays null (an empty cell, as `cell` writes it), never "false"
+        return pl.when(e.is_null()).then(pl.lit(None, dtype=pl.String)).when(e).then(pl.lit("true")) \
+            .otherwise(pl.lit("false"))
     return e.cast(pl.String)
 
 
@@ -286,6 +291,57 @@ def _shape_csv(shape: tuple, members: list[list[tuple[dict[str, Any], list[dict]
             for j in range(len(members))]
 
 
+_FRAME_KINDS: dict[Any, type] = {pl.String: str, pl.Boolean: bool, pl.Int64: int, pl.Float64: float}
+
+
+def frame_csv_rows(rows: pl.DataFrame, records: str) -> list[bytes] | None:
+    """`to_csv_many(rows.to_dicts())` made from the frame itself, when each row is a document of report
+    scalars (every column but `records`) and one record list (`records`, a list of flat structs): the
+    same expressions as `_shape_csv` on the same typed columns, without turning the cells into Python
+    objects first. None when the frame is not such a shape or holds a value `_shape_csv` would not
+    spell (the caller then tabulates the dicts)."""
+    schema = rows.schema
+    if records not in schema or records not in CONTAINERS or rows.height == 0:
+        return None
+    inner = schema[records]
+    if not isinstance(inner, pl.List) or not isinstance(inner.inner, pl.Struct):
+        return None
+    scalars = [c for c in rows.columns if c != records]
+    fields = [f.name for f in inner.inner.fields]
+    kinds = {c: schema[c] for c in scalars} | {f.name: f.dtype for f in inner.inner.fields}
+    if (set(scalars) & set(fields) or len(scalars) + len(fields) < 2
+            or any(k not in _FRAME_KINDS and k != pl.Null for k in kinds.values())):
+        return None
+    counts = rows[records].list.len()
+    if counts.null_count() or bool((counts == 0).any()):  # a document without records has its own shape
+        return None
+    exploded = rows.select(pl.col(records).explode())
+    if exploded[records].null_count():  # a null record: not a record `_shape` accepts
+        return None
+    flat = exploded.select(pl.col(records).struct.unnest())
+    at = np.repeat(np.arange(rows.height), counts.to_numpy())
+
+    def spelled(series: pl.Series) -> pl.Series:
+        if series.dtype == pl.Null or series.null_count() == series.len():  # `_kind` None: every cell empty
+            return pl.Series("c", [""] * series.len(), dtype=pl.String)
+        kind = _FRAME_KINDS[series.dtype]
+        if kind is float:
+            _check_floats(series)
+        return pl.DataFrame([series.rename("v")]).select(_quoted(_scalar_text(pl.col("v"), kind))).to_series()
+
+    try:
+        cells = [spelled(rows[c])[at] for c in scalars] + [spelled(flat[f]) for f in fields]
+    except _Unsupported:
+        return None
+    names = [*scalars, *fields]
+    header = ",".join(n if not any(c in n for c in ',"\n\r') else '"' + n.replace('"', '""') + '"' for n in names)
+    lines = pl.DataFrame([c.rename(f"c{i}") for i, c in enumerate(cells)]).select(
+        pl.concat_str(pl.all(), separator=",").alias("line")).to_series()
+    joined = (pl.DataFrame({"doc": at, "line": lines}).group_by("doc", maintain_order=True)
+              .agg(pl.col("line").str.join(LINE_END)))
+    return [(header + LINE_END + body + LINE_END).encode("utf-8") for body in joined["line"].to_list()]
+
+
 def to_csv_many(docs: Sequence[dict[str, Any]]) -> list[bytes]:
     """`to_csv` of every document, the same bytes, formatted in polars a shape at a time.
 
@@ -312,12 +368,31 @@ def to_csv_many(docs: Sequence[dict[str, Any]]) -> list[bytes]:
     return [b for b in out if b is not None]
 
 
-def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True) -> dict[tuple[str, ...], Rendered]:
+def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True,
+             reuse: Reuse | None = None, route: str | None = None,
+             made: Sequence[bytes] | None = None) -> dict[tuple[str, ...], Rendered]:
     """Documents as the bytes the renderer would make of them (JSON, and CSV when the route has a
-    CSV variant): the same bytes, made early so the dicts can go."""
+    CSV variant): the same bytes, made early so the dicts can go.
+
+    With `reuse` and the route's path, a CSV is keyed by its JSON bytes (`Reuse.csv_key`) and the
+    previous release's CSV made from the same bytes is linked rather than written again."""
     keys = list(docs)
-    texts = to_csv_many([docs[k] for k in keys]) if csv else [None] * len(keys)
-    return {k: Rendered(orjson.dumps(docs[k]), t) for k, t in zip(keys, texts, strict=True)}
+    jsons = [orjson.dumps(docs[k]) for k in keys]
+    texts: list[bytes | Linked | None] = [None] * len(keys)
+    csv_keys: list[str | None] = [None] * len(keys)
+    if csv and reuse is not None and route is not None:
+        r = BY_PATH[route]
+        names = [p.name for p in r.document_params]
+        for i, (k, js) in enumerate(zip(keys, jsons, strict=True)):
+            csv_keys[i] = reuse.csv_key(js)
+            texts[i] = reuse.linked(r.key({**dict(zip(names, k, strict=True)), "format": "csv"}), csv_keys[i] or "")
+    if csv:
+        todo = [i for i, t in enumerate(texts) if t is None]
+        # `made`: the CSVs already tabulated from the documents' frame (`frame_csv_rows`), in their order
+        for i, t in zip(todo, [made[i] for i in todo] if made is not None else
+                        to_csv_many([docs[keys[i]] for i in todo]), strict=True):
+            texts[i] = t
+    return {k: Rendered(js, t, ck) for k, js, t, ck in zip(keys, jsons, texts, csv_keys, strict=True)}
 
 
 def frame_csv(df: pl.DataFrame) -> bytes:

@@ -27,12 +27,14 @@ from pathlib import Path
 from typing import Any
 
 from edge.routes import DOWNLOAD_FILE, PRECOMPRESSED_SUFFIXES
+from pipeline.datasets.base import Linked
 from pipeline.errors import RenderError
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
+from pipeline.release.reuse import StaleReuse
 from pipeline.release.store import Store, _pid_alive, sha256_hex
 
 Progress = Callable[[str, int, int], None]
-File = tuple[str, str, bytes]  # (key, content type, identity bytes)
+File = tuple[str, str, bytes | Linked]  # (key, content type, identity bytes or the previous release's object)
 
 
 @dataclass
@@ -112,23 +114,40 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
     if tmp.exists():
         shutil.rmtree(tmp)
 
+    base = os.fspath(tmp) + os.sep
+
     def one(item: File) -> tuple[list[tuple[str, dict]], int, int]:
         key, ctype, data = item
         started = time.thread_time()
-        digest, new = store.put(data)
-        store.link(digest, tmp / key)
-        pairs = [(key, file_entry(data, ctype, digest=digest))]
+        dst = base + key
+        if isinstance(data, Linked):
+            # made from the same inputs as the previous release's file (pipeline.release.reuse): its
+            # object, checked by its contents, is linked; nothing is serialised or compressed
+            if not store.sound(data.sha256, data.size):
+                raise StaleReuse(f"{key}: object {data.sha256[:16]} is missing or damaged")
+            digest, new = data.sha256, False
+            store.link(digest, dst)
+            pairs = [(key, {"size": data.size, "sha256": digest, "content_type": ctype, "content_encoding": None})]
+            if data.gz is not None:
+                gz_of.setdefault(digest, {"size": data.gz[1], "sha256": data.gz[0], "content_type": ctype,
+                                          "content_encoding": "gzip"})
+        else:
+            digest, new = store.put(data)
+            store.link(digest, dst)
+            pairs = [(key, file_entry(data, ctype, digest=digest))]
         written = int(new)
         if not key.endswith(PRECOMPRESSED_SUFFIXES):  # already compressed: no gzip sibling (the edge relies on it)
             gz_key = key + ".gz"
             known = gz_of.get(digest)
             if known is not None and store.sound(known["sha256"], int(known["size"])):
-                store.link(known["sha256"], tmp / gz_key)
+                store.link(known["sha256"], dst + ".gz")
                 pairs.append((gz_key, {**known, "content_type": ctype}))
             else:
+                if isinstance(data, Linked):  # the twin is lost: compress the checked object's bytes again
+                    data = store.path(digest).read_bytes()
                 gz = gzip.compress(data, compresslevel=6, mtime=0)
                 gz_sha, gz_new = store.put(gz)
-                store.link(gz_sha, tmp / gz_key)
+                store.link(gz_sha, dst + ".gz")
                 pairs.append((gz_key, file_entry(gz, ctype, "gzip", digest=gz_sha)))
                 written += int(gz_new)
         if key.startswith(DOWNLOAD_FILE.key_prefix):

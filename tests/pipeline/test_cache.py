@@ -60,3 +60,21 @@ def test_a_pure_call_is_keyed_by_its_arguments(tmp_path: Path):
         assert cache.call("sum", [code], total, np.array([1.0, 2.0])) == 3.0 and len(calls) == 1
         assert cache.call("sum", [code], total, np.array([1.0, 2.5])) == 3.5 and len(calls) == 2
         assert cache.call("sum", [code], total, np.array([1.0, 2.5]), scale=2.0) == 7.0 and len(calls) == 3
+
+
+def test_a_local_entry_is_kept_apart_from_the_entries_the_scheduled_job_carries(tmp_path: Path):
+    """`local=True` entries live under cache/local/: the job's bucket state takes the top-level entries
+    only (pipeline/publish/s3/state.py), so a large entry for this build root never travels."""
+    runs: list[int] = []
+
+    def fit(x: np.ndarray) -> float:
+        runs.append(1)
+        return float(x.sum())
+
+    root = tmp_path / "cache"
+    with cache.use(root):
+        assert cache.call("big-fit", [], fit, np.arange(4), local=True) == 6.0
+        assert cache.call("big-fit", [], fit, np.arange(4), local=True) == 6.0 and len(runs) == 1
+        cache.call("small-fit", [], fit, np.arange(2))
+    assert [p.name.rsplit("-", 1)[0] for p in root.glob("*.pickle")] == ["small-fit"]
+    assert [p.name.rsplit("-", 1)[0] for p in (root / cache.LOCAL_DIR).glob("*.pickle")] == ["big-fit"]
