@@ -12,6 +12,7 @@ escapes is a bug and keeps its traceback.
     ├── DatasetUnavailable    a producer's inputs are absent; the build skips it and its
     │                         routes answer their `unavailable` error (caught in pipeline.build)
     ├── RenderError           the producers' documents do not cover the route table exactly
+    │   ├── StaleReuse        an object the document keys name is missing or damaged (made again)
     │   ├── UnknownFigure     a documentation page quotes a figure no producer provides
     │   └── SiteError         the site's front-end libraries (npm ci) are not installed
     ├── LocalReleaseError     a local build root cannot be verified or pruned as asked
@@ -36,7 +37,7 @@ from pathlib import Path
 
 from edge.errors import OperatorError  # the base lives where the dashboard's bundle can import it
 
-__all__ = ["OperatorError", "InputError", "DatasetUnavailable", "RenderError", "UnknownFigure", "SiteError",
+__all__ = ["OperatorError", "InputError", "DatasetUnavailable", "RenderError", "StaleReuse", "UnknownFigure", "SiteError",
            "LocalReleaseError", "PublishError", "PointerConflict", "WindowShrinks", "FetchError"]
 
 
@@ -58,6 +59,11 @@ class DatasetUnavailable(OperatorError):
 
 class RenderError(OperatorError):
     """The producers' documents do not cover the route table exactly."""
+
+
+class StaleReuse(RenderError):
+    """An object the document keys said to link is missing or damaged: the renderer makes every file
+    again (pipeline/release/reuse.py)."""
 
 
 class UnknownFigure(RenderError):

@@ -35,10 +35,10 @@ from edge.routes import (
     route_values,
 )
 from pipeline.datasets.base import Linked, Produced, Rendered
-from pipeline.errors import RenderError
+from pipeline.errors import RenderError, StaleReuse
 from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import Manifest, sha256_hex
-from pipeline.release.reuse import Reuse, StaleReuse, record
+from pipeline.release.reuse import Reuse, record
 from pipeline.release.store import locked
 from pipeline.release.tree import (
     clean_killed_builds,

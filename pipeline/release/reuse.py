@@ -36,15 +36,10 @@ import orjson
 
 from pipeline import buildkey
 from pipeline.datasets.base import Linked
-from pipeline.errors import RenderError
 from pipeline.release.manifest import Manifest
 
 KEYS_FILE = "document-keys.json"
 FORMAT = "malaria-risk document keys 1"
-
-
-class StaleReuse(RenderError):
-    """An object the keys said to link is missing or damaged: the renderer makes every file again."""
 
 
 def code_digest(code_dirs: Iterable[Path] = buildkey.CODE_DIRS, libraries: Iterable[str] = buildkey.LIBRARIES) -> str:
