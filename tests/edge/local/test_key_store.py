@@ -183,11 +183,27 @@ def test_a_removed_store_fails_closed_and_recovers_when_restored(release_root: P
     assert "is missing" in (tmp_path / "server.log").read_text()
 
 
+def restore_a_backup_that_revoked(keys: Path, live: SQLiteKeyStore, kid: str) -> None:
+    """`mv backup keys.sqlite`: a backup in which `kid` is revoked replaces the store, while the old
+    file's WAL still holds pages the backup lacks."""
+    import sqlite3
+
+    backup = keys.with_name("backup.sqlite")
+    with sqlite3.connect(keys) as src, sqlite3.connect(backup) as dst:
+        src.backup(dst)
+    restored = SQLiteKeyStore(backup)
+    restored.revoke(kid)
+    restored.reconnect()
+    for i in range(20):
+        live.create(f"later-{i}", ["risk_scores"], "test")
+    assert Path(str(keys) + "-wal").stat().st_size > 0
+    os.replace(backup, keys)
+
+
 def test_a_thread_that_first_reads_after_a_restore_reads_the_restored_file(tmp_path: Path):
     """A worker thread whose first lookup comes after `mv backup keys.sqlite` must not open the
     new file beside the old file's WAL (SQLite would replay the old pages onto it: a revoked key
     would live again). Another thread of the same process read the old file first."""
-    import sqlite3
     import threading
 
     keys = tmp_path / "keys.sqlite"
@@ -195,16 +211,7 @@ def test_a_thread_that_first_reads_after_a_restore_reads_the_restored_file(tmp_p
     kid, key = live.create("k", ["risk_scores"], "live")
     cache = ChangeAwareKeyCache(SQLiteKeyStore(keys), keys)
     assert not cache.lookup(hash_key(key)).revoked  # this thread knows the old file
-    backup = tmp_path / "backup.sqlite"
-    with sqlite3.connect(keys) as src, sqlite3.connect(backup) as dst:
-        src.backup(dst)
-    restored = SQLiteKeyStore(backup)
-    restored.revoke(kid)
-    restored.reconnect()
-    for i in range(20):  # the old file's WAL holds pages the backup lacks
-        live.create(f"later-{i}", ["risk_scores"], "test")
-    assert Path(str(keys) + "-wal").stat().st_size > 0
-    os.replace(backup, keys)
+    restore_a_backup_that_revoked(keys, live, kid)
     seen: list[bool] = []
     worker = threading.Thread(target=lambda: seen.append(cache.lookup(hash_key(key)).revoked))
     worker.start()
@@ -218,20 +225,9 @@ def test_a_worker_whose_first_lookup_comes_after_a_restore_reads_the_restored_fi
     (with two workers, the other may have had every request): its first lookup must not open the
     new file beside the old file's WAL. Its cache was made before the restore, so it knows the file
     it started with."""
-    import sqlite3
-
     keys = tmp_path / "keys.sqlite"
     live = SQLiteKeyStore(keys)
     kid, key = live.create("k", ["risk_scores"], "live")
     cache = ChangeAwareKeyCache(SQLiteKeyStore(keys), keys)  # the worker starts; no lookup yet
-    backup = tmp_path / "backup.sqlite"
-    with sqlite3.connect(keys) as src, sqlite3.connect(backup) as dst:
-        src.backup(dst)
-    restored = SQLiteKeyStore(backup)
-    restored.revoke(kid)
-    restored.reconnect()
-    for i in range(20):  # the old file's WAL holds pages the backup lacks
-        live.create(f"later-{i}", ["risk_scores"], "test")
-    assert Path(str(keys) + "-wal").stat().st_size > 0
-    os.replace(backup, keys)
+    restore_a_backup_that_revoked(keys, live, kid)
     assert cache.lookup(hash_key(key)).revoked
