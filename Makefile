@@ -93,10 +93,11 @@ test: $(TEST_NEEDS)
 	$(PYTEST_RUN) --durations=25 $(PYTEST_ARGS)
 
 # The inner loop for contributors (CONTRIBUTING.md): no build from the real data, no browser,
-# R, deployment bundle, docs-example, dashboard abuse or newcomer (make run) runs; in parallel.
+# R, deployment bundle, docs-example, dashboard abuse or newcomer (make run) runs, nor the key-copy
+# browser test or the local server's slow-client attacks and downloads (seconds each by design); in parallel.
 # Not a substitute for `make test`.
 FAST_DESELECT := not browser and not deploy and not r_client and not reading_csv and not docs_examples \
-	and not abuse and not newcomer
+	and not abuse and not newcomer and not key_copy and not slow_downloads and not test_attacks
 test-fast: install
 	$(PYTEST_RUN) -m "not slow and not heavy" -k "$(FAST_DESELECT)" --durations=10 $(PYTEST_ARGS)
 
