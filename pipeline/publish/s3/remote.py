@@ -143,12 +143,16 @@ def _verify_copies(client: S3Client, target: Target, manifest: Manifest, prefix:
             return [f"missing: {exp.rel}"]
         return _check_object(client, target, prefix + exp.rel, exp, deep)
 
-    progress.start("verifying", len(wanted))
+    return problems + _checked(wanted, check, workers, progress)
+
+
+def _checked(items: list[Any], check: Callable[[Any], list[str]], workers: int, progress: Progress) -> list[str]:
+    """Every item's problems, checked in the pool with the "verifying" progress line (both layouts)."""
+    progress.start("verifying", len(items))
     try:
-        problems += [p for ps in run_pool(wanted, check, workers, progress) for p in ps]
+        return [p for ps in run_pool(items, check, workers, progress) for p in ps]
     finally:
         progress.finish()
-    return problems
 
 
 def _verify_index(client: S3Client, target: Target, manifest: Manifest, prefix: str, listed: dict[str, Listed],
@@ -178,12 +182,7 @@ def _verify_index(client: S3Client, target: Target, manifest: Manifest, prefix: 
         first = _check_object(client, target, key, served[0], deep)  # one request per object, however many
         return first + [p.replace(served[0].rel, one.rel, 1) for one in served[1:] for p in first]  # files
 
-    progress.start("verifying", len(items))
-    try:
-        problems += [p for ps in run_pool(items, check, workers, progress) for p in ps]
-    finally:
-        progress.finish()
-    return problems
+    return problems + _checked(items, check, workers, progress)
 
 
 @dataclass(frozen=True)
