@@ -31,10 +31,6 @@ s3_prefix = s3server.s3_prefix
 
 
 
-def s3_target(server: S3Server, prefix: str) -> s3_publish.Target:
-    return s3_publish.Target.of(server.bucket, prefix)
-
-
 def run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
     return CliRunner(env=env).invoke(main, ["refresh", *args])
 
@@ -108,7 +104,7 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
     june = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "june.csv", last="2026-06").read_bytes()
     env = s3_server.env()
     s3 = ["--bucket", s3_server.bucket, "--prefix", s3_prefix, "--endpoint-url", s3_server.endpoint_url]
-    raw, target = s3_server.client(), s3_target(s3_server, s3_prefix)
+    raw, target = s3_server.client(), s3_publish.Target.of(s3_server.bucket, s3_prefix)
 
     def pointer() -> dict:
         return orjson.loads(raw.get_object(Bucket=s3_server.bucket, Key=target.pointer_key)["Body"].read())
