@@ -237,7 +237,11 @@ def disk_problem(where: Path, e: OSError) -> str:
             errno.EDQUOT: "the disk quota is used up",
             errno.EROFS: "the file system is read-only",
             errno.EACCES: "permission denied",
-            errno.EMFILE: "too many open files"}.get(e.errno or 0, e.strerror or type(e).__name__)
+            errno.EMFILE: "too many open files"}.get(e.errno or 0)
+    if hint is None:  # not a resource that ran out: name the file, so the cause can be found
+        hint = e.strerror or type(e).__name__
+        if e.filename is not None:
+            hint += f" ({e.filename}{' -> ' + str(e.filename2) if e.filename2 is not None else ''})"
     return f"cannot write the release under {where}: {hint}; nothing was switched"
 
 
