@@ -139,6 +139,11 @@ class Store:
         stored, whatever its dates say) is replaced by a fresh object, so the build that is about
         to link it heals it. The releases that linked the damaged inode keep it, and `verify`
         reports them.
+
+        A sound object is never replaced, even one another thread stored after this call's check:
+        the fresh copy is linked in only where the name is free. Renaming over it would drop the
+        inode that thread may be linking at that moment, and its `link` would fail with ENOENT
+        (two files of a release with the same bytes are written by two threads at once).
         """
         sha256 = sha256 or sha256_hex(data)
         target = self.path(sha256)
@@ -160,7 +165,15 @@ class Store:
                 os.utime(fd, ns=(STORED_MTIME_NS, STORED_MTIME_NS))
             finally:
                 os.close(fd)
-            os.replace(tmp, target)
+            try:
+                os.link(tmp, target)  # only where the name is free: a sound object stays the inode it is
+            except FileExistsError:
+                if not (self.holds(sha256, data) if check else self.has(sha256, len(data))):
+                    os.replace(tmp, target)  # damaged: healed by the fresh copy
+                    return sha256, True
+                os.unlink(tmp)
+                return sha256, False  # another writer stored the same bytes since the check
+            os.unlink(tmp)
         except BaseException:
             with contextlib.suppress(OSError):
                 tmp.unlink()
@@ -168,8 +181,19 @@ class Store:
         return sha256, True
 
     def link(self, sha256: str, dst: str | os.PathLike[str]) -> None:
-        """`dst` becomes a name of the object (a hard link: the same inode, no bytes copied)."""
-        os.link(self._at(sha256), dst)
+        """`dst` becomes a name of the object (a hard link: the same inode, no bytes copied).
+
+        A damaged object being healed by another thread is renamed over between this call's
+        lookup and its link, which then fails with ENOENT although the name is never absent: the
+        link is tried again on the fresh object."""
+        src = self._at(sha256)
+        for attempt in range(3):
+            try:
+                os.link(src, dst)
+                return
+            except FileNotFoundError:
+                if attempt == 2 or not os.path.exists(src):
+                    raise
 
     def objects(self) -> Iterator[os.DirEntry[str]]:
         try:

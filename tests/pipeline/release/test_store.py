@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import orjson
@@ -180,6 +181,56 @@ def _damage_in_place(obj: Path, how: str, scratch: Path) -> bytes:
     os.chmod(obj, 0o444)
     assert os.stat(obj).st_mtime_ns == stamp and os.stat(obj).st_size == len(good) and obj.read_bytes() == bad
     return good
+
+
+def test_a_put_that_finds_the_bytes_stored_since_its_check_keeps_that_inode(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch):
+    """Two threads storing the same bytes both miss the check; the second must not rename its copy
+    over the first, whose inode the first thread may be linking (its link would fail with ENOENT:
+    seen as an intermittent 'cannot write the release' when a release holds two equal files)."""
+    store = Store(tmp_path)
+    data = b'{"same": "bytes"}'
+    digest, written = store.put(data)
+    assert written
+    before = os.stat(store.path(digest)).st_ino
+    real_holds = store.holds
+    missed = [True]  # this call's check ran before the other writer's rename
+
+    def holds(sha256: str, data: bytes) -> bool:
+        return False if missed and missed.pop() else real_holds(sha256, data)
+
+    monkeypatch.setattr(store, "holds", holds)
+    assert store.put(data) == (digest, False)
+    assert os.stat(store.path(digest)).st_ino == before
+    store.link(digest, tmp_path / "linked")
+    assert os.stat(tmp_path / "linked").st_ino == before
+    # no partial copy is left beside it
+    assert [p.name for p in store.path(digest).parent.iterdir()] == [digest]
+
+
+def test_threads_storing_and_linking_the_same_bytes_at_once_all_link(tmp_path: Path):
+    """The race itself, with real threads: before the fix about one link in nine failed here."""
+    failed: list[BaseException] = []
+    for n in range(100):
+        store, out = Store(tmp_path / f"r{n}"), tmp_path / f"r{n}" / "out"
+        out.mkdir(parents=True)
+        data, start = os.urandom(2000), threading.Barrier(4)
+
+        def writer(i: int, store: Store = store, out: Path = out, data: bytes = data,
+                   start: threading.Barrier = start) -> None:
+            start.wait()
+            try:
+                store.link(store.put(data)[0], out / str(i))
+            except OSError as e:
+                failed.append(e)
+
+        threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len({os.stat(p).st_ino for p in out.iterdir()}) == 1
+    assert failed == []
 
 
 @pytest.mark.parametrize("how", ["touch -d", "cp -p"])
