@@ -7,6 +7,8 @@ documents' contents are small and made up (no figures are published from them).
 
 from __future__ import annotations
 
+import contextlib
+import os
 import socket
 import threading
 import time
@@ -127,6 +129,42 @@ def real_build(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.session import once
 
     return once(tmp_path_factory, "real-build", lambda out: build(DATA_DIR, out))
+
+
+def seed_fit_cache(real_build: Path, cache_dir: Path) -> Path:
+    """The session build's fits as a new fit cache (`cache_dir`, e.g. a build root's `cache`), for a
+    test of something other than fitting: a build that reuses documents or lacks an input, a
+    producer's documents from the real data. Each fit is keyed by the content of its inputs and
+    code (pipeline.cache), so whatever a test's inputs change is fitted again and the rest (about
+    10 CPU s a build) is fitted once per session. Hard links: an entry is replaced, never written
+    in place, and a test's new entries land in its own folder. Not for tests of fitting from nothing
+    (tests/pipeline/release/test_store.py's reproducibility, the scheduled job's first run) nor for
+    a test that compares a fit it makes with the published one (that would compare the fit with itself)."""
+    from pipeline.build import CACHE_DIR
+    from pipeline.cache import LOCAL_DIR
+
+    source = real_build / CACHE_DIR
+    for entry in [*source.glob("*.pickle"), *(source / LOCAL_DIR).glob("*.pickle")]:
+        into = cache_dir / entry.relative_to(source)
+        into.parent.mkdir(parents=True, exist_ok=True)
+        os.link(entry, into)
+    return cache_dir
+
+
+@contextlib.contextmanager
+def fits_of(real_build: Path, folder: Path) -> Iterator[Path]:
+    """`seed_fit_cache` into `folder`, active for the block (what a build does with its root's cache)."""
+    from pipeline import cache
+
+    with cache.use(seed_fit_cache(real_build, folder)):
+        yield folder
+
+
+@pytest.fixture
+def real_fits(real_build: Path, tmp_path: Path) -> Iterator[Path]:
+    """The session build's fits, active for one test (`fits_of`)."""
+    with fits_of(real_build, tmp_path / "fits") as folder:
+        yield folder
 
 
 @pytest.fixture

@@ -19,8 +19,8 @@ import pytest
 
 from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
-from pipeline.build import build
-from tests.conftest import LiveServer
+from pipeline.build import CACHE_DIR, build
+from tests.conftest import LiveServer, seed_fit_cache
 from tests.paths import DATA_DIR, REPO_ROOT, data_marks
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
@@ -223,7 +223,7 @@ def test_docs_quote_the_figures_of_their_own_release(api: httpx.Client):
     assert periods["last_estimated"] in model_page and periods["updated_at"] in model_page
 
 
-def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
+def test_build_without_transmission_inputs_answers_503(real_build: Path, tmp_path: Path):
     """A data load lacking the state rainfall climatology (only the seasons use it) still
     builds every other endpoint, and the transmission endpoints say why they cannot answer."""
     data = tmp_path / "data"
@@ -233,6 +233,7 @@ def test_build_without_transmission_inputs_answers_503(tmp_path: Path):
         if path.is_file() and rel != missing:
             (data / rel).parent.mkdir(parents=True, exist_ok=True)
             (data / rel).symlink_to(path.resolve())
+    seed_fit_cache(real_build, tmp_path / "build" / CACHE_DIR)
     result = build(data, tmp_path / "build")
     # the season ratios read the seasons: both say why they are missing
     assert [name for name, _ in result.unavailable] == ["pipeline.datasets.transmission", "pipeline.datasets.ratios"]

@@ -61,7 +61,7 @@ def test_report_is_shipped_and_quoted(tmp_path):
 
 
 @needs_data("malaria")
-def test_real_validation_report():
+def test_real_validation_report(real_fits):
     from pipeline.geography import load_geography
 
     geo = load_geography(DATA_DIR)

@@ -9,6 +9,7 @@ unless it is a curve fitted without that area's state (it cannot carry what it n
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from pipeline.datasets import validation
 from pipeline.datasets.base import BuildContext
 from pipeline.site import plots
 from pipeline.sources.dated_cases import DATED_LGA_CASES, read_dated_lga_cases, with_geography_codes
+from tests.conftest import fits_of
 from tests.paths import DATA_DIR, needs_data
 
 SERIES_KEYS = {"out_of_sample", "model_3_out_of_sample", "published", "archetype_profile", "low", "high",
@@ -71,10 +73,11 @@ def test_plots_draw_only_model_curves_and_published_profiles():
 
 
 @pytest.fixture(scope="module")
-def real_validation() -> dict[str, Any]:
+def real_validation(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     from pipeline.geography import load_geography
 
-    p = validation.produce(BuildContext(data_dir=DATA_DIR, updated_at="t", geography=load_geography(DATA_DIR)))
+    with fits_of(real_build, tmp_path_factory.mktemp("fits")):
+        p = validation.produce(BuildContext(data_dir=DATA_DIR, updated_at="t", geography=load_geography(DATA_DIR)))
     return {name: body for name, (_, body) in p.files.items()}
 
 

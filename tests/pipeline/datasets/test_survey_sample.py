@@ -16,6 +16,7 @@ from pipeline.datasets.base import BuildContext
 from pipeline.geography import load_geography
 from pipeline.site.openapi import resource_schemas
 from pipeline.sources import hbhi_microscopy, ndhs_clusters, urban_clusters
+from tests.conftest import fits_of
 from tests.paths import DATA_DIR
 
 STATES = pl.DataFrame({"state_code": ["KN", "LA", "FC"], "state": ["Kano", "Lagos", "Federal Capital Territory"]})
@@ -84,10 +85,11 @@ needs_data = pytest.mark.skipif(not (DATA_DIR / hbhi_microscopy.LGA_CSV).is_file
 
 
 @pytest.fixture(scope="module")
-def real():
-    geo = load_geography(DATA_DIR)
-    ctx = BuildContext(DATA_DIR, "t", geography=geo)
-    return geo, transmission.produce(ctx), context.produce(ctx)
+def real(real_build, tmp_path_factory):
+    with fits_of(real_build, tmp_path_factory.mktemp("fits")):
+        geo = load_geography(DATA_DIR)
+        ctx = BuildContext(DATA_DIR, "t", geography=geo)
+        return geo, transmission.produce(ctx), context.produce(ctx)
 
 
 def approximate_counts() -> dict[tuple[int, str | None], set[int]]:

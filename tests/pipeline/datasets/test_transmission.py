@@ -343,7 +343,7 @@ def test_one_row_per_round_prefers_complete_rows() -> None:
 
 
 @needs_data("rainfall")
-def test_real_data_seasons_are_plausible() -> None:
+def test_real_data_seasons_are_plausible(real_fits: Path) -> None:
     from pipeline.geography import load_geography
 
     geo = load_geography(DATA_DIR)

@@ -9,11 +9,12 @@ from pathlib import Path
 import orjson
 import pytest
 
+from pipeline.build import CACHE_DIR
 from pipeline.release import reuse, tabular
 from pipeline.release.manifest import Manifest
 from pipeline.release.render import render_release
 from pipeline.release.store import Store
-from tests.conftest import DATA_DIR, synthetic_produced
+from tests.conftest import DATA_DIR, seed_fit_cache, synthetic_produced
 
 T1, T2 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 CHIRPS = Path("rainfall/nga_state_chirps_monthly_1981_2026.csv")
@@ -137,6 +138,7 @@ def test_a_new_month_built_on_the_previous_release_is_the_release_built_from_scr
     data = tmp_path / "data"
     load_without_last_month(data)
     root = tmp_path / "build"
+    seed_fit_cache(real_build, root / CACHE_DIR)
     build(data, root)
     assert (root / reuse.KEYS_FILE).is_file()
     new = build(DATA_DIR, root)
