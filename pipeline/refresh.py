@@ -231,7 +231,7 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
                 raise
             # an object the live release had is gone from the bucket (pruned, lost): nothing was written;
             # the release is rendered in full here, which costs a full build, and published as any other
-            steps["publish"] = f"sparse release refused ({failed}); rendering every file"
+            steps["sparse publish"] = f"refused ({failed}); every file rendered and published instead"
             _build(opts, outcome, build_dir, None, force=True)
             manifest = _built_manifest(opts, outcome, False)
             _publish(opts, outcome, manifest, False)

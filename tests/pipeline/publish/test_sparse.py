@@ -21,9 +21,9 @@ from pipeline.release import reuse
 from pipeline.release.manifest import Manifest
 from pipeline.release.render import render_release
 from tests import s3server
+from tests.pipeline.publish.test_publish import client as client  # noqa: PLC0414 (the fixture)
 from tests.pipeline.publish.test_publish import count_requests, keys_under, pointer_doc
 from tests.pipeline.publish.test_publish import target as target  # noqa: PLC0414 (the fixture)
-from tests.pipeline.publish.test_publish import client as client  # noqa: PLC0414 (the fixture)
 from tests.pipeline.release.test_reuse import T1, T2, _month
 from tests.s3server import S3Server
 
@@ -56,6 +56,8 @@ def test_a_sparse_new_month_publishes_the_release_a_full_build_publishes(
     assert buildkey.current_manifest(job) is None and reuse.load(job, "code").previous_id is None
     with pytest.raises(PublishError):
         s3.open_local_release(job, sparse.release_id)
+    # its keys are recorded for the state the job saves (the next month builds on this release)
+    assert orjson.loads((job / reuse.KEYS_FILE).read_bytes())["release_id"] == sparse.release_id
     local = s3.open_sparse_release(job, sparse.release_id)
     full_manifest = Manifest.load(tmp_path / "full" / "current")
     assert local.manifest.files == full_manifest.files and local.manifest.facts == full_manifest.facts
