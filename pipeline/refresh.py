@@ -264,7 +264,8 @@ def _build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path, live: 
     recorded = f", {result.stats.absent} files recorded from the live release (sparse)" if sparse else ""
     steps["build"] = (f"nothing changed, {outcome.release_id} is current" if result.unchanged else
                       f"{outcome.release_id} ({result.stats.written} new objects written, "
-                      f"{result.stats.linked} files linked{recorded}, {result.seconds:.1f} s)")
+                      f"{result.stats.linked} files linked{recorded}, {result.seconds:.1f} s: producers "
+                      f"{result.phases.get('producers', 0):.1f} s, render {result.phases.get('render', 0):.1f} s)")
     if not (Path(opts.out) / "releases").is_dir():  # a sparse release only: nothing kept here to retain
         steps["retain"] = "no local release"
         return sparse

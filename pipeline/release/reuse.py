@@ -71,14 +71,16 @@ class Reuse:
         self.published = published
         self.facts: Mapping[str, Any] = {}  # the previous release's facts, when it is a published one
 
-    def in_bucket(self) -> frozenset[str] | None:
-        """The SHA-256 of every object the previous release stored in the bucket (its files but the gzip
-        twins, which the index layout does not store), when it is a published release; else None."""
+    def in_bucket(self) -> frozenset[tuple[str, str]] | None:
+        """(SHA-256, content type) of every object the previous release stored in the bucket (its files but
+        the gzip twins, which the index layout does not store), when it is a published release; else None.
+        The type is part of it because an object's name carries it: equal bytes served as another type
+        are another object."""
         if not self.published:
             return None
         files = self.files
-        return frozenset(e["sha256"] for k, e in files.items()
-                         if not (k.endswith(".gz") and e.get("content_encoding") == "gzip" and k[:-3] in files))
+        return frozenset((e["sha256"], e["content_type"]) for k, e in files.items()
+                         if e.get("content_encoding") is None)
 
     def key(self, *parts: str) -> str:
         h = hashlib.sha256(self.code.encode())

@@ -100,16 +100,17 @@ def gzip_known_files(files: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[s
 
 def write_release(out: Path, release_id: str, files: list[File], manifest_of: Callable[[dict], Manifest],
                   progress: Progress | None = None, known_gzip: dict[str, dict[str, Any]] | None = None,
-                  in_bucket: frozenset[str] | None = None) -> Written:
+                  in_bucket: frozenset[tuple[str, str]] | None = None) -> Written:
     """Store every file's bytes (and a gzip copy) and link them into `releases/<release_id>`.
 
     `manifest_of(entries)` makes the manifest once the entries are known. A release already
     in place with the same files (a forced rebuild of unchanged inputs) is kept as it is.
 
     `in_bucket` (the objects of the bucket's live release, when that is the previous release: the
-    scheduled job in a fresh container) lets a key-matched file, and the gzip twin of bytes that
-    release held, be recorded in the manifest without bytes here: fetching them to link them would
-    cost what rendering them does, and the job's publish needs none of them. Such a release is
+    scheduled job in a fresh container) lets a key-matched file, a file made again with bytes that
+    release held, and the gzip twin of such bytes be recorded in the manifest without bytes here:
+    fetching them to link them would cost what rendering them does, and the job's publish needs none
+    of them. Such a release is
     *sparse*: it goes to `sparse/<release_id>`, where no local command looks for releases (serve,
     `current`, verify, prune, bundles, audit), and only `pipeline.publish.s3.open_sparse_release`
     opens it, for a publish that first proves every absent object is in the bucket.
@@ -135,7 +136,7 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
         key, ctype, data = item
         started = time.thread_time()
         dst = base + key
-        if isinstance(data, Linked) and in_bucket is not None and data.sha256 in in_bucket:
+        if isinstance(data, Linked) and in_bucket is not None and (data.sha256, ctype) in in_bucket:
             # the bucket's live release holds this object (and its twin was recorded with it): the manifest
             # entries are that release's; no byte is read or written here
             pairs = [(key, {"size": data.size, "sha256": data.sha256, "content_type": ctype,
@@ -160,6 +161,17 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
                 gz_of.setdefault(digest, {"size": data.gz[1], "sha256": data.gz[0], "content_type": ctype,
                                           "content_encoding": "gzip"})
         else:
+            if in_bucket is not None:  # made again with the live release's bytes: its object, and its twin
+                digest = sha256_hex(data)
+                known = gz_of.get(digest)
+                plain = key.endswith(PRECOMPRESSED_SUFFIXES)
+                if (digest, ctype) in in_bucket and (plain or known is not None):
+                    pairs = [(key, file_entry(data, ctype, digest=digest))]
+                    if known is not None and not plain:
+                        pairs.append((key + ".gz", {**known, "content_type": ctype}))
+                    with absent_lock:
+                        result.absent.extend(k for k, _ in pairs)
+                    return pairs, 0, 0
             digest, new = store.put(data)
             store.link(digest, dst)
             pairs = [(key, file_entry(data, ctype, digest=digest))]
