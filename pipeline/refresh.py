@@ -266,7 +266,7 @@ def _build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path, live: 
                       f"{outcome.release_id} ({result.stats.written} new objects written, "
                       f"{result.stats.linked} files linked{recorded}, {result.seconds:.1f} s: producers "
                       f"{result.phases.get('producers', 0):.1f} s, render {result.phases.get('render', 0):.1f} s)")
-    if not (Path(opts.out) / "releases").is_dir():  # a sparse release only: nothing kept here to retain
+    if sparse or not (Path(opts.out) / "releases").is_dir():  # no release of this root to retain
         steps["retain"] = "no local release"
         return sparse
     from pipeline.release.catalogue import retain

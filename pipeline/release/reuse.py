@@ -17,8 +17,10 @@ What a key covers:
   over what they are made from); a producer that renders its own documents (`tabular.rendered`) looks
   its CSVs up itself.
 
-The keys are trusted only for the release `current` names (its objects are kept while it is current)
-and are written after every build. A linked object is still checked by its contents before it is
+The keys are trusted only for the release `current` names (its objects are kept while it is current),
+or, in the scheduled job's fresh container, for the bucket's live release (`from_published`: its
+objects are in the bucket, so the files are recorded, not linked: a sparse release), and are written
+after every build. A linked object is still checked by its contents before it is
 linked (`Store.sound`); one that no longer hashes to its name stops the write (`StaleReuse`) and the
 renderer makes every file again from the documents at hand. A forced build uses no keys. Design: docs/local-releases.md.
 """

@@ -53,7 +53,6 @@ class LocalRelease:
             got = self.md5s[exp.rel] = hashlib.md5(self.read(exp), usedforsecurity=False).hexdigest()
         return got
 
-
     def _held(self, exp: Expected) -> None:
         if exp.rel in self.absent:
             raise SparseIncomplete(f"{exp.rel} of the sparse release {self.release_id} is not held locally "

@@ -8,7 +8,7 @@ things carry over, under the ops prefix (never served: CloudFront reads `objects
                                               which build key, and the fit cache's entries
     <prefix>/ops/state/objects/<sha256>       a fit cache entry's bytes, named by their SHA-256, or the
                                               gzip of the document keys of the release published
-                                              (pipeline.release.reuse), ~2 MB of JSON
+                                              (pipeline.release.reuse)
 
 Trust is checked like a release's: an entry is restored only when its bytes hash to the
 name the state document gives them (a damaged entry is skipped, so its fit is computed
@@ -223,7 +223,8 @@ def save(client: S3Client, target: Target, cache_dir: Path, release_id: str, man
         key = entry_key(target, sha)
         digest = hashlib.md5(body, usedforsecurity=False).digest()
         if key in stored and stored[key].size == len(body) and stored[key].etag.strip('"') == digest.hex():
-            saved.kept += name is not None  # the listing's ETag is the MD5 of the stored bytes: a damaged one is replaced
+            # the listing's ETag is the MD5 of the stored bytes: a damaged one is replaced
+            saved.kept += name is not None
             continue
         md5 = base64.b64encode(digest).decode()
         def put(k: str = key, b: bytes = body, m: str = md5, s: str = sha) -> Any:
