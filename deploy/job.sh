@@ -4,8 +4,9 @@
 #
 #   refresh       the data directory (kept in the bucket under <prefix>/ops/data/) is synced down,
 #                 `malaria-risk refresh --state` restores the build state (fit cache, the live release's
-#                 build key: <prefix>/ops/state/, each entry hash-checked), fetches, checks, builds (nothing
-#                 when the inputs are unchanged), publishes, verifies, saves the state and confirms the
+#                 build key and document keys: <prefix>/ops/state/, each entry hash-checked), fetches,
+#                 checks, builds (nothing when the inputs are unchanged; in a new month only the files
+#                 whose inputs changed), publishes, verifies, saves the state and confirms the
 #                 served /v1/periods; the data directory is synced back, `release prune` keeps the
 #                 KEEP_RELEASES newest releases (default 12; the live and previous ones and pinned ones
 #                 always), then last month's usage is exported too (harmless to repeat; the

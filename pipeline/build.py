@@ -102,6 +102,7 @@ def build(
     *,
     allow_shrink: bool = False,
     force: bool = False,
+    live: reuse_mod.Reuse | None = None,
 ) -> BuildResult:
     """Check the inputs, run the producers and render a release, unless nothing changed.
 
@@ -110,6 +111,11 @@ def build(
     against `OUT/current` (checked on the inputs before the model runs, and on the
     producers' facts before anything is written) unless `allow_shrink`. `base_url` (default:
     the settings' PUBLIC_BASE_URL) is the address citations link to.
+
+    `live` (`reuse.from_published`: the bucket's live release and its document keys, which the
+    scheduled job restores) stands in for the previous release when this root has none: files made
+    from the inputs its files were made from are recorded, not made, and the release is sparse
+    (pipeline.release.tree.write_release); its window is checked against the live release's.
     """
 
     started = time.perf_counter()
@@ -138,6 +144,9 @@ def build(
     # with other producers neither reads nor records keys
     reuse = None if producers is not PRODUCERS else reuse_mod.Reuse(reuse_mod.code_digest()) if force \
         else reuse_mod.load(out)
+    if live is not None and reuse is not None and not force and reuse.previous_id is None \
+            and buildkey.current_manifest(out) is None:
+        reuse = live
     with cache.use(out / CACHE_DIR) if producers is PRODUCERS else contextlib.nullcontext(out):
         if progress:
             progress("reading geography", 0, 1)
@@ -150,6 +159,9 @@ def build(
         current = buildkey.current_manifest(out)
         published = list(current.facts.get("estimated", [])) if current else []
         against = f"{out / 'current'} ({current.release_id})" if current else ""
+        if current is None and reuse is not None and reuse.published:
+            published = list(reuse.facts.get("estimated", []))
+            against = f"the live release ({reuse.previous_id})"
         if published:  # cheap first check on the inputs, before the model runs
             check_window(published, [published[0], report.last], against, allow_shrink)
         t = lap("checks", t)

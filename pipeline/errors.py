@@ -21,7 +21,8 @@ escapes is a bug and keeps its traceback.
     ├── FetchError            downloading an input failed; the data directory is unchanged
     └── PublishError          publishing to S3 failed or was refused (wrong key, missing
         │                     bucket, unsound release tree, failed verification)
-        └── PointerConflict   current.json moved while we worked; nothing was switched
+        ├── PointerConflict   current.json moved while we worked; nothing was switched
+        └── SparseIncomplete  a sparse release names objects the bucket does not hold
 
 `OperatorError` itself is defined in `edge.errors` (standard library only), so the key
 dashboard's own bundle can raise it without shipping `pipeline/`.
@@ -37,7 +38,7 @@ from pathlib import Path
 
 from edge.errors import OperatorError  # the base lives where the dashboard's bundle can import it
 
-__all__ = ["OperatorError", "InputError", "DatasetUnavailable", "RenderError", "StaleReuse", "UnknownFigure", "SiteError",
+__all__ = ["OperatorError", "InputError", "DatasetUnavailable", "RenderError", "StaleReuse", "SparseIncomplete", "UnknownFigure", "SiteError",
            "LocalReleaseError", "PublishError", "PointerConflict", "WindowShrinks", "FetchError"]
 
 
@@ -81,6 +82,12 @@ class LocalReleaseError(OperatorError):
 class PublishError(OperatorError):
     """Publishing failed or was refused: one line that says what went wrong and where;
     `problems` holds the full list (e.g. every object that failed verification)."""
+
+
+class SparseIncomplete(PublishError):
+    """A sparse release (its unchanged files recorded, not held: pipeline.release.tree.write_release)
+    names objects the bucket does not hold, so it cannot be published: nothing was written. The job
+    renders the release in full and publishes that (pipeline.refresh)."""
 
 
 class PointerConflict(PublishError):

@@ -206,50 +206,93 @@ def _run(opts: RefreshOptions, outcome: RefreshOutcome, tmp: Path, log: Callable
         steps["fetch"] = "skipped"
 
     # the scheduled job's state: the fit cache and the live release's build key, from the bucket
-    if opts.state and not opts.dry_run and _restore_state(opts, outcome, build_dir):
-        return
+    live: Any = None  # the live release and its document keys (pipeline.release.reuse.from_published)
+    if opts.state and not opts.dry_run:
+        done, live = _restore_state(opts, outcome, build_dir)
+        if done:
+            return
 
     # 2. check and 3. build
+    sparse = False
     if opts.dry_run:
         _dry_build(opts, outcome, build_dir)
     else:
-        from pipeline.build import build
-
-        with _step("build"):
-            result = build(build_dir, opts.out, allow_shrink=opts.allow_shrink)
-        outcome.release_id = result.stats.release_id
-        outcome.changed = not result.unchanged
-        outcome.build_key = result.key
-        outcome.rebuilt = not result.unchanged
-        if result.rainfall is not None:
-            steps["check"] = f"passed ({result.rainfall.states} states, {result.rainfall.lgas} LGAs, " \
-                             f"{result.rainfall.first}..{result.rainfall.last})"
-        else:
-            steps["check"] = "inputs unchanged"
-        steps["build"] = (f"nothing changed, {outcome.release_id} is current" if result.unchanged else
-                          f"{outcome.release_id} ({result.stats.written} new objects written, "
-                          f"{result.stats.linked} files linked, {result.seconds:.1f} s)")
-        from pipeline.release.catalogue import retain
-
-        with _step("build"):
-            kept = retain(opts.out, opts.keep)
-        steps["retain"] = (f"kept {len(kept.kept)} release(s), removed {len(kept.removed)}, "
-                           f"{kept.collected.bytes / 1e6:.1f} MB freed")
-    manifest = buildkey.current_manifest(opts.out) if not opts.dry_run or not outcome.changed else None
-    if manifest is not None:
-        outcome.release_id = manifest.release_id
-        est = manifest.facts.get("estimated") or []
-        outcome.last_estimated = est[-1] if est else None
+        sparse = _build(opts, outcome, build_dir, live)
+    manifest = _built_manifest(opts, outcome, sparse)
 
     # 4. publish, 5. verify
     if opts.bucket:
-        _publish(opts, outcome, manifest)
+        try:
+            _publish(opts, outcome, manifest, sparse)
+        except _StepFailed as failed:
+            from pipeline.errors import SparseIncomplete
+
+            if not sparse or not isinstance(failed.__cause__, SparseIncomplete):
+                raise
+            # an object the live release had is gone from the bucket (pruned, lost): nothing was written;
+            # the release is rendered in full here, which costs a full build, and published as any other
+            steps["sparse publish"] = f"refused ({failed}); every file rendered and published instead"
+            _build(opts, outcome, build_dir, None, force=True)
+            manifest = _built_manifest(opts, outcome, False)
+            _publish(opts, outcome, manifest, False)
     else:
         steps["publish"] = "skipped (no --bucket)"
 
     # 6. served
     if opts.base_url and not opts.dry_run and manifest is not None:
         _served(opts, outcome, manifest.updated_at)
+
+
+def _build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path, live: Any, force: bool = False) -> bool:
+    """Build (with `live`, a fresh root records the files the live release already has: sparse); True
+    when the release built is sparse (`OUT/sparse/<id>`, for this job's publish only)."""
+    from pipeline.build import build
+
+    steps = outcome.steps
+    with _step("build"):
+        result = build(data_dir, opts.out, allow_shrink=opts.allow_shrink, force=force, live=live)
+    outcome.release_id = result.stats.release_id
+    outcome.changed = not result.unchanged
+    outcome.build_key = result.key
+    outcome.rebuilt = not result.unchanged
+    if result.rainfall is not None:
+        steps["check"] = f"passed ({result.rainfall.states} states, {result.rainfall.lgas} LGAs, " \
+                         f"{result.rainfall.first}..{result.rainfall.last})"
+    else:
+        steps["check"] = "inputs unchanged"
+    sparse = result.stats.absent > 0
+    recorded = f", {result.stats.absent} files recorded from the live release (sparse)" if sparse else ""
+    steps["build"] = (f"nothing changed, {outcome.release_id} is current" if result.unchanged else
+                      f"{outcome.release_id} ({result.stats.written} new objects written, "
+                      f"{result.stats.linked} files linked{recorded}, {result.seconds:.1f} s: producers "
+                      f"{result.phases.get('producers', 0):.1f} s, render {result.phases.get('render', 0):.1f} s)")
+    if sparse or not (Path(opts.out) / "releases").is_dir():  # no release of this root to retain
+        steps["retain"] = "no local release"
+        return sparse
+    from pipeline.release.catalogue import retain
+
+    with _step("build"):
+        kept = retain(opts.out, opts.keep)
+    steps["retain"] = (f"kept {len(kept.kept)} release(s), removed {len(kept.removed)}, "
+                       f"{kept.collected.bytes / 1e6:.1f} MB freed")
+    return sparse
+
+
+def _built_manifest(opts: RefreshOptions, outcome: RefreshOutcome, sparse: bool) -> Any:
+    """The manifest of the release to publish: `current`'s, or the sparse release's."""
+    from pipeline.release.manifest import Manifest
+
+    manifest: Manifest | None
+    if sparse:
+        assert outcome.release_id is not None
+        manifest = Manifest.load(Path(opts.out) / "sparse" / outcome.release_id)
+    else:
+        manifest = buildkey.current_manifest(opts.out) if not opts.dry_run or not outcome.changed else None
+    if manifest is not None:
+        outcome.release_id = manifest.release_id
+        est = manifest.facts.get("estimated") or []
+        outcome.last_estimated = est[-1] if est else None
+    return manifest
 
 
 def _served(opts: RefreshOptions, outcome: RefreshOutcome, updated_at: str) -> None:
@@ -266,13 +309,14 @@ def _served(opts: RefreshOptions, outcome: RefreshOutcome, updated_at: str) -> N
     outcome.steps["served"] = f"/v1/periods shows {outcome.last_estimated}"
 
 
-def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) -> bool:
-    """Restore the fit cache saved by the last run into OUT/cache (each entry hash-checked); True when
-    the live release was built from exactly these inputs and code, so nothing is built or published.
+def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) -> tuple[bool, Any]:
+    """Restore the fit cache saved by the last run into OUT/cache (each entry hash-checked). (True, None)
+    when the live release was built from exactly these inputs and code, so nothing is built or published;
+    else (False, the live release with its document keys, or None), for the build.
 
-    The saved build key counts only when the live pointer names the release it was saved with (same
-    manifest checksum) and this build root holds no release of its own (a kept root decides by its own
-    keys, as a local build does)."""
+    The saved build key and document keys count only when the live pointer names the release they were
+    saved with (same manifest checksum) and this build root holds no release of its own (a kept root
+    decides by its own keys, as a local build does)."""
     from pipeline.cache import CACHE_DIR
     from pipeline.publish import s3
     from pipeline.publish.s3 import state
@@ -287,18 +331,17 @@ def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path
         pointer = s3.read_pointer(client, target)
     steps["state"] = restored.describe()
     saved = restored.state
-    if saved is None or saved.build_key is None or pointer is None or buildkey.current_manifest(opts.out) is not None:
-        return False
+    if saved is None or pointer is None or buildkey.current_manifest(opts.out) is not None:
+        return False, None
     if (pointer.release_id, pointer.manifest_sha256) != (saved.release_id, saved.manifest_sha256):
         steps["state"] += f"; its release {saved.release_id} is not the live one ({pointer.release_id})"
-        return False
+        return False, None
     with _step("build"):
         key = buildkey.release_key(data_dir)
-    if key != saved.build_key:
-        return False
     live = saved.release_id  # the pointer's, checked above
-    if live is None:
-        return False
+    if saved.build_key is None or key != saved.build_key or live is None:
+        with _step("publish"):
+            return False, _live_keys(client, target, saved, pointer, steps)
     outcome.release_id, outcome.build_key = live, key
     est = pointer.doc.get("facts", {}).get("estimated") or []
     outcome.last_estimated = est[-1] if est else None
@@ -318,7 +361,27 @@ def _restore_state(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path
     steps["verify"] = ("every object matches the manifest (HEAD each)" if opts.thorough_verify else
                        "the pointer names the published manifest")
     _served(opts, outcome, str(pointer.doc.get("updated_at") or ""))
-    return True
+    return True, None
+
+
+def _live_keys(client: Any, target: Any, saved: Any, pointer: Any, steps: dict[str, str]) -> Any:
+    """The live release as the previous release of a fresh build root: its manifest from the bucket
+    (the pointer's checksum) and the document keys saved with it; None (every file is made) when
+    either is missing, damaged or of another release."""
+    from pipeline.publish import s3
+    from pipeline.publish.s3 import state
+    from pipeline.release import reuse
+
+    keys, why = state.restore_keys(client, target, saved)
+    if keys is not None:
+        got = s3.read_remote_manifest(client, target, saved.release_id)
+        if got is None or got[1] != pointer.manifest_sha256:
+            keys, why = None, f"the published manifest of {saved.release_id} differs from the pointer's"
+    steps["state"] += f"; {why}"
+    if keys is None or got is None:
+        return None
+    live = reuse.from_published(got[0], keys)
+    return live if live.previous_id is not None else None
 
 
 def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) -> None:
@@ -349,7 +412,7 @@ def _dry_build(opts: RefreshOptions, outcome: RefreshOutcome, data_dir: Path) ->
     steps["build"] = "would build a new release"
 
 
-def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> None:
+def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any, sparse: bool = False) -> None:
     from pipeline.publish import s3
     from pipeline.window import check_window
 
@@ -372,7 +435,8 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
             else:
                 steps["publish"] = f"would publish {manifest.release_id}"
             return
-        local = s3.open_local_release(opts.out, manifest.release_id)
+        local = s3.open_sparse_release(opts.out, manifest.release_id) if sparse else \
+            s3.open_local_release(opts.out, manifest.release_id)
         if pointer is not None and pointer.release_id == local.release_id \
                 and pointer.manifest_sha256 == local.manifest_sha256:
             steps["publish"] = f"{local.release_id} is already live"
@@ -397,15 +461,16 @@ def _publish(opts: RefreshOptions, outcome: RefreshOutcome, manifest: Any) -> No
     if opts.state:
         from pipeline.cache import CACHE_DIR
         from pipeline.publish.s3 import state
+        from pipeline.release.reuse import KEYS_FILE
 
         try:
             saved = state.save(client, target, Path(opts.out) / CACHE_DIR, local.release_id,
-                               local.manifest_sha256, outcome.build_key)
+                               local.manifest_sha256, outcome.build_key, Path(opts.out) / KEYS_FILE)
         except OperatorError as e:  # the release is live and verified; the next run rebuilds in full
             steps["state saved"] = f"NO ({e})"
         else:
             steps["state saved"] = (f"{saved.uploaded} fit cache entries uploaded, {saved.kept} kept, "
-                              f"{saved.removed} removed)")
+                                    f"{saved.removed} removed, document keys {'saved' if saved.keys else 'NOT saved'})")
 
 
 def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = False, workers: int = 32) -> list[str]:
@@ -448,20 +513,25 @@ def verify_published(client: Any, target: Any, local: Any, *, thorough: bool = F
             problems.append(f"missing: {rel}")
         elif obj.size != len(body) or ("-" not in etag and etag != hashlib.md5(body, usedforsecurity=False).hexdigest()):
             problems.append(f"index differs from the manifest: {rel}")
+    absent: set[str] = set()  # objects of a sparse release not held here: their size is what is checked
     if copies:
         found = {e.rel: (prefix + e.rel, e) for e in wanted}
     else:  # one listing of the stored objects: every object the release needs
+        from pipeline.publish.s3.upload import absent_objects
+
         stored = s3.list_objects(client, target, target.objects_prefix)
         listed = stored
-        found = {e.rel: (target.stored_key(name), e)
-                 for name, e in stored_objects(published_files(local.manifest)).items()}
+        objects = stored_objects(published_files(local.manifest))
+        absent = {target.stored_key(name) for name in absent_objects(local, objects)}
+        found = {e.rel: (target.stored_key(name), e) for name, e in objects.items()}
     for rel, (key, exp) in found.items():
         obj = listed.get(key)
         if obj is None:
             problems.append(f"missing: {rel}")
             continue
         etag = obj.etag.strip('"')
-        md5 = local.md5(exp)  # the bytes' MD5 from the opening check: the file is not read again
+        # the bytes' MD5 from the opening check: the file is not read again
+        md5 = etag if key in absent else local.md5(exp)
         if obj.size != exp.size or ("-" not in etag and etag != md5):
             problems.append(f"differs from the local file: {rel}")
     if thorough and not problems:

@@ -11,10 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from edge.local.app import App
+from edge.release import release_ids
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.cli import main
 from pipeline.publish import s3 as s3_publish
 from pipeline.publish.s3 import state
+from pipeline.publish.s3.upload import absent_objects
 from pipeline.refresh import EXIT_CODES
 from pipeline.release.manifest import Manifest
 from pipeline.sources.rainfall import WFP_SUBNATIONAL
@@ -136,6 +138,7 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
         out, said = job("run1", url)
         assert said.startswith("refresh ok: updated (release ") and "estimated to 2026-05" in said
         assert "no state restored (none saved yet)" in said and "state saved: 3 fit cache entries uploaded" in said
+        assert "document keys saved" in said
         releases = sorted(p.name for p in (out / "releases").iterdir())
         assert len(releases) == 1 and pointer()["release_id"] == releases[0]
         assert pointer()["facts"]["estimated"][-1] == "2026-05"
@@ -180,11 +183,18 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
 
     # --- a new month, with a damaged state entry: it is detected, that fit computed again, the rest read back
     geo = next(e for n, e in saved["cache"].items() if n.startswith("geography-"))
+    before_run3 = {k: (o["Body"].read(), o["ContentType"]) for k in bucket_keys()
+                   if k.startswith(state.state_prefix(target)) or k == target.pointer_key
+                   for o in [raw.get_object(Bucket=s3_server.bucket, Key=k)]}
     damage(s3_server, target, geo["sha256"])
     with serving(Behaviour(june)) as url:
         third, said = job("run3", url)
     assert "refresh ok: updated" in said and "estimated to 2026-06" in said, said
     assert "1 damaged entry ignored (geography-" in said, said
+    # the files made from unchanged inputs were recorded from the live release, not made: the release is
+    # sparse (never a release of the job's root), and its publish confirmed their objects in the bucket
+    assert f"document keys of {saved['release_id']} restored" in said and "(sparse)" in said, said
+    assert release_ids(third) == [] and not (third / "current").exists()
     now = saved_state()
     assert now["release_id"] != saved["release_id"] and pointer()["release_id"] == now["release_id"]
     assert pointer()["facts"]["estimated"][-1] == "2026-06"
@@ -193,7 +203,29 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
     # the season model reads no rainfall: the entry restored was used as it was, not refitted
     season = [n for n in saved["cache"] if n.startswith("season-model-")]
     assert season and all(now["cache"].get(n) == saved["cache"][n] for n in season)
-    live_id, live_at = pointer()["release_id"], pointer()["published_at"]
+    live_id = pointer()["release_id"]
+
+    # --- the same month again from the state run 3 found, with one object that a file recorded from the live
+    # release needs gone from the bucket: the sparse publish refuses before it writes; the run renders
+    # every file, publishes, and the bucket has the object again
+    sparse = s3_publish.open_sparse_release(third, live_id)
+    objects = s3_publish.stored_objects(s3_publish.published_files(sparse.manifest))
+    gone = sorted(absent_objects(sparse, objects))[0]
+    for key, (body, ctype) in before_run3.items():
+        raw.put_object(Bucket=s3_server.bucket, Key=key, Body=body, ContentType=ctype)
+    raw.delete_object(Bucket=s3_server.bucket, Key=target.stored_key(gone))
+    with serving(Behaviour(june)) as url:
+        fifth, said = job("run5", url)
+    assert "sparse publish: refused (" in said and "every file rendered and published instead" in said, said
+    assert "does not hold" in said and gone in said, said
+    whole = Manifest.load(fifth / "current")
+    # the sparse release is, file for file, the release made from scratch: the same id, the same entries
+    assert whole.release_id == live_id and whole.files == sparse.manifest.files
+    published = raw.get_object(Bucket=target.bucket, Key=target.object_key(live_id, "manifest.json"))["Body"].read()
+    assert Manifest.from_bytes(published).files == whole.files and pointer()["release_id"] == live_id
+    assert target.stored_key(gone) in bucket_keys()
+    live_at = pointer()["published_at"]
+    third = fifth
     third_releases = sorted(p.name for p in (third / "releases").iterdir())
 
     # --- a source that went backwards: refused by the fetch, by the build and by the publish
@@ -207,5 +239,11 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
     no_fetch = run("--data-dir", str(data), "--out", str(third), "--no-fetch", *s3, env=env)
     assert no_fetch.exit_code == EXIT_CODES["check"] and "--allow-shrink" in no_fetch.output
     assert sorted(p.name for p in (third / "releases").iterdir()) == third_releases
+    # the job in a fresh folder checks the window against the live release (restored with its document keys)
+    (tmp_path / "run4").mkdir()
+    monkeypatch.chdir(tmp_path / "run4")
+    job4 = run("--data-dir", str(data), "--out", "build", "--no-fetch", "--state", *s3, env=env)
+    assert job4.exit_code == EXIT_CODES["check"] and "--allow-shrink" in job4.output, job4.output
+    assert f"the live release ({live_id})" in job4.output
     assert pointer()["release_id"] == live_id and pointer()["published_at"] == live_at
     # (`release publish` refusing a shrinking window: tests/pipeline/publish/test_publish_window.py)

@@ -45,6 +45,7 @@ from pipeline.release.tree import (
     current_manifest,
     disk_problem,
     gzip_known,
+    gzip_known_files,
     switch_current,
     write_release,
 )
@@ -71,6 +72,8 @@ class RenderStats:
     cleaned: int = 0  # temporary directories of killed builds removed
     bundle_write_seconds: float = 0.0  # CPU time hashing, gzipping and writing the bundle files
     reused: int = 0  # files (identity bytes) linked by their inputs' key, never rendered (pipeline.release.reuse)
+    # files whose bytes only the bucket holds: the release is sparse (`sparse/<id>`, never `current`)
+    absent: int = 0
 
 
 def merge_facts(produced: Iterable[Produced]) -> tuple[Facts, str | None]:
@@ -281,13 +284,16 @@ def render_release(
         raise RenderError(f"bundle files with no scope record (the edge would not know who may read them): "
                           f"{unscoped[:3]}")
     previous = current_manifest(out)
+    in_bucket = reuse.in_bucket() if reuse is not None and reuse.previous_id is not None else None
+    known = gzip_known_files(reuse.files) if in_bucket is not None and reuse is not None else \
+        gzip_known(previous[1] if previous else None)
     with locked(out):
         try:
             written = write_release(
                 out, release_id, files,
                 lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
                                          with_scopes(entries, scopes), built_at),
-                progress, gzip_known(previous[1] if previous else None))
+                progress, known, in_bucket)
         except StaleReuse as stale:
             if reuse is None or reuse.previous_id is None:
                 raise
@@ -298,7 +304,10 @@ def render_release(
             retry = True
         else:
             retry = False
-        if not retry:
+        if not retry and written.absent:  # sparse: for the job's publish only, never switched to
+            if reuse is not None:
+                record(out, release_id, keys)
+        elif not retry:
             try:
                 switch_current(out, release_id)
                 if reuse is not None:
@@ -318,4 +327,4 @@ def render_release(
     return RenderStats(release_id, len(entries), total, written.written, written.linked,
                        len(bundle), sum(e["size"] for e in bundle.values()), sum(zips), stamp_seconds,
                        written.cleaned, sum(written.bundle_seconds),
-                       sum(isinstance(data, Linked) for _, _, data in files))
+                       sum(isinstance(data, Linked) for _, _, data in files), len(written.absent))

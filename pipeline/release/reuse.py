@@ -17,8 +17,10 @@ What a key covers:
   over what they are made from); a producer that renders its own documents (`tabular.rendered`) looks
   its CSVs up itself.
 
-The keys are trusted only for the release `current` names (its objects are kept while it is current)
-and are written after every build. A linked object is still checked by its contents before it is
+The keys are trusted only for the release `current` names (its objects are kept while it is current),
+or, in the scheduled job's fresh container, for the bucket's live release (`from_published`: its
+objects are in the bucket, so the files are recorded, not linked: a sparse release), and are written
+after every build. A linked object is still checked by its contents before it is
 linked (`Store.sound`); one that no longer hashes to its name stops the write (`StaleReuse`) and the
 renderer makes every file again from the documents at hand. A forced build uses no keys. Design: docs/local-releases.md.
 """
@@ -59,12 +61,28 @@ class Reuse:
     """The keys of this build's files and, when there is one, the previous release's files and keys."""
 
     def __init__(self, code: str, previous_id: str | None = None,
-                 files: Mapping[str, Mapping[str, Any]] | None = None, keys: Mapping[str, str] | None = None):
+                 files: Mapping[str, Mapping[str, Any]] | None = None, keys: Mapping[str, str] | None = None,
+                 *, published: bool = False):
         self.code = code
         self.previous_id = previous_id
         self.files = files or {}
         self.keys = keys or {}
         self.linked_count = 0  # files this build linked by key
+        # the previous release is the bucket's live one, not a local one (`from_published`): its objects
+        # are in the bucket, not in this build root's store
+        self.published = published
+        self.facts: Mapping[str, Any] = {}  # the previous release's facts, when it is a published one
+
+    def in_bucket(self) -> frozenset[tuple[str, str]] | None:
+        """(SHA-256, content type) of every object the previous release stored in the bucket (its files but
+        the gzip twins, which the index layout does not store), when it is a published release; else None.
+        The type is part of it because an object's name carries it: equal bytes served as another type
+        are another object."""
+        if not self.published:
+            return None
+        files = self.files
+        return frozenset((e["sha256"], e["content_type"]) for k, e in files.items()
+                         if e.get("content_encoding") is None)
 
     def key(self, *parts: str) -> str:
         h = hashlib.sha256(self.code.encode())
@@ -104,6 +122,21 @@ def load(out: Path, code: str | None = None) -> Reuse:
     if manifest.release_id != current or not isinstance(raw.get("keys"), dict):
         return Reuse(code)
     return Reuse(code, current, manifest.files, raw["keys"])
+
+
+def from_published(manifest: Manifest, keys: Mapping[str, Any], code: str | None = None) -> Reuse:
+    """The live release of the bucket as the previous release, for a build root that holds none (the
+    scheduled job's fresh container): `keys` is the document keys file the job saved when it published
+    `manifest`'s release (pipeline.publish.s3.state). A key-matched file then names an object only the
+    bucket holds, and the build is sparse (pipeline.release.tree.write_release): only the job's publish,
+    which checks each such object is in the bucket, may use it."""
+    code = code or code_digest()
+    if keys.get("format") != FORMAT or keys.get("release_id") != manifest.release_id \
+            or not isinstance(keys.get("keys"), dict):
+        return Reuse(code)
+    got = Reuse(code, manifest.release_id, manifest.files, keys["keys"], published=True)
+    got.facts = manifest.facts
+    return got
 
 
 def record(out: Path, release_id: str, keys: Mapping[str, str]) -> None:

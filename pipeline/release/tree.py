@@ -3,6 +3,8 @@
     <root>/releases/<id>/manifest.json      what the release holds (size, SHA-256, type of each file)
     <root>/releases/<id>/<key>              a hard link to objects/<sha256>: a plain file to the edge
     <root>/current -> releases/<id>          the release being served
+    <root>/sparse/<id>/                      a release whose unchanged files only the bucket holds
+                                             (the scheduled job's; never served nor switched to)
 
 A release is assembled in `releases/.tmp-<id>-<pid>/`, checked against its manifest, and
 renamed into place; only then does `current` move (one `rename` of a symlink). A killed
@@ -19,8 +21,9 @@ import errno
 import gzip
 import os
 import shutil
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -44,6 +47,8 @@ class Written:
     cleaned: int = 0  # temporary directories of killed builds removed
     bundle_seconds: list[float] = field(default_factory=list)
     relinked: int = 0  # files of a release already in place replaced by the checked object (a rebuild)
+    # files recorded in the manifest whose bytes only the bucket holds (a sparse release, `write_release`)
+    absent: list[str] = field(default_factory=list)
 
 
 def current_release_id(root: Path) -> str | None:
@@ -85,19 +90,30 @@ def clean_killed_builds(out: Path) -> list[str]:
 def gzip_known(manifest: Manifest | None) -> dict[str, dict[str, Any]]:
     """identity SHA-256 -> the manifest entry of its gzip copy, from a release's manifest:
     what lets a file unchanged since that release skip its compression."""
-    if manifest is None:
-        return {}
-    files = manifest.files
-    return {e["sha256"]: files[k + ".gz"] for k, e in files.items()
+    return gzip_known_files(manifest.files) if manifest is not None else {}
+
+
+def gzip_known_files(files: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {e["sha256"]: dict(files[k + ".gz"]) for k, e in files.items()
             if e.get("content_encoding") is None and k + ".gz" in files}
 
 
 def write_release(out: Path, release_id: str, files: list[File], manifest_of: Callable[[dict], Manifest],
-                  progress: Progress | None = None, known_gzip: dict[str, dict[str, Any]] | None = None) -> Written:
+                  progress: Progress | None = None, known_gzip: dict[str, dict[str, Any]] | None = None,
+                  in_bucket: frozenset[tuple[str, str]] | None = None) -> Written:
     """Store every file's bytes (and a gzip copy) and link them into `releases/<release_id>`.
 
     `manifest_of(entries)` makes the manifest once the entries are known. A release already
     in place with the same files (a forced rebuild of unchanged inputs) is kept as it is.
+
+    `in_bucket` (the objects of the bucket's live release, when that is the previous release: the
+    scheduled job in a fresh container) lets a key-matched file, a file made again with bytes that
+    release held, and the gzip twin of such bytes be recorded in the manifest without bytes here:
+    fetching them to link them would cost what rendering them does, and the job's publish needs none
+    of them. Such a release is
+    *sparse*: it goes to `sparse/<release_id>`, where no local command looks for releases (serve,
+    `current`, verify, prune, bundles, audit), and only `pipeline.publish.s3.open_sparse_release`
+    opens it, for a publish that first proves every absent object is in the bucket.
     """
     store = Store(out)
     releases = out / "releases"
@@ -114,11 +130,25 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
         shutil.rmtree(tmp)
 
     base = os.fspath(tmp) + os.sep
+    absent_lock = threading.Lock()
 
     def one(item: File) -> tuple[list[tuple[str, dict]], int, int]:
         key, ctype, data = item
         started = time.thread_time()
         dst = base + key
+        if isinstance(data, Linked) and in_bucket is not None and (data.sha256, ctype) in in_bucket:
+            # the bucket's live release holds this object (and its twin was recorded with it): the manifest
+            # entries are that release's; no byte is read or written here
+            pairs = [(key, {"size": data.size, "sha256": data.sha256, "content_type": ctype,
+                            "content_encoding": None})]
+            if not key.endswith(PRECOMPRESSED_SUFFIXES):
+                if data.gz is None:
+                    raise StaleReuse(f"{key}: the live release records no gzip twin for it")
+                pairs.append((key + ".gz", {"size": data.gz[1], "sha256": data.gz[0], "content_type": ctype,
+                                            "content_encoding": "gzip"}))
+            with absent_lock:
+                result.absent.extend(k for k, _ in pairs)
+            return pairs, 0, 0
         if isinstance(data, Linked):
             # made from the same inputs as the previous release's file (pipeline.release.reuse): its
             # object, checked by its contents, is linked; nothing is serialised or compressed
@@ -131,6 +161,17 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
                 gz_of.setdefault(digest, {"size": data.gz[1], "sha256": data.gz[0], "content_type": ctype,
                                           "content_encoding": "gzip"})
         else:
+            if in_bucket is not None:  # made again with the live release's bytes: its object, and its twin
+                digest = sha256_hex(data)
+                known = gz_of.get(digest)
+                plain = key.endswith(PRECOMPRESSED_SUFFIXES)
+                if (digest, ctype) in in_bucket and (plain or known is not None):
+                    pairs = [(key, file_entry(data, ctype, digest=digest))]
+                    if known is not None and not plain:
+                        pairs.append((key + ".gz", {**known, "content_type": ctype}))
+                    with absent_lock:
+                        result.absent.extend(k for k, _ in pairs)
+                    return pairs, 0, 0
             digest, new = store.put(data)
             store.link(digest, dst)
             pairs = [(key, file_entry(data, ctype, digest=digest))]
@@ -138,6 +179,11 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
         if not key.endswith(PRECOMPRESSED_SUFFIXES):  # already compressed: no gzip sibling (the edge relies on it)
             gz_key = key + ".gz"
             known = gz_of.get(digest)
+            if known is not None and in_bucket is not None:  # bytes the live release held: its twin's entry
+                pairs.append((gz_key, {**known, "content_type": ctype}))  # (twins are not published)
+                with absent_lock:
+                    result.absent.append(gz_key)
+                return pairs, written, 1 - written
             if known is not None and store.sound(known["sha256"], int(known["size"])):
                 store.link(known["sha256"], dst + ".gz")
                 pairs.append((gz_key, {**known, "content_type": ctype}))
@@ -170,6 +216,9 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
                 if progress and (done % 640 == 0 or done == len(files)):
                     progress("writing files", done, len(files))
         manifest = manifest_of(dict(sorted(result.entries.items())))
+        if result.absent:  # an earlier sparse release is of no further use (it is never served): replaced
+            final = out / "sparse" / release_id
+            shutil.rmtree(final.parent, ignore_errors=True)
         if final.exists():  # the same inputs and code built this release before: keep it
             try:
                 same = Manifest.load(final).files == manifest.files
@@ -193,6 +242,7 @@ def write_release(out: Path, release_id: str, files: list[File], manifest_of: Ca
         # a count confirms without a second walk of 20,000 files (`verify` reads every byte)
         if len(result.entries) != len(files) + sum(not k.endswith(PRECOMPRESSED_SUFFIXES) for k, _, _ in files):
             raise RenderError("release failed verification: files and manifest differ in number")
+        final.parent.mkdir(exist_ok=True)
         os.rename(tmp, final)
     except OSError as failed:
         shutil.rmtree(tmp, ignore_errors=True)

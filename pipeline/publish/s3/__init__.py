@@ -57,6 +57,7 @@ from pipeline.publish.s3.local import (
     check_release_tree,
     expected_objects,
     open_local_release,
+    open_sparse_release,
     resolve_release_dir,
 )
 from pipeline.publish.s3.objects import Expected, Listed, check_head, head_object, list_objects
@@ -78,7 +79,7 @@ __all__ = [
     "PointerConflict", "Progress", "PublishError", "PublishResult", "ReleaseInfo", "S3Client",
     "Target", "check_head", "check_release_id", "check_release_tree", "describe_error",
     "expected_objects", "head_object", "list_objects", "list_releases", "make_client",
-    "open_local_release", "pointer_document", "preflight", "prune", "prune_plan",
+    "open_local_release", "open_sparse_release", "pointer_document", "preflight", "prune", "prune_plan",
     "publish_release", "read_pointer", "read_remote_manifest", "resolve_release_dir", "retrying",
     "rollback", "run_pool", "s3_errors", "verify_remote_release",
     "write_pointer", "index_documents", "object_name", "object_suffix", "published_files", "release_layout", "shard_counts",

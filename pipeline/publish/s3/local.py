@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from edge.release import verify_release_files
-from pipeline.errors import PublishError
+from pipeline.errors import PublishError, SparseIncomplete
 from pipeline.publish.s3.layout import check_release_id
 from pipeline.publish.s3.objects import Expected
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, sha256_hex
@@ -24,6 +25,9 @@ class LocalRelease:
     # read of each file for both digests): what the listing's ETags are compared with, without reading
     # the file again. Only the bytes of new objects are read a second time, to send them.
     md5s: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+    # files of a sparse release (`open_sparse_release`) that are not here: the bucket's live release holds
+    # their objects, which the publish must find there (pipeline.publish.s3.upload.plan)
+    absent: frozenset[str] = field(default_factory=frozenset, compare=False, repr=False)
 
     @property
     def manifest_sha256(self) -> str:
@@ -31,6 +35,7 @@ class LocalRelease:
 
     def read(self, exp: Expected) -> bytes:
         """The bytes to upload, re-checked: the tree may have changed since it was verified."""
+        self._held(exp)
         data = self.manifest_bytes if exp.rel == MANIFEST_NAME else (self.path / exp.rel).read_bytes()
         if len(data) != exp.size or sha256_hex(data) != exp.sha256:
             raise PublishError(
@@ -42,10 +47,16 @@ class LocalRelease:
         """The MD5 hex of the file's checked bytes (from the opening check; else read now)."""
         if exp.rel == MANIFEST_NAME:
             return hashlib.md5(self.manifest_bytes, usedforsecurity=False).hexdigest()
+        self._held(exp)
         got = self.md5s.get(exp.rel)
         if got is None:
             got = self.md5s[exp.rel] = hashlib.md5(self.read(exp), usedforsecurity=False).hexdigest()
         return got
+
+    def _held(self, exp: Expected) -> None:
+        if exp.rel in self.absent:
+            raise SparseIncomplete(f"{exp.rel} of the sparse release {self.release_id} is not held locally "
+                                   f"and its object {exp.sha256[:16]} is not in the bucket")
 
 
 def resolve_release_dir(root: Path, release_id: str | None = None) -> Path:
@@ -128,3 +139,28 @@ def expected_objects(manifest: Manifest) -> list[Expected]:
         Expected(rel, int(e["size"]), e["sha256"], e["content_type"], e.get("content_encoding"))
         for rel, e in sorted(manifest.files.items())
     ]
+
+
+def open_sparse_release(root: Path, release_id: str) -> LocalRelease:
+    """A sparse release of the scheduled job (`root/sparse/<id>`, pipeline.release.tree.write_release):
+    the files it holds are checked like a whole release's; those it lacks are `absent`, each the object
+    of the bucket's live release it was recorded from, which the publish confirms before it writes
+    anything (a missing one: `SparseIncomplete`). No other command opens this directory."""
+    path = Path(root) / "sparse" / check_release_id(release_id)
+    manifest_path = path / MANIFEST_NAME
+    try:
+        raw = manifest_path.read_bytes()
+        manifest = Manifest.from_bytes(raw)
+    except (OSError, ValueError, KeyError) as exc:
+        raise PublishError(f"{manifest_path} is not a sparse release's manifest: {exc}") from exc
+    if manifest.release_id != path.name:
+        raise PublishError(f"{manifest_path} names release {manifest.release_id!r} but sits in {path.name!r}")
+    absent = frozenset(k for k in manifest.files if not (path / k).is_file())
+    held = dataclasses.replace(manifest, files={k: e for k, e in manifest.files.items() if k not in absent})
+    md5s: dict[str, str] = {}
+    problems = check_release_tree(path, held, md5s)
+    problems += [f"unsafe key in manifest: {k!r}" for k in absent
+                 if k.startswith("/") or any(p in ("", ".", "..") for p in k.split("/"))]
+    if problems:
+        raise PublishError(f"refusing to publish {path}: {len(problems)} problem(s), first: {problems[0]}", problems)
+    return LocalRelease(manifest.release_id, path, manifest, raw, md5s, absent)

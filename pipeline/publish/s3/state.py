@@ -6,7 +6,9 @@ things carry over, under the ops prefix (never served: CloudFront reads `objects
 
     <prefix>/ops/state/state.json             which release the last successful run published, from
                                               which build key, and the fit cache's entries
-    <prefix>/ops/state/objects/<sha256>       a fit cache entry's bytes, named by their SHA-256
+    <prefix>/ops/state/objects/<sha256>       a fit cache entry's bytes, named by their SHA-256, or the
+                                              gzip of the document keys of the release published
+                                              (pipeline.release.reuse)
 
 Trust is checked like a release's: an entry is restored only when its bytes hash to the
 name the state document gives them (a damaged entry is skipped, so its fit is computed
@@ -15,6 +17,10 @@ format, or written for another bucket or prefix is ignored as a whole (a full bu
 The build key recorded in it is used only when the live pointer names the same release
 and manifest checksum; the cache entries themselves are keyed by the content of their
 inputs and code (pipeline.cache), so an entry that does not fit this build is never read.
+The document keys are used only under the same condition as the build key (the live pointer names
+their release and manifest checksum) and only with the manifest the bucket holds for that release: a
+new month then records the files made from unchanged inputs instead of making them (a sparse release,
+pipeline.release.tree), and its publish confirms each such object is in the bucket.
 Whoever may write the ops prefix may also replace the job's code (`ops/source.zip`): the
 pickled fits trust nothing that the job does not already trust.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import gzip
 import hashlib
 import os
 import re
@@ -61,11 +68,12 @@ class JobState:
     manifest_sha256: str | None = None
     build_key: str | None = None
     cache: dict[str, dict[str, Any]] = field(default_factory=dict)  # entry file name -> {sha256, size}
+    keys: dict[str, Any] | None = None  # the document keys entry: {sha256, size} of their gzip
 
     def to_bytes(self, target: Target) -> bytes:
         return orjson.dumps({"format": STATE_FORMAT, "bucket": target.bucket, "prefix": target.prefix,
                              "release_id": self.release_id, "manifest_sha256": self.manifest_sha256,
-                             "build_key": self.build_key, "cache": self.cache},
+                             "build_key": self.build_key, "cache": self.cache, "document_keys": self.keys},
                             option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS)
 
 
@@ -102,7 +110,12 @@ def parse_state(body: bytes, target: Target) -> tuple[JobState | None, str | Non
     entries = {name: {"sha256": e["sha256"], "size": e["size"]} for name, e in cache.items()
                if CACHE_ENTRY_RE.match(name) and isinstance(e, dict) and isinstance(e.get("sha256"), str)
                and SHA_RE.match(e["sha256"]) and isinstance(e.get("size"), int)}
-    return JobState(release_id, manifest_sha256, build_key, entries), None
+    keys = doc.get("document_keys")
+    if not (isinstance(keys, dict) and isinstance(keys.get("sha256"), str) and SHA_RE.match(keys["sha256"])
+            and isinstance(keys.get("size"), int)):
+        keys = None
+    return JobState(release_id, manifest_sha256, build_key, entries,
+                    {"sha256": keys["sha256"], "size": keys["size"]} if keys else None), None
 
 
 def read_state(client: S3Client, target: Target) -> tuple[JobState | None, str | None]:
@@ -146,30 +159,72 @@ def restore(client: S3Client, target: Target, cache_dir: Path) -> Restored:
     return out
 
 
+def restore_keys(client: S3Client, target: Target, saved: JobState) -> tuple[dict[str, Any] | None, str]:
+    """The document keys of `saved`'s release (the keys file pipeline.release.reuse reads), checked
+    against their SHA-256 and size and that they describe that release; else None and why not."""
+    entry = saved.keys
+    if entry is None:
+        return None, "no document keys saved"
+    body = _get(client, target, entry_key(target, entry["sha256"]))
+    if body is None or len(body) != entry["size"] or hashlib.sha256(body).hexdigest() != entry["sha256"]:
+        return None, "the saved document keys are missing or damaged"
+    try:
+        doc = orjson.loads(gzip.decompress(body))
+    except (OSError, EOFError, orjson.JSONDecodeError):
+        return None, "the saved document keys are unreadable"
+    if not isinstance(doc, dict) or doc.get("release_id") != saved.release_id or not isinstance(doc.get("keys"), dict):
+        return None, f"the saved document keys do not describe {saved.release_id}"
+    return doc, f"document keys of {saved.release_id} restored"
+
+
+def _keys_body(keys_file: Path | None, release_id: str) -> bytes | None:
+    """The gzip of the document keys file when it describes `release_id` (the release published)."""
+    if keys_file is None:
+        return None
+    try:
+        raw = keys_file.read_bytes()
+        doc = orjson.loads(raw)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    if not isinstance(doc, dict) or doc.get("release_id") != release_id:
+        return None
+    return gzip.compress(raw, compresslevel=6, mtime=0)
+
+
 @dataclass
 class Saved:
     uploaded: int = 0
     kept: int = 0
     removed: int = 0
+    keys: bool = False  # the document keys of the release were saved (or were there already)
 
 
 def save(client: S3Client, target: Target, cache_dir: Path, release_id: str, manifest_sha256: str,
-         build_key: str | None) -> Saved:
-    """Record the live release's key and upload the fit cache entries not yet in the bucket; then
-    remove stored entries the new state no longer names (the cache keeps one entry per fit)."""
+         build_key: str | None, keys_file: Path | None = None) -> Saved:
+    """Record the live release's key and upload the fit cache entries not yet in the bucket, and the
+    document keys when `keys_file` describes the release; then remove stored entries the new state no
+    longer names (the cache keeps one entry per fit)."""
     saved = Saved()
     stored = list_objects(client, target, state_prefix(target) + "objects/")
     entries: dict[str, dict[str, Any]] = {}
     files = sorted(p for p in cache_dir.glob("*.pickle") if CACHE_ENTRY_RE.match(p.name)) \
         if cache_dir.is_dir() else []
-    for path in files:
-        body = path.read_bytes()
+    bodies: list[tuple[str | None, bytes]] = [(path.name, path.read_bytes()) for path in files]
+    keys_body = _keys_body(keys_file, release_id)
+    if keys_body is not None:
+        bodies.append((None, keys_body))
+    keys: dict[str, Any] | None = None
+    for name, body in bodies:
         sha = hashlib.sha256(body).hexdigest()
-        entries[path.name] = {"sha256": sha, "size": len(body)}
+        if name is None:
+            keys = {"sha256": sha, "size": len(body)}
+        else:
+            entries[name] = {"sha256": sha, "size": len(body)}
         key = entry_key(target, sha)
         digest = hashlib.md5(body, usedforsecurity=False).digest()
         if key in stored and stored[key].size == len(body) and stored[key].etag.strip('"') == digest.hex():
-            saved.kept += 1  # the listing's ETag is the MD5 of the stored bytes: a damaged one is replaced
+            # the listing's ETag is the MD5 of the stored bytes: a damaged one is replaced
+            saved.kept += name is not None
             continue
         md5 = base64.b64encode(digest).decode()
         def put(k: str = key, b: bytes = body, m: str = md5, s: str = sha) -> Any:
@@ -178,12 +233,13 @@ def save(client: S3Client, target: Target, cache_dir: Path, release_id: str, man
 
         with s3_errors(client, target.bucket, f"write {target.url(key)}"):
             retrying(put)
-        saved.uploaded += 1
-    state = JobState(release_id, manifest_sha256, build_key, entries)
+        saved.uploaded += name is not None
+    saved.keys = keys is not None
+    state = JobState(release_id, manifest_sha256, build_key, entries, keys)
     with s3_errors(client, target.bucket, f"write {target.url(state_key(target))}"):
         client.put_object(Bucket=target.bucket, Key=state_key(target), Body=state.to_bytes(target),
                           ContentType=JSON, CacheControl=PRIVATE)
-    named = {entry_key(target, e["sha256"]) for e in entries.values()}
+    named = {entry_key(target, e["sha256"]) for e in [*entries.values(), *([keys] if keys else [])]}
     gone = sorted(set(stored) - named)
     if gone:
         with contextlib.suppress(Exception):  # the next save tries again; an extra entry is never read

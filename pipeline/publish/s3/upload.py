@@ -28,7 +28,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from edge.files import INDEX_ROOT, LAYOUT_COPIES, LAYOUT_INDEX
-from pipeline.errors import PublishError
+from pipeline.errors import PublishError, SparseIncomplete
 from pipeline.publish.s3.client import (
     DEFAULT_WORKERS,
     Progress,
@@ -195,9 +195,21 @@ def plan(
             good.add(e.rel)
         else:
             doubtful.append((e.rel, e, prefix + e.rel))
+    absent = absent_objects(local, objects)
+    missing = sorted(name for name in absent if (o := stored.get(name)) is None or o.size != objects[name].size)
+    if missing:
+        raise SparseIncomplete(
+            f"the sparse release {rid} names {len(missing)} object(s) that the bucket does not hold "
+            f"(first: objects/{missing[0]}); nothing was written", missing)
     for name, exp in objects.items():
         obj = stored.get(name)
         if obj is None:
+            continue
+        if name in absent:  # named by its SHA-256, listed with its size: the live release's own object
+            good.add(name)  # (`thorough` HEADs it: size, SHA-256 metadata and headers)
+            if thorough:
+                doubtful.append((name, dataclasses.replace(exp, rel=f"objects/{name}"), target.stored_key(name)))
+                good.discard(name)
             continue
         md5s[name] = local.md5(exp)
         if not thorough and obj.size == exp.size and obj.etag.strip('"') == md5s[name]:
@@ -210,12 +222,16 @@ def plan(
         name, exp, key = item
         with s3_errors(client, target.bucket, f"check {target.url(key)}"):
             head = head_object(client, target.bucket, key)
-        return not check_head(head, exp, md5s[name])
+        return not check_head(head, exp, md5s.get(name))
 
     progress.start("checking", len(doubtful))
     ok = run_pool(doubtful, check_existing, workers, progress)
     progress.finish()
     good |= {name for (name, _, _), fine in zip(doubtful, ok, strict=True) if fine}
+    if absent - good:  # a HEAD (`thorough`) found one that differs: it cannot be written from here
+        bad = sorted(absent - good)
+        raise SparseIncomplete(f"the sparse release {rid} names {len(bad)} object(s) that differ in the bucket "
+                               f"(first: objects/{bad[0]}); nothing was written", bad)
     times["check"] = time.perf_counter() - t
     return Plan(
         local=local,
@@ -231,6 +247,14 @@ def plan(
         damaged=[key for name, _, key in doubtful if name not in good],
         md5s=md5s,
     )
+
+
+def absent_objects(local: LocalRelease, objects: dict[str, Expected]) -> set[str]:
+    """The objects of a sparse release that no file held locally provides: the bucket must have them."""
+    if not local.absent:
+        return set()
+    held = {object_name(e) for e in published_files(local.manifest) if e.rel not in local.absent}
+    return {name for name in objects if name not in held}
 
 
 def _plan_copies(client: S3Client, target: Target, local: LocalRelease, pointer: Pointer | None,
@@ -310,7 +334,7 @@ def _same_release_built_again(client: S3Client, target: Target, local: LocalRele
     if sha256_hex(raw) != sha or \
             dataclasses.replace(remote, built_at=None) != dataclasses.replace(local.manifest, built_at=None):
         return None
-    return LocalRelease(local.release_id, local.path, remote, raw, local.md5s)
+    return LocalRelease(local.release_id, local.path, remote, raw, local.md5s, local.absent)
 
 
 def _put(client: S3Client, target: Target, key: str, exp: Expected, body: bytes) -> tuple[str, str | None]:

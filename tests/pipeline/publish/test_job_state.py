@@ -108,6 +108,34 @@ def test_a_foreign_or_unreadable_state_is_ignored(s3_server: S3Server, s3_prefix
     assert [p.name for p in (tmp_path / "c").iterdir()] == got.restored and len(got.restored) == 1
 
 
+def test_the_document_keys_come_back_only_whole_and_for_their_release(s3_server: S3Server, s3_prefix: str,
+                                                                    tmp_path: Path):
+    client, target = client_of(s3_server), s3.Target.of(s3_server.bucket, s3_prefix)
+    keys_file = tmp_path / "document-keys.json"
+    doc = {"format": "malaria-risk document keys 1", "release_id": "r1", "keys": {"v1/a.csv": "k" * 64}}
+    keys_file.write_bytes(orjson.dumps(doc))
+    saved = state.save(client, target, tmp_path / "no-cache", "r1", "a" * 64, "k1", keys_file)
+    assert saved.keys and saved.uploaded == 0  # the keys are not a fit cache entry
+    got = state.restore(client, target, tmp_path / "c")
+    assert got.state is not None and got.state.keys is not None
+    assert state.restore_keys(client, target, got.state) == (doc, "document keys of r1 restored")
+    # keys of another release than the one published are not saved
+    assert not state.save(client, target, tmp_path / "no-cache", "r2", "b" * 64, "k2", keys_file).keys
+    assert state.restore_keys(client, target, state.restore(client, target, tmp_path / "d").state)[0] is None
+    # damaged in place (same size): not restored, so the new month renders every file
+    state.save(client, target, tmp_path / "no-cache", "r1", "a" * 64, "k1", keys_file)
+    entry = raw_state(s3_server, target)["document_keys"]
+    damage(s3_server, target, entry["sha256"])
+    restored = state.restore(client, target, tmp_path / "e").state
+    assert restored is not None
+    assert state.restore_keys(client, target, restored) == (None, "the saved document keys are missing or damaged")
+    # a state naming another release for the same bytes: not theirs
+    other = state.JobState("r9", "a" * 64, "k1", {}, restored.keys)
+    state.save(client, target, tmp_path / "no-cache", "r1", "a" * 64, "k1", keys_file)  # heals the entry
+    keys, why = state.restore_keys(client, target, other)
+    assert keys is None and "do not describe r9" in why
+
+
 # The job's refresh path end to end (three runs in fresh folders against SeaweedFS: the first release,
 # a day with unchanged inputs that renders and writes nothing, a new month with a damaged entry) is
 # part of the one scheduled-refresh flow in tests/test_refresh.py::test_the_scheduled_refresh_end_to_end.
