@@ -373,6 +373,7 @@ def _live_keys(client: Any, target: Any, saved: Any, pointer: Any, steps: dict[s
     from pipeline.release import reuse
 
     keys, why = state.restore_keys(client, target, saved)
+    got = None
     if keys is not None:
         got = s3.read_remote_manifest(client, target, saved.release_id)
         if got is None or got[1] != pointer.manifest_sha256:

@@ -206,10 +206,10 @@ def plan(
         if obj is None:
             continue
         if name in absent:  # named by its SHA-256, listed with its size: the live release's own object
-            good.add(name)  # (`thorough` HEADs it: size, SHA-256 metadata and headers)
-            if thorough:
+            if thorough:  # a HEAD: size, SHA-256 metadata and headers
                 doubtful.append((name, dataclasses.replace(exp, rel=f"objects/{name}"), target.stored_key(name)))
-                good.discard(name)
+            else:
+                good.add(name)
             continue
         md5s[name] = local.md5(exp)
         if not thorough and obj.size == exp.size and obj.etag.strip('"') == md5s[name]:
