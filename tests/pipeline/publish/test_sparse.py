@@ -98,3 +98,24 @@ def test_an_object_missing_from_the_bucket_stops_the_sparse_publish_before_it_wr
     # nothing of the new release was written; the live one is untouched
     assert keys_under(s3_server, target, target.release_prefix(sparse.release_id)) == set()
     assert pointer_doc(s3_server, target) == before
+
+
+def test_a_thorough_sparse_publish_heads_each_absent_object_and_refuses_one_that_differs(
+        client: Any, target: s3.Target, s3_server: S3Server, tmp_path: Path) -> None:
+    """`--thorough`: each object the job does not hold is checked by a HEAD (size, SHA-256 metadata, type),
+    not taken from the listing; one of the right size but without its metadata stops the publish."""
+    live = published_month(client, target, tmp_path / "month1")
+    before = pointer_doc(s3_server, target)
+    sparse = render_release(tmp_path / "job", _month(2), T2, reuse=live)
+    local = s3.open_sparse_release(tmp_path / "job", sparse.release_id)
+    lost = next(e for e in s3.published_files(local.manifest) if e.rel in local.absent)
+    key = target.stored_key(s3.object_name(lost))
+    raw = s3_server.client()
+    body = raw.get_object(Bucket=target.bucket, Key=key)["Body"].read()
+    raw.put_object(Bucket=target.bucket, Key=key, Body=body, ContentType=lost.content_type)  # no SHA-256 metadata
+    heads = count_requests(client, "HeadObject")
+    with pytest.raises(SparseIncomplete, match="differ in the bucket"):
+        s3.publish_release(client, target, local, workers=4, thorough=True)
+    assert key in heads
+    assert keys_under(s3_server, target, target.release_prefix(sparse.release_id)) == set()
+    assert pointer_doc(s3_server, target) == before
