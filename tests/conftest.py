@@ -138,7 +138,7 @@ def seed_fit_cache(real_build: Path, cache_dir: Path) -> Path:
     code (pipeline.cache), so whatever a test's inputs change is fitted again and the rest (about
     10 CPU s a build) is fitted once per session. Hard links: an entry is replaced, never written
     in place, and a test's new entries land in its own folder. Not for tests of fitting from nothing
-    (tests/pipeline/release/test_store.py's reproducibility, the scheduled job's first run) nor for
+    (tests/pipeline/release/test_store.py's reproducibility) nor for
     a test that compares a fit it makes with the published one (that would compare the fit with itself)."""
     from pipeline.build import CACHE_DIR
     from pipeline.cache import LOCAL_DIR

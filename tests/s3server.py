@@ -60,7 +60,9 @@ class S3Server:
         import boto3
         from botocore.config import Config
 
-        return boto3.client(
+        from pipeline.publish.s3.client import botocore_session
+
+        return boto3.session.Session(botocore_session=botocore_session()).client(
             "s3",
             endpoint_url=self.endpoint_url,
             aws_access_key_id=access_key or self.access_key,

@@ -13,6 +13,7 @@ from click.testing import CliRunner
 from edge.local.app import App
 from edge.release import release_ids
 from edge.stores.sqlite import SQLiteKeyStore
+from pipeline.build import CACHE_DIR
 from pipeline.cli import main
 from pipeline.publish import s3 as s3_publish
 from pipeline.publish.s3 import state
@@ -21,7 +22,7 @@ from pipeline.refresh import EXIT_CODES
 from pipeline.release.manifest import Manifest
 from pipeline.sources.rainfall import WFP_SUBNATIONAL
 from tests import s3server
-from tests.conftest import LiveServer
+from tests.conftest import LiveServer, seed_fit_cache
 from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.publish.test_job_state import client_of, damage
 from tests.rainfall_files import wfp_from_real_dekads, wfp_lines
@@ -94,13 +95,16 @@ def test_dry_run_of_a_fetch_changes_nothing(small_data: Path, tmp_path: Path):
 
 @pytest.mark.heavy  # two builds and two publishes: started first (tests/session.py)
 @needs_data("rainfall/nga_state_chirps_dekadal_wfp_1981_2026.csv", "admin")
-def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s3_prefix: str,
+def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s3_prefix: str, real_build: Path,
                                           monkeypatch: pytest.MonkeyPatch):
     """The monthly job as deploy/job.sh runs it (`refresh --state`, the rainfall fetched, each job in a
     fresh working folder), over three months of its life: the first release; a day with nothing new
     (restored state, nothing built, nothing written); an object lost and healed; a new month with a
     damaged state entry; and a source that went backwards, refused by fetch, build and publish.
-    One flow, so the suite builds and publishes the real data twice rather than five times."""
+    One flow, so the suite builds and publishes the real data twice rather than five times. The first
+    job's folder starts with the session build's fits (tests/conftest.py `seed_fit_cache`): fitting
+    from nothing is checked by the session build and the reproducibility test, this test checks
+    what the job does around the build (restored fits are run 2's and run 3's)."""
     data = linked_data_dir(tmp_path / "data")
     may = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "may.csv", last="2026-05").read_bytes()
     june = wfp_from_real_dekads(DATA_DIR, tmp_path / "src" / "june.csv", last="2026-06").read_bytes()
@@ -118,10 +122,13 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
         pages = raw.get_paginator("list_objects_v2").paginate(Bucket=s3_server.bucket, Prefix=s3_prefix + "/")
         return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", [])}
 
-    def job(folder: str, url: str) -> tuple[Path, str]:
-        """One scheduled run in a fresh working folder (`--out build` under it)."""
+    def job(folder: str, url: str, fits: bool = False) -> tuple[Path, str]:
+        """One scheduled run in a fresh working folder (`--out build` under it), with the session
+        build's fits in its cache when `fits`."""
         work = tmp_path / folder
         work.mkdir()
+        if fits:
+            seed_fit_cache(real_build, work / "build" / CACHE_DIR)
         monkeypatch.chdir(work)
         out = run("--data-dir", str(data), "--out", "build", "--url", url, "--state", *s3, env=env)
         assert out.exit_code == 0, out.output
@@ -135,7 +142,7 @@ def test_the_scheduled_refresh_end_to_end(tmp_path: Path, s3_server: S3Server, s
         assert "refresh (dry run) ok: would update" in dry.output and "2026-05" in dry.output
         assert snapshot(data) == before and not (tmp_path / "dry").exists()
 
-        out, said = job("run1", url)
+        out, said = job("run1", url, fits=True)
         assert said.startswith("refresh ok: updated (release ") and "estimated to 2026-05" in said
         assert "no state restored (none saved yet)" in said and "state saved: 3 fit cache entries uploaded" in said
         assert "document keys saved" in said

@@ -12,6 +12,7 @@ import orjson
 from pipeline import cache
 from pipeline.publish import s3
 from pipeline.publish.s3 import state
+from pipeline.publish.s3.client import botocore_session
 from tests import s3server
 from tests.s3server import S3Server
 
@@ -24,7 +25,8 @@ CHIRPS = Path("rainfall/nga_state_chirps_monthly_1981_2026.csv")
 def client_of(server: S3Server) -> Any:
     import boto3
 
-    session = boto3.session.Session(aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key)
+    session = boto3.session.Session(aws_access_key_id=server.access_key, aws_secret_access_key=server.secret_key,
+                                    botocore_session=botocore_session())
     return s3.make_client(server.endpoint_url, session=session)
 
 

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from pipeline.cli import main
 from pipeline.errors import PublishError
 from pipeline.publish import s3
+from pipeline.publish.s3 import client as s3_client
 from pipeline.publish.s3.upload import _put
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
 from tests import s3server
@@ -122,7 +123,8 @@ def _session(access: str, secret: str) -> Any:
     import boto3
 
     return boto3.session.Session(
-        aws_access_key_id=access, aws_secret_access_key=secret, region_name="us-east-1"
+        aws_access_key_id=access, aws_secret_access_key=secret, region_name="us-east-1",
+        botocore_session=s3_client.botocore_session(),
     )
 
 
@@ -459,6 +461,49 @@ def test_metadata_only_damage_needs_thorough_publish(
     thorough = publish(client, target, tmp_path, "r1", thorough=True)
     assert thorough.uploaded == 1 and thorough.index_files == 0 and thorough.headers_unchecked == 0
     assert s3.verify_remote_release(client, target, "r1") == []
+
+
+@given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(2200, 1, 1)),
+       st.sampled_from(["iso-z", "iso-ms-z", "iso-offset", "http", "epoch", "naive"]))
+def test_a_listing_time_is_what_botocore_would_have_parsed(when: datetime, form: str) -> None:
+    """`listing_time` (the standard library's ISO parser, botocore's for the rest) gives the instant and
+    the zone botocore's default parser gives, in every form S3 and its headers write a time."""
+    from botocore.utils import parse_timestamp
+
+    value: Any = {
+        "iso-z": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "iso-ms-z": when.strftime("%Y-%m-%dT%H:%M:%S.") + f"{when.microsecond // 1000:03d}Z",
+        "iso-offset": when.replace(tzinfo=UTC).isoformat(),
+        "http": when.strftime("%a, %d %b %Y %H:%M:%S GMT"),
+        "epoch": int(when.replace(tzinfo=UTC).timestamp()),
+        "naive": when.strftime("%Y-%m-%dT%H:%M:%S"),
+    }[form]
+    ours, theirs = s3_client.listing_time(value), parse_timestamp(value)
+    assert ours == theirs and (ours.tzinfo is None) == (theirs.tzinfo is None)
+    assert ours.utcoffset() == theirs.utcoffset()
+
+
+def test_the_publishers_listing_reads_the_times_a_stock_client_reads(client: Any, s3_server: S3Server,
+                                                                    target: s3.Target) -> None:
+    """The publisher's clients list with the fast time parser (it is wired in, not only defined), and
+    every key's LastModified is the instant a stock boto3 client reads."""
+    import boto3
+
+    for n in range(3):
+        client.put_object(Bucket=target.bucket, Key=f"{target.prefix}/times/{n}", Body=b"x")
+    stock = boto3.session.Session().client(
+        "s3", endpoint_url=s3_server.endpoint_url, aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key, region_name="us-east-1")
+    ours, theirs = ({o["Key"]: o["LastModified"] for o in c.list_objects_v2(
+        Bucket=target.bucket, Prefix=f"{target.prefix}/times/")["Contents"]} for c in (client, stock))
+    assert len(ours) == 3 and ours == theirs
+    # the stock parser answers in dateutil's zones, ours in the standard library's UTC
+    assert all(t.tzinfo is UTC for t in ours.values()) and not any(t.tzinfo is UTC for t in theirs.values())
+
+
+def test_sessions_share_one_loader_of_the_service_descriptions() -> None:
+    a, b = s3_client.botocore_session(), s3_client.botocore_session()
+    assert a is not b and a.get_component("data_loader") is b.get_component("data_loader")
 
 
 def test_release_ids_are_immutable(client: Any, target: s3.Target, tmp_path: Path) -> None:
