@@ -52,7 +52,7 @@ def git(*args: str, cwd: Path = ROOT) -> str:
 def clean_env(data_dir: Path) -> dict[str, str]:
     """This environment less anything of a pytest or make run around us; DATA_DIR absolute."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYTEST_", "MAKE", "MFLAGS", "MALARIA_TEST_DATA_", "VIRTUAL_ENV"))}
+           if not k.startswith(("PYTEST_", "MAKE", "MFLAGS", "MALARIA_TEST_", "VIRTUAL_ENV"))}
     env["DATA_DIR"] = str(data_dir)
     return env
 

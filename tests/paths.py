@@ -9,8 +9,11 @@ import pytest
 
 from pipeline.settings import REPO_ROOT
 from tests.datasnapshot import session_data_dir
+from tests.tmpbase import session_tmpdir
 
-# under pytest, a copy of DATA_DIR taken at session start (tests/datasnapshot.py)
+# under pytest, the session's temporary folder (tests/tmpbase.py; the snapshot below goes inside) ...
+session_tmpdir()
+# ... and a copy of DATA_DIR taken at session start (tests/datasnapshot.py)
 DATA_DIR = session_data_dir()
 
 __all__ = ["DATA_DIR", "REPO_ROOT", "data_marks", "needs_data"]

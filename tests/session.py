@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from tests import datasnapshot
+from tests import datasnapshot, tmpbase
 
 GRACE = 3.0  # seconds from the first SIGINT to a forced exit (teardown of fixtures gets that long)
 INTERRUPTED_EXIT = 130  # 128 + SIGINT, what a shell reports for a job stopped by Ctrl-C
@@ -98,6 +98,7 @@ def _force_exit(why: str, code: int = INTERRUPTED_EXIT) -> None:
         sys.stderr.write(f"\n{why}: helpers killed, exiting\n")
         sys.stderr.flush()
     datasnapshot.remove()
+    tmpbase.remove()
     os._exit(code)
 
 
@@ -164,9 +165,19 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         return (yield)
 
 
+KEEP_TMP_ON = (pytest.ExitCode.TESTS_FAILED, pytest.ExitCode.INTERNAL_ERROR)
+_exit_status: list[int] = []
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    _exit_status.append(int(exitstatus))
+
+
 def pytest_unconfigure(config: pytest.Config) -> None:
     kill_all()
     datasnapshot.remove()
+    if not (_exit_status and _exit_status[-1] in KEEP_TMP_ON):
+        tmpbase.remove()  # kept after a failure for a look; the next session removes it
 
 
 # --- scheduling ------------------------------------------------------------------------------
@@ -218,14 +229,20 @@ def once(tmp_path_factory: pytest.TempPathFactory, name: str, make: Any) -> Path
 # --- the real data ---------------------------------------------------------------------------
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    lines = []
+    if tmpbase.owned() is not None:
+        lines.append(f"temporary files: {tmpbase.owned()} (tests/tmpbase.py)")
     snap = os.environ.get(datasnapshot.SNAPSHOT_ENV)
     if snap and datasnapshot.owner():
-        return f"real data: {os.environ.get(datasnapshot.ORIGINAL_ENV)}, read from a copy taken now ({snap})"
-    return None
+        lines.append(f"real data: {os.environ.get(datasnapshot.ORIGINAL_ENV)}, read from a copy taken now ({snap})")
+    return lines
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    kept = tmpbase.owned()
+    if kept is not None and exitstatus in KEEP_TMP_ON:
+        terminalreporter.line(f"temporary files of this run kept in {kept} (the next run removes them)")
     changed = datasnapshot.changes()
     if changed:
         tr = terminalreporter
