@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import gzip
 import io
+import math
 import re
 import zipfile
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import orjson
 import polars as pl
 import pytest
@@ -25,11 +28,34 @@ from tests.paths import DATA_DIR, data_marks
 
 pytestmark = data_marks(DATED_LGA_CASES)
 
-NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")
+NUMBER = re.compile(rb"-?\d+(?:\.\d+)?")  # a number of a text; `_tokens` finds the same spans with numpy
 MIN_COUNT = 100  # small counts (0-99) are everywhere in a release; they make no signature
+NAN = float("nan")
+
+Window = tuple[float, ...]
+Ints = npt.NDArray[np.int64]
+Mask = npt.NDArray[np.bool_]
 
 
-def signatures() -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
+class Signatures(NamedTuple):
+    """The series' signatures, with their middle values indexed. A window of three values can only
+    be a signature when its middle is some signature's middle, so every scan first finds those
+    middles (vectorised, or by hashing) and looks up only the windows around them."""
+
+    pairs: frozenset[Window]
+    triples: frozenset[Window]
+    middles: frozenset[float]
+    sorted_middles: npt.NDArray[np.float64]
+    whole_middles: Ints  # the integral middles: what a number written without a fraction can equal
+    near_middles: Ints  # integer parts of every number that can round to a middle: floor(m), and m - 1
+    #                     for an integral m (1233.99999999999999999 is 1234.0 as a float)
+    digits: int  # no integer part with more significant digits is in either of the two above
+
+    def match(self, windows: list[list[float]]) -> list[Window]:
+        return [w for w in map(tuple, windows) if w in self.triples or w in self.pairs]
+
+
+def signatures() -> Signatures:
     """(pairs, triples) of the dated series."""
     raw = read_raw_dated(DATA_DIR)
     assert raw is not None
@@ -45,97 +71,220 @@ def signatures() -> tuple[set[tuple[float, ...]], set[tuple[float, ...]]]:
         c = g["c"].to_list()
         triples |= {tuple(c[i:i + 3]) for i in range(len(c) - 2)
                     if all(v is not None and v >= MIN_COUNT for v in c[i:i + 3])}
-    return pairs, triples
+    return _index(pairs, triples)
 
 
-_MIDDLES: dict[tuple[int, int], tuple[set, set, frozenset[float], np.ndarray]] = {}
-LONG = 256  # a sequence at least this long is searched with numpy; shorter ones (a CSV row) in Python
+def _index(pairs: set[Window], triples: set[Window]) -> Signatures:
+    middles = frozenset({p[1] for p in pairs} | {t[1] for t in triples})
+    assert all(m >= MIN_COUNT for m in middles)  # `_candidates` relies on it: no negative number is a middle
+    whole = sorted({int(m) for m in middles if m.is_integer()})
+    near = sorted({math.floor(m) for m in middles} | {w - 1 for w in whole})
+    return Signatures(frozenset(pairs), frozenset(triples), middles, np.array(sorted(middles), dtype=np.float64),
+                      np.array(whole, dtype=np.int64), np.array(near, dtype=np.int64),
+                      len(str(max(near, default=0))))
 
 
-def _middles(pairs: set, triples: set) -> tuple[frozenset[float], np.ndarray]:
-    """The signatures' middle values, computed once per pair of sets (kept with them, so ids stay theirs)."""
-    got = _MIDDLES.get((id(pairs), id(triples)))
-    if got is None or got[0] is not pairs or got[1] is not triples:
-        mids = frozenset({p[1] for p in pairs} | {t[1] for t in triples})
-        got = (pairs, triples, mids, np.array(sorted(mids), dtype=np.float64))
-        _MIDDLES[(id(pairs), id(triples))] = got
-    return got[2], got[3]
+def _in_sorted(values: npt.NDArray[Any], sorted_values: npt.NDArray[Any]) -> Mask:
+    """Which values are in a sorted array (NaN never is), by binary search."""
+    if not len(sorted_values):
+        return np.zeros(values.shape, dtype=bool)
+    pos = np.minimum(np.searchsorted(sorted_values, values), len(sorted_values) - 1)
+    return np.asarray(sorted_values[pos] == values)
 
 
-def _hits(values: list[float], pairs: set, triples: set) -> list[tuple[float, ...]]:
-    """Every window of three consecutive values that is a signature. A window can only be one when
-    its middle value is some signature's middle, so only those windows are looked up (vectorised)."""
+def _hits(values: npt.NDArray[np.float64], sig: Signatures) -> list[Window]:
+    """Every window of three consecutive values (a 1-D float array, nulls as NaN) that is a signature."""
     if len(values) < 3:
         return []
-    mids, sorted_mids = _middles(pairs, triples)
-    if len(values) < LONG or not len(sorted_mids):
-        at = [i for i in range(len(values) - 2) if values[i + 1] in mids]
-    else:
-        inner = np.asarray(values[1:-1], dtype=np.float64)
-        pos = np.minimum(np.searchsorted(sorted_mids, inner), len(sorted_mids) - 1)
-        at = np.flatnonzero(sorted_mids[pos] == inner).tolist()
-    return [w for w in (tuple(values[i:i + 3]) for i in at) if w in triples or w in pairs]
+    at = np.flatnonzero(_in_sorted(values[1:-1], sig.sorted_middles))
+    return sig.match(np.stack((values[at], values[at + 1], values[at + 2]), axis=1).tolist()) if len(at) else []
 
 
-def _row_hits(table: np.ndarray, pairs: set, triples: set) -> list[tuple[float, ...]]:
-    """`_hits` along every row of a numeric table (nulls as NaN): each window of three adjacent
-    columns is looked up only in the rows whose middle value is some signature's middle."""
-    _, middles = _middles(pairs, triples)
-    out: list[tuple[float, ...]] = []
-    for j in range(table.shape[1] - 2):
-        for i in np.flatnonzero(np.isin(table[:, j + 1], middles, assume_unique=False, kind="sort")).tolist():
-            w = tuple(float(v) for v in table[i, j:j + 3])
-            if w in triples or w in pairs:
-                out.append(w)
-    return out
+def _row_hits(table: npt.NDArray[np.float64], sig: Signatures) -> list[Window]:
+    """`_hits` along every row of a numeric table (nulls as NaN), all rows and columns at once."""
+    if table.ndim != 2 or table.shape[1] < 3:
+        return []
+    i, j = np.nonzero(_in_sorted(table[:, 1:-1], sig.sorted_middles))
+    return sig.match(np.stack((table[i, j], table[i, j + 1], table[i, j + 2]), axis=1).tolist()) if len(i) else []
 
 
-def scan_bytes(name: str, data: bytes, pairs: set, triples: set) -> list[str]:
+def _table_hits(df: pl.DataFrame, sig: Signatures) -> list[Window]:
+    """Windows down each numeric column and along each row of the numeric columns. Integer and float
+    columns are cast by polars (exact for every value a column's `to_list` would give as a float);
+    any other numeric type (Decimal) is read down its column as Python floats, as the row scan casts it."""
+    schema = df.schema
+    nums = [c for c, t in schema.items() if t.is_numeric()]
+    if not nums:
+        return []
+    cols = [df[c].cast(pl.Float64).to_numpy() for c in nums]
+    found: list[Window] = []
+    for c, col in zip(nums, cols, strict=True):  # down each column
+        if not (schema[c].is_integer() or schema[c].is_float()):
+            col = np.array([NAN if v is None else float(v) for v in df[c].to_list()], dtype=np.float64)
+        found += _hits(col, sig)
+    return found + _row_hits(np.column_stack(cols).astype(np.float64, copy=False), sig)  # along each row
+
+
+def _numeric(v: object) -> float:
+    """A JSON value as a number of a column: ints and floats (never booleans); anything else is NaN."""
+    return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else NAN
+
+
+def _record_hits(records: list[dict[str, object]], sig: Signatures) -> list[Window]:
+    """Windows down each key's values in a list of objects. A key is only read further when one of
+    its inner values is a signature's middle: `v in middles` holds for an int or float exactly when
+    `float(v)` is one (the middles are integers far below 2**53; booleans hash as 0/1, below any
+    middle; strings and None are never equal to a float)."""
+    found: list[Window] = []
+    n = len(records)
+    for key in {k for r in records for k in r}:
+        inner = [r.get(key) for r in records[1:n - 1]]
+        try:
+            if sig.middles.isdisjoint(inner):
+                continue
+        except TypeError:  # a nested list or object among the values: it is never a middle
+            pass
+        at = [i for i, v in enumerate(inner) if isinstance(v, int | float) and not isinstance(v, bool)
+              and v in sig.middles]
+        found += sig.match([[_numeric(records[i].get(key)), _numeric(records[i + 1][key]),
+                             _numeric(records[i + 2].get(key))] for i in at])
+    return found
+
+
+_CONTAINERS = (dict, list)
+
+
+def _json_hits(doc: object, sig: Signatures) -> list[Window]:
+    """For every list of objects anywhere in a JSON document, the windows down each key's values
+    (missing or non-numeric values as NaN), in list order."""
+    found: list[Window] = []
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            stack += [v for v in node.values() if isinstance(v, _CONTAINERS)]
+        elif isinstance(node, list):
+            records = [r for r in node if isinstance(r, dict)]
+            if len(records) >= 3:
+                found += _record_hits(records, sig)
+            if records:
+                stack += [v for r in records for v in r.values() if isinstance(v, _CONTAINERS)]
+            stack += [v for v in node if isinstance(v, list)]
+    return found
+
+
+class Tokens(NamedTuple):
+    """The numbers of a text (NUMBER's matches) as arrays: byte spans, and whether each number could
+    be a signature's middle (a superset; the exact test is `float` of its bytes)."""
+
+    start: Ints
+    end: Ints
+    candidate: Mask
+
+
+def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
+    """NUMBER's matches, found with numpy rather than one Python object per number (the regex, and
+    `float` of each match, were most of the scan's time). A match is a run of digits, a "-" just
+    before it, and a "." plus the next run when the "." joins them; in a chain of runs joined by
+    single dots (1.2.3.4) the regex takes them two by two, so a run starts a match when its place in
+    its chain is even. A number can equal a middle m only when it is not negative and its integer
+    part I is m (no fraction) or floor(m) or m - 1 (a fraction can round up), so I is computed from
+    the run's last `sig.digits` digits, and counts only when no earlier digit of the run is 1-9."""
+    digit = (a >= 48) & (a <= 57)
+    edges = np.flatnonzero(np.diff(digit, prepend=False, append=False))
+    s, e = edges[0::2], edges[1::2]
+    n = len(s)
+    if not n:
+        empty = np.zeros(0, dtype=np.int64)
+        return Tokens(empty, empty, np.zeros(0, dtype=bool))
+    joined = np.zeros(n, dtype=bool)  # run k is the fraction of run k - 1 if it is its match's
+    joined[1:] = (s[1:] == e[:-1] + 1) & (a[e[:-1]] == ord("."))
+    k = np.arange(n)
+    chain_start = np.maximum.accumulate(np.where(joined, 0, k))
+    tok = np.flatnonzero(((k - chain_start) & 1) == 0)
+    nxt = np.minimum(tok + 1, n - 1)
+    frac = (tok + 1 < n) & joined[nxt]
+    rs, re_ = s[tok], e[tok]  # the integer part's run
+    neg = (rs > 0) & (a[np.maximum(rs - 1, 0)] == ord("-"))
+    whole = np.zeros(len(tok), dtype=np.int64)
+    for place in range(sig.digits):
+        p = re_ - 1 - place
+        whole += np.where(p >= rs, a[np.maximum(p, 0)].astype(np.int64) - 48, 0) * 10 ** place
+    long = np.flatnonzero(re_ - rs > sig.digits)
+    if len(long):  # a 1-9 digit before the last `digits` makes I too large to be a middle's
+        nonzero = np.concatenate(([0], np.cumsum((a >= 49) & (a <= 57), dtype=np.int64)))
+        whole[long[nonzero[re_[long] - sig.digits] > nonzero[rs[long]]]] = -1
+    candidate = ~neg & (whole >= 0) & np.where(frac, _in_sorted(whole, sig.near_middles),
+                                                _in_sorted(whole, sig.whole_middles))
+    return Tokens(rs - neg, np.where(frac, e[nxt], re_), candidate)
+
+
+def _text_hits(data: bytes, tokens: Tokens, sig: Signatures) -> list[Window]:
+    """Windows of three consecutive numbers of the text around each candidate middle, each number
+    `float` of its bytes, as of the regex's match."""
+    at = np.flatnonzero(tokens.candidate[1:-1]) + 1
+    if not len(at):
+        return []
+    bounds = [b.tolist() for d in (-1, 0, 1) for b in (tokens.start[at + d], tokens.end[at + d])]
+    return sig.match([[float(data[s0:e0]), float(data[s1:e1]), float(data[s2:e2])]
+                      for s0, e0, s1, e1, s2, e2 in zip(*bounds, strict=True)])
+
+
+def _bytes(chars: bytes, *, edge: bool, complement: bool = False) -> Mask:
+    """A lookup table over the 256 byte values and one more (256: before the first or after the last
+    byte of a file) for the character on either side of a number."""
+    table = np.zeros(257, dtype=bool)
+    table[list(chars)] = True
+    table ^= complement
+    table[256] = edge
+    return table
+
+
+_LETTERS = bytes(range(ord("A"), ord("Z") + 1)) + bytes(range(ord("a"), ord("z") + 1))
+# In a CSV cell polars reads as a number, no ASCII letter stands just before the integer part's first
+# digit (only an exponent's "e", which the exponent rule below covers) and no digit is followed by "-".
+_CSV_BEFORE, _CSV_AFTER = _bytes(_LETTERS, edge=True, complement=True), _bytes(b"-", edge=True, complement=True)
+# A JSON number value stands between structural characters or whitespace (RFC 8259).
+_JSON_BEFORE, _JSON_AFTER = _bytes(b":,[ \t\r\n", edge=True), _bytes(b",]} \t\r\n", edge=True)
+_EXPONENT = _bytes(b"eE", edge=False)
+
+
+def _may_hold_a_middle(a: npt.NDArray[np.uint8], tokens: Tokens, before: Mask, after: Mask) -> bool:
+    """Whether a CSV or JSON file can hold a numeric value equal to some middle, so that its columns or
+    records must be read: some candidate number stands where such a value can stand, or some number
+    has an exponent (1.234e3 is 1234, and the regex sees 1.234 and 3). Otherwise no window of its
+    columns, rows or records can have a middle, and the parse is skipped."""
+    prev = np.where(tokens.start > 0, a[np.maximum(tokens.start - 1, 0)], 256)
+    nxt = np.where(tokens.end < len(a), a[np.minimum(tokens.end, len(a) - 1)], 256)
+    return bool(_EXPONENT[nxt].any() or (tokens.candidate & before[prev] & after[nxt]).any())
+
+
+def scan_bytes(name: str, data: bytes, sig: Signatures) -> list[str]:
     """Signatures found in one file (recursing into gzip and zip)."""
     if name.endswith(".gz"):
-        return scan_bytes(name[:-3], gzip.decompress(data), pairs, triples)
+        return scan_bytes(name[:-3], gzip.decompress(data), sig)
     if name.endswith(".zip"):
         with zipfile.ZipFile(io.BytesIO(data)) as z:
-            return [f for m in z.namelist() for f in scan_bytes(f"{name}!{m}", z.read(m), pairs, triples)]
-    if name.endswith((".parquet", ".csv")):
-        df = pl.read_parquet(io.BytesIO(data)) if name.endswith(".parquet") else pl.read_csv(io.BytesIO(data))
-        found = _hits([float(m) for m in NUMBER.findall(data)], pairs, triples) if name.endswith(".csv") else []
-        nums = [c for c, t in df.schema.items() if t.is_numeric()]
-        for c in nums:  # down each column
-            found += _hits([float(v) if v is not None else float("nan") for v in df[c].to_list()], pairs, triples)
-        found += _row_hits(df.select(nums).cast(pl.Float64).to_numpy(), pairs, triples)  # along each row
-        return [f"{name}: {h}" for h in found]
-    values = [float(m) for m in NUMBER.findall(data)]
-    found = _hits(values, pairs, triples)
-    if name.endswith(".json"):  # records: each key's values down a list of objects
-        found += [h for seq in _json_columns(orjson.loads(data)) for h in _hits(seq, pairs, triples)]
+            return [f for m in z.namelist() for f in scan_bytes(f"{name}!{m}", z.read(m), sig)]
+    if name.endswith(".parquet"):
+        return [f"{name}: {h}" for h in _table_hits(pl.read_parquet(io.BytesIO(data)), sig)]
+    a = np.frombuffer(data, dtype=np.uint8)
+    tokens = _tokens(a, sig)
+    found = _text_hits(data, tokens, sig)
+    if name.endswith(".csv") and _may_hold_a_middle(a, tokens, _CSV_BEFORE, _CSV_AFTER):
+        found += _table_hits(pl.read_csv(io.BytesIO(data)), sig)
+    if name.endswith(".json") and _may_hold_a_middle(a, tokens, _JSON_BEFORE, _JSON_AFTER):
+        found += _json_hits(orjson.loads(data), sig)  # records: each key's values down a list of objects
     return [f"{name}: {h}" for h in found]
 
 
-def _json_columns(doc: object) -> list[list[float]]:
-    """For every list of objects in a JSON document, each numeric key's values in list order."""
-    out: list[list[float]] = []
-    if isinstance(doc, dict):
-        for v in doc.values():
-            out += _json_columns(v)
-    elif isinstance(doc, list):
-        records = [r for r in doc if isinstance(r, dict)]
-        if records:
-            for key in {k for r in records for k in r}:
-                out.append([float(r[key]) if isinstance(r.get(key), int | float) and not isinstance(r.get(key), bool)
-                            else float("nan") for r in records])
-        for v in doc:
-            out += _json_columns(v)
-    return out
-
-
 def scan_release(root: Path) -> list[str]:
-    pairs, triples = signatures()
+    sig = signatures()
     found: list[str] = []
     for path in sorted(p for p in root.rglob("*") if p.is_file()):
         if path.suffix == ".gz" and path.with_suffix("").is_file():
             continue  # a precompressed copy of a file scanned as itself
-        found += scan_bytes(str(path.relative_to(root)), path.read_bytes(), pairs, triples)
+        found += scan_bytes(str(path.relative_to(root)), path.read_bytes(), sig)
     return found
 
 
