@@ -37,19 +37,28 @@ Ints = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 
+class Places(NamedTuple):
+    """The values one place of a window (first, middle or last) takes in some signature, as integer
+    parts of the numbers that can equal one: `whole` for a number written without a fraction (the
+    integral values), `near` for one with a fraction (floor(v), and v - 1 for an integral v, as
+    1233.99999999999999999 is 1234.0 as a float)."""
+
+    whole: Ints
+    near: Ints
+
+
 class Signatures(NamedTuple):
-    """The series' signatures, with their middle values indexed. A window of three values can only
-    be a signature when its middle is some signature's middle, so every scan first finds those
-    middles (vectorised, or by hashing) and looks up only the windows around them."""
+    """The series' signatures, with the values of each place of a window indexed. A window of three
+    values can only be a signature when its middle is some signature's middle (and its first and last
+    values some signature's first and last), so every scan first finds those (vectorised, or by
+    hashing) and looks up only the windows around them."""
 
     pairs: frozenset[Window]
     triples: frozenset[Window]
     middles: frozenset[float]
     sorted_middles: npt.NDArray[np.float64]
-    whole_middles: Ints  # the integral middles: what a number written without a fraction can equal
-    near_middles: Ints  # integer parts of every number that can round to a middle: floor(m), and m - 1
-    #                     for an integral m (1233.99999999999999999 is 1234.0 as a float)
-    digits: int  # no integer part with more significant digits is in either of the two above
+    places: tuple[Places, Places, Places]
+    digits: int  # no integer part with more significant digits is in any `Places`
 
     def match(self, windows: list[list[float]]) -> list[Window]:
         return [w for w in map(tuple, windows) if w in self.triples or w in self.pairs]
@@ -75,13 +84,18 @@ def signatures() -> Signatures:
 
 
 def _index(pairs: set[Window], triples: set[Window]) -> Signatures:
-    middles = frozenset({p[1] for p in pairs} | {t[1] for t in triples})
-    assert all(m >= MIN_COUNT for m in middles)  # `_candidates` relies on it: no negative number is a middle
-    whole = sorted({int(m) for m in middles if m.is_integer()})
-    near = sorted({math.floor(m) for m in middles} | {w - 1 for w in whole})
+    windows = pairs | triples
+    assert all(v > 0 for w in windows for v in w)  # `_tokens` relies on it: no number written with "-" is one
+    places = []
+    for at in range(3):
+        values = {w[at] for w in windows}
+        whole = sorted({int(v) for v in values if v.is_integer()})
+        places.append(Places(np.array(whole, dtype=np.int64),
+                             np.array(sorted({math.floor(v) for v in values} | {w - 1 for w in whole}), dtype=np.int64)))
+    middles = frozenset(w[1] for w in windows)
     return Signatures(frozenset(pairs), frozenset(triples), middles, np.array(sorted(middles), dtype=np.float64),
-                      np.array(whole, dtype=np.int64), np.array(near, dtype=np.int64),
-                      len(str(max(near, default=0))))
+                      (places[0], places[1], places[2]),
+                      len(str(max((int(p.near.max()) for p in places if len(p.near)), default=0))))
 
 
 def _in_sorted(values: npt.NDArray[Any], sorted_values: npt.NDArray[Any]) -> Mask:
@@ -174,12 +188,14 @@ def _json_hits(doc: object, sig: Signatures) -> list[Window]:
 
 
 class Tokens(NamedTuple):
-    """The numbers of a text (NUMBER's matches) as arrays: byte spans, and whether each number could
-    be a signature's middle (a superset; the exact test is `float` of its bytes)."""
+    """The numbers of a text (NUMBER's matches) as arrays: byte spans, and for each place of a window
+    whether the number could stand there (a superset; the exact test is `float` of its bytes)."""
 
     start: Ints
     end: Ints
-    candidate: Mask
+    first: Mask
+    middle: Mask
+    last: Mask
 
 
 def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
@@ -187,16 +203,17 @@ def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
     `float` of each match, were most of the scan's time). A match is a run of digits, a "-" just
     before it, and a "." plus the next run when the "." joins them; in a chain of runs joined by
     single dots (1.2.3.4) the regex takes them two by two, so a run starts a match when its place in
-    its chain is even. A number can equal a middle m only when it is not negative and its integer
-    part I is m (no fraction) or floor(m) or m - 1 (a fraction can round up), so I is computed from
-    the run's last `sig.digits` digits, and counts only when no earlier digit of the run is 1-9."""
-    digit = (a >= 48) & (a <= 57)
-    edges = np.flatnonzero(np.diff(digit, prepend=False, append=False))
+    its chain is even. A number can equal a signature's value v only when it is not negative and its
+    integer part is in `Places` (v, or with a fraction floor(v) or v - 1), so the integer part is
+    computed from the run's last `sig.digits` digits and counts only when no earlier digit is 1-9."""
+    digit = np.zeros(len(a) + 2, dtype=bool)
+    np.less(a - np.uint8(48), 10, out=digit[1:-1])
+    edges = np.flatnonzero(digit[1:] != digit[:-1])
     s, e = edges[0::2], edges[1::2]
     n = len(s)
     if not n:
-        empty = np.zeros(0, dtype=np.int64)
-        return Tokens(empty, empty, np.zeros(0, dtype=bool))
+        none, no = np.zeros(0, dtype=np.int64), np.zeros(0, dtype=bool)
+        return Tokens(none, none, no, no, no)
     joined = np.zeros(n, dtype=bool)  # run k is the fraction of run k - 1 if it is its match's
     joined[1:] = (s[1:] == e[:-1] + 1) & (a[e[:-1]] == ord("."))
     k = np.arange(n)
@@ -209,20 +226,21 @@ def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
     whole = np.zeros(len(tok), dtype=np.int64)
     for place in range(sig.digits):
         p = re_ - 1 - place
-        whole += np.where(p >= rs, a[np.maximum(p, 0)].astype(np.int64) - 48, 0) * 10 ** place
+        whole += np.where(p >= rs, a[np.maximum(p, 0)] - np.int64(48), 0) * 10 ** place
+    whole[neg] = -1
     long = np.flatnonzero(re_ - rs > sig.digits)
-    if len(long):  # a 1-9 digit before the last `digits` makes I too large to be a middle's
-        nonzero = np.concatenate(([0], np.cumsum((a >= 49) & (a <= 57), dtype=np.int64)))
-        whole[long[nonzero[re_[long] - sig.digits] > nonzero[rs[long]]]] = -1
-    candidate = ~neg & (whole >= 0) & np.where(frac, _in_sorted(whole, sig.near_middles),
-                                                _in_sorted(whole, sig.whole_middles))
-    return Tokens(rs - neg, np.where(frac, e[nxt], re_), candidate)
+    for place in range(sig.digits, int((re_ - rs).max())):  # a 1-9 digit before the last `digits`
+        p = re_[long] - 1 - place
+        whole[long[(p >= rs[long]) & (a[np.maximum(p, 0)] > ord("0"))]] = -1
+    first, middle, last = (np.where(frac, _in_sorted(whole, pl_.near), _in_sorted(whole, pl_.whole))
+                           for pl_ in sig.places)
+    return Tokens(rs - neg, np.where(frac, e[nxt], re_), first, middle, last)
 
 
 def _text_hits(data: bytes, tokens: Tokens, sig: Signatures) -> list[Window]:
-    """Windows of three consecutive numbers of the text around each candidate middle, each number
-    `float` of its bytes, as of the regex's match."""
-    at = np.flatnonzero(tokens.candidate[1:-1]) + 1
+    """Windows of three consecutive numbers of the text that can be a signature, each number `float`
+    of its bytes, as of the regex's match."""
+    at = np.flatnonzero(tokens.first[:-2] & tokens.middle[1:-1] & tokens.last[2:]) + 1
     if not len(at):
         return []
     bounds = [b.tolist() for d in (-1, 0, 1) for b in (tokens.start[at + d], tokens.end[at + d])]
@@ -251,12 +269,12 @@ _EXPONENT = _bytes(b"eE", edge=False)
 
 def _may_hold_a_middle(a: npt.NDArray[np.uint8], tokens: Tokens, before: Mask, after: Mask) -> bool:
     """Whether a CSV or JSON file can hold a numeric value equal to some middle, so that its columns or
-    records must be read: some candidate number stands where such a value can stand, or some number
+    records must be read: some number that can be a middle stands where such a value can stand, or some number
     has an exponent (1.234e3 is 1234, and the regex sees 1.234 and 3). Otherwise no window of its
     columns, rows or records can have a middle, and the parse is skipped."""
     prev = np.where(tokens.start > 0, a[np.maximum(tokens.start - 1, 0)], 256)
     nxt = np.where(tokens.end < len(a), a[np.minimum(tokens.end, len(a) - 1)], 256)
-    return bool(_EXPONENT[nxt].any() or (tokens.candidate & before[prev] & after[nxt]).any())
+    return bool(_EXPONENT[nxt].any() or (tokens.middle & before[prev] & after[nxt]).any())
 
 
 def scan_bytes(name: str, data: bytes, sig: Signatures) -> list[str]:
