@@ -12,6 +12,7 @@ from __future__ import annotations
 import gzip
 import io
 import math
+import random
 import re
 import zipfile
 from pathlib import Path
@@ -332,6 +333,58 @@ def test_the_scan_finds_a_leaked_row(tmp_path: Path) -> None:
     found = scan_release(tmp_path)
     assert {f.split(":")[0].split("!")[0] for f in found} == {"a.json", "b.parquet", "c.zip", "d.json", "e.json",
                                                                 "f.csv"}
+
+
+def test_the_scan_finds_each_written_form(tmp_path: Path) -> None:
+    """Three consecutive counts of one LGA are found however a file writes them, where only the scan
+    of records or columns sees them (other numbers stand between them in the text), and where a
+    file is parsed only because a number in it can be a middle or has an exponent."""
+    sig = signatures()
+    a, b, c = (int(v) for v in min(sig.triples))
+
+    def e(v: int) -> str:  # 1234 as 1.234e3: the text shows 1.234 and 3
+        return f"{str(v)[0]}.{str(v)[1:]}e{len(str(v)) - 1}"
+
+    files = {
+        # a list of records nested inside an object inside a list
+        "g.json": orjson.dumps([{"x": {"rows": [{"v": a, "n": 7}, {"v": b, "n": 7}, {"v": c, "n": 7, "s": "NG1"}]}}]),
+        "h.json": orjson.dumps({"rows": [{"v": float(v), "n": 7} for v in (a, b, c)]}),  # floats: 1234.0
+        "i.json": ('{"rows":[' + ",".join(f'{{"v":{e(v)},"n":7}}' for v in (a, b, c)) + "]}").encode(),
+        "j.csv": f"id,v,n\nNG001,{a},7\nNG002,{b},7\nNG003,{c},7\n".encode(),  # down a column
+        "k.csv": f"id,v,n\nNG001,{e(a)},7\nNG002,{e(b)},7\nNG003,{e(c)},7\n".encode(),
+        "l.csv": f'id,v,n\nNG001,"{a}",7\nNG002,"{b}",7\nNG003,"{c}",7\n'.encode(),  # quoted
+        # leading zeros, a decimal that rounds to the count, a fraction of zeros; signs around
+        "m.txt": f"-1 0{a} {b - 1}.99999999999999999999 {c}.000-2".encode(),
+        # no finds: negative counts down a column, and a "-" that makes the next number negative
+        "n.csv": f"v,w\n-{a},x\n-{b},y\n-{c},z\n{a}-{b}-{c},q\n".encode(),
+        "o.json": orjson.dumps([{"v": -a}, {"v": -b}, {"v": -c}]),
+    }
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    found = scan_release(tmp_path)
+    assert sorted(f.split(":")[0] for f in found) == ["g.json", "h.json", "i.json", "j.csv", "k.csv", "l.csv", "m.txt"]
+    assert all(f.endswith(str((float(a), float(b), float(c)))) for f in found)
+
+
+def test_numbers_are_the_regexs_and_no_window_is_missed() -> None:
+    """`_tokens` gives NUMBER's spans, and the text scan finds exactly the windows of `float` of
+    NUMBER's matches that are signatures, on made-up text dense in signature values (small values,
+    a non-integral middle, a value reached by rounding, chains of dots, signs, exponents)."""
+    sig = _index({(2.0, 1.0, 2.0), (5.0, 30.0, 100.0), (3.0, 1234.0, 4.0)},
+                 {(1.0, 2.0, 3.0), (12.0, 0.5, 7.0), (10.0, 10.0, 10.0)})
+    rng = random.Random(36)
+    texts = [b"", b"1", b"-", b"1.2.3.4.5", b"1..2", b"--1-2-3", b"1.-2 3", b"a1.2.3", b"0.5.", b".5 12 0.5 7",
+             b"x-1 2 3-", b"1 2 3", b"001 002.0 3.000", b"12,0.50,7", b"3 1233.99999999999999999 4",
+             b"10 0010 10.000", b"5 30 100.0", b"5 3.0e1 100", b"9" * 40 + b" 1 2 3"]
+    texts += [bytes(rng.choice(b"0123456789.-- e,x") for _ in range(rng.randrange(1, 200))) for _ in range(2000)]
+    for text in texts:
+        a = np.frombuffer(text, dtype=np.uint8)
+        tokens = _tokens(a, sig)
+        assert list(zip(tokens.start.tolist(), tokens.end.tolist(), strict=True)) == \
+            [m.span() for m in NUMBER.finditer(text)], text
+        values = [float(m) for m in NUMBER.findall(text)]
+        expected = [w for w in zip(values, values[1:], values[2:], strict=False) if w in sig.triples or w in sig.pairs]
+        assert sorted(_text_hits(text, tokens, sig)) == sorted(expected), text
 
 
 def test_no_dated_row_in_any_release_file(real_build: Path) -> None:
