@@ -353,6 +353,7 @@ def test_the_scan_finds_each_written_form(tmp_path: Path) -> None:
         "j.csv": f"id,v,n\nNG001,{a},7\nNG002,{b},7\nNG003,{c},7\n".encode(),  # down a column
         "k.csv": f"id,v,n\nNG001,{e(a)},7\nNG002,{e(b)},7\nNG003,{e(c)},7\n".encode(),
         "l.csv": f'id,v,n\nNG001,"{a}",7\nNG002,"{b}",7\nNG003,"{c}",7\n'.encode(),  # quoted
+        "p.json": orjson.dumps({"rows": [{"v": v, "n": 7} for v in (a, b, c)]}, option=orjson.OPT_INDENT_2),
         # leading zeros, a decimal that rounds to the count, a fraction of zeros; signs around
         "m.txt": f"-1 0{a} {b - 1}.99999999999999999999 {c}.000-2".encode(),
         # no finds: negative counts down a column, and a "-" that makes the next number negative
@@ -362,7 +363,8 @@ def test_the_scan_finds_each_written_form(tmp_path: Path) -> None:
     for name, data in files.items():
         (tmp_path / name).write_bytes(data)
     found = scan_release(tmp_path)
-    assert sorted(f.split(":")[0] for f in found) == ["g.json", "h.json", "i.json", "j.csv", "k.csv", "l.csv", "m.txt"]
+    assert sorted(f.split(":")[0] for f in found) == ["g.json", "h.json", "i.json", "j.csv", "k.csv", "l.csv", "m.txt",
+                                                         "p.json"]
     assert all(f.endswith(str((float(a), float(b), float(c)))) for f in found)
 
 
