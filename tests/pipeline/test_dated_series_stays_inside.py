@@ -38,16 +38,6 @@ Ints = npt.NDArray[np.int64]
 Mask = npt.NDArray[np.bool_]
 
 
-class Places(NamedTuple):
-    """The values one place of a window (first, middle or last) takes in some signature, as integer
-    parts of the numbers that can equal one: `whole` for a number written without a fraction (the
-    integral values), `near` for one with a fraction (floor(v), and v - 1 for an integral v, as
-    1233.99999999999999999 is 1234.0 as a float)."""
-
-    whole: Ints
-    near: Ints
-
-
 class Signatures(NamedTuple):
     """The series' signatures, with the values of each place of a window indexed. A window of three
     values can only be a signature when its middle is some signature's middle (and its first and last
@@ -58,8 +48,8 @@ class Signatures(NamedTuple):
     triples: frozenset[Window]
     middles: frozenset[float]
     sorted_middles: npt.NDArray[np.float64]
-    places: tuple[Places, Places, Places]
-    digits: int  # no integer part with more significant digits is in any `Places`
+    places: tuple[Ints, Ints, Ints]  # `_place_keys` of the first, middle and last values
+    digits: int  # no integer part with more significant digits is in any of `places`
 
     def match(self, windows: list[list[float]]) -> list[Window]:
         return [w for w in map(tuple, windows) if w in self.triples or w in self.pairs]
@@ -84,19 +74,24 @@ def signatures() -> Signatures:
     return _index(pairs, triples)
 
 
+def _place_keys(values: set[float]) -> Ints:
+    """Sorted keys (2 * integer part, + 1 when written with a fraction) of every number that can equal
+    one of the values: v written without a fraction, or with one: floor(v), and v - 1 for an integral
+    v (1233.99999999999999999 is 1234.0 as a float)."""
+    whole = {int(v) for v in values if v.is_integer()}
+    near = {math.floor(v) for v in values} | {w - 1 for w in whole}
+    return np.array(sorted({2 * w for w in whole} | {2 * n + 1 for n in near}), dtype=np.int64)
+
+
 def _index(pairs: set[Window], triples: set[Window]) -> Signatures:
+    """The signatures with what each scan looks up first, computed once per scan."""
     windows = pairs | triples
     assert all(v > 0 for w in windows for v in w)  # `_tokens` relies on it: no number written with "-" is one
-    places = []
-    for at in range(3):
-        values = {w[at] for w in windows}
-        whole = sorted({int(v) for v in values if v.is_integer()})
-        places.append(Places(np.array(whole, dtype=np.int64),
-                             np.array(sorted({math.floor(v) for v in values} | {w - 1 for w in whole}), dtype=np.int64)))
+    first, middle, last = (_place_keys({w[at] for w in windows}) for at in range(3))
     middles = frozenset(w[1] for w in windows)
+    top = max((int(k[-1]) // 2 for k in (first, middle, last) if len(k)), default=0)
     return Signatures(frozenset(pairs), frozenset(triples), middles, np.array(sorted(middles), dtype=np.float64),
-                      (places[0], places[1], places[2]),
-                      len(str(max((int(p.near.max()) for p in places if len(p.near)), default=0))))
+                      (first, middle, last), len(str(top)))
 
 
 def _in_sorted(values: npt.NDArray[Any], sorted_values: npt.NDArray[Any]) -> Mask:
@@ -205,7 +200,7 @@ def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
     before it, and a "." plus the next run when the "." joins them; in a chain of runs joined by
     single dots (1.2.3.4) the regex takes them two by two, so a run starts a match when its place in
     its chain is even. A number can equal a signature's value v only when it is not negative and its
-    integer part is in `Places` (v, or with a fraction floor(v) or v - 1), so the integer part is
+    integer part is v, or with a fraction floor(v) or v - 1 (`_place_keys`), so the integer part is
     computed from the run's last `sig.digits` digits and counts only when no earlier digit is 1-9."""
     digit = np.zeros(len(a) + 2, dtype=bool)
     np.less(a - np.uint8(48), 10, out=digit[1:-1])
@@ -233,8 +228,8 @@ def _tokens(a: npt.NDArray[np.uint8], sig: Signatures) -> Tokens:
     for place in range(sig.digits, int((re_ - rs).max())):  # a 1-9 digit before the last `digits`
         p = re_[long] - 1 - place
         whole[long[(p >= rs[long]) & (a[np.maximum(p, 0)] > ord("0"))]] = -1
-    first, middle, last = (np.where(frac, _in_sorted(whole, pl_.near), _in_sorted(whole, pl_.whole))
-                           for pl_ in sig.places)
+    key = 2 * whole + frac  # as `_place_keys`; a number that can be none is below every key
+    first, middle, last = (_in_sorted(key, keys) for keys in sig.places)
     return Tokens(rs - neg, np.where(frac, e[nxt], re_), first, middle, last)
 
 
