@@ -65,8 +65,8 @@ def signatures() -> Signatures:
         pl.col("malaria_cases_total").cast(pl.Float64, strict=False).alias("t"),
     ).sort("lga_code", "year", "month")
     d = d.with_columns((pl.col("t") - pl.col("c")).alias("k"))
-    pairs = {(k, c, t) for k, c, t in d.select("k", "c", "t").iter_rows() if c and t and c >= MIN_COUNT and k and k > 0}
-    triples = set()
+    pairs: set[Window] = {(k, c, t) for k, c, t in d.select("k", "c", "t").iter_rows() if c and t and c >= MIN_COUNT and k and k > 0}
+    triples: set[Window] = set()
     for _, g in d.group_by("lga_code"):
         c = g["c"].to_list()
         triples |= {tuple(c[i:i + 3]) for i in range(len(c) - 2)
@@ -87,6 +87,7 @@ def _index(pairs: set[Window], triples: set[Window]) -> Signatures:
     """The signatures with what each scan looks up first, computed once per scan."""
     windows = pairs | triples
     assert all(v > 0 for w in windows for v in w)  # `_tokens` relies on it: no number written with "-" is one
+    assert all(w[1] < 2 ** 53 for w in windows)  # `_record_hits` relies on it
     first, middle, last = (_place_keys({w[at] for w in windows}) for at in range(3))
     middles = frozenset(w[1] for w in windows)
     top = max((int(k[-1]) // 2 for k in (first, middle, last) if len(k)), default=0)
@@ -143,8 +144,8 @@ def _numeric(v: object) -> float:
 def _record_hits(records: list[dict[str, object]], sig: Signatures) -> list[Window]:
     """Windows down each key's values in a list of objects. A key is only read further when one of
     its inner values is a signature's middle: `v in middles` holds for an int or float exactly when
-    `float(v)` is one (the middles are integers far below 2**53; booleans hash as 0/1, below any
-    middle; strings and None are never equal to a float)."""
+    `float(v)` is one (every middle is below 2**53, where ints convert exactly; booleans are 0/1,
+    below any middle; strings and None are never equal to a float)."""
     found: list[Window] = []
     n = len(records)
     for key in {k for r in records for k in r}:
