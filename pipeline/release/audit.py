@@ -46,6 +46,7 @@ import csv
 import functools
 import gzip
 import io
+import itertools
 import re
 import zipfile
 from collections.abc import Iterable, Iterator, Mapping
@@ -62,6 +63,7 @@ THRESHOLD = 0.97
 SERIES_LENGTH = 48  # 2020-01 .. 2023-12
 FIRST_YEAR = 2020
 BATCH = 200_000  # windows per matrix product
+ACROSS_CACHE = 32  # sets of areas whose normalised cross-sections are kept (each up to 774 x 216 values)
 # the dated LGA series and its state sums: no licence stated, "never redistribute the rows"
 RESTRICTED_DIR = "malaria/dhis2_lga_monthly_2020_2023"
 # every state file of the folder is read (pipeline.sources.dated_cases.dated_files), not a fixed name
@@ -291,13 +293,28 @@ def _number(x: Any) -> float:
 
 
 _PLAIN_NUMBERS = frozenset({int, float})
+# exact types `_number` maps to NaN (a bool is not a number); with `_PLAIN_NUMBERS`, every type a JSON parser returns
+_NOT_NUMBERS = frozenset({str, bool, type(None), dict, list})
+# exact types that are neither a dict nor a list: a container holding only these holds nothing to descend into
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _numbers(values: list[Any]) -> np.ndarray:
-    """`_number` of each value, in one conversion when every value is a plain int or float."""
-    if set(map(type, values)) <= _PLAIN_NUMBERS:
+def _numbers(values: list[Any], types: set[type] | None = None) -> np.ndarray:
+    """`_number` of each value, in one conversion when every value is a plain int or float
+    (`types`: the set of the values' exact types, when the caller has it)."""
+    if (set(map(type, values)) if types is None else types) <= _PLAIN_NUMBERS:
         return np.array(values, dtype=np.float64)
     return np.array([_number(x) for x in values], dtype=np.float64)
+
+
+def _has_number(values: list[Any], types: set[type]) -> bool:
+    """Whether `_number` of some value is a number, from the set of exact types alone when it can tell
+    (a whole list is then judged in C, not value by value): a value of no known type is looked at."""
+    if types & _PLAIN_NUMBERS:
+        return True
+    if types <= _NOT_NUMBERS:
+        return False
+    return any(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -332,9 +349,9 @@ def _runs(where: str, v: np.ndarray, area: str | None = None, months: np.ndarray
 
 def _keyed(where: str, v: np.ndarray, codes: list[str]) -> Iterator[Run]:
     """A cross-section: one value per named area (compared area by area, never as a sequence)."""
-    ok = np.isfinite(v) & np.array([bool(c) for c in codes])
+    ok = np.isfinite(v) & np.fromiter(map(bool, codes), dtype=bool, count=len(codes))
     if ok.sum() >= MIN_LENGTH:
-        yield Run(where, v[ok], keys=tuple(c for c, k in zip(codes, ok, strict=True) if k))
+        yield Run(where, v[ok], keys=tuple(itertools.compress(codes, ok.tolist())))
 
 
 def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
@@ -346,6 +363,20 @@ def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) >= MIN_LENGTH]
 
 
+@functools.lru_cache(maxsize=4096)
+def _may_have_groups(keys: tuple[Any, ...]) -> bool:
+    """Whether some `MIN_LENGTH` of these keys differ only in their digits: an object's numbered
+    keys can make a run only then, and the records of a list mostly share one set of keys (cached)."""
+    if not all(isinstance(k, str) for k in keys):
+        return True  # left to `_numbered_groups`
+    counts: dict[str, int] = {}
+    for k in keys:
+        if DIGITS.search(k):
+            pattern = DIGITS.sub("#", k)
+            counts[pattern] = counts.get(pattern, 0) + 1
+    return any(n >= MIN_LENGTH for n in counts.values())
+
+
 # keys whose 12-value lists are calendar-month profiles (January to December), never a dated year
 CALENDAR_KEYS = frozenset({"seasonal_index", "profile", "recorded", "published", "out_of_sample", "low", "high"})
 
@@ -354,42 +385,100 @@ def is_calendar_key(key: str) -> bool:
     return key in CALENDAR_KEYS or key.endswith(("_profile", "_out_of_sample", "_index"))
 
 
-def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[Run]:
-    """Every run of a JSON document (see the module's docstring)."""
+def json_runs(doc: Any, where: str = "$", area: str | None = None) -> list[Run]:
+    """Every run of a JSON document (see the module's docstring), in document order."""
+    out: list[Run] = []
+    _json_into(doc, where, area, out)
+    return out
+
+
+def _area_of(d: Mapping[str, Any], default: str | None) -> str | None:
+    """The object's own area (its `lga_code`, else its `state_code`, when a string), else `default`."""
+    code = d.get("lga_code")
+    if isinstance(code, str):
+        return code
+    code = d.get("state_code")
+    return code if isinstance(code, str) else default
+
+
+def _json_into(doc: Any, where: str, area: str | None, out: list[Run]) -> None:
+    """`json_runs` appending to one list: a release holds half a million JSON objects, and a chain of
+    nested generators costs more per object than the object itself. Whole lists are typed at once
+    (the set of their values' types); values are looked at one by one only where a run can come out."""
     if isinstance(doc, dict):
-        area = next((doc[k] for k in AREA_KEYS if isinstance(doc.get(k), str)), area)
-        for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
-            yield from _runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area)
-        for k, v in doc.items():
-            if k not in SKIP_KEYS and isinstance(v, dict | list):
-                yield from json_runs(v, f"{where}.{k}", NATION if k == "national" else area)
+        area = _area_of(doc, area)
+        if len(doc) >= MIN_LENGTH and _may_have_groups(tuple(doc)):
+            for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
+                out.extend(_runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area))
+        if not set(map(type, doc.values())) <= _LEAVES:
+            for k, v in doc.items():
+                if isinstance(v, dict | list) and k not in SKIP_KEYS:
+                    _json_into(v, f"{where}.{k}", NATION if k == "national" else area, out)
     elif isinstance(doc, list):
+        types = set(map(type, doc))
         if len(doc) >= MIN_LENGTH:
-            if any(isinstance(x, int | float) and not isinstance(x, bool) for x in doc[:64]):
+            head = doc[:64]
+            if _has_number(head, types if len(doc) <= 64 else set(map(type, head))):
                 calendar_list = len(doc) == 12 and is_calendar_key(where.rsplit(".", 1)[-1])
-                yield from _runs(where, _numbers(doc), area, calendar=calendar_list)
-            records = [r for r in doc if isinstance(r, dict)]
+                out.extend(_runs(where, _numbers(doc, types), area, calendar=calendar_list))
+            records = doc if types == {dict} else [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
-                months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
-                has_months = bool(np.isfinite(months).any())
-                calendar = [r.get("month") if isinstance(r, dict) else None for r in doc] == list(range(1, 13))
-                own = [next((r[k] for k in AREA_KEYS if isinstance(r.get(k), str)), "") if isinstance(r, dict)
-                       else "" for r in doc]
-                keyed = all(own) and len(set(own)) == len(own)
-                every = len(records) == len(doc)
-                for key in dict.fromkeys(k for r in records for k in r if k not in FILE_KEYS):
-                    vals = _numbers([r.get(key) for r in doc]) if every else \
-                        np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
-                    if has_months:
-                        ok = np.isfinite(months)
-                        yield from _runs(f"{where}[].{key}", vals[ok], area, months[ok])
-                    elif keyed:
-                        yield from _keyed(f"{where}[].{key}", vals, own)
-                    else:
-                        yield from _runs(f"{where}[].{key}", vals, area, calendar=calendar)
-        for i, v in enumerate(doc):
-            if isinstance(v, dict | list):
-                yield from json_runs(v, f"{where}[{i}]", area)
+                _records_into(doc, records, where, area, out)
+        if not types <= _LEAVES:
+            for i, v in enumerate(doc):
+                if isinstance(v, dict | list):
+                    _json_into(v, f"{where}[{i}]", area, out)
+
+
+def _records_into(doc: list[Any], records: list[dict[str, Any]], where: str, area: str | None,
+                  out: list[Run]) -> None:
+    """Each key down a list of objects (`records`, the objects of `doc`): on their months when they
+    have `period`, across areas when each names its own, top to bottom otherwise. A key that holds
+    no number in any object makes no run (every value NaN) and is passed over."""
+    months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
+    has_months = bool(np.isfinite(months).any())
+    calendar = len(doc) == 12 and [r.get("month") if isinstance(r, dict) else None for r in doc] == list(range(1, 13))
+    every = len(records) == len(doc)
+    own: list[str] = []
+    keyed = False
+    if not has_months:
+        own = [_area_of(r, "") or "" if isinstance(r, dict) else "" for r in doc]
+        keyed = all(own) and len(set(own)) == len(own)
+    keys = dict.fromkeys(itertools.chain.from_iterable(records))
+    for k in FILE_KEYS:
+        keys.pop(k, None)
+    ok = np.isfinite(months)
+    for key in keys:
+        column = [r.get(key) for r in doc] if every else [r.get(key) if isinstance(r, dict) else None for r in doc]
+        types = set(map(type, column))
+        if not _has_number(column, types):
+            continue
+        vals = _numbers(column, types)
+        if has_months:
+            out.extend(_runs(f"{where}[].{key}", vals[ok], area, months[ok]))
+        elif keyed:
+            out.extend(_keyed(f"{where}[].{key}", vals, own))
+        else:
+            out.extend(_runs(f"{where}[].{key}", vals, area, calendar=calendar))
+
+
+TEXT_COLUMNS = (*AREA_KEYS, "period", "area_type")  # the only text columns the audit reads
+# a character no number has: a cell holding one is text, whatever float() would make of it (" 1", "inf", "1_0")
+NOT_NUMERIC_CHAR = re.compile(r"[^\deE+\-.]")
+
+
+def _numeric_column(cells: tuple[str, ...]) -> np.ndarray | None:
+    """The column's values when it has a value and every non-empty cell is a number (`NUMERIC_CELL`), empty
+    cells NaN; else None. The rule is tried cell by cell only in C: a cell made only of digits, signs,
+    points and exponents that float() reads is exactly a `NUMERIC_CELL` (float() refuses "1e", "2021-03",
+    "1.2.3"), and a text column is told by its first value."""
+    first = next(filter(None, cells), None)
+    if first is None or not NUMERIC_CELL.fullmatch(first) or NOT_NUMERIC_CHAR.search("".join(cells)):
+        return None
+    try:
+        return np.array([v or "nan" for v in cells] if "" in cells else cells, dtype=np.float64)
+    except ValueError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -406,13 +495,13 @@ class Table:
     @classmethod
     def of_frame(cls, df: pl.DataFrame) -> Table:
         num = {c: df[c].cast(pl.Float64).to_numpy() for c, t in df.schema.items() if t.is_numeric()}
-        text = {c: df[c].cast(pl.Utf8).to_list() for c in (*AREA_KEYS, "period", "area_type")
-                if c in df.columns and c not in num}  # the only text the audit reads
+        text = {c: df[c].cast(pl.Utf8).to_list() for c in TEXT_COLUMNS if c in df.columns and c not in num}
         return cls(list(df.columns), num, text, df.height)
 
     @classmethod
     def of_csv(cls, data: bytes) -> Table:
-        """A column is numeric when it has a value and every value parses as a number (as polars infers)."""
+        """A column is numeric when it has a value and every value parses as a number (as polars infers).
+        Only the text columns the audit reads are kept (`TEXT_COLUMNS`)."""
         rows = list(csv.reader(io.StringIO(data.decode("utf-8", "replace"))))
         if not rows:
             return cls([], {}, {}, 0)
@@ -420,12 +509,13 @@ class Table:
         num: dict[str, np.ndarray] = {}
         text: dict[str, list[str | None]] = {}
         width = len(header)
-        columns = list(zip(*body, strict=True)) if body and all(len(r) == width for r in body) else \
+        columns = list(zip(*body, strict=True)) if body and set(map(len, body)) == {width} else \
             [tuple(r[j] if j < len(r) else "" for r in body) for j in range(width)]
         for name, vals in zip(header, columns or [()] * width, strict=True):
-            if any(vals) and all(NUMERIC_CELL.fullmatch(v) for v in vals if v):
-                num[name] = np.array([v or "nan" for v in vals], dtype=np.float64)
-            else:
+            values = _numeric_column(vals)
+            if values is not None:
+                num[name] = values
+            elif name in TEXT_COLUMNS:
                 text[name] = [v or None for v in vals]
         return cls(header, num, text, len(body))
 
@@ -451,6 +541,8 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
         kinds = t.text.get("area_type")
         periods = t.text.get("period") if time_col == "period" else None
         for code, rows in groups.items():
+            if len(rows) < MIN_LENGTH:
+                continue  # every run of the area has at most one value per row: too short to compare
             idx = np.asarray(rows, dtype=np.int64)
             national = code is None and kinds is not None and all(kinds[i] == "national" for i in rows
                                                                   if kinds[i] is not None)
@@ -624,6 +716,7 @@ class _Matcher:
         self.batches: dict[int, _Batch] = {}
         self.by_area: dict[str, np.ndarray] = {}
         self.cross: list[tuple[dict[str, int], np.ndarray, list[str]]] | None = None
+        self.across: dict[tuple[int, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
         self.state_of = {code: st for code, st in refs.areas}
 
     def _keep(self, owner: int, r: float, name: str, length: int) -> None:
@@ -661,17 +754,33 @@ class _Matcher:
         if self.cross is None:
             self.cross = self.refs.all_cross_sections()
         assert run.keys is not None
-        for row, matrix, names in self.cross:
-            pos = np.array([i for i, c in enumerate(run.keys) if c in row], dtype=np.int64)
-            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+        for k, (_, _, names) in enumerate(self.cross):
+            across = self._across(k, run.keys)
+            if across is None:
                 continue
+            pos, zr, okr = across
             zx, okx = _normalise(run.values[pos][None, :])
-            zr, okr = _normalise(matrix[[row[run.keys[i]] for i in pos]].T)
             if not okx[0]:
                 continue
             r = np.abs(zr @ zx[0]) * okr
             best = int(r.argmax())
             self._keep(owner, float(r[best]), f"{names[best]} (across the same {pos.size} LGAs)", int(pos.size))
+
+    def _across(self, k: int, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(positions of `keys` the cross-section `k` covers, its normalised references over those LGAs
+        and which carry a shape), or None when they are too few. Every column of a table and every key
+        of a list of records is a run over the same areas: the references are normalised once per set."""
+        assert self.cross is not None
+        if (k, keys) not in self.across:
+            row, matrix, _ = self.cross[k]
+            pos = np.array([i for i, c in enumerate(keys) if c in row], dtype=np.int64)
+            if len(self.across) >= ACROSS_CACHE:
+                del self.across[next(iter(self.across))]  # the oldest: the runs of one file come together
+            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+                self.across[k, keys] = None
+            else:
+                self.across[k, keys] = (pos, *_normalise(matrix[[row[keys[i]] for i in pos]].T))
+        return self.across[k, keys]
 
     def _aligned(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
         """Months known: one correlation per reference series over the months both cover."""
