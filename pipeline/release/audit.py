@@ -686,16 +686,25 @@ def release_files(root: Path) -> Iterator[tuple[str, bytes]]:
 # --- comparison ---------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _ramp(length: int) -> np.ndarray:
+    """An evenly spaced ramp of `length` values, centred and of unit length."""
+    ramp = np.arange(length, dtype=np.float64)
+    ramp = (ramp - ramp.mean()) / np.linalg.norm(ramp - ramp.mean())
+    ramp.flags.writeable = False
+    return ramp
+
+
 def _normalise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows centred and scaled to unit length, and which rows carry a shape: constant rows and
-    evenly spaced ramps (axis positions, x coordinates, month numbers) carry none."""
-    centred = rows - rows.mean(axis=1, keepdims=True)
-    norm = np.linalg.norm(centred, axis=1)
+    evenly spaced ramps (axis positions, x coordinates, month numbers) carry none. Called tens of
+    thousands of times on small arrays, so the reductions are the ufuncs `mean` and `linalg.norm`
+    run for float rows (the same sums, without their Python wrappers)."""
+    centred = rows - np.add.reduce(rows, axis=1, keepdims=True) / rows.shape[1]
+    norm = np.sqrt(np.add.reduce(centred * centred, axis=1))
     ok = norm > 1e-9 * np.maximum(np.abs(rows).max(axis=1), 1e-300)
     z = np.divide(centred, norm[:, None], out=np.zeros_like(centred), where=ok[:, None])
-    ramp = np.arange(rows.shape[1], dtype=np.float64)
-    ramp = (ramp - ramp.mean()) / np.linalg.norm(ramp - ramp.mean())
-    return z, ok & (np.abs(z @ ramp) < 0.999)
+    return z, ok & (np.abs(z @ _ramp(rows.shape[1])) < 0.999)
 
 
 def _windows(refs: References, length: int, rows: np.ndarray | None = None,
