@@ -299,7 +299,7 @@ _NOT_NUMBERS = frozenset({str, bool, type(None), dict, list})
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _numbers(values: list[Any], types: set[type] | None = None) -> np.ndarray:
+def _numbers(values: Sequence[Any], types: set[type] | None = None) -> np.ndarray:
     """`_number` of each value, in one conversion when every value is a plain int or float
     (`types`: the set of the values' exact types, when the caller has it)."""
     if (set(map(type, values)) if types is None else types) <= _PLAIN_NUMBERS:
@@ -307,7 +307,7 @@ def _numbers(values: list[Any], types: set[type] | None = None) -> np.ndarray:
     return np.array([_number(x) for x in values], dtype=np.float64)
 
 
-def _has_number(values: list[Any], types: set[type]) -> bool:
+def _has_number(values: Sequence[Any], types: set[type]) -> bool:
     """Whether `_number` of some value is a number, from the set of exact types alone when it can tell
     (a whole list is then judged in C, not value by value): a value of no known type is looked at."""
     if types & _PLAIN_NUMBERS:
@@ -347,9 +347,10 @@ def _runs(where: str, v: np.ndarray, area: str | None = None, months: np.ndarray
             yield Run(f"{where}[{start}:{stop}]", v[start:stop], area)
 
 
-def _keyed(where: str, v: np.ndarray, codes: list[str]) -> Iterator[Run]:
-    """A cross-section: one value per named area (compared area by area, never as a sequence)."""
-    ok = np.isfinite(v) & np.fromiter(map(bool, codes), dtype=bool, count=len(codes))
+def _keyed(where: str, v: np.ndarray, codes: list[str], named: np.ndarray) -> Iterator[Run]:
+    """A cross-section: one value per named area (compared area by area, never as a sequence); `named`
+    says which `codes` are an area (not empty), the same for every column of a table."""
+    ok = np.isfinite(v) & named
     if ok.sum() >= MIN_LENGTH:
         yield Run(where, v[ok], keys=tuple(itertools.compress(codes, ok.tolist())))
 
@@ -401,19 +402,26 @@ def _area_of(d: Mapping[str, Any], default: str | None) -> str | None:
     return code if isinstance(code, str) else default
 
 
+def _inert(d: dict[str, Any]) -> bool:
+    """Whether no run can come out of the object: too few numbered keys, no list or object inside (most
+    records of a list of records)."""
+    return (len(d) < MIN_LENGTH or not _may_have_groups(tuple(d))) and set(map(type, d.values())) <= _LEAVES
+
+
 def _json_into(doc: Any, where: str, area: str | None, out: list[Run]) -> None:
     """`json_runs` appending to one list: a release holds half a million JSON objects, and a chain of
     nested generators costs more per object than the object itself. Whole lists are typed at once
     (the set of their values' types); values are looked at one by one only where a run can come out."""
     if isinstance(doc, dict):
+        if _inert(doc):
+            return
         area = _area_of(doc, area)
         if len(doc) >= MIN_LENGTH and _may_have_groups(tuple(doc)):
             for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
                 out.extend(_runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area))
-        if not set(map(type, doc.values())) <= _LEAVES:
-            for k, v in doc.items():
-                if isinstance(v, dict | list) and k not in SKIP_KEYS:
-                    _json_into(v, f"{where}.{k}", NATION if k == "national" else area, out)
+        for k, v in doc.items():
+            if isinstance(v, dict | list) and k not in SKIP_KEYS:
+                _json_into(v, f"{where}.{k}", NATION if k == "national" else area, out)
     elif isinstance(doc, list):
         types = set(map(type, doc))
         if len(doc) >= MIN_LENGTH:
@@ -421,35 +429,47 @@ def _json_into(doc: Any, where: str, area: str | None, out: list[Run]) -> None:
             if _has_number(head, types if len(doc) <= 64 else set(map(type, head))):
                 calendar_list = len(doc) == 12 and is_calendar_key(where.rsplit(".", 1)[-1])
                 out.extend(_runs(where, _numbers(doc, types), area, calendar=calendar_list))
-            records = doc if types == {dict} else [r for r in doc if isinstance(r, dict)]
+            plain = types == {dict}
+            records = doc if plain else [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
-                _records_into(doc, records, where, area, out)
+                _records_into(doc, _record_columns(doc, records, plain), where, area, out)
         if not types <= _LEAVES:
             for i, v in enumerate(doc):
                 if isinstance(v, dict | list):
                     _json_into(v, f"{where}[{i}]", area, out)
 
 
-def _records_into(doc: list[Any], records: list[dict[str, Any]], where: str, area: str | None,
+def _record_columns(doc: list[Any], records: list[dict[str, Any]], plain: bool) -> dict[str, Sequence[Any]]:
+    """Each key of the objects (`records`, the objects among the items of `doc`), in order of first
+    appearance -> its value in each item (None where the item is no object or lacks the key). When every
+    item is a plain dict with the same keys in the same order (a table written as JSON), that is one
+    transposition of their values."""
+    if plain and len(set(map(tuple, records))) == 1:
+        return dict(zip(records[0], zip(*map(dict.values, records), strict=True), strict=True))
+    keys = dict.fromkeys(itertools.chain.from_iterable(records))
+    return {k: [r.get(k) if isinstance(r, dict) else None for r in doc] for k in keys}
+
+
+def _records_into(doc: list[Any], columns: dict[str, Sequence[Any]], where: str, area: str | None,
                   out: list[Run]) -> None:
-    """Each key down a list of objects (`records`, the objects of `doc`): on their months when they
+    """Each key down a list of objects (`columns`, see `_record_columns`): on their months when they
     have `period`, across areas when each names its own, top to bottom otherwise. A key that holds
     no number in any object makes no run (every value NaN) and is passed over."""
-    months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
+    absent = [None] * len(doc)
+    months = np.array([_month_index(p) for p in columns.get("period", absent)])
     has_months = bool(np.isfinite(months).any())
-    calendar = len(doc) == 12 and [r.get("month") if isinstance(r, dict) else None for r in doc] == list(range(1, 13))
-    every = len(records) == len(doc)
+    calendar = len(doc) == 12 and list(columns.get("month", absent)) == list(range(1, 13))
     own: list[str] = []
     keyed = False
     if not has_months:
-        own = [_area_of(r, "") or "" if isinstance(r, dict) else "" for r in doc]
+        own = [lga if isinstance(lga, str) else st if isinstance(st, str) else ""
+               for lga, st in zip(columns.get("lga_code", absent), columns.get("state_code", absent), strict=True)]
         keyed = all(own) and len(set(own)) == len(own)
-    keys = dict.fromkeys(itertools.chain.from_iterable(records))
-    for k in FILE_KEYS:
-        keys.pop(k, None)
+    named = np.ones(len(own), dtype=bool)  # keyed: every item names its area
     ok = np.isfinite(months)
-    for key in keys:
-        column = [r.get(key) for r in doc] if every else [r.get(key) if isinstance(r, dict) else None for r in doc]
+    for key, column in columns.items():
+        if key in FILE_KEYS:
+            continue
         types = set(map(type, column))
         if not _has_number(column, types):
             continue
@@ -457,7 +477,7 @@ def _records_into(doc: list[Any], records: list[dict[str, Any]], where: str, are
         if has_months:
             out.extend(_runs(f"{where}[].{key}", vals[ok], area, months[ok]))
         elif keyed:
-            out.extend(_keyed(f"{where}[].{key}", vals, own))
+            out.extend(_keyed(f"{where}[].{key}", vals, own, named))
         else:
             out.extend(_runs(f"{where}[].{key}", vals, area, calendar=calendar))
 
@@ -585,8 +605,9 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
                     yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx], str(area), calendar=calendar)
     elif area_col:
         keys = ["" if c is None else c for c in codes]
+        named = np.fromiter(map(bool, keys), dtype=bool, count=len(keys))
         for c in numeric:
-            yield from _keyed(f"column {c}", t.num[c], keys)
+            yield from _keyed(f"column {c}", t.num[c], keys, named)
     else:
         for c in numeric:
             yield from _runs(f"column {c}", t.num[c])
