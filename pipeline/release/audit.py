@@ -432,22 +432,33 @@ def _json_into(doc: Any, where: str, area: str | None, out: list[Run]) -> None:
             plain = types == {dict}
             records = doc if plain else [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
-                _records_into(doc, _record_columns(doc, records, plain), where, area, out)
+                columns, shared = _record_columns(doc, records, plain)
+                _records_into(doc, columns, where, area, out)
+                if shared and _inert_columns(columns):
+                    return  # every item an inert object (`_inert`), told once for all
         if not types <= _LEAVES:
             for i, v in enumerate(doc):
                 if isinstance(v, dict | list):
                     _json_into(v, f"{where}[{i}]", area, out)
 
 
-def _record_columns(doc: list[Any], records: list[dict[str, Any]], plain: bool) -> dict[str, Sequence[Any]]:
-    """Each key of the objects (`records`, the objects among the items of `doc`), in order of first
-    appearance -> its value in each item (None where the item is no object or lacks the key). When every
-    item is a plain dict with the same keys in the same order (a table written as JSON), that is one
-    transposition of their values."""
+def _inert_columns(columns: dict[str, Sequence[Any]]) -> bool:
+    """`_inert` of every object of a list whose objects share their keys (`columns`), told from the keys
+    once and from the set of types of each column."""
+    return (len(columns) < MIN_LENGTH or not _may_have_groups(tuple(columns))) and \
+        all(set(map(type, c)) <= _LEAVES for c in columns.values())
+
+
+def _record_columns(doc: list[Any], records: list[dict[str, Any]], plain: bool
+                   ) -> tuple[dict[str, Sequence[Any]], bool]:
+    """(each key of the objects (`records`, the objects among the items of `doc`), in order of first
+    appearance -> its value in each item (None where the item is no object or lacks the key), whether
+    every item is a plain dict with the same keys in the same order). The latter, a table written as
+    JSON, is one transposition of their values."""
     if plain and len(set(map(tuple, records))) == 1:
-        return dict(zip(records[0], zip(*map(dict.values, records), strict=True), strict=True))
+        return dict(zip(records[0], zip(*map(dict.values, records), strict=True), strict=True)), True
     keys = dict.fromkeys(itertools.chain.from_iterable(records))
-    return {k: [r.get(k) if isinstance(r, dict) else None for r in doc] for k in keys}
+    return {k: [r.get(k) if isinstance(r, dict) else None for r in doc] for k in keys}, False
 
 
 def _records_into(doc: list[Any], columns: dict[str, Sequence[Any]], where: str, area: str | None,
