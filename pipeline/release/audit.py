@@ -49,6 +49,7 @@ import io
 import itertools
 import re
 import zipfile
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -467,7 +468,7 @@ def _records_into(doc: list[Any], columns: dict[str, Sequence[Any]], where: str,
     have `period`, across areas when each names its own, top to bottom otherwise. A key that holds
     no number in any object makes no run (every value NaN) and is passed over."""
     absent = [None] * len(doc)
-    months = np.array([_month_index(p) for p in columns.get("period", absent)])
+    months = np.array(list(map(_month_index, columns["period"]))) if "period" in columns else np.full(len(doc), np.nan)
     has_months = bool(np.isfinite(months).any())
     calendar = len(doc) == 12 and list(columns.get("month", absent)) == list(range(1, 13))
     own: list[str] = []
@@ -594,8 +595,9 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
     codes = t.strings(area_col) if area_col else [None] * t.height
     if area_col and time_col:
         groups: dict[str | None, list[int]] = {}
-        for i, code in enumerate(codes):  # by area, in order of first appearance, rows in table order
-            groups.setdefault(code, []).append(i)
+        if max(Counter(codes).values(), default=0) >= MIN_LENGTH:  # else no area has a run (one value per row)
+            for i, code in enumerate(codes):  # by area, in order of first appearance, rows in table order
+                groups.setdefault(code, []).append(i)
         kinds = t.text.get("area_type")
         periods = t.text.get("period") if time_col == "period" else None
         for code, rows in groups.items():
@@ -606,7 +608,7 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
                                                                   if kinds[i] is not None)
             area = NATION if national else code
             if time_col == "period":
-                months = np.array([_month_index(periods[i]) if periods else np.nan for i in rows])
+                months = np.array([_month_index(periods[i]) for i in rows] if periods else [np.nan] * len(rows))
                 ok = np.isfinite(months)
                 for c in numeric:
                     yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx][ok], str(area), months[ok])
@@ -709,7 +711,7 @@ def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) ->
 
 def release_files(root: Path) -> Iterator[tuple[str, bytes]]:
     """Every file of a release directory (a `.gz` beside its identity file holds the same bytes)."""
-    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+    for path in sorted((p for p in Path(root).rglob("*") if p.is_file()), key=lambda p: p.parts):  # as Paths sort
         if path.suffix == ".gz" and path.with_suffix("").is_file():
             continue
         yield str(path.relative_to(root)), path.read_bytes()
