@@ -824,12 +824,15 @@ class _Matcher:
         if self.cross is None:
             self.cross = self.refs.all_cross_sections()
         assert run.keys is not None
+        last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the LGA cross-sections mostly share their LGAs
         for k, (_, _, names) in enumerate(self.cross):
             across = self._across(k, run.keys)
             if across is None:
                 continue
             pos, zr, okr = across
-            zx, okx = _normalise(run.values[pos][None, :])
+            if last is None or not np.array_equal(last[0], pos):
+                last = (pos, *_normalise(run.values[pos][None, :]))
+            _, zx, okx = last
             if not okx[0]:
                 continue
             r = np.abs(zr @ zx[0]) * okr
