@@ -46,9 +46,11 @@ import csv
 import functools
 import gzip
 import io
+import itertools
 import re
 import zipfile
-from collections.abc import Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -62,6 +64,7 @@ THRESHOLD = 0.97
 SERIES_LENGTH = 48  # 2020-01 .. 2023-12
 FIRST_YEAR = 2020
 BATCH = 200_000  # windows per matrix product
+ACROSS_CACHE = 32  # sets of areas whose normalised cross-sections are kept (each up to 774 x 216 values)
 # the dated LGA series and its state sums: no licence stated, "never redistribute the rows"
 RESTRICTED_DIR = "malaria/dhis2_lga_monthly_2020_2023"
 # every state file of the folder is read (pipeline.sources.dated_cases.dated_files), not a fixed name
@@ -291,13 +294,28 @@ def _number(x: Any) -> float:
 
 
 _PLAIN_NUMBERS = frozenset({int, float})
+# exact types `_number` maps to NaN (a bool is not a number); with `_PLAIN_NUMBERS`, every type a JSON parser returns
+_NOT_NUMBERS = frozenset({str, bool, type(None), dict, list})
+# exact types that are neither a dict nor a list: a container holding only these holds nothing to descend into
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _numbers(values: list[Any]) -> np.ndarray:
-    """`_number` of each value, in one conversion when every value is a plain int or float."""
-    if set(map(type, values)) <= _PLAIN_NUMBERS:
+def _numbers(values: Sequence[Any], types: set[type] | None = None) -> np.ndarray:
+    """`_number` of each value, in one conversion when every value is a plain int or float
+    (`types`: the set of the values' exact types, when the caller has it)."""
+    if (set(map(type, values)) if types is None else types) <= _PLAIN_NUMBERS:
         return np.array(values, dtype=np.float64)
     return np.array([_number(x) for x in values], dtype=np.float64)
+
+
+def _has_number(values: Sequence[Any], types: set[type]) -> bool:
+    """Whether `_number` of some value is a number, from the set of exact types alone when it can tell
+    (a whole list is then judged in C, not value by value): a value of no known type is looked at."""
+    if types & _PLAIN_NUMBERS:
+        return True
+    if types <= _NOT_NUMBERS:
+        return False
+    return any(isinstance(x, int | float) and not isinstance(x, bool) for x in values)
 
 
 @functools.lru_cache(maxsize=8192)
@@ -330,11 +348,12 @@ def _runs(where: str, v: np.ndarray, area: str | None = None, months: np.ndarray
             yield Run(f"{where}[{start}:{stop}]", v[start:stop], area)
 
 
-def _keyed(where: str, v: np.ndarray, codes: list[str]) -> Iterator[Run]:
-    """A cross-section: one value per named area (compared area by area, never as a sequence)."""
-    ok = np.isfinite(v) & np.array([bool(c) for c in codes])
+def _keyed(where: str, v: np.ndarray, codes: list[str], named: np.ndarray) -> Iterator[Run]:
+    """A cross-section: one value per named area (compared area by area, never as a sequence); `named`
+    says which `codes` are an area (not empty), the same for every column of a table."""
+    ok = np.isfinite(v) & named
     if ok.sum() >= MIN_LENGTH:
-        yield Run(where, v[ok], keys=tuple(c for c, k in zip(codes, ok, strict=True) if k))
+        yield Run(where, v[ok], keys=tuple(itertools.compress(codes, ok.tolist())))
 
 
 def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
@@ -346,6 +365,20 @@ def _numbered_groups(names: Iterable[str]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) >= MIN_LENGTH]
 
 
+@functools.lru_cache(maxsize=4096)
+def _may_have_groups(keys: tuple[Any, ...]) -> bool:
+    """Whether some `MIN_LENGTH` of these keys differ only in their digits: an object's numbered
+    keys can make a run only then, and the records of a list mostly share one set of keys (cached)."""
+    if not all(isinstance(k, str) for k in keys):
+        return True  # left to `_numbered_groups`
+    counts: dict[str, int] = {}
+    for k in keys:
+        if DIGITS.search(k):
+            pattern = DIGITS.sub("#", k)
+            counts[pattern] = counts.get(pattern, 0) + 1
+    return any(n >= MIN_LENGTH for n in counts.values())
+
+
 # keys whose 12-value lists are calendar-month profiles (January to December), never a dated year
 CALENDAR_KEYS = frozenset({"seasonal_index", "profile", "recorded", "published", "out_of_sample", "low", "high"})
 
@@ -354,42 +387,150 @@ def is_calendar_key(key: str) -> bool:
     return key in CALENDAR_KEYS or key.endswith(("_profile", "_out_of_sample", "_index"))
 
 
-def json_runs(doc: Any, where: str = "$", area: str | None = None) -> Iterator[Run]:
-    """Every run of a JSON document (see the module's docstring)."""
+def json_runs(doc: Any, where: str = "$", area: str | None = None) -> list[Run]:
+    """Every run of a JSON document (see the module's docstring), in document order."""
+    out: list[Run] = []
+    _json_into(doc, where, area, out)
+    return out
+
+
+def _area_of(d: Mapping[str, Any], default: str | None) -> str | None:
+    """The object's own area (its `lga_code`, else its `state_code`, when a string), else `default`."""
+    code = d.get("lga_code")
+    if isinstance(code, str):
+        return code
+    code = d.get("state_code")
+    return code if isinstance(code, str) else default
+
+
+def _inert(d: dict[str, Any]) -> bool:
+    """Whether no run can come out of the object: too few numbered keys, no list or object inside (most
+    records of a list of records)."""
+    return (len(d) < MIN_LENGTH or not _may_have_groups(tuple(d))) and set(map(type, d.values())) <= _LEAVES
+
+
+def _json_into(doc: Any, where: str, area: str | None, out: list[Run]) -> None:
+    """`json_runs` appending to one list: a release holds half a million JSON objects, and a chain of
+    nested generators costs more per object than the object itself. Whole lists are typed at once
+    (the set of their values' types); values are looked at one by one only where a run can come out."""
     if isinstance(doc, dict):
-        area = next((doc[k] for k in AREA_KEYS if isinstance(doc.get(k), str)), area)
-        for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
-            yield from _runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area)
+        if _inert(doc):
+            return
+        area = _area_of(doc, area)
+        if len(doc) >= MIN_LENGTH and _may_have_groups(tuple(doc)):
+            for group in _numbered_groups(k for k, v in doc.items() if isinstance(v, int | float)):
+                out.extend(_runs(f"{where}.{{{group[0]}…}}", np.array([_number(doc[k]) for k in group]), area))
         for k, v in doc.items():
-            if k not in SKIP_KEYS and isinstance(v, dict | list):
-                yield from json_runs(v, f"{where}.{k}", NATION if k == "national" else area)
+            if isinstance(v, dict | list) and k not in SKIP_KEYS:
+                _json_into(v, f"{where}.{k}", NATION if k == "national" else area, out)
     elif isinstance(doc, list):
+        types = set(map(type, doc))
         if len(doc) >= MIN_LENGTH:
-            if any(isinstance(x, int | float) and not isinstance(x, bool) for x in doc[:64]):
+            head = doc[:64]
+            if _has_number(head, types if len(doc) <= 64 else set(map(type, head))):
                 calendar_list = len(doc) == 12 and is_calendar_key(where.rsplit(".", 1)[-1])
-                yield from _runs(where, _numbers(doc), area, calendar=calendar_list)
-            records = [r for r in doc if isinstance(r, dict)]
+                out.extend(_runs(where, _numbers(doc, types), area, calendar=calendar_list))
+            plain = types == {dict}
+            records = doc if plain else [r for r in doc if isinstance(r, dict)]
             if len(records) >= MIN_LENGTH:
-                months = np.array([_month_index(r.get("period")) if isinstance(r, dict) else np.nan for r in doc])
-                has_months = bool(np.isfinite(months).any())
-                calendar = [r.get("month") if isinstance(r, dict) else None for r in doc] == list(range(1, 13))
-                own = [next((r[k] for k in AREA_KEYS if isinstance(r.get(k), str)), "") if isinstance(r, dict)
-                       else "" for r in doc]
-                keyed = all(own) and len(set(own)) == len(own)
-                every = len(records) == len(doc)
-                for key in dict.fromkeys(k for r in records for k in r if k not in FILE_KEYS):
-                    vals = _numbers([r.get(key) for r in doc]) if every else \
-                        np.array([_number(r.get(key)) if isinstance(r, dict) else np.nan for r in doc])
-                    if has_months:
-                        ok = np.isfinite(months)
-                        yield from _runs(f"{where}[].{key}", vals[ok], area, months[ok])
-                    elif keyed:
-                        yield from _keyed(f"{where}[].{key}", vals, own)
-                    else:
-                        yield from _runs(f"{where}[].{key}", vals, area, calendar=calendar)
-        for i, v in enumerate(doc):
-            if isinstance(v, dict | list):
-                yield from json_runs(v, f"{where}[{i}]", area)
+                columns, shared = _record_columns(doc, records, plain)
+                _records_into(doc, columns, where, area, out)
+                if shared and _inert_columns(columns):
+                    return  # every item an inert object (`_inert`), told once for all
+        if not types <= _LEAVES:
+            for i, v in enumerate(doc):
+                if isinstance(v, dict | list):
+                    _json_into(v, f"{where}[{i}]", area, out)
+
+
+def _inert_columns(columns: dict[str, Sequence[Any]]) -> bool:
+    """`_inert` of every object of a list whose objects share their keys (`columns`), told from the keys
+    once and from the set of types of each column."""
+    return (len(columns) < MIN_LENGTH or not _may_have_groups(tuple(columns))) and \
+        all(set(map(type, c)) <= _LEAVES for c in columns.values())
+
+
+def _record_columns(doc: list[Any], records: list[dict[str, Any]], plain: bool
+                   ) -> tuple[dict[str, Sequence[Any]], bool]:
+    """(each key of the objects (`records`, the objects among the items of `doc`), in order of first
+    appearance -> its value in each item (None where the item is no object or lacks the key), whether
+    every item is a plain dict with the same keys in the same order). The latter, a table written as
+    JSON, is one transposition of their values."""
+    if plain and len(set(map(tuple, records))) == 1:
+        return dict(zip(records[0], zip(*map(dict.values, records), strict=True), strict=True)), True
+    keys = dict.fromkeys(itertools.chain.from_iterable(records))
+    return {k: [r.get(k) if isinstance(r, dict) else None for r in doc] for k in keys}, False
+
+
+def _records_into(doc: list[Any], columns: dict[str, Sequence[Any]], where: str, area: str | None,
+                  out: list[Run]) -> None:
+    """Each key down a list of objects (`columns`, see `_record_columns`): on their months when they
+    have `period`, across areas when each names its own, top to bottom otherwise. A key that holds
+    no number in any object makes no run (every value NaN) and is passed over."""
+    absent = [None] * len(doc)
+    months = np.array(list(map(_month_index, columns["period"]))) if "period" in columns else np.full(len(doc), np.nan)
+    has_months = bool(np.isfinite(months).any())
+    calendar = len(doc) == 12 and list(columns.get("month", absent)) == list(range(1, 13))
+    own: list[str] = []
+    keyed = False
+    if not has_months:
+        own = [lga if isinstance(lga, str) else st if isinstance(st, str) else ""
+               for lga, st in zip(columns.get("lga_code", absent), columns.get("state_code", absent), strict=True)]
+        keyed = all(own) and len(set(own)) == len(own)
+    named = np.ones(len(own), dtype=bool)  # keyed: every item names its area
+    ok = np.isfinite(months)
+    for key, column in columns.items():
+        if key in FILE_KEYS:
+            continue
+        types = set(map(type, column))
+        if not _has_number(column, types):
+            continue
+        vals = _numbers(column, types)
+        if has_months:
+            out.extend(_runs(f"{where}[].{key}", vals[ok], area, months[ok]))
+        elif keyed:
+            out.extend(_keyed(f"{where}[].{key}", vals, own, named))
+        else:
+            out.extend(_runs(f"{where}[].{key}", vals, area, calendar=calendar))
+
+
+TEXT_COLUMNS = (*AREA_KEYS, "period", "area_type")  # the only text columns the audit reads
+# a character no number has: a cell holding one is text, whatever float() would make of it (" 1", "inf", "1_0")
+NOT_NUMERIC_CHAR = re.compile(r"[^\deE+\-.]")
+
+
+def _numeric_column(cells: Sequence[str]) -> np.ndarray | None:
+    """The column's values when it has a value and every non-empty cell is a number (`NUMERIC_CELL`), empty
+    cells NaN; else None. The rule is tried cell by cell only in C: a cell made only of digits, signs,
+    points and exponents that float() reads is exactly a `NUMERIC_CELL` (float() refuses "1e", "2021-03",
+    "1.2.3"), and a text column is told by its first value."""
+    first = next(filter(None, cells), None)
+    if first is None or not NUMERIC_CELL.fullmatch(first) or NOT_NUMERIC_CHAR.search("".join(cells)):
+        return None
+    try:
+        return np.array([v or "nan" for v in cells] if "" in cells else cells, dtype=np.float64)
+    except ValueError:
+        return None
+
+
+def _split_csv(text: str) -> tuple[list[str], Sequence[Sequence[str]], int] | None:
+    """(header, body columns, body rows) of a CSV text that needs no csv parser, else None (the csv module
+    reads it). Without a quote, a carriage return or a NUL, and with no blank line, no ragged row and no
+    line longer than the csv module's field limit, the csv module reads exactly the lines split at
+    commas; every cell is then cut from one split of the whole text, each column one slice of it."""
+    if '"' in text or "\r" in text or "\0" in text:
+        return None
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()  # the last line's end
+    if not lines or "" in lines or max(map(len, lines)) > csv.field_size_limit():
+        return None
+    commas = lines[0].count(",")
+    if set(map(str.count, lines, itertools.repeat(","))) != {commas}:
+        return None
+    width = commas + 1
+    cells = ",".join(lines).split(",")
+    return cells[:width], [cells[width + j::width] for j in range(width)], len(lines) - 1
 
 
 @dataclass(frozen=True)
@@ -406,28 +547,36 @@ class Table:
     @classmethod
     def of_frame(cls, df: pl.DataFrame) -> Table:
         num = {c: df[c].cast(pl.Float64).to_numpy() for c, t in df.schema.items() if t.is_numeric()}
-        text = {c: df[c].cast(pl.Utf8).to_list() for c in (*AREA_KEYS, "period", "area_type")
-                if c in df.columns and c not in num}  # the only text the audit reads
+        text = {c: df[c].cast(pl.Utf8).to_list() for c in TEXT_COLUMNS if c in df.columns and c not in num}
         return cls(list(df.columns), num, text, df.height)
 
     @classmethod
     def of_csv(cls, data: bytes) -> Table:
-        """A column is numeric when it has a value and every value parses as a number (as polars infers)."""
-        rows = list(csv.reader(io.StringIO(data.decode("utf-8", "replace"))))
-        if not rows:
-            return cls([], {}, {}, 0)
-        header, body = rows[0], rows[1:]
+        """A column is numeric when it has a value and every value parses as a number (as polars infers).
+        Only the text columns the audit reads are kept (`TEXT_COLUMNS`)."""
+        text = data.decode("utf-8", "replace")
+        split = _split_csv(text)
+        columns: Sequence[Sequence[str]]
+        if split is not None:
+            header, columns, height = split
+        else:
+            rows = list(csv.reader(io.StringIO(text)))
+            if not rows:
+                return cls([], {}, {}, 0)
+            header, body = rows[0], rows[1:]
+            width = len(header)
+            columns = list(zip(*body, strict=True)) if body and set(map(len, body)) == {width} else \
+                [tuple(r[j] if j < len(r) else "" for r in body) for j in range(width)]
+            columns, height = columns or [()] * width, len(body)
         num: dict[str, np.ndarray] = {}
-        text: dict[str, list[str | None]] = {}
-        width = len(header)
-        columns = list(zip(*body, strict=True)) if body and all(len(r) == width for r in body) else \
-            [tuple(r[j] if j < len(r) else "" for r in body) for j in range(width)]
-        for name, vals in zip(header, columns or [()] * width, strict=True):
-            if any(vals) and all(NUMERIC_CELL.fullmatch(v) for v in vals if v):
-                num[name] = np.array([v or "nan" for v in vals], dtype=np.float64)
-            else:
-                text[name] = [v or None for v in vals]
-        return cls(header, num, text, len(body))
+        text_columns: dict[str, list[str | None]] = {}
+        for name, vals in zip(header, columns, strict=True):
+            values = _numeric_column(vals)
+            if values is not None:
+                num[name] = values
+            elif name in TEXT_COLUMNS:
+                text_columns[name] = [v or None for v in vals]
+        return cls(header, num, text_columns, height)
 
     def strings(self, col: str) -> list[str | None]:
         if col in self.text:
@@ -446,17 +595,20 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
     codes = t.strings(area_col) if area_col else [None] * t.height
     if area_col and time_col:
         groups: dict[str | None, list[int]] = {}
-        for i, code in enumerate(codes):  # by area, in order of first appearance, rows in table order
-            groups.setdefault(code, []).append(i)
+        if max(Counter(codes).values(), default=0) >= MIN_LENGTH:  # else no area has a run (one value per row)
+            for i, code in enumerate(codes):  # by area, in order of first appearance, rows in table order
+                groups.setdefault(code, []).append(i)
         kinds = t.text.get("area_type")
         periods = t.text.get("period") if time_col == "period" else None
         for code, rows in groups.items():
+            if len(rows) < MIN_LENGTH:
+                continue  # every run of the area has at most one value per row: too short to compare
             idx = np.asarray(rows, dtype=np.int64)
             national = code is None and kinds is not None and all(kinds[i] == "national" for i in rows
                                                                   if kinds[i] is not None)
             area = NATION if national else code
             if time_col == "period":
-                months = np.array([_month_index(periods[i]) if periods else np.nan for i in rows])
+                months = np.array([_month_index(periods[i]) for i in rows] if periods else [np.nan] * len(rows))
                 ok = np.isfinite(months)
                 for c in numeric:
                     yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx][ok], str(area), months[ok])
@@ -466,8 +618,9 @@ def table_runs(df: pl.DataFrame | Table) -> Iterator[Run]:
                     yield from _runs(f"{area_col}={area} column {c}", t.num[c][idx], str(area), calendar=calendar)
     elif area_col:
         keys = ["" if c is None else c for c in codes]
+        named = np.fromiter(map(bool, keys), dtype=bool, count=len(keys))
         for c in numeric:
-            yield from _keyed(f"column {c}", t.num[c], keys)
+            yield from _keyed(f"column {c}", t.num[c], keys, named)
     else:
         for c in numeric:
             yield from _runs(f"column {c}", t.num[c])
@@ -558,7 +711,7 @@ def file_runs(name: str, data: bytes, names: Mapping[str, str] | None = None) ->
 
 def release_files(root: Path) -> Iterator[tuple[str, bytes]]:
     """Every file of a release directory (a `.gz` beside its identity file holds the same bytes)."""
-    for path in sorted(p for p in Path(root).rglob("*") if p.is_file()):
+    for path in sorted((p for p in Path(root).rglob("*") if p.is_file()), key=lambda p: p.parts):  # as Paths sort
         if path.suffix == ".gz" and path.with_suffix("").is_file():
             continue
         yield str(path.relative_to(root)), path.read_bytes()
@@ -567,16 +720,25 @@ def release_files(root: Path) -> Iterator[tuple[str, bytes]]:
 # --- comparison ---------------------------------------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=64)
+def _ramp(length: int) -> np.ndarray:
+    """An evenly spaced ramp of `length` values, centred and of unit length."""
+    ramp = np.arange(length, dtype=np.float64)
+    ramp = (ramp - ramp.mean()) / np.linalg.norm(ramp - ramp.mean())
+    ramp.flags.writeable = False
+    return ramp
+
+
 def _normalise(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Rows centred and scaled to unit length, and which rows carry a shape: constant rows and
-    evenly spaced ramps (axis positions, x coordinates, month numbers) carry none."""
-    centred = rows - rows.mean(axis=1, keepdims=True)
-    norm = np.linalg.norm(centred, axis=1)
+    evenly spaced ramps (axis positions, x coordinates, month numbers) carry none. Called tens of
+    thousands of times on small arrays, so the reductions are the ufuncs `mean` and `linalg.norm`
+    run for float rows (the same sums, without their Python wrappers)."""
+    centred = rows - np.add.reduce(rows, axis=1, keepdims=True) / rows.shape[1]
+    norm = np.sqrt(np.add.reduce(centred * centred, axis=1))
     ok = norm > 1e-9 * np.maximum(np.abs(rows).max(axis=1), 1e-300)
     z = np.divide(centred, norm[:, None], out=np.zeros_like(centred), where=ok[:, None])
-    ramp = np.arange(rows.shape[1], dtype=np.float64)
-    ramp = (ramp - ramp.mean()) / np.linalg.norm(ramp - ramp.mean())
-    return z, ok & (np.abs(z @ ramp) < 0.999)
+    return z, ok & (np.abs(z @ _ramp(rows.shape[1])) < 0.999)
 
 
 def _windows(refs: References, length: int, rows: np.ndarray | None = None,
@@ -624,6 +786,7 @@ class _Matcher:
         self.batches: dict[int, _Batch] = {}
         self.by_area: dict[str, np.ndarray] = {}
         self.cross: list[tuple[dict[str, int], np.ndarray, list[str]]] | None = None
+        self.across: dict[tuple[int, tuple[str, ...]], tuple[np.ndarray, np.ndarray, np.ndarray] | None] = {}
         self.state_of = {code: st for code, st in refs.areas}
 
     def _keep(self, owner: int, r: float, name: str, length: int) -> None:
@@ -661,17 +824,36 @@ class _Matcher:
         if self.cross is None:
             self.cross = self.refs.all_cross_sections()
         assert run.keys is not None
-        for row, matrix, names in self.cross:
-            pos = np.array([i for i, c in enumerate(run.keys) if c in row], dtype=np.int64)
-            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+        last: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # the LGA cross-sections mostly share their LGAs
+        for k, (_, _, names) in enumerate(self.cross):
+            across = self._across(k, run.keys)
+            if across is None:
                 continue
-            zx, okx = _normalise(run.values[pos][None, :])
-            zr, okr = _normalise(matrix[[row[run.keys[i]] for i in pos]].T)
+            pos, zr, okr = across
+            if last is None or not np.array_equal(last[0], pos):
+                last = (pos, *_normalise(run.values[pos][None, :]))
+            _, zx, okx = last
             if not okx[0]:
                 continue
             r = np.abs(zr @ zx[0]) * okr
             best = int(r.argmax())
             self._keep(owner, float(r[best]), f"{names[best]} (across the same {pos.size} LGAs)", int(pos.size))
+
+    def _across(self, k: int, keys: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(positions of `keys` the cross-section `k` covers, its normalised references over those LGAs
+        and which carry a shape), or None when they are too few. Every column of a table and every key
+        of a list of records is a run over the same areas: the references are normalised once per set."""
+        assert self.cross is not None
+        if (k, keys) not in self.across:
+            row, matrix, _ = self.cross[k]
+            pos = np.array([i for i, c in enumerate(keys) if c in row], dtype=np.int64)
+            if len(self.across) >= ACROSS_CACHE:
+                del self.across[next(iter(self.across))]  # the oldest: the runs of one file come together
+            if pos.size < MIN_LENGTH or not matrix.shape[1]:
+                self.across[k, keys] = None
+            else:
+                self.across[k, keys] = (pos, *_normalise(matrix[[row[keys[i]] for i in pos]].T))
+        return self.across[k, keys]
 
     def _aligned(self, owner: int, run: Run, rows: np.ndarray | None) -> None:
         """Months known: one correlation per reference series over the months both cover."""

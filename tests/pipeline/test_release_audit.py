@@ -383,3 +383,99 @@ def test_file_sizes_are_not_data_but_the_same_numbers_under_a_data_key_are() -> 
     assert [r.where for r in json_runs(files)] == []
     data = {"resources": [{"name": f"t{i}", "cases": b} for i, b in enumerate(sizes)]}
     assert [r.where for r in json_runs(data)] == ["$.resources[].cases"]
+
+
+# --- what the scanner reads: every run of a tricky document, and nothing else --------------------------
+
+PI = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7]  # 14 values (ints: JSON numbers without a point)
+
+
+def _run_rows(runs: list) -> list[tuple]:
+    return [(r.where, r.area, [float(x) for x in r.values], None if r.months is None else [int(m) for m in r.months],
+             r.calendar, r.keys) for r in runs]
+
+
+def test_every_run_of_a_tricky_json_document_and_no_other() -> None:
+    """Nested lists of records, numbered keys, nulls, booleans and strings that look like numbers: each
+    run the audit must compare is found, where it is and of the area it belongs to, and nothing else (a
+    boolean is not a number, a string is not a number, `coordinates` are positions)."""
+    from pipeline.release.audit import json_runs
+
+    f = [float(x) for x in PI]
+    records = [{"period": f"{2020 + m // 12}-{m % 12 + 1:02d}", "cases": PI[m], "flag": m % 2 == 0,
+                "label": str(PI[m]), "extra": None} for m in range(14)]
+    records[3]["inner"] = PI  # one record holds a list: the records no longer share their keys
+    doc = {
+        "lga_code": "NG900001",
+        "values": PI,
+        "flags": [True, False] * 7,
+        "strings": [str(x) for x in PI],
+        "gappy": PI[:13] + [None] + PI[:12],
+        "bool_gap": PI[:12] + [True] + PI[:12],
+        "monthly": {**{f"m{k + 1:02d}": PI[k] for k in range(12)}, "name": "x"},
+        "monthly_bool": {f"k{k + 1:02d}": (True if k == 5 else PI[k]) for k in range(12)},
+        "national": {"values": PI},
+        "nested": {"deeper": [{"state_code": "ZZ", "series": PI}]},
+        "records": records,
+        "lgas": [{"lga_code": f"NG9001{i:02d}", "v": PI[i] * 1.5, "ok": True} for i in range(14)],
+        "list_of_lists": [PI, [1.5, 2.5, 3.5]],
+        "coordinates": PI,
+        "calendar": {"seasonal_index": PI[:12]},
+    }
+    runs = json_runs(orjson.loads(orjson.dumps(doc)))
+    assert _run_rows(runs) == [
+        ("$.values", "NG900001", f, None, False, None),
+        ("$.gappy[0:13]", "NG900001", f[:13], None, False, None),
+        ("$.gappy[14:26]", "NG900001", f[:12], None, False, None),
+        ("$.bool_gap[0:12]", "NG900001", f[:12], None, False, None),  # the boolean is a gap, not a 1
+        ("$.bool_gap[13:25]", "NG900001", f[:12], None, False, None),
+        ("$.monthly.{m01…}", "NG900001", f[:12], None, False, None),
+        ("$.national.values", "NG", f, None, False, None),
+        ("$.nested.deeper[0].series", "ZZ", f, None, False, None),
+        ("$.records[].cases", "NG900001", f, list(range(14)), False, None),
+        ("$.records[3].inner", "NG900001", f, None, False, None),
+        ("$.lgas[].v", None, [x * 1.5 for x in f], None, False, tuple(f"NG9001{i:02d}" for i in range(14))),
+        ("$.list_of_lists[0]", "NG900001", f, None, False, None),
+        ("$.calendar.seasonal_index", "NG900001", f[:12], None, True, None),
+    ]
+
+
+def _tricky_csv(quoted: bool) -> str:
+    """13 months of one LGA and 2 of another: a numeric column with a gap, booleans, a text column of
+    numbers but one, numbers written with spaces or underscores after a first plain one (text: polars
+    reads no number there),
+    every way of writing a number, and twelve numbered columns along each row."""
+    expo = ["1e3", "2.5E-1", "+.5", "7.", "-3", "0.25", "1E+2", "8", "9.5", ".75", "-1e-2", "3", "4"]
+    header = ["lga_code", "period", "cases", "flag", "label", "spaced", "under", "expo",
+              *[f"m{j + 1:02d}" for j in range(12)]]
+    lines = [",".join(header)]
+    rows = [("NG900001", m) for m in range(13)] + [("NG900002", m) for m in range(2)]
+    for i, (code, m) in enumerate(rows):
+        cells = [f'"{code}"' if quoted else code, f"{2020 + m // 12}-{m % 12 + 1:02d}",
+                 "" if (code, m) == ("NG900001", 5) else str(PI[m]), "true" if m % 2 else "false",
+                 "n/a" if m == 7 else str(m), f" {m}" if m else "0", f"1_{m}" if m else "10", expo[m], *[str(PI[(i + j) % 14]) for j in range(12)]]
+        lines.append(",".join(cells))
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("quoted", [False, True], ids=["split", "csv-module"])
+def test_every_run_of_a_tricky_csv_table_and_no_other(quoted: bool) -> None:
+    """The same table read by splitting (plain) and by the csv module (quoted cells): the same runs, each
+    column of the LGA with 13 months on its months, each row's numbered columns, and no other."""
+    from pipeline.release.audit import _split_csv, file_runs
+
+    text = _tricky_csv(quoted)
+    assert (_split_csv(text) is None) is quoted  # each reader is exercised
+    runs = [r for _, r in file_runs("t.csv", text.encode())]
+    expo = [1e3, 0.25, 0.5, 7.0, -3.0, 0.25, 100.0, 8.0, 9.5, 0.75, -0.01, 3.0, 4.0]
+    codes = ["NG900001"] * 13 + ["NG900002"] * 2
+    numbered = [[float(PI[(i + j) % 14]) for j in range(12)] for i in range(15)]
+    expected = [
+        ("lga_code=NG900001 column cases", "NG900001", [float(PI[m]) for m in range(13) if m != 5],
+         [m for m in range(13) if m != 5], False, None),
+        ("lga_code=NG900001 column expo", "NG900001", expo, list(range(13)), False, None),
+        *[(f"lga_code=NG900001 column m{j + 1:02d}", "NG900001", [numbered[i][j] for i in range(13)],
+           list(range(13)), False, None) for j in range(12)],
+        *[(f"row {i} m01…", codes[i], numbered[i], None, False, None) for i in range(15)],
+    ]
+    assert _run_rows(runs) == expected
