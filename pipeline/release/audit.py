@@ -1043,15 +1043,17 @@ def audit_release(root: Path, refs: References, threshold: float = THRESHOLD,
     return audit(root, refs, held_out, threshold).findings
 
 
-def held_out_seasons(data_dir: Path) -> dict[str, np.ndarray]:
+def held_out_seasons(data_dir: Path, geo: Any = None) -> dict[str, np.ndarray]:
     """Area code -> the season fitted without its state's series, for every state with dated series and
     its LGAs, at the published rounding: each LGA's from the whole-state fold that left its state out
-    (pipeline.model.season_cv), a state's the population-weighted mean of its LGAs' as published."""
+    (pipeline.model.season_cv), a state's the population-weighted mean of its LGAs' as published.
+    `geo`: the data directory's geography when the caller has it loaded (the season fit is memoised
+    per geography, pipeline.datasets.transmission.season_model)."""
     from pipeline.datasets.transmission import INDEX_DECIMALS, season_model
     from pipeline.geography import load_geography
     from pipeline.model.season_cv import weighted_profile
 
-    geo = load_geography(Path(data_dir))
+    geo = geo if geo is not None else load_geography(Path(data_dir))
     sm = season_model(Path(data_dir), geo)
     # the published rule's held-out index (model 5's outer folds; model 4's before it)
     if sm.fit is None or sm.fit.dated is None or sm.rule not in sm.fit.cv.area_index:

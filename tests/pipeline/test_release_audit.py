@@ -13,6 +13,7 @@ from __future__ import annotations
 import io
 import zipfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -266,6 +267,16 @@ def real_refs() -> References:
     return restricted_references(DATA_DIR)
 
 
+@pytest.fixture(scope="module")
+def real_geo() -> Any:
+    """One geography for the module's real-data tests, so the season fit they each need is made once
+    (pipeline.datasets.transmission.season_model memoises it per geography): fitted here, not read
+    from the build, since the tests compare it with what the release declares."""
+    from pipeline.geography import load_geography
+
+    return load_geography(DATA_DIR)
+
+
 class TestRealData:
     pytestmark = data_marks(LGA_FILE)
 
@@ -301,16 +312,16 @@ class TestRealData:
         assert [f.file for f in found] == ["a.csv"] and "microscopy" in found[0].reference
 
     def test_no_file_of_the_real_release_matches_a_restricted_series(self, real_build: Path,
-                                                                     real_refs: References) -> None:
+                                                                     real_refs: References, real_geo: Any) -> None:
         release = (real_build / "current").resolve()
-        result = audit(release, real_refs, held_out_seasons(DATA_DIR))
+        result = audit(release, real_refs, held_out_seasons(DATA_DIR, real_geo))
         assert result.findings == [], "restricted series in the release:\n" + "\n".join(
             f"{f.file} {f.where}: r={f.correlation} vs {f.reference}" for f in result.findings[:40])
         # the seasons of the dated states resemble their recorded profiles by the model's merit, fitted
         # without them: they are reported, never silently passed
         assert result.independent and all("independent (fitted without" in f.reference for f in result.independent)
 
-    def test_each_declared_season_is_the_fit_without_its_state(self, real_build: Path) -> None:
+    def test_each_declared_season_is_the_fit_without_its_state(self, real_build: Path, real_geo: Any) -> None:
         """Every season the release declares fitted without its state's series equals, to the published
         rounding, a fit made here from the fitting table with every series of that state (its dated LGAs
         and every archetype group covering any of its population) removed and the pooling constants chosen
@@ -318,13 +329,12 @@ class TestRealData:
         `season_level` is "state"); every LGA and the state of the seven dated states is declared, no other
         area is. Holds while the published model-5 method is model 4 (the release's `release_method`)."""
         from pipeline.datasets.transmission import area_data, dated_data_weight, season_model
-        from pipeline.geography import load_geography
         from pipeline.model import season_cv
         from pipeline.model import season_harmonics as H
         from pipeline.sources.inputs import Inputs
 
         release = (real_build / "current").resolve()
-        geo = load_geography(DATA_DIR)
+        geo = real_geo
         sm = season_model(DATA_DIR, geo)
         assert sm.fit is not None and sm.fit.dated is not None
         series = sm.fit.series
