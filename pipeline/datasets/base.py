@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.settings import DEFAULT_BASE_URL, DEFAULT_DASHBOARD_URL
-from pipeline.sources.inputs import Inputs
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
     from pipeline.release.reuse import Reuse
+    from pipeline.sources.inputs import Inputs
 
 # documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
 Documents = dict[str, dict[tuple[str, ...], Any]]
@@ -44,6 +44,10 @@ class BuildContext:
 
     def __post_init__(self) -> None:
         if self.inputs is None:
+            # imported here: the release tree and the CLI import this module for its types, and the
+            # readers bring polars and numpy (0.3 s) to every command that reads no data
+            from pipeline.sources.inputs import Inputs
+
             self.inputs = Inputs(self.data_dir, self.geography)
 
 
