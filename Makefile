@@ -81,13 +81,14 @@ lint: install
 	$(BIN)/ruff check pipeline edge dashboard tests bench deploy clients/python
 	$(BIN)/mypy
 
-# The whole suite, in parallel on every core and one more worker (pytest-xdist; a module's tests stay on one worker,
+# The whole suite, in parallel on every core and two more workers (pytest-xdist; a module's tests stay on one worker,
 # so its fixtures are set up once), with the 25 slowest tests listed at the end.
 # PYTEST_ARGS adds to or narrows the run, e.g. `make test PYTEST_ARGS="tests/edge -x"`;
 # PYTEST_WORKERS=0 runs in one process; TEST_NEEDS=install skips the lint (CONTRIBUTING.md).
-# One worker more than cores: part of the suite waits on servers, browsers and subprocesses rather
-# than computing (2 cores, quiet, the same commit: 2 workers 443 s, 3 workers 412 s, 4 workers 397 s).
-PYTEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 1)")
+# Two workers more than cores: part of the suite waits on servers, browsers, timers and subprocesses
+# rather than computing (2 cores, quiet, the same commit: 3 workers 388 s, 4 workers 340 s, 5 workers 357 s;
+# an older commit: 2 workers 443 s, 3 workers 412 s, 4 workers 397 s).
+PYTEST_WORKERS ?= $(shell $(PY) -c "import os; print((os.cpu_count() or 1) + 2)")
 PYTEST_ARGS ?=
 TEST_NEEDS ?= install lint
 PYTEST_RUN = $(BIN)/pytest -q -n $(PYTEST_WORKERS) --dist loadscope --no-loadscope-reorder
