@@ -187,15 +187,29 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Modules with a `heavy` test first, then those with `slow` tests, then the rest; each
     module's tests together and in their own order. A parallel run (`--dist loadscope
     --no-loadscope-reorder`, the Makefile's) then starts its longest tests at once, on
-    different workers, and ends on short ones instead of one worker still busy with a long one."""
+    different workers, and ends on short ones instead of one worker still busy with a long one.
+
+    Right after the first module, the `slow` modules that do not use the session build
+    (`real_build`; they read the real data or build small inputs of their own): the first module's
+    worker makes that build (half a minute), and the next workers would otherwise wait for it doing
+    nothing. The order depends on the collection only, so every worker sorts it the same way
+    (xdist requires it)."""
     rank: dict[str, tuple[int, int]] = {}
+    builds: set[str] = set()
     for i, item in enumerate(items):
         module = item.nodeid.split("::", 1)[0]
         kind = 0 if item.get_closest_marker("heavy") else 1 if item.get_closest_marker("slow") else 2
         first = rank.get(module, (2, i))
         rank[module] = (min(first[0], kind), first[1])
+        if "real_build" in getattr(item, "fixturenames", ()):
+            builds.add(module)
+    modules = sorted(rank, key=lambda m: rank[m])
+    if modules and modules[0] in builds:
+        beside = [m for m in modules[1:] if m not in builds and rank[m][0] <= 1]
+        modules = [modules[0], *beside, *(m for m in modules[1:] if m not in beside)]
+    position = {m: n for n, m in enumerate(modules)}
     order = {id(item): n for n, item in enumerate(items)}
-    items.sort(key=lambda item: (*rank[item.nodeid.split("::", 1)[0]], order[id(item)]))
+    items.sort(key=lambda item: (position[item.nodeid.split("::", 1)[0]], order[id(item)]))
 
 
 # --- shared between xdist workers ------------------------------------------------------------
