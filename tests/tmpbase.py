@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from pipeline.release.store import _pid_alive
+
 MEMORY = "/dev/shm"
 PEAK_BYTES = 2 << 30  # a whole `make test` on 2 cores peaked at 1.8 GiB (CONTRIBUTING.md, "Temporary files")
 MIN_FREE_BYTES = 3 * PEAK_BYTES
@@ -64,16 +66,6 @@ def base(env: dict[str, str] | None = None, memory: str = MEMORY, meminfo: str =
     return memory if roomy else tempfile.gettempdir()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale(under: str) -> list[Path]:
     """Remove the folders earlier sessions left under `under` (kept after a failure, or cut off by a
     kill): those whose session process is no longer running. Returns what was removed."""
@@ -84,7 +76,7 @@ def remove_stale(under: str) -> list[Path]:
                 pid = int((folder / OWNER).read_text())
             except (OSError, ValueError):
                 continue  # not a folder this module made whole: left alone
-            if not _alive(pid):
+            if not _pid_alive(pid):
                 shutil.rmtree(folder, ignore_errors=True)
                 gone.append(folder)
     return gone
