@@ -74,7 +74,32 @@ def make_client(
         request_checksum_calculation="when_required",
         response_checksum_validation="when_required",
     )
-    return session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+    client = session.client("s3", endpoint_url=endpoint_url, region_name=region, config=config)
+    # after botocore's own handler on the same event, which adds the header to every file-like body
+    client.meta.events.register_last("before-call.s3", continue_only_large_bodies)
+    return client
+
+
+EXPECT_CONTINUE_FROM = 1 << 20
+
+
+def continue_only_large_bodies(model: Any, params: dict[str, Any], **_: Any) -> None:
+    """Drop `Expect: 100-continue` from a PUT whose body is under EXPECT_CONTINUE_FROM bytes.
+
+    botocore asks every upload to wait for the server's "100 Continue" before it sends the body:
+    one more round trip per object, to spare sending a body the server would refuse. Nearly every
+    object of a release is a few kilobytes, and the plan only uploads what the bucket lacks, so
+    the wait costs more than it could save: a first publish of the real release (23,737 objects)
+    to the local S3 server took 19-20 CPU s without it against 22.5-25 with it, and 20-21 s of
+    wall time against 24-26. Large bodies (the bundles, the outlines) keep the header."""
+    from botocore.utils import determine_content_length
+
+    headers = params.get("headers", {})
+    if headers.get("Expect") != "100-continue" or "body" not in params:
+        return
+    size = determine_content_length(params["body"])
+    if size is not None and size < EXPECT_CONTINUE_FROM:
+        del headers["Expect"]
 
 
 _loader_lock = threading.Lock()

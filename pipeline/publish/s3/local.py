@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from concurrent.futures import ThreadPoolExecutor
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from edge.release import verify_release_files
+from edge.release import LINK_PROBLEM, verify_release_files
 from pipeline.errors import PublishError, SparseIncomplete
 from pipeline.publish.s3.layout import check_release_id
 from pipeline.publish.s3.objects import Expected
@@ -71,7 +71,7 @@ def resolve_release_dir(root: Path, release_id: str | None = None) -> Path:
     return current.resolve()
 
 
-def _digests(path: Path) -> tuple[str, str]:
+def _digests(path: str | Path) -> tuple[str, str]:
     """(SHA-256, MD5) of a file in one read."""
     sha, md5 = hashlib.sha256(), hashlib.md5(usedforsecurity=False)
     with open(path, "rb") as f:
@@ -87,9 +87,13 @@ def check_release_tree(release_dir: Path, manifest: Manifest, md5s: dict[str, st
     Each file is read once; `md5s` receives the MD5 of every file whose SHA-256 matched."""
     problems = verify_release_files(release_dir, manifest.files, checksums=False)
     bad = {p.split(": ", 1)[1].split(" (", 1)[0] for p in problems}
+    links = [p.removeprefix(LINK_PROBLEM) for p in problems if p.startswith(LINK_PROBLEM)]
     keys = [k for k in manifest.files if k not in bad]
-    with ThreadPoolExecutor(max_workers=4) as pool:  # hashlib releases the GIL on large buffers
-        digests = list(pool.map(lambda k: _digests(release_dir / k), keys))
+    # one file after another: the files were just written (or linked) and are read from memory, where
+    # a pool of 4 threads took 3.5 times the CPU of this loop, and longer (23,737 files, tmpfs:
+    # 2.5 CPU s and 1.9 s against 0.7 and 0.7), the small reads and a future per file dominating
+    base = str(release_dir)
+    digests = [_digests(os.path.join(base, k)) for k in keys]
     for key, (sha, md5) in zip(keys, digests, strict=True):
         if sha != manifest.files[key]["sha256"]:
             problems.append(f"checksum differs: {key}")
@@ -100,9 +104,9 @@ def check_release_tree(release_dir: Path, manifest: Manifest, md5s: dict[str, st
         parts = rel.split("/")
         if rel.startswith("/") or any(p in ("", ".", "..") for p in parts) or rel == MANIFEST_NAME:
             problems.append(f"unsafe key in manifest: {rel!r}")
-            continue
-        path = release_dir / rel
-        if path.is_symlink() and not path.resolve().is_relative_to(root):
+    # the links among the files were found above (every file present was lstat-ed once)
+    for rel in links:
+        if rel in manifest.files and not (release_dir / rel).resolve().is_relative_to(root):
             problems.append(f"symlink leads outside the release: {rel}")
     return problems
 

@@ -501,6 +501,26 @@ def test_the_publishers_listing_reads_the_times_a_stock_client_reads(client: Any
     assert all(t.tzinfo is UTC for t in ours.values()) and not any(t.tzinfo is UTC for t in theirs.values())
 
 
+def test_only_large_uploads_wait_for_100_continue(client: Any, s3_server: S3Server, target: s3.Target) -> None:
+    """The publisher's PUTs of small bodies go without `Expect: 100-continue` (one round trip each, not
+    two), a large one keeps it, and both arrive whole; a stock client sends the header for any body."""
+    sent: dict[str, bytes | None] = {}
+
+    def record(request: Any, **_: Any) -> None:
+        sent[request.url.rsplit("/", 1)[1]] = request.headers.get("Expect")
+
+    stock = s3_server.client()
+    for c in (client, stock):
+        c.meta.events.register("before-send.s3.PutObject", record)
+    small, large = b"s" * (s3_client.EXPECT_CONTINUE_FROM - 1), b"l" * s3_client.EXPECT_CONTINUE_FROM
+    client.put_object(Bucket=target.bucket, Key=f"{target.prefix}/small", Body=small)
+    client.put_object(Bucket=target.bucket, Key=f"{target.prefix}/large", Body=large)
+    stock.put_object(Bucket=target.bucket, Key=f"{target.prefix}/stock", Body=b"x")
+    assert sent == {"small": None, "large": b"100-continue", "stock": b"100-continue"}
+    for key, body in (("small", small), ("large", large)):
+        assert stock.get_object(Bucket=target.bucket, Key=f"{target.prefix}/{key}")["Body"].read() == body
+
+
 def test_sessions_share_one_loader_of_the_service_descriptions() -> None:
     a, b = s3_client.botocore_session(), s3_client.botocore_session()
     assert a is not b and a.get_component("data_loader") is b.get_component("data_loader")
