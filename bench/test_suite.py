@@ -11,7 +11,9 @@ run's wall time and test counts, and the ratio of wall times new/old.
         [--pytest-args "tests/test_citation.py -q"] [--workdir DIR] [--keep]
 
 A full run takes about half an hour on two cores and should have the machine to itself: the
-ratio is what this script is for, the absolute times move with the load. `--pytest-args`
+ratio is what this script is for, the absolute times move with the load. Before each run it waits
+(at most 4 minutes) for the machine to go quiet (`--quiet-load`), so neither suite starts while the
+other's last run is still being written back to disk. `--pytest-args`
 narrows both runs (paths, -k, -m) to try the mechanics quickly; an option only the new suite
 knows (-n) would break the old run.
 """
@@ -67,6 +69,18 @@ def suite_command(tree: Path, env: dict[str, str]) -> list[str]:
     return shlex.split(lines[-1])
 
 
+def settle(max_load: float, limit: float = 240.0) -> tuple[float, float]:
+    """Let the machine go quiet before a run: the files the last run wrote flushed (`sync`) and the
+    one-minute load average under `max_load`, or `limit` seconds gone. Without it the second suite of
+    a pair started while the first one's deleted temporary files were still being written back and its
+    load was still decaying, and paid for both. Returns (seconds waited, load at the start)."""
+    t = time.monotonic()
+    os.sync()
+    while os.getloadavg()[0] > max_load and time.monotonic() - t < limit:
+        time.sleep(5)
+    return time.monotonic() - t, os.getloadavg()[0]
+
+
 def counts_of(text: str) -> dict[str, int]:
     tail = [ln for ln in text.splitlines() if SUMMARY.search(ln)]
     if not tail:
@@ -89,7 +103,10 @@ def collected(tree: Path, env: dict[str, str], extra: list[str]) -> str:
 @click.option("--workdir", type=click.Path(path_type=Path), default=None,
               help="where the clones go (default: a new temporary folder)")
 @click.option("--keep", is_flag=True, help="keep the clones and logs")
-def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workdir: Path | None, keep: bool) -> None:
+@click.option("--quiet-load", type=float, default=None,
+              help="wait before each run until the 1-minute load average is under this (default: cores / 2)")
+def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workdir: Path | None, keep: bool,
+         quiet_load: float | None) -> None:
     from pipeline.settings import default_data_dir
 
     new = git("rev-parse", new_ref)
@@ -129,6 +146,8 @@ def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workd
                 ref, tree = trees[name]
                 cmd = [*suite_command(tree, env), *extra]
                 log = base / f"{name}-{r}.log"
+                waited, load = settle(quiet_load if quiet_load is not None else (os.cpu_count() or 2) / 2)
+                click.echo(f"  (waited {waited:.0f} s for a quiet machine: load {load:.2f})")
                 t = time.monotonic()
                 with log.open("w") as out:
                     code = subprocess.run(cmd, cwd=tree, env=env, stdout=out, stderr=subprocess.STDOUT).returncode
@@ -139,7 +158,7 @@ def main(old_ref: str | None, new_ref: str, rounds: int, pytest_args: str, workd
         by = {n: [x.seconds for x in runs if x.name == n] for n in ("old", "new")}
         mean = {n: sum(v) / len(v) for n, v in by.items()}
         click.echo(f"\nsuite wall time: old {old[:12]} {mean['old']:.1f} s, new {new[:12]} {mean['new']:.1f} s "
-                   f"(mean of {rounds}); ratio new/old {mean['new'] / mean['old']:.2f}")
+                   f"(mean of {rounds}); ratio new/old {mean['new'] / mean['old']:.3f}")
         for n in ("old", "new"):
             last = [x for x in runs if x.name == n][-1]
             click.echo(f"tests {n}: {sum(last.counts.get(k, 0) for k in ('passed', 'failed', 'skipped', 'error'))} "

@@ -411,10 +411,13 @@ def test_cross_fitting_publishes_the_held_out_fold_in_dated_states_only() -> Non
 
 
 @needs_data("malaria/dhis2_lga_monthly_2020_2023")
-def test_held_out_index_is_the_published_cross_fitted_season() -> None:
+def test_held_out_index_is_the_published_cross_fitted_season(real_fits: Path) -> None:
     """The interface for checks built on the season (transmission.held_out_index): leaving a dated state out
     gives exactly what the release publishes for that state's LGAs (its cross-fitted season), and a season
-    for every other LGA fitted without that state, which differs from the published one."""
+    for every other LGA fitted without that state, which differs from the published one. The season fit
+    is the session build's (`real_fits`, keyed by the inputs and code, as a build reuses it): both sides
+    are computed here from it, and fitting from nothing is the session build's and the reproducibility
+    test's to check."""
     from pipeline.datasets.transmission import held_out_index, season_model
     from pipeline.geography import load_geography
 
