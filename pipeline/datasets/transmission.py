@@ -298,11 +298,16 @@ def model5_fields(sm: SeasonModel, index: np.ndarray, level: str, key: str,
     published level, which the class reads when the class source chosen in the CV is not the method's own
     trough/peak (protocol amendment 4)."""
     m5 = sm.published5
-    class_tp = None
-    if m5 is not None and m5.class_source != "method" and archetype_index is not None:
+    class_tp, margin = None, 0.0
+    if m5 is not None and m5.protocol >= 6 and m5.class_correction:
+        # model 6: the amplitude corrected by its out-of-sample bias; `marked` only past its typical error
+        bias, margin = m5.class_correction[key]
+        ix = np.asarray(index, dtype=float)
+        class_tp = float(ix.min() / ix.max()) + bias
+    elif m5 is not None and m5.class_source != "method" and archetype_index is not None:
         class_tp = m5.class_tp(index, archetype_index)
     return season5.area_fields(index, level, m5.half_width[key] if m5 else None, m5.errors[key] if m5 else None,
-                               class_tp)
+                               class_tp, margin)
 
 
 def national_index(state_rain: np.ndarray, population: np.ndarray, p: AreaSeasonParams) -> tuple[np.ndarray, float, float]:
@@ -821,6 +826,9 @@ def run_check(
     rk, sh = season_harmonics.choose_pooling(units, std, everything)
     harmonic = season_harmonics.fit(units, std, everything, rk, sh)
     d5 = season5_data(inputs, series, dated, areas, units, std, dated_states, lga_codes)
+    if d5 is not None:
+        # model 6 (docs/model-6-protocol.md): the rain-driven candidates read every LGA's own climate
+        d5.area_rain, d5.area_temp, d5.protocol = lga_rain, lga_temperature(inputs, lga_codes, lga_rain), 6
     m5 = season5.publish(d5) if d5 is not None else None
     if m5 is not None and d5 is not None:
         cv = with_model_5(cv, series, m5, d5, lga_codes)
@@ -891,6 +899,31 @@ def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any
             "release_inner_weak_balanced_accuracy": m5.class_scores,
         },
     }
+
+
+def lga_temperature(inputs: Inputs, lga_codes: list[str], lga_rain: np.ndarray) -> np.ndarray | None:
+    """[n, 12] LGA air temperature climatology in `lga_codes` order; None when the file is absent. An
+    LGA missing from the file takes its state's mean (none on the shared data: all 774 are there)."""
+    t = inputs.lga_temperature
+    if t is None:
+        return None
+    geo = inputs.geography
+    assert geo is not None
+    # the file is keyed by the eHA LGA code; the geography's lga_code is the OCHA p-code
+    piv = (t.rename({"lga_code": "eha_code"})
+           .pivot(on="month", index="eha_code", values="temp_c", sort_columns=True))
+    months = [str(m) for m in range(1, 13)]
+    codes = geo.lgas.select("lga_code", pl.col("eha_code").cast(pl.Utf8))
+    out = (pl.DataFrame({"lga_code": lga_codes}).join(codes, on="lga_code", how="left")
+           .join(piv, on="eha_code", how="left").select(months).to_numpy().astype(float))
+    if np.isnan(out).any():
+        state = np.array(geo.lgas.sort("lga_code")["state_code"].to_list())
+        for st in np.unique(state[np.isnan(out).any(axis=1)]):
+            rows = state == st
+            ok = rows & ~np.isnan(out).any(axis=1)
+            fill = out[ok].mean(axis=0) if ok.any() else np.nanmean(out, axis=0)
+            out[rows & np.isnan(out).any(axis=1)] = fill
+    return out
 
 
 def season5_data(inputs: Inputs, series: season_cv.Series, dated: season_cv.DatedProfiles | None,

@@ -43,6 +43,15 @@ CLASS_SOURCES = ("method", "archetype", "larger", "mean")
 
 Hyper = tuple[float, ...]
 
+# --- model 6 (docs/model-6-protocol.md) ---
+RAIN_FITTED = ("rain_kernel", "rain_kernel_no_temperature", "rain_blend")
+RAIN_METHODS = ("rain_crude", *RAIN_FITTED)
+# the candidates in the protocol's order of complexity (simplest first): the selection rule's order
+COMPLEXITY = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_blend", "model_4")
+METHODS_6 = COMPLEXITY
+ABLATIONS_6 = ("rain_kernel_no_temperature",)  # scored in the same folds, never selectable
+SELECTION_MARGIN = 0.05  # a more complex candidate must lower the inner loss by more than this
+
 
 # --- season rules on profiles ---------------------------------------------------------------------
 
@@ -63,10 +72,13 @@ def trough_to_peak(profiles: np.ndarray) -> np.ndarray:
     return p.min(axis=1) / p.max(axis=1)
 
 
-def season_class(tp: np.ndarray | float) -> np.ndarray:
-    """marked (< 0.50), moderate, weak (>= 0.70) from the smoothed trough/peak ratio."""
+def season_class(tp: np.ndarray | float, marked_margin: np.ndarray | float = 0.0) -> np.ndarray:
+    """marked (< 0.50), moderate, weak (>= 0.70) from the smoothed trough/peak ratio. Model 6 calls a
+    season marked only with evidence: its amplitude plus `marked_margin` (the amplitude's typical
+    out-of-sample error) still under 0.50."""
     t = np.asarray(tp, dtype=float)
-    return np.where(t >= WEAK_TROUGH_TO_PEAK, "weak", np.where(t < MARKED_TROUGH_TO_PEAK, "marked", "moderate"))
+    return np.where(t >= WEAK_TROUGH_TO_PEAK, "weak",
+                    np.where(t + np.asarray(marked_margin, dtype=float) < MARKED_TROUGH_TO_PEAK, "marked", "moderate"))
 
 
 def class_amplitudes(tp_method: np.ndarray, tp_archetype: np.ndarray | None) -> dict[str, np.ndarray]:
@@ -123,7 +135,7 @@ def peak_window(peak_month: int | Sequence[int], half_width: int) -> list[int]:
 
 
 def half_widths(errors: np.ndarray, classes: np.ndarray, p: float = WINDOW_PROBABILITY,
-                min_units: int = MIN_CLASS_UNITS) -> dict[str, int]:
+                min_units: int = MIN_CLASS_UNITS, strict: bool = False) -> dict[str, int]:
     """Smallest k per class with at least share p of |peak error| <= k; a class with fewer than
     `min_units` units is pooled with the flatter classes (then with all); non-decreasing from marked to
     weak, so the window never narrows as the season flattens."""
@@ -142,9 +154,10 @@ def half_widths(errors: np.ndarray, classes: np.ndarray, p: float = WINDOW_PROBA
         ks = np.arange(MONTHS // 2 + 1)
         share = (e[sel][None, :] <= ks[:, None]).mean(axis=1)
         out[cl] = int(ks[np.argmax(share >= p)]) if (share >= p).any() else MONTHS // 2
-    run = 0
+    run = -1 if strict else 0
     for cl in CLASSES:
-        run = max(run, out[cl])
+        # model 6: strictly wider for each flatter class (capped at the whole year)
+        run = min(max(run + 1 if strict else run, out[cl]), MONTHS // 2)
         out[cl] = run
     return out
 
@@ -175,11 +188,15 @@ def pearson_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where(d > 0, (a * b).sum(axis=1) / np.where(d > 0, d, 1.0), np.nan)
 
 
-def inner_loss(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
-    """The protocol's criterion per profile: (1 - shape r) + |centre error| / 6."""
+def inner_loss(pred: np.ndarray, rec: np.ndarray, amplitude: bool = False) -> np.ndarray:
+    """The protocol's criterion per profile: (1 - shape r) + |centre error| / 6; model 6 adds
+    |smoothed trough/peak error| (`amplitude`), because model 5's seasons came out too peaked."""
     r = pearson_rows(pred, rec)
     c = np.abs(circular_error(season_centre(pred), season_centre(rec)))
-    return (1 - np.nan_to_num(r, nan=0.0)) + c / 6
+    out = (1 - np.nan_to_num(r, nan=0.0)) + c / 6
+    if amplitude:
+        out = out + np.abs(trough_to_peak(smooth3(pred)) - trough_to_peak(smooth3(rec)))
+    return out
 
 
 # --- split halves ---------------------------------------------------------------------------------
@@ -235,6 +252,11 @@ class Data:
     split_r: np.ndarray  # [L] split-half r of the LGA's deviation from its state
     m4: Callable[[frozenset[str], str, Hyper], np.ndarray] | None = None  # (train, kind, hyper) -> [n, 12]
     m4_choose: Callable[[frozenset[str]], Hyper] | None = None
+    # model 6 (docs/model-6-protocol.md): each LGA's own rain and temperature climatologies, and which
+    # protocol's loss, selection rule and class rule apply
+    area_rain: np.ndarray | None = None  # [n, 12] mm
+    area_temp: np.ndarray | None = None  # [n, 12] degrees C
+    protocol: int = 5
     _cache: dict[Any, Any] = field(default_factory=dict)
 
     @property
@@ -281,7 +303,7 @@ def admissible(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> boo
 
 def predict(d: Data, method: str, train: frozenset[str], hyper: Hyper = ()) -> np.ndarray:
     """[n, 12] positive profiles of every LGA from training dated states `train`."""
-    key = (method, train, () if method == "model_4" else hyper)
+    key = (method, train, () if method == "model_4" or method in RAIN_METHODS else hyper)
     if key in d._cache:
         return d._cache[key]
     idx = [i for i, s in enumerate(d.dated_states) if s in train]
@@ -305,9 +327,63 @@ def predict(d: Data, method: str, train: frozenset[str], hyper: Hyper = ()) -> n
         if d.m4 is None:
             raise ValueError("model 4 is not available")
         out = d.m4(train, "latitude", hyper)
+    elif method in RAIN_METHODS:
+        out = _rain_predict(d, method, train)
     else:
         raise ValueError(f"unknown method {method!r}")
     d._cache[key] = out
+    return out
+
+
+def _suitability(d: Data, method: str) -> np.ndarray:
+    from pipeline.model import season6
+
+    if d.area_rain is None:
+        raise ValueError("model 6's rain candidates need every area's rain climatology")
+    if method == "rain_kernel_no_temperature" or d.area_temp is None:
+        return np.ones_like(d.area_rain)
+    key = ("suitability",)
+    if key not in d._cache:
+        d._cache[key] = season6.thermal_suitability(d.area_temp)
+    return d._cache[key]
+
+
+def _rain_fit(d: Data, method: str, train: frozenset[str]) -> Any:
+    """The rain kernel's four constants learned on the training states' recorded state profiles (cached;
+    `rain_blend` shares `rain_kernel`'s fit)."""
+    from pipeline.model import season6
+
+    base = "rain_kernel_no_temperature" if method == "rain_kernel_no_temperature" else "rain_kernel"
+    key = ("rainfit", base, train)
+    if key not in d._cache:
+        states = [s for s in d.dated_states if s in train]
+        groups = []
+        for st in states:
+            rows = np.flatnonzero(d.area_state == st)
+            groups.append((rows, d.area_pop[rows]))
+        rec = d.rec_state[[d.dated_states.index(st) for st in states]]
+        assert d.area_rain is not None
+        d._cache[key] = season6.fit(d.area_rain, _suitability(d, base), groups, rec)
+    return d._cache[key]
+
+
+def _rain_predict(d: Data, method: str, train: frozenset[str]) -> np.ndarray:
+    from pipeline.model import season6
+
+    assert d.area_rain is not None
+    if method == "rain_crude":
+        return season6.crude(d.area_rain)
+    kf = _rain_fit(d, method, train)
+    out = season6.profiles(d.area_rain, _suitability(d, method), *kf.params)
+    if method == "rain_blend":
+        # a case-fitted correction, shrunk halfway, only in training states (their own series)
+        out = out.copy()
+        for st in sorted(train):
+            rows = d.area_state == st
+            rec = d.rec_state[d.dated_states.index(st)]
+            sp = d.state_profile(out, st)
+            corr = np.exp(0.5 * (np.log(rec / rec.mean()) - np.log(sp / sp.mean())))
+            out[rows] = out[rows] * corr[None, :]
     return out
 
 
@@ -336,8 +412,25 @@ def fold_loss(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> floa
             return np.inf
         prof = predict(d, method, inner, hyper)
         i = d.dated_states.index(h)
-        losses.append(float(inner_loss(d.state_profile(prof, h)[None], d.rec_state[i][None])[0]))
+        losses.append(float(inner_loss(d.state_profile(prof, h)[None], d.rec_state[i][None], d.protocol >= 6)[0]))
     return float(np.mean(losses)) if losses else np.inf
+
+
+def fold_bias(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> float:
+    """Mean signed peak error (months) of the inner left-out states: model 6's admissibility."""
+    key = ("bias", method, train, hyper)
+    if key not in d._cache:
+        errs = []
+        for h in sorted(train):
+            inner = train - {h}
+            if not admissible(d, method, inner, hyper):
+                errs = []
+                break
+            prof = predict(d, method, inner, hyper)
+            i = d.dated_states.index(h)
+            errs.append(float(peak_errors(d.state_profile(prof, h)[None], d.rec_state[i][None])[0]))
+        d._cache[key] = float(np.mean(errs)) if errs else np.inf
+    return float(d._cache[key])
 
 
 def tune(d: Data, method: str, train: frozenset[str]) -> Tuned:
@@ -357,6 +450,9 @@ def _tune(d: Data, method: str, train: frozenset[str]) -> Tuned:
         hp = d.m4_choose(train)
         edge = hp[0] in (H.GRID_RANGE_KM[0], H.GRID_RANGE_KM[-1]) or hp[1] in (GRID_SHRINK[0], GRID_SHRINK[-1])
         return Tuned(method, hp, fold_loss(d, method, train, ()), bool(edge))
+    if method in RAIN_FITTED:
+        kf = _rain_fit(d, method, train)
+        return Tuned(method, kf.params, fold_loss(d, method, train, ()), kf.at_grid_edge)
     if not g:
         return Tuned(method, (), fold_loss(d, method, train, ()), False)
     scores: dict[Hyper, float] = {}
@@ -394,9 +490,24 @@ def select(d: Data, train: frozenset[str], methods: Sequence[str]) -> tuple[dict
     if key in d._cache:
         return d._cache[key]
     tuned = {m: tune(d, m, train) for m in methods}
-    best = min(methods, key=lambda m: (round(tuned[m].loss, 12), METHODS.index(m)))
+    if d.protocol >= 6:
+        best = simplest_within_margin(methods, {m: tuned[m].loss for m in methods},
+                                      {m: fold_bias(d, m, train, tuned[m].hyper if m not in RAIN_METHODS
+                                                    and m != "model_4" else ()) for m in methods})
+    else:
+        best = min(methods, key=lambda m: (round(tuned[m].loss, 12), METHODS.index(m)))
     d._cache[key] = (tuned, best)
     return tuned, best
+
+
+def simplest_within_margin(methods: Sequence[str], loss: dict[str, float], bias: dict[str, float]) -> str:
+    """Model 6's selection rule: among candidates whose inner mean signed peak error is within 0.5 month
+    (all, if none is), the simplest (COMPLEXITY order) whose loss is at most the least loss + MARGIN."""
+    ok = [m for m in methods if np.isfinite(loss[m]) and abs(bias[m]) <= MAX_MEAN_SIGNED_PEAK_ERROR]
+    pool = ok or [m for m in methods if np.isfinite(loss[m])] or list(methods)
+    best = min(loss[m] for m in pool)
+    order = sorted(pool, key=lambda m: (COMPLEXITY.index(m) if m in COMPLEXITY else len(COMPLEXITY), m))
+    return next(m for m in order if loss[m] <= best + SELECTION_MARGIN + 1e-12)
 
 
 # --- published profiles at state and LGA level -------------------------------------------------------
@@ -497,9 +608,25 @@ class InnerUnits:
     state_amps: dict[str, np.ndarray]  # source -> [S']
     lga_amps: dict[str, np.ndarray]  # source -> [L']
     lga_recorded_tp: np.ndarray  # [L']
+    state_recorded_tp: np.ndarray = field(default_factory=lambda: np.zeros(0))  # [S']
 
     def classes(self, source: str) -> tuple[np.ndarray, np.ndarray]:
         return season_class(self.state_amps[source]), season_class(self.lga_amps[source])
+
+    def amplitude_error(self) -> dict[str, tuple[float, float]]:
+        """Model 6: per level, (mean recorded - predicted smoothed trough/peak, mean absolute error) of the
+        inner left-out units: the class's bias correction and its evidence margin for `marked`."""
+        out = {}
+        for lvl, pred, rec in (("states", self.state_amps["method"], self.state_recorded_tp),
+                               ("lgas", self.lga_amps["method"], self.lga_recorded_tp)):
+            e = np.asarray(rec, dtype=float) - np.asarray(pred, dtype=float)
+            e = e[np.isfinite(e)]
+            out[lvl] = (float(e.mean()), float(np.abs(e).mean())) if e.size else (0.0, 0.0)
+        return out
+
+    def classes6(self, corr: dict[str, tuple[float, float]]) -> tuple[np.ndarray, np.ndarray]:
+        (bs, ms), (bl, ml) = corr["states"], corr["lgas"]
+        return (season_class(self.state_amps["method"] + bs, ms), season_class(self.lga_amps["method"] + bl, ml))
 
     def source(self) -> tuple[str, dict[str, float]]:
         """Amendment 4's choice: balanced accuracy of the LGAs' weak flag (ties: CLASS_SOURCES order)."""
@@ -510,7 +637,7 @@ def _inner_units(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper
                  ) -> InnerUnits:
     """Inner (leave-one-state-out within `train`) peak errors and class amplitudes, states and LGAs, of
     what `method_of` chooses on each inner training set (window calibration, class source choice)."""
-    se, le, s_m, s_a, l_m, l_a, l_r = [], [], [], [], [], [], []
+    se, le, s_m, s_a, l_m, l_a, l_r, s_r = [], [], [], [], [], [], [], []
     rclass = d.recorded_class()
     for h in sorted(train):
         inner = train - {h}
@@ -523,6 +650,7 @@ def _inner_units(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper
         sp = d.state_profile(prof, h)
         se.append(float(peak_errors(sp[None], d.rec_state[i][None])[0]))
         s_m.append(float(trough_to_peak(smooth3(sp))[0]))
+        s_r.append(float(trough_to_peak(smooth3(d.rec_state[i]))[0]))
         rows = d.rec_lga_state == h
         area = d.rec_area[rows]
         pl_ = lp[area]
@@ -534,7 +662,7 @@ def _inner_units(d: Data, method_of: Callable[[frozenset[str]], tuple[str, Hyper
             l_a.extend(atp[area].tolist())
     has_a = d.arch_profile is not None
     return InnerUnits(np.array(se), np.array(le), class_amplitudes(np.array(s_m), np.array(s_a) if has_a else None),
-                      class_amplitudes(np.array(l_m), np.array(l_a) if has_a else None), np.array(l_r))
+                      class_amplitudes(np.array(l_m), np.array(l_a) if has_a else None), np.array(l_r), np.array(s_r))
 
 
 def state_archetype_tp(d: Data, state: str) -> float:
@@ -553,9 +681,14 @@ def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
                           np.full(n, "", dtype=object)) for m in names}
     rclass = d.recorded_class()
     all_states = frozenset(d.dated_states)
+    selectable = [m for m in methods if m not in ABLATIONS_6]
     for i, g in enumerate(d.dated_states):
         train = all_states - {g}
-        tuned, best = select(d, train, methods)
+        tuned, best = select(d, train, selectable)
+        tuned = dict(tuned)
+        for m in methods:
+            if m not in tuned:
+                tuned[m] = tune(d, m, train)
         rule = level_rule(rclass, d.rec_lga_state, d.split_r, sorted(train))
         rows = d.rec_lga_state == g
         for name in names:
@@ -572,10 +705,15 @@ def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
             assert r.area_pred is not None and r.area_level is not None
             r.area_pred[mine], r.area_level[mine] = lp[mine], level[mine]
             if name == "selection":
-                chooser: Callable[[frozenset[str]], tuple[str, Hyper]] = _selector(d, methods)
+                chooser: Callable[[frozenset[str]], tuple[str, Hyper]] = _selector(d, selectable)
             else:
                 chooser = _fixed(d, m)
             units = _inner_units(d, chooser, train)
+            if d.protocol >= 6:
+                _outer_class6(d, r, units, i, rows, sp, g)
+                r.chosen.append({"left_out": g, "method": m, "hyper": list(hp),
+                                 "at_grid_edge": tuned[m].at_grid_edge, "inner_loss": round(tuned[m].loss, 4)})
+                continue
             src, scores = units.source()
             atp = archetype_tp(d, level)
             amps_s = class_amplitudes(trough_to_peak(smooth3(sp)),
@@ -596,6 +734,28 @@ def outer(d: Data, methods: Sequence[str]) -> dict[str, OuterResult]:
             r.chosen.append({"left_out": g, "method": m, "hyper": list(hp), "at_grid_edge": tuned[m].at_grid_edge,
                              "inner_loss": round(tuned[m].loss, 4)})
     return res
+
+
+def _outer_class6(d: Data, r: OuterResult, units: InnerUnits, i: int, rows: np.ndarray, sp: np.ndarray,
+                  g: str) -> None:
+    """Model 6's class of an outer left-out state and its LGAs: the amplitude corrected by the inner folds'
+    bias, `marked` only past the inner mean absolute error; windows calibrated on the inner classes the
+    same rule gives, strictly wider for flatter classes."""
+    S, L = len(d.dated_states), len(d.rec_lga)
+    corr = units.amplitude_error()
+    inner_s, inner_l = units.classes6(corr)
+    ks = half_widths(units.state_error, inner_s, strict=True)
+    kl = half_widths(units.lga_error, inner_l, strict=True)
+    (bs, ms), (bl, ml) = corr["states"], corr["lgas"]
+    ocs = str(season_class(trough_to_peak(smooth3(sp))[0] + bs, ms))
+    ocl = season_class(trough_to_peak(smooth3(r.lga_pred[rows])) + bl, ml)
+    b = r.by_source.setdefault("chosen", (np.full(S, "", dtype=object), np.full(L, "", dtype=object),
+                                          np.zeros(S, dtype=int), np.zeros(L, dtype=int)))
+    b[0][i], b[1][rows], b[2][i], b[3][rows] = ocs, ocl, ks[ocs], [kl[x] for x in ocl]
+    r.state_k[i], r.lga_k[rows] = b[2][i], b[3][rows]
+    r.class_source.append({"left_out": g, "source": "bias_corrected",
+                           "amplitude_bias": {k: round(v[0], 3) for k, v in corr.items()},
+                           "amplitude_mean_abs_error": {k: round(v[1], 3) for k, v in corr.items()}})
 
 
 def _fixed(d: Data, method: str) -> Callable[[frozenset[str]], tuple[str, Hyper]]:
@@ -833,6 +993,10 @@ class Published:
     class_source: str = "method"
     class_scores: dict[str, float | None] = field(default_factory=dict)
     archetype_index: np.ndarray | None = None  # [n, 12]
+    # model 6: the protocol, and per level (mean recorded - predicted trough/peak, mean absolute error) of
+    # the inner folds on all dated states: the class's bias correction and evidence margin for `marked`
+    protocol: int = 5
+    class_correction: dict[str, tuple[float, float]] = field(default_factory=dict)
 
     def class_tp(self, index: np.ndarray, archetype_index: np.ndarray | None) -> float:
         """The class amplitude of one published (smoothed) index, with its archetype index at the same level."""
@@ -844,14 +1008,22 @@ class Published:
 def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     """Nested CV, the selection rule (least outer mean loss; ties: METHODS order, the selection last),
     the release fit on every dated state, cross-fitting for the dated states, calibrated windows."""
+    if d.protocol >= 6 and methods is METHODS:
+        methods = (*METHODS_6, *ABLATIONS_6)
     usable = [m for m in methods if not (m == "archetype" and d.arch_profile is None)
-              and not (m.startswith("model_4") and d.m4 is None)]
+              and not (m.startswith("model_4") and d.m4 is None)
+              and not (m in RAIN_METHODS and d.area_rain is None)]
     res = outer(d, usable)
     summaries = {m: summarise(d, r) for m, r in res.items()}
     order = [*usable, "selection"]
     # amendment 2: a systematic lag (|mean signed state peak error| > 0.5 month) is a defect, not publishable
     ok = [m for m in order if abs(summaries[m]["states"]["mean_signed_peak_error"] or 0.0) <= MAX_MEAN_SIGNED_PEAK_ERROR]
-    method = min(ok or order, key=lambda m: (summaries[m]["mean_outer_loss"], order.index(m)))
+    if d.protocol >= 6:
+        # model 6: what the registered rule picks on all seven states, whatever the outer figures say
+        method = "selection"
+        usable = [m for m in usable if m not in ABLATIONS_6]
+    else:
+        method = min(ok or order, key=lambda m: (summaries[m]["mean_outer_loss"], order.index(m)))
     everything = frozenset(d.dated_states)
     if method == "selection":
         tuned, resolved = select(d, everything, usable)
@@ -870,13 +1042,21 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     st_sm, lg_sm = smooth3(r.state_pred), smooth3(r.lga_pred)
     # amendment 4: the class source the inner procedure picks on all dated states; windows by its classes
     chooser = _selector(d, usable) if method == "selection" else _fixed(d, method)
-    source, scores = _inner_units(d, chooser, everything).source()
-    if source in r.by_source:
-        o_s, o_l = r.by_source[source][0], r.by_source[source][1]
+    release_units = _inner_units(d, chooser, everything)
+    correction: dict[str, tuple[float, float]] = {}
+    if d.protocol >= 6:  # model 6: one class rule, the amplitude's bias corrected (no source to choose)
+        source, scores = "bias_corrected", {}
+        correction = release_units.amplitude_error()
+        o_s, o_l = r.by_source["chosen"][0], r.by_source["chosen"][1]
     else:
-        o_s, o_l = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
-    hw = {"states": half_widths(peak_errors(r.state_pred, d.rec_state), o_s),
-          "lgas": half_widths(peak_errors(r.lga_pred, d.rec_lga), o_l)}
+        source, scores = release_units.source()
+        if source in r.by_source:
+            o_s, o_l = r.by_source[source][0], r.by_source[source][1]
+        else:
+            o_s, o_l = season_class(trough_to_peak(st_sm)), season_class(trough_to_peak(lg_sm))
+    strict = d.protocol >= 6
+    hw = {"states": half_widths(peak_errors(r.state_pred, d.rec_state), o_s, strict=strict),
+          "lgas": half_widths(peak_errors(r.lga_pred, d.rec_lga), o_l, strict=strict)}
     arch_ix = None
     if d.arch_profile is not None:
         a = smooth3(at_level(d, predict(d, "archetype", frozenset()), level))
@@ -891,7 +1071,7 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     return Published(method, resolved, t.hyper, t.at_grid_edge, sm / sm.max(axis=1, keepdims=True), level, cross,
                      st_sm / st_sm.max(axis=1, keepdims=True), lg_sm / lg_sm.max(axis=1, keepdims=True), hw, errors,
                      summaries, {m: x.chosen for m, x in res.items()}, split, ok, source,
-                     {c: _r(v, 4) for c, v in scores.items()}, arch_ix)
+                     {c: _r(v, 4) for c, v in scores.items()}, arch_ix, d.protocol, correction)
 
 
 def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.ndarray:
@@ -899,8 +1079,10 @@ def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.n
     `states_left_out` out would publish it: `method`'s hyperparameters tuned and the LGA detail rule
     decided on the remaining dated states only. For checks built on the season (e.g. season ratios)."""
     train = frozenset(d.dated_states) - set(states_left_out)
-    methods = [m for m in METHODS if not (m == "archetype" and d.arch_profile is None)
-               and not (m.startswith("model_4") and d.m4 is None)]
+    methods = [m for m in (METHODS_6 if d.protocol >= 6 else METHODS)
+               if not (m == "archetype" and d.arch_profile is None)
+               and not (m.startswith("model_4") and d.m4 is None)
+               and not (m in RAIN_METHODS and d.area_rain is None)]
     if method == "selection":
         tuned, m = select(d, train, methods)
         hp = tuned[m].hyper
@@ -913,13 +1095,14 @@ def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.n
 
 
 def area_fields(index: np.ndarray, level: str, half_width: dict[str, int] | None,
-                errors: dict[str, float | None] | None, class_tp: float | None = None) -> dict[str, Any]:
+                errors: dict[str, float | None] | None, class_tp: float | None = None,
+                marked_margin: float = 0.0) -> dict[str, Any]:
     """Model 5's additive season fields of one area from its published (smoothed) index; `class_tp`: the
     amplitude its class is read from where that is not the index's own trough/peak (amendment 4)."""
     ix = np.asarray(index, dtype=float)
     tp = float(ix.min() / ix.max())
     ctp = tp if class_tp is None else float(class_tp)
-    cl = str(season_class(ctp))
+    cl = str(season_class(ctp, marked_margin))
     peaks = [int(m) + 1 for m in np.flatnonzero(ix == ix.max())]
     calibrated = half_width is not None
     k = (half_width or FALLBACK_HALF_WIDTH)[cl]

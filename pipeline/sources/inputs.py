@@ -25,6 +25,7 @@ from pipeline.sources import (
     interventions,
     rainfall,
     survey,
+    temperature,
 )
 from pipeline.sources.names import state_name_codes
 
@@ -67,6 +68,11 @@ class Inputs:
     @cached_property
     def lga_climatology(self) -> pl.DataFrame:
         return rainfall.read_lga_climatology(self.data_dir)
+
+    @cached_property
+    def lga_temperature(self) -> pl.DataFrame | None:
+        """LGA monthly air temperature climatology (model 6's thermal suitability); None when absent."""
+        return temperature.read_lga_temperature(self.data_dir)
 
     @cached_property
     def archetype_profiles(self) -> pl.DataFrame | None:

@@ -1,0 +1,186 @@
+"""Model-6 seasons: the season predicted from each area's own rain and temperature (docs/model-6-protocol.md).
+
+Cases follow the rains with a delay set by mosquito breeding and parasite development, and temperature
+limits transmission on the plateaus. Rain and temperature are observed in every area, while case records
+exist in seven states: a season built from the area's own climate with four constants shared by all
+states can transfer where per-state case fits did not. Pure numpy: arrays in, arrays out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+
+import numpy as np
+
+MONTHS = 12
+MAX_LAG = 5  # months of rain a month's cases can still reflect (the kernel's support)
+
+# The protocol's grids; mu = 0 and b = 0 are bounds of the model (no cases before the rain that drives
+# them, no negative background), not grid edges.
+GRID_H_MM = (12.5, 25.0, 50.0, 100.0, 200.0, 400.0)
+GRID_MU = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+GRID_SIGMA = (0.5, 1.0, 2.0)
+GRID_B = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
+MAX_EXTEND = 3
+CRUDE_FLOOR = 0.5
+
+
+def _r0(t: np.ndarray) -> np.ndarray:
+    """Mordecai et al. (2013)'s R0(T) up to a constant: sqrt(a² bc exp(-mu/PDR) EFD pEA MDR / mu³), mu =
+    -ln p; each trait clipped at 0 outside its thermal limits (their fitted Brière and quadratic curves)."""
+    eps = 1e-12
+    a = np.clip(0.000203 * t * (t - 11.7) * np.sqrt(np.clip(42.3 - t, 0, None)), 0, None)
+    bc = np.clip(-0.54 * t**2 + 25.2 * t - 206, 0, None)
+    p = np.clip(-0.000828 * t**2 + 0.0367 * t + 0.522, eps, 1 - eps)
+    pdr = np.clip(0.000111 * t * (t - 14.7) * np.sqrt(np.clip(34.4 - t, 0, None)), 0, None)
+    pea = np.clip(-0.00924 * t**2 + 0.453 * t - 4.77, 0, None)
+    mdr = np.clip(0.000111 * t * (t - 14.7) * np.sqrt(np.clip(34.0 - t, 0, None)), 0, None)
+    efd = np.clip(-0.153 * t**2 + 8.61 * t - 97.7, 0, None)
+    mu = -np.log(p)
+    ok = (a > 0) & (bc > 0) & (pdr > 0) & (pea > 0) & (mdr > 0) & (efd > 0) & (t > 0)
+    out = np.zeros_like(t)
+    out[ok] = np.sqrt(a[ok] ** 2 * bc[ok] * np.exp(-mu[ok] / pdr[ok]) * efd[ok] * pea[ok] * mdr[ok] / mu[ok] ** 3)
+    return out
+
+
+_R0_PEAK = float(_r0(np.linspace(10.0, 40.0, 30001)).max())
+
+
+def thermal_suitability(temp_c: np.ndarray) -> np.ndarray:
+    """Relative R0 of P. falciparum in Anopheles at mean temperature T, peak 1 (Mordecai et al. 2013,
+    Ecology Letters 16: 22-30, doi:10.1111/ele.12015): 0 below about 16 °C and above about 34 °C, optimum
+    near 25 °C. It limits transmission where the wet season is cool (the plateaus) or the dry season hot."""
+    return _r0(np.asarray(temp_c, dtype=float)) / _R0_PEAK
+
+
+def lag_weights(mu: float, sigma: float) -> np.ndarray:
+    """[MAX_LAG + 1] weights of the rain j months back: a Gaussian bump at lag mu, spread sigma."""
+    j = np.arange(MAX_LAG + 1, dtype=float)
+    w = np.exp(-((j - mu) ** 2) / (2 * sigma**2))
+    return w / w.sum()
+
+
+def drive(rain: np.ndarray, suit: np.ndarray, h: float) -> np.ndarray:
+    """[n, T] what each month's rain and temperature offer mosquitoes: saturating rain times R0(T)."""
+    r = np.clip(np.asarray(rain, dtype=float), 0, None)
+    return r / (r + h) * suit
+
+
+def lagged(u: np.ndarray, mu: float, sigma: float, circular: bool = True) -> np.ndarray:
+    """[n, T] the drive carried forward by the lag kernel; circular for a climatology (12 months), else the
+    first MAX_LAG months of a dated series are NaN (their past is not in the series)."""
+    w = lag_weights(mu, sigma)
+    out = np.zeros_like(u, dtype=float)
+    if circular:
+        for j, wj in enumerate(w):
+            out += wj * np.roll(u, j, axis=1)
+        return out
+    out[:] = np.nan
+    T = u.shape[1]
+    acc = np.zeros((u.shape[0], T - MAX_LAG))
+    for j, wj in enumerate(w):
+        acc += wj * u[:, MAX_LAG - j:T - j]
+    out[:, MAX_LAG:] = acc
+    return out
+
+
+def profiles(rain: np.ndarray, suit: np.ndarray, h: float, mu: float, sigma: float, b: float) -> np.ndarray:
+    """[n, 12] expected cases per month (mean 1 + b before scaling) of areas with rain climatology `rain`
+    and thermal suitability `suit` ([n, 12] each): b + v / mean(v)."""
+    v = lagged(drive(rain, suit, h), mu, sigma)
+    m = v.mean(axis=1, keepdims=True)
+    p = b + v / np.where(m > 0, m, 1.0)
+    return _mean_one(p)
+
+
+def _mean_one(p: np.ndarray) -> np.ndarray:
+    """Rows scaled to mean 1; a row with nothing at all (no rain, or never warm enough) is flat."""
+    m = p.mean(axis=1, keepdims=True)
+    return np.where(m > 0, p / np.where(m > 0, m, 1.0), 1.0)
+
+
+def dated_series(rain: np.ndarray, suit: np.ndarray, h: float, mu: float, sigma: float, b: float,
+                 clim_rain: np.ndarray) -> np.ndarray:
+    """[n, T] expected cases month by month from each month's recorded rain (the climatology's mean of the
+    drive sets the scale, so a wet year gives more than a dry one): b + v_t / mean(v_climatology)."""
+    v = lagged(drive(rain, suit, h), mu, sigma, circular=False)
+    vc = lagged(drive(clim_rain, suit[:, :MONTHS] if suit.shape[1] >= MONTHS else suit, h), mu, sigma)
+    m = vc.mean(axis=1, keepdims=True)
+    return b + v / np.where(m > 0, m, 1.0)
+
+
+def crude(rain: np.ndarray) -> np.ndarray:
+    """The crude reference: rain over the month and the two before it, scaled to mean 1, floored at 0.5."""
+    r = np.asarray(rain, dtype=float)
+    r3 = (r + np.roll(r, 1, axis=1) + np.roll(r, 2, axis=1)) / 3
+    m = r3.mean(axis=1, keepdims=True)
+    return _mean_one(np.maximum(r3 / np.where(m > 0, m, 1.0), CRUDE_FLOOR))
+
+
+@dataclass(frozen=True)
+class KernelFit:
+    h: float
+    mu: float
+    sigma: float
+    b: float
+    loss: float
+    at_grid_edge: bool
+
+    @property
+    def params(self) -> tuple[float, float, float, float]:
+        return (self.h, self.mu, self.sigma, self.b)
+
+
+def smooth_log(p: np.ndarray) -> np.ndarray:
+    """Log of the 3-month circular mean, centred (the fitting scale: shape, timing and amplitude)."""
+    s = (np.roll(p, 1, axis=-1) + p + np.roll(p, -1, axis=-1)) / 3
+    s = np.log(np.clip(s, 1e-9, None))
+    return s - s.mean(axis=-1, keepdims=True)
+
+
+def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
+        recorded: np.ndarray) -> KernelFit:
+    """The four constants that make the training states' predicted profiles closest to their recorded
+    ones (mean squared difference of smoothed log profiles, each state equally), on the protocol's grid,
+    extended at an edge at most MAX_EXTEND times. `groups[i]` = (row indices into rain/suit of state i's
+    LGAs, their population weights); `recorded[i]` its recorded profile."""
+    grids = [list(GRID_H_MM), list(GRID_MU), list(GRID_SIGMA), list(GRID_B)]
+    rows = np.unique(np.concatenate([g[0] for g in groups]))
+    pos = {int(r): k for k, r in enumerate(rows)}
+    R, S = rain[rows], suit[rows]
+    W = np.zeros((len(groups), len(rows)))
+    for i, (idx, w) in enumerate(groups):
+        W[i, [pos[int(r)] for r in idx]] = np.asarray(w, dtype=float) / np.sum(w)
+    target = smooth_log(np.asarray(recorded, dtype=float))
+    scores: dict[tuple[float, ...], float] = {}
+    extended = [0, 0, 0, 0]
+    while True:
+        for h in grids[0]:
+            u = drive(R, S, h)
+            for mu, sigma in product(grids[1], grids[2]):
+                v = lagged(u, mu, sigma)
+                m = v.mean(axis=1, keepdims=True)
+                vn = v / np.where(m > 0, m, 1.0)
+                for b in grids[3]:
+                    key = (h, mu, sigma, b)
+                    if key in scores:
+                        continue
+                    p = _mean_one(b + vn)
+                    sp = W @ p
+                    scores[key] = float(((smooth_log(sp) - target) ** 2).mean())
+        best = min(scores, key=lambda k: (round(scores[k], 12), k))
+        moved = False
+        for j in range(4):
+            g = grids[j]
+            if best[j] == g[-1] and extended[j] < MAX_EXTEND:
+                g.append(g[-1] + 0.5 if j == 1 else g[-1] * 2)
+                extended[j] += 1
+                moved = True
+            elif best[j] == g[0] and j in (0, 2) and extended[j] < MAX_EXTEND:
+                g.insert(0, g[0] / 2)
+                extended[j] += 1
+                moved = True
+        if not moved:
+            edge = any(best[j] == grids[j][-1] for j in range(4)) or any(best[j] == grids[j][0] for j in (0, 2))
+            return KernelFit(*best, loss=scores[best], at_grid_edge=bool(edge))
