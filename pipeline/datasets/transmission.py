@@ -67,7 +67,8 @@ BANDS = {
 
 RAINFALL_DECIMALS = 1
 MODEL_5 = "model_5"
-CASE_FITTED = (season_cv.MODEL_4, MODEL_5)  # rules whose index is fitted to cases, not built from rain
+MODEL_6 = "model_6"
+CASE_FITTED = (season_cv.MODEL_4, MODEL_5, MODEL_6)  # rules whose index is fitted to cases, not built from rain
 SHARE_DECIMALS = 4
 CHECK_DECIMALS = 2
 
@@ -829,21 +830,24 @@ def run_check(
     if d5 is not None:
         # model 6 (docs/model-6-protocol.md): the rain-driven candidates read every LGA's own climate
         d5.area_rain, d5.area_temp, d5.protocol = lga_rain, lga_temperature(inputs, lga_codes, lga_rain), 6
+        d5.area_rain_months = dated_area_rain(inputs, geo, lga_codes, lga_rain, state_rain_matrix(state_clim, states))
     m5 = season5.publish(d5) if d5 is not None else None
     if m5 is not None and d5 is not None:
-        cv = with_model_5(cv, series, m5, d5, lga_codes)
-        rule = MODEL_5
-        sq[MODEL_5] = round(season_cv.squared_error(cv.series_pred[MODEL_5], series.recorded, series.weight_joint), 4)
+        rule = MODEL_6 if m5.protocol >= 6 else MODEL_5
+        cv = with_model_5(cv, series, m5, d5, lga_codes, rule)
+        sq[rule] = round(season_cv.squared_error(cv.series_pred[rule], series.recorded, series.weight_joint), 4)
     sfit = SeasonFit(series, cv, dated, state_of, zone_of)
     names_of = dict(zip(states["state_code"], states["state"], strict=True))
     check = build_check(sfit, rule, sq, dated_states, names_of)
     if m5 is not None:
         check["model_5"] = model_5_check(m5, names_of)
+        if m5.protocol >= 6:
+            check["model_6"] = model_6_check(m5)
     return params, rule, check, sfit, harmonic, m5
 
 
 def with_model_5(cv: season_cv.CrossValidated, series: season_cv.Series, m5: season5.Published, d: season5.Data,
-                 lga_codes: list[str]) -> season_cv.CrossValidated:
+                 lga_codes: list[str], key: str = MODEL_5) -> season_cv.CrossValidated:
     """Model 5's out-of-sample predictions added to `cv` under MODEL_5: the dated LGAs' and states' from the
     outer folds; the archetype groups' from the published LGA seasons (cross-fitted in the dated states; out of
     sample for the references built on the dated series only, which never see an archetype profile)."""
@@ -859,9 +863,9 @@ def with_model_5(cv: season_cv.CrossValidated, series: season_cv.Series, m5: sea
     ai = np.full(pub.shape, np.nan)
     ai[m5.cross] = np.round(pub[m5.cross], INDEX_DECIMALS)
     return season_cv.CrossValidated(
-        cv.folds, {**cv.series_pred, MODEL_5: pred}, {**cv.series_floor, MODEL_5: pred.min(axis=1)},
-        {**cv.state_pred, MODEL_5: m5.state_out}, {**cv.area_floor, MODEL_5: ai.min(axis=1)},
-        {**cv.area_lag, MODEL_5: np.full(len(pub), np.nan)}, {**cv.area_index, MODEL_5: ai})
+        cv.folds, {**cv.series_pred, key: pred}, {**cv.series_floor, key: pred.min(axis=1)},
+        {**cv.state_pred, key: m5.state_out}, {**cv.area_floor, key: ai.min(axis=1)},
+        {**cv.area_lag, key: np.full(len(pub), np.nan)}, {**cv.area_index, key: ai})
 
 
 def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any]:
@@ -901,6 +905,44 @@ def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any
     }
 
 
+def dated_months(dated_cases: pl.DataFrame) -> list[int]:
+    """The dated series' months as YYYYMM, in time order (the columns of season5.case_matrix)."""
+    return sorted(set((dated_cases["year"] * 100 + dated_cases["month"]).to_list()))
+
+
+def dated_area_rain(inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
+                    state_clim: np.ndarray) -> np.ndarray | None:
+    """[n, MAX_LAG + T] each LGA's recorded rain over the dated months and the MAX_LAG months before them:
+    its state's recorded monthly total times the LGA's downscaling ratio of that calendar month (LGA
+    rainfall after 2016 does not exist). None if a month is missing or there are no dated series."""
+    from pipeline.model import season6
+
+    if inputs.dated_cases is None or inputs.dated_cases.height == 0:
+        return None
+    yms = dated_months(inputs.dated_cases)
+    first = yms[0] // 100 * 12 + yms[0] % 100 - 1 - season6.MAX_LAG
+    periods = [f"{(first + k) // 12:04d}-{(first + k) % 12 + 1:02d}"
+               for k in range(season6.MAX_LAG + len(yms))]
+    if [p for p in periods[season6.MAX_LAG:]] != [f"{m // 100:04d}-{m % 100:02d}" for m in yms]:
+        return None  # the dated months are not one unbroken run
+    states = geo.states.sort("state_code")
+    rec = (inputs.recorded_rainfall.state.filter(pl.col("period").is_in(periods))
+           .join(states.select("ocha_pcode", "state_code"), on="ocha_pcode", how="inner"))
+    piv = rec.pivot(on="period", index="state_code", values="rainfall_mm", sort_columns=True)
+    if set(periods) - set(piv.columns):
+        return None
+    srain = (pl.DataFrame({"state_code": states["state_code"].to_list()}).join(piv, on="state_code", how="left")
+             .select(periods).to_numpy().astype(float))
+    if np.isnan(srain).any():
+        return None
+    srow = {c: i for i, c in enumerate(states["state_code"].to_list())}
+    lstate = [srow[c] for c in geo.lgas.sort("lga_code")["state_code"].to_list()]
+    cal = np.array([int(p[5:7]) - 1 for p in periods])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(state_clim[lstate] > 0, lga_rain / np.where(state_clim[lstate] > 0, state_clim[lstate], 1), 1.0)
+    return srain[lstate] * ratio[:, cal]
+
+
 def lga_temperature(inputs: Inputs, lga_codes: list[str], lga_rain: np.ndarray) -> np.ndarray | None:
     """[n, 12] LGA air temperature climatology in `lga_codes` order; None when the file is absent. An
     LGA missing from the file takes its state's mean (none on the shared data: all 774 are there)."""
@@ -924,6 +966,35 @@ def lga_temperature(inputs: Inputs, lga_codes: list[str], lga_rain: np.ndarray) 
             fill = out[ok].mean(axis=0) if ok.any() else np.nanmean(out, axis=0)
             out[rows & np.isnan(out).any(axis=1)] = fill
     return out
+
+
+def model_6_check(m6: season5.Published) -> dict[str, Any]:
+    """`method.check.model_6`: what model 6's protocol (docs/model-6-protocol.md) adds to the nested check in
+    `model_5`: the candidates in the rule's order, the rule, what it picked and with which constants, the
+    class correction, and protocol item 5's recorded-rain check. Summaries and constants only."""
+    corr = m6.class_correction
+    return {
+        "protocol": "docs/model-6-protocol.md (committed before any model-6 result)",
+        "candidates_in_order_of_complexity": list(season5.COMPLEXITY),
+        "ablations": list(season5.ABLATIONS_6),
+        "selection_rule": "among candidates whose inner mean signed state peak error is within 0.5 month, the "
+                          "simplest whose inner loss ((1 - shape r) + |centre error| / 6 + |trough/peak error|) "
+                          f"is at most the least + {season5.SELECTION_MARGIN}",
+        "selection_margin": season5.SELECTION_MARGIN,
+        "release_method": m6.resolved,
+        "release_parameters": list(m6.hyper),
+        "release_at_grid_edge": m6.at_grid_edge,
+        "candidates_on_all_dated_states": m6.release_parameters,
+        "rain_kernel_parameters": ["h: half-saturation rain (mm/month)", "mu: lag (months)", "sigma: lag spread (months)",
+                                   "b: background cases (share of the mean)"],
+        "thermal_suitability": "relative R0(T) of P. falciparum in Anopheles, Mordecai et al. (2013), Ecology Letters "
+                               "16: 22-30, doi:10.1111/ele.12015",
+        "class_correction": {lvl: {"amplitude_bias": round(b, 3), "marked_margin": round(m, 3)}
+                             for lvl, (b, m) in corr.items()},
+        "recorded_rain": m6.recorded_rain,
+        "estimated_months": ("recorded_rain" if (m6.recorded_rain or {}).get("adopted")
+                             and m6.resolved in season5.RAIN_METHODS else "typical_season"),
+    }
 
 
 def season5_data(inputs: Inputs, series: season_cv.Series, dated: season_cv.DatedProfiles | None,

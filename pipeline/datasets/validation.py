@@ -75,6 +75,9 @@ SEASON_RULE_NAMES = {
     "model_5": "model 5: the method chosen by nested whole-state cross-validation among model 4 and three "
                "references (seasons.check.model_5), smoothed, LGAs at their state's season unless LGA "
                "deviations repeat across years",
+    "model_6": "model 6: the candidate the registered rule picks in nested whole-state cross-validation among "
+               "rain-driven seasons, model 4 and four references (seasons.check.model_6), smoothed, the class "
+               "corrected for its out-of-sample bias, LGAs at their state's season unless LGA deviations repeat",
 }
 LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
@@ -578,7 +581,8 @@ def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[
             "not_judged": "; ".join(x["measure"] for x in rows if x["met"] is None) or "none"}
 
 
-MODEL_5_METHODS = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling", "selection")
+MODEL_5_METHODS = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling", "rain_crude",
+                   "rain_kernel", "rain_kernel_no_temperature", "rain_blend", "selection")
 # (key, measure, aim, level, figure key, of key (a count "k of n"), test on the value)
 MODEL_5_AIMS: tuple[tuple[str, str, str, str, str, str | None, Any], ...] = (
     ("state_shape_r", "state shape r, median", ">= 0.85", "states", "median_shape_r", None, lambda v: v >= 0.85),
@@ -602,7 +606,10 @@ MODEL_5_AIMS: tuple[tuple[str, str, str, str, str, str | None, Any], ...] = (
      "median_month_to_month_r", None, lambda v: v >= 0.55),
     ("state_month_to_month_r", "state month-to-month r (log ratio of consecutive months), median", "-", "states",
      "median_month_to_month_r", None, None),
-    ("trough_to_peak", "trough/peak error, states, mean", "-", "states", "mean_trough_to_peak_error", None, None),
+    ("trough_to_peak", "trough/peak error, states, mean absolute (smoothed against smoothed)", "<= 0.05", "states",
+     "mean_trough_to_peak_error", None, lambda v: v <= 0.05),
+    ("trough_to_peak_signed", "trough/peak error, states, mean signed (predicted - recorded; - too peaked)",
+     "no sign bias (within +-0.02)", "states", "mean_signed_trough_to_peak_error", None, lambda v: abs(v) <= 0.02),
     ("start_error", "season start error, states, mean absolute (months)", "-", "states", "mean_abs_start_error",
      None, None),
     ("best_4_start_error", "best-4-month start error, states, mean absolute (months)", "-", "states",
@@ -694,7 +701,7 @@ def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> di
 
     return {
         "timing": {r: {lv: {k: ((timing.get(r) or {}).get(lv) or {}).get(k) for k in TIMING_KEYS}
-                       for lv in ("states", "lgas")} for r in dict.fromkeys(("model_3", "model_4", "model_5", rule))},
+                       for lv in ("states", "lgas")} for r in dict.fromkeys(("model_3", "model_4", "model_5", "model_6", rule))},
         "season_error": {lv: {k: (err.get(lv) or {}).get(k) for k in ("log_sd", "share_inside",
                                                                        "lowest_month_share_inside", "months_below_0_7")}
                          for lv in ("states", "lgas", "archetype_groups")},

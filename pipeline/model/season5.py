@@ -51,6 +51,7 @@ COMPLEXITY = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain
 METHODS_6 = COMPLEXITY
 ABLATIONS_6 = ("rain_kernel_no_temperature",)  # scored in the same folds, never selectable
 SELECTION_MARGIN = 0.05  # a more complex candidate must lower the inner loss by more than this
+RECORDED_RAIN_MIN_GAIN = 0.03  # item 5: recorded-rain months must beat the climatology by this in median r
 
 
 # --- season rules on profiles ---------------------------------------------------------------------
@@ -256,6 +257,9 @@ class Data:
     # protocol's loss, selection rule and class rule apply
     area_rain: np.ndarray | None = None  # [n, 12] mm
     area_temp: np.ndarray | None = None  # [n, 12] degrees C
+    # [n, MAX_LAG + T] each LGA's recorded rain of the dated months and the months before them (the
+    # state's CHIRPS total times the LGA's downscaling ratio); column MAX_LAG + t is case column t
+    area_rain_months: np.ndarray | None = None
     protocol: int = 5
     _cache: dict[Any, Any] = field(default_factory=dict)
 
@@ -758,6 +762,63 @@ def _outer_class6(d: Data, r: OuterResult, units: InnerUnits, i: int, rows: np.n
                            "amplitude_mean_abs_error": {k: round(v[1], 3) for k, v in corr.items()}})
 
 
+def dated_month_to_month_r(series: np.ndarray, cases: np.ndarray) -> np.ndarray:
+    """Per row: r of recorded log(c_t / c_{t-1}) with the dated prediction's log(s_t / s_{t-1})."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(cases[:, 1:] / cases[:, :-1])
+        yhat = np.log(series[:, 1:] / series[:, :-1])
+    out = np.full(len(cases), np.nan)
+    for i in range(len(cases)):  # a row's 47 pairs: a vector op each
+        ok = np.isfinite(y[i]) & np.isfinite(yhat[i])
+        if ok.sum() >= 3:
+            out[i] = pearson_rows(y[i][ok][None], yhat[i][ok][None])[0]
+    return out
+
+
+def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] | None:
+    """Protocol item 5: the rain-driven candidate scored twice in the outer folds with the same constants,
+    (a) driven by each month's recorded rain, (b) by the rain climatology; median month-to-month r over the
+    left-out states' dated LGAs (and their states). None without the dated months' rain."""
+    from pipeline.model import season6
+
+    if d.area_rain is None or d.area_rain_months is None:
+        return None
+    suit = _suitability(d, method)
+    lag = season6.MAX_LAG
+    suit_t = np.concatenate([suit[:, (d.cal[0] - lag + np.arange(lag)) % MONTHS], suit[:, d.cal]], axis=1)
+    ra, rb = np.full(len(d.rec_lga), np.nan), np.full(len(d.rec_lga), np.nan)
+    sa, sb = np.full(len(d.dated_states), np.nan), np.full(len(d.dated_states), np.nan)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        norm = d.cases / np.nanmean(d.cases, axis=1, keepdims=True)
+    for i, g in enumerate(d.dated_states):
+        train = frozenset(d.dated_states) - {g}
+        kf = _rain_fit(d, method, train)
+        rows = d.rec_lga_state == g
+        area = d.rec_area[rows]
+        dated = season6.dated_series(d.area_rain_months[area], suit_t[area], d.area_rain[area], suit[area],
+                                     *kf.params)[:, lag:]
+        clim = season6.profiles(d.area_rain[area], suit[area], *kf.params)
+        ra[rows] = dated_month_to_month_r(dated, d.cases[rows])
+        rb[rows] = month_to_month_r(clim, d.cases[rows], d.cal)
+        # the state: its LGAs' cases over their own means, against the population-weighted prediction
+        mine = np.flatnonzero(d.area_state == g)
+        w = d.area_pop[mine] / d.area_pop[mine].sum()
+        all_dated = season6.dated_series(d.area_rain_months[mine], suit_t[mine], d.area_rain[mine], suit[mine],
+                                         *kf.params)[:, lag:]
+        all_clim = season6.profiles(d.area_rain[mine], suit[mine], *kf.params)
+        n = np.isfinite(norm[rows]).sum(axis=0)
+        sc = np.where(n >= max(1, rows.sum() / 2), np.nanmean(norm[rows], axis=0), np.nan)[None]
+        sa[i] = dated_month_to_month_r((w @ all_dated)[None], sc)[0]
+        sb[i] = month_to_month_r((w @ all_clim)[None], sc, d.cal)[0]
+    med = {k: _r(float(np.nanmedian(v))) for k, v in (("lga_recorded", ra), ("lga_climatology", rb),
+                                                        ("state_recorded", sa), ("state_climatology", sb))}
+    gain = None if med["lga_recorded"] is None or med["lga_climatology"] is None else \
+        round(float(np.nanmedian(ra)) - float(np.nanmedian(rb)), 3)
+    return {"method": method, "median_month_to_month_r": med, "lga_gain": gain,
+            "minimum_gain": RECORDED_RAIN_MIN_GAIN, "lgas": int(np.isfinite(ra).sum()),
+            "adopted": bool(gain is not None and gain >= RECORDED_RAIN_MIN_GAIN)}
+
+
 def _fixed(d: Data, method: str) -> Callable[[frozenset[str]], tuple[str, Hyper]]:
     return lambda train: (method, tune(d, method, train).hyper)
 
@@ -813,6 +874,7 @@ def summarise(d: Data, r: OuterResult) -> dict[str, Any]:
             "mean_abs_peak_error": _r(float(np.abs(pe_s).mean())),
             "median_month_to_month_r": _r(float(np.nanmedian(m2m_s))),
             "mean_trough_to_peak_error": _r(float(np.abs(trough_to_peak(st_sm) - rs_tp).mean()), 3),
+            "mean_signed_trough_to_peak_error": _r(float((trough_to_peak(st_sm) - rs_tp).mean()), 3),
             "recorded_weak": int(weak_s.sum()),
             "recorded_weak_flagged_weak": int((ps_cl[weak_s] == "weak").sum()),
             "class_agrees": int((ps_cl == rs_cl).sum()),
@@ -997,6 +1059,8 @@ class Published:
     # the inner folds on all dated states: the class's bias correction and evidence margin for `marked`
     protocol: int = 5
     class_correction: dict[str, tuple[float, float]] = field(default_factory=dict)
+    recorded_rain: dict[str, Any] | None = None  # protocol item 5's check (model 6)
+    release_parameters: dict[str, Any] = field(default_factory=dict)  # model 6: each candidate's on all states
 
     def class_tp(self, index: np.ndarray, archetype_index: np.ndarray | None) -> float:
         """The class amplitude of one published (smoothed) index, with its archetype index at the same level."""
@@ -1071,7 +1135,12 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     return Published(method, resolved, t.hyper, t.at_grid_edge, sm / sm.max(axis=1, keepdims=True), level, cross,
                      st_sm / st_sm.max(axis=1, keepdims=True), lg_sm / lg_sm.max(axis=1, keepdims=True), hw, errors,
                      summaries, {m: x.chosen for m, x in res.items()}, split, ok, source,
-                     {c: _r(v, 4) for c, v in scores.items()}, arch_ix, d.protocol, correction)
+                     {c: _r(v, 4) for c, v in scores.items()}, arch_ix, d.protocol, correction,
+                     recorded_rain_check(d) if d.protocol >= 6 else None,
+                     {m: {"parameters": list(x.hyper), "at_grid_edge": x.at_grid_edge, "inner_loss": _r(x.loss, 4),
+                          "inner_mean_signed_peak_error": _r(fold_bias(d, m, everything, x.hyper if m not in RAIN_METHODS
+                                                                       and m != "model_4" else ()))}
+                      for m, x in tuned.items()} if d.protocol >= 6 and method == "selection" else {})
 
 
 def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.ndarray:

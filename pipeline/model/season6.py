@@ -100,12 +100,13 @@ def _mean_one(p: np.ndarray) -> np.ndarray:
     return np.where(m > 0, p / np.where(m > 0, m, 1.0), 1.0)
 
 
-def dated_series(rain: np.ndarray, suit: np.ndarray, h: float, mu: float, sigma: float, b: float,
-                 clim_rain: np.ndarray) -> np.ndarray:
-    """[n, T] expected cases month by month from each month's recorded rain (the climatology's mean of the
-    drive sets the scale, so a wet year gives more than a dry one): b + v_t / mean(v_climatology)."""
+def dated_series(rain: np.ndarray, suit: np.ndarray, clim_rain: np.ndarray, clim_suit: np.ndarray, h: float,
+                 mu: float, sigma: float, b: float) -> np.ndarray:
+    """[n, T] expected cases month by month from each month's recorded rain ([n, T], the first MAX_LAG
+    months only feed the kernel and come out NaN), on the climatology's scale (so a wet year gives more
+    than a dry one): b + v_t / mean(v of the climatology)."""
     v = lagged(drive(rain, suit, h), mu, sigma, circular=False)
-    vc = lagged(drive(clim_rain, suit[:, :MONTHS] if suit.shape[1] >= MONTHS else suit, h), mu, sigma)
+    vc = lagged(drive(clim_rain, clim_suit, h), mu, sigma)
     m = vc.mean(axis=1, keepdims=True)
     return b + v / np.where(m > 0, m, 1.0)
 

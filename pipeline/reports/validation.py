@@ -45,9 +45,11 @@ def markdown(r: dict[str, Any], command: str) -> str:
     lines += [f"| {x['measure']} | {x['aim']} | {_fmt(x['model_3'])} | {_fmt(x['model_4'])} | {_fmt(x['met'])} |"
               for x in t["rows"]]
     m5 = (r.get("page") or {}).get("model_5") or {}
-    cols = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling", "selection")
-    lines += ["", f"## Model 5 aims: {m5.get('met')} of {m5.get('judged')} met by the published method "
-              f"({m5.get('published_method')}); {m5.get('label')}", "",
+    cols = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_kernel_no_temperature",
+            "model_4", "selection")
+    lines += ["", f"## Season aims of the release's model ({r.get('model_version')}): {m5.get('met')} of "
+              f"{m5.get('judged')} met by the published method ({m5.get('published_method')}: "
+              f"{m5.get('release_method')}); {m5.get('label')}", "",
               "| measure | aim | " + " | ".join(cols) + " | published | met |",
               "|---|---|" + "---|" * len(cols) + "---|---|"]
     lines += [f"| {x['measure']} | {x['aim']} | " + " | ".join(_fmt(x[k]) for k in cols)

@@ -427,7 +427,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "cross_validation": _str("How the figures were made out of sample (additive)."),
         "season_rule": _str("The season rule published (additive): model 5 whenever dated case series exist, model 4 with case records only; the "
                             "others are refitted in the same folds as its comparison.",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
                                          "description": "Held-out squared error of each season rule (additive)."},
         "folds": _int("States left out in turn (additive)."),
@@ -456,7 +456,13 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "model_5": {"type": "object", "description": "Model 5's nested whole-state cross-validation on the dated "
                     "(development) states: the published method, the selection rule, the release's "
                     "hyperparameters and every compared method's outer-fold summaries (no profile, no series; "
-                    "additive; present when dated series exist; docs: model-5-protocol)."},
+                    "additive; present when dated series exist; docs: model-5-protocol). From model 6 on, the "
+                    "same nested check run under the model-6 protocol."},
+        "model_6": {"type": "object", "description": "Model 6's protocol additions: candidates in the selection "
+                    "rule's order of complexity, the rule and its margin, the release method and constants, each "
+                    "candidate's inner loss on all dated states, the season class's bias correction, and the "
+                    "recorded-rain check of protocol item 5 (summaries and constants only; additive; present when "
+                    "dated series exist; docs: model-6-protocol)."},
         "season_error": {"type": "object", "description": "The published season's out-of-sample log error by "
                          "level, the sd the ranges carry and its coverage summarised over calendar months "
                          "(additive; present when case records exist)."},
@@ -479,7 +485,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
         "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
                          "range and shrink, regression coefficients (additive; present when season_rule is "
                          "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
