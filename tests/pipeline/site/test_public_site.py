@@ -21,7 +21,7 @@ PUBLIC = {"index", "quickstart", "keys", "api", "errors", "rate-limits", "downlo
           "validation", "geography", "context", "survey", "attribution", "changelog", "releases", "state-codes",
           # the scorecard of projected counts and the two pre-registered protocols: public, so anyone can
           # check that the published figures follow the method fixed before they were computed
-          "skill", "skill-protocol", "model-5-protocol"}
+          "skill", "skill-protocol", "model-5-protocol", "model-6-protocol"}
 DASHBOARD = "https://keys.example.org"
 
 
