@@ -286,6 +286,28 @@ def _band(profiles: np.ndarray) -> dict[str, list[float]]:
     return {"low": _p(scaled.min(axis=0)), "high": _p(scaled.max(axis=0))}
 
 
+def rain_and_season(sm: Any, geo: Any) -> list[dict[str, Any]]:
+    """Per state: its rain climatology (CHIRPS, the population-weighted mean of its LGAs' downscaled
+    climatology, mm), the published seasonal index and its peak window: what the season page draws to
+    show how each state's season sits against its own rain. All published or public figures; nothing of
+    the dated series."""
+    from pipeline.datasets import transmission
+
+    lstate = np.array(geo.lgas.sort("lga_code")["state_code"].to_list())
+    codes, index, _, _ = sm.aggregate(lstate)
+    pop = sm.lga_population if sm.lga_population is not None else np.ones(len(lstate))
+    names = dict(zip(geo.states["state_code"], geo.states["state"], strict=True))
+    out = []
+    for c, ix in zip(codes, index, strict=True):
+        rows = lstate == c
+        rain = (pop[rows] / pop[rows].sum()) @ sm.lga_rain[rows]
+        f = transmission.model5_fields(sm, ix, "state", "states")
+        out.append({"state_code": c, "state": names.get(c, c), "rain_mm": [round(float(v), 1) for v in rain],
+                    "seasonal_index": [round(float(v), 3) for v in ix], "peak_window": f["peak_window"],
+                    "season_class": f["season_class"]})
+    return out
+
+
 def season_profiles(sm: Any, geo: Any) -> dict[str, Any]:
     """The model's seasons of the dated states and a fixed sample of dated LGAs: the out-of-sample
     one (the fold that held the state out) and, for LGAs, the published index. Beside them, for
@@ -759,6 +781,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
             "parameters_fitted_to_series": sm.fitted_to,
             "check": sm.check,
             "profiles": season_profiles(sm, geo),
+            "rain_and_season": rain_and_season(sm, geo),
         },
         "months": (months := month_validation(md, res)),
         "held_out_rounds": (rounds := [held_out(md, a, b, res.range_check) for a, b in HELD_OUT]),

@@ -22,6 +22,8 @@ STYLE = {
     "model_3_out_of_sample": ("#999999", "4 3"),
     "published": ("#d9730d", "2 2"),
     "score_over_mean": ("#1f6fb4", ""),
+    "peak_window": ("#f3d9b1", ""),
+    "rain_over_peak": ("#2a9d8f", "3 2"),
 }
 LABELS = {
     "archetype_band": "range of the published archetype case profiles in the state",
@@ -30,6 +32,8 @@ LABELS = {
     "model_3_out_of_sample": "model 3 rule, state held out",
     "published": "published index",
     "score_over_mean": "score (season held out) / mean",
+    "peak_window": "80 % peak window (the months shaded)",
+    "rain_over_peak": "rain climatology, share of its wettest month (CHIRPS)",
 }
 Band = dict[str, list[float]]
 
@@ -132,7 +136,20 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
     years = months.get("months", "")
     first_year = int(years[:4]) if years[:4].isdigit() else 2020
     month_labels = [f"{MONTH_LETTERS[k % 12]}{'' if k % 12 else str(first_year + k // 12)[2:]}" for k in range(48)]
+    rain_panels: list[tuple[str, dict[str, Sequence[float | None] | Band]]] = []
+    for s in report.get("seasons", {}).get("rain_and_season", []):
+        top = max(s["rain_mm"]) or 1.0
+        win = set(s["peak_window"])
+        rain_panels.append((f'{s["state"]} ({s["season_class"]})', {
+            "peak_window": {"low": [0.0] * 12, "high": [1.0 if m + 1 in win else 0.0 for m in range(12)]},
+            "rain_over_peak": [round(v / top, 3) for v in s["rain_mm"]],
+            "published": s["seasonal_index"]}))
     return {
+        "season_rain_states.svg": _figure("Every state: its rain, its published season and the 80 % peak window",
+                                          rain_panels, 0.0, 1.0, list(MONTH_LETTERS),
+                                          "Rain and index scaled to their peak month. The season is the published "
+                                          "index; the rain is the state's CHIRPS climatology (public domain)."
+                                          if rain_panels else "no seasons in this data load"),
         "season_states.svg": _figure("Dated states: the season predicted without the state",
                                      state_panels, 0.3, 1.0, list(MONTH_LETTERS),
                                      "Scaled to peak 1. Grey band: published archetype case profiles of the state's "
