@@ -574,7 +574,7 @@ def state_level(prof: np.ndarray, area_state: np.ndarray, pop: np.ndarray) -> np
 
 
 def held_out_index(data_dir: Path, geo: Any, states_left_out: list[str]) -> np.ndarray | None:
-    """[n_lga, 12] (LGAs sorted by code) the published model-5 index as a fold leaving `states_left_out`
+    """[n_lga, 12] (LGAs sorted by code) the published model-5/6 index as a fold leaving `states_left_out`
     out would publish it: method as released, its hyperparameters and the LGA detail rule chosen on the
     remaining dated states only (for checks built on the season, e.g. season ratios). None without
     dated series or when model 5 is not the published rule."""
@@ -592,7 +592,21 @@ def _season5_data_for(inputs: Inputs, geo: Any, sm: SeasonModel) -> season5.Data
     units = season_cv.harmonic_units(sm.fit.series, areas, dated_data_weight(inputs.dated_cases))
     std = season_harmonics.Standardiser.of(areas.x)
     dated_states = list(sm.fit.dated.state_codes) if sm.fit.dated is not None else []
-    return season5_data(inputs, sm.fit.series, sm.fit.dated, areas, units, std, dated_states, sm.lga_codes)
+    d = season5_data(inputs, sm.fit.series, sm.fit.dated, areas, units, std, dated_states, sm.lga_codes)
+    if d is not None and sm.published5 is not None and sm.published5.protocol >= 6:
+        state_clim = inputs.state_climatology if inputs.state_climatology is not None else state_climatology(inputs.data_dir)
+        with_model_6(d, inputs, geo, sm.lga_codes, sm.lga_rain, state_clim)
+    return d
+
+
+def with_model_6(d: season5.Data, inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
+                 state_clim: pl.DataFrame) -> season5.Data:
+    """Model 6 (docs/model-6-protocol.md): the rain-driven candidates read every LGA's own rain and
+    temperature climatologies and, for the recorded-rain check, the dated months' rain."""
+    d.area_rain, d.area_temp, d.protocol = lga_rain, lga_temperature(inputs, lga_codes, lga_rain), 6
+    d.area_rain_months = dated_area_rain(inputs, geo, lga_codes, lga_rain,
+                                         state_rain_matrix(state_clim, geo.states.sort("state_code")))
+    return d
 
 
 def cross_fitted_index(index: np.ndarray, sfit: SeasonFit, area_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -828,9 +842,7 @@ def run_check(
     harmonic = season_harmonics.fit(units, std, everything, rk, sh)
     d5 = season5_data(inputs, series, dated, areas, units, std, dated_states, lga_codes)
     if d5 is not None:
-        # model 6 (docs/model-6-protocol.md): the rain-driven candidates read every LGA's own climate
-        d5.area_rain, d5.area_temp, d5.protocol = lga_rain, lga_temperature(inputs, lga_codes, lga_rain), 6
-        d5.area_rain_months = dated_area_rain(inputs, geo, lga_codes, lga_rain, state_rain_matrix(state_clim, states))
+        with_model_6(d5, inputs, geo, lga_codes, lga_rain, state_clim)
     m5 = season5.publish(d5) if d5 is not None else None
     if m5 is not None and d5 is not None:
         rule = MODEL_6 if m5.protocol >= 6 else MODEL_5

@@ -807,7 +807,8 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
                                          *kf.params)[:, lag:]
         all_clim = season6.profiles(d.area_rain[mine], suit[mine], *kf.params)
         n = np.isfinite(norm[rows]).sum(axis=0)
-        sc = np.where(n >= max(1, rows.sum() / 2), np.nanmean(norm[rows], axis=0), np.nan)[None]
+        total = np.nansum(np.nan_to_num(norm[rows], nan=0.0), axis=0)
+        sc = np.where(n >= max(1, rows.sum() / 2), total / np.maximum(n, 1), np.nan)[None]
         sa[i] = dated_month_to_month_r((w @ all_dated)[None], sc)[0]
         sb[i] = month_to_month_r((w @ all_clim)[None], sc, d.cal)[0]
     med = {k: _r(float(np.nanmedian(v))) for k, v in (("lga_recorded", ra), ("lga_climatology", rb),

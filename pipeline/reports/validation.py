@@ -52,7 +52,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
               f"{m5.get('release_method')}); {m5.get('label')}", "",
               "| measure | aim | " + " | ".join(cols) + " | published | met |",
               "|---|---|" + "---|" * len(cols) + "---|---|"]
-    lines += [f"| {x['measure']} | {x['aim']} | " + " | ".join(_fmt(x[k]) for k in cols)
+    lines += [f"| {x['measure']} | {x['aim']} | " + " | ".join(_fmt(x.get(k)) for k in cols)
               + f" | {_fmt(x['published'])} | {_fmt(x['met'])} |" for x in (m5.get("rows") or {}).values()]
     cs = m5.get("class_sources") or {}
     lines += ["", "Season class amplitude (protocol amendment 4), the published method's outer folds: weak flags "
