@@ -424,7 +424,7 @@ def fold_bias(d: Data, method: str, train: frozenset[str], hyper: Hyper) -> floa
     """Mean signed peak error (months) of the inner left-out states: model 6's admissibility."""
     key = ("bias", method, train, hyper)
     if key not in d._cache:
-        errs = []
+        errs: list[float] = []
         for h in sorted(train):
             inner = train - {h}
             if not admissible(d, method, inner, hyper):
@@ -1109,6 +1109,7 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     chooser = _selector(d, usable) if method == "selection" else _fixed(d, method)
     release_units = _inner_units(d, chooser, everything)
     correction: dict[str, tuple[float, float]] = {}
+    scores: dict[str, float]
     if d.protocol >= 6:  # model 6: one class rule, the amplitude's bias corrected (no source to choose)
         source, scores = "bias_corrected", {}
         correction = release_units.amplitude_error()

@@ -184,4 +184,4 @@ def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.nd
                 moved = True
         if not moved:
             edge = any(best[j] == grids[j][-1] for j in range(4)) or any(best[j] == grids[j][0] for j in (0, 2))
-            return KernelFit(*best, loss=scores[best], at_grid_edge=bool(edge))
+            return KernelFit(best[0], best[1], best[2], best[3], loss=scores[best], at_grid_edge=bool(edge))
