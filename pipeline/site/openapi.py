@@ -145,15 +145,16 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "peak_window_calibrated": {"type": "boolean", "description": "true where the window's half-width was "
                                    "calibrated on held-out dated states; false (fixed, wide half-widths) when the "
                                    "dated series are absent from the data load (additive)."},
-        "season_class": _str("Strength of the season from the smoothed index's trough/peak ratio: `marked` "
-                             "(< 0.50), `moderate`, `weak` (>= 0.70: cases barely vary over the year; no peak "
-                             "month is given) (additive).", enum=["marked", "moderate", "weak"]),
-        "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals: "
-                                        "what `season_class` is read from (additive)."),
+        "season_class": _str("Strength of the season from `season_class_trough_to_peak`: `weak` (>= 0.70: "
+                             "cases barely vary over the year; no peak month is given), `marked` only with "
+                             "evidence (that reading plus its out-of-sample mean absolute error still < 0.50), "
+                             "`moderate` otherwise (additive).", enum=["marked", "moderate", "weak"]),
+        "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals "
+                                        "(additive)."),
         "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, as a share of the peak month, 2 decimals: "
-                                              "the smoothed index's own (`season_trough_to_peak`) unless the "
-                                              "nested cross-validation chose another reading (the archetype "
-                                              "profile's, their larger or mean: `method.check.model_5`; "
+                                              "from model 6, the smoothed index's own (`season_trough_to_peak`) "
+                                              "corrected by its out-of-sample bias at the area's level "
+                                              "(`method.check.model_6.class_correction`), a modelled figure; "
                                               "additive)."),
         "season_start_error_months": _nullable("number", "Mean absolute error of `season_start_month`, months, "
                                                "in whole-state cross-validation on the dated states at this "
@@ -499,7 +500,8 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "peak_window_probability": _share("Probability (share, 0 to 1) each `peak_window` is meant to hold: 0.8, an 80 % window (additive)."),
         "peak_window_half_width_months": {"type": "object", "description": "Half-width in months of the peak "
                                           "windows per level and season class, calibrated in the whole-state "
-                                          "cross-validation (`uncalibrated` without dated series) (additive)."},
+                                          "cross-validation and strictly wider for each flatter class "
+                                          "(`uncalibrated` without dated series) (additive)."},
         "season_class_thresholds": {"type": "object", "description": "Smoothed trough/peak thresholds of "
                                     "`season_class` (additive)."},
         "parameters_fitted_to_series": _int("Case profiles the published parameters were fitted to; 0 when "
