@@ -183,6 +183,10 @@ def main(months: int, keep: int, base: str | None, quick: bool) -> None:
             (work / "base").mkdir()
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", base], check=True, capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", str(work / "base")], input=archive, check=True)
+            # the site's pinned front-end libraries are not in git: the base builds with this tree's copy
+            libs = ROOT / "pipeline" / "site" / "node_modules"
+            if libs.is_dir() and not (work / "base" / "pipeline" / "site" / "node_modules").exists():
+                os.symlink(libs, work / "base" / "pipeline" / "site" / "node_modules")
             audits[f"base {base}"] = run_audit(work / "base", release, data_dir)
             # the base revision's full build from nothing, twice, interleaved with this tree's above
             base_full = [run_build(loads[-2][1], work / f"base-build{i}", code=work / "base") for i in (1, 2)]
