@@ -18,7 +18,7 @@ import orjson
 from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import forecast_cv, skill
+from pipeline.model import forecast_cv, hub, skill
 from pipeline.sources import dated_cases
 
 SKILL_FILE = "docs/skill.json"
@@ -339,8 +339,21 @@ def produce(ctx: BuildContext) -> Produced:
             "source": source,
         }
     report = skill_report(ctx, cv2, pub, protocol_1_report(cvs, p1_alpha), states, lgas)
+    files = {SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")}
+    origin = origin_month(getattr(ctx, "updated_at", ""))
+    if origin is not None and pub is not None:
+        recs = [(r["state_code"], r) for r in states_doc["states"]]
+        recs += [(r["lga_code"], r) for d in lga_docs.values() for r in d["lgas"]]
+        files[hub.round_path(origin)] = ("text/csv", hub.render_round(hub.round_rows(origin, recs)))
     return Produced(
         dataset="ratios",
         documents={STATES_ROUTE: {(): states_doc}, LGAS_ROUTE: lga_docs},
-        files={SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")},
+        files=files,
     )
+
+
+def origin_month(updated_at: str) -> str | None:
+    """The round's origin: the last whole month before the data load (YYYY-MM), None without a date."""
+    if len(updated_at) < 7 or not updated_at[:4].isdigit():
+        return None
+    return hub.month_add(updated_at[:7], -1)

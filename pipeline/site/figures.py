@@ -264,9 +264,13 @@ def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
                 for k in SKILL_MEASURES:
                     out[f"skill.levels.{level}.horizons.{h}.{m}.{k}"] = NOT_IN_RELEASE
     out["skill.published_alpha"] = NOT_IN_RELEASE
-    out.update(flatten_report(report, "skill"))
-    if isinstance(report.get("published_alpha"), list):
-        out["skill.published_alpha"] = ", ".join(str(a) for a in report["published_alpha"])
+    # protocol 1's figures keep their names (the validation page's section on it); protocol 2's rows are
+    # a table for machines, not quoted one by one
+    p1 = report.get("protocol_1") or {}
+    out.update(flatten_report(p1, "skill"))
+    out.update(flatten_report({k: v for k, v in report.items() if k not in ("rows", "protocol_1")}, "skill"))
+    if isinstance(p1.get("published_alpha"), list):
+        out["skill.published_alpha"] = ", ".join(str(a) for a in p1["published_alpha"])
     return out
 
 
