@@ -17,13 +17,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import scoringrules as sr
+
+from pipeline.model import forecast_cv
 
 MODEL_ID = "malaria-risk-ratios"
 HUB_DIR = "forecasts/model-output/" + MODEL_ID
 COLUMNS = ("origin_date", "target_end_date", "horizon", "location", "output_type", "output_type_id", "value")
-LEVELS = (0.1, 0.25, 0.5, 0.75, 0.9)
-FIELDS = ("q10", "q25", "q50", "q75", "q90")
+LEVELS = forecast_cv.QUANTILE_LEVELS
+FIELDS = forecast_cv.QUANTILE_FIELDS
 
 
 def month_add(ym: str, h: int) -> str:
@@ -92,8 +93,7 @@ def score_round(round_rows_: Sequence[Mapping[str, str]], counts: Mapping[tuple[
         q = np.log(np.array([[by[k][lv] for lv in LEVELS] for k, _, _ in have]))  # log ratio quantiles
         c0 = np.log(np.array([c for _, c, _ in have], dtype=float))
         y = np.log(np.array([c for _, _, c in have], dtype=float)) - c0  # observed log ratio
-        w = np.asarray(sr.weighted_interval_score(y, q[:, 2], q[:, [1, 0]], q[:, [3, 4]], np.array([0.5, 0.2]),
-                                                  backend="numpy"))
+        w = forecast_cv.wis_values(y, q)
         mse_med, mse_pers = float(np.mean((y - q[:, 2]) ** 2)), float(np.mean(y**2))
         out["horizons"].append({
             "months_ahead": h, "forecasts": len(have), "locations": len({k[0] for k, _, _ in have}),
