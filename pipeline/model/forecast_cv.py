@@ -502,7 +502,8 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
                 recs.append({"start_month": m + 1, "horizon": h, "ratio": round(val, decimals),
                              "low": qv[0], "high": qv[-1], **dict(zip(QUANTILE_FIELDS, qv, strict=True)),
                              "beats_persistence": beats, "insufficient_skill": beats is not True,
-                             "forecast": "persistence" if fb else "projected"})
+                             "forecast": "persistence" if fb else "projected",
+                             "base_months": 1 if fb or pub is None else pub.base_months[k]})
         out.append(recs)
     return out
 

@@ -557,6 +557,9 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "forecast": _str("`projected` (the count x ratio) or `persistence` (the weak class without evidence "
                          "for the projection: ratio 1, quantiles from persistence errors).",
                          enum=["projected", "persistence"]),
+        "base_months": _int("Months of counts the ratio applies to (1: the count of the start month; k > 1: the "
+                            "geometric mean of the last k counts, each times I(start)/I(its month), docs/skill.md).",
+                            minimum=1, maximum=3),
     }
     evidence_item = _obj({
         "months_ahead": _int("Horizon.", minimum=1, maximum=4),
