@@ -19,9 +19,11 @@ from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
 from pipeline.model import forecast_cv, hub, skill
+from pipeline.site import plots
 from pipeline.sources import dated_cases
 
 SKILL_FILE = "docs/skill.json"
+SKILL_PLOT = "docs/figures/skill_scorecard.svg"
 STATES_ROUTE = "/v1/transmission/ratios/states"
 LGAS_ROUTE = "/v1/transmission/ratios/lgas"
 DESCRIPTION = (
@@ -339,7 +341,8 @@ def produce(ctx: BuildContext) -> Produced:
             "source": source,
         }
     report = skill_report(ctx, cv2, pub, protocol_1_report(cvs, p1_alpha), states, lgas)
-    files = {SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")}
+    files = {SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"),
+             SKILL_PLOT: ("image/svg+xml", plots.skill_plot(report).encode())}
     origin = origin_month(getattr(ctx, "updated_at", ""))
     if origin is not None and pub is not None:
         recs = [(r["state_code"], r) for r in states_doc["states"]]
