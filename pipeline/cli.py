@@ -812,7 +812,7 @@ for _cmd in _local.values():
     main.add_command(_cmd)
 
 
-@main.command("score", epilog=example("malaria-risk score --round build/<release>/forecasts/model-output/"
+@main.command("score", epilog=example("malaria-risk score --round build/<release>/docs/forecasts/model-output/"
                                       "malaria-risk-ratios/2026-10-01-malaria-risk-ratios.csv --counts my_counts.csv"))
 @click.option("--round", "round_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="An archived round (hubverse CSV) of a release.")

@@ -94,7 +94,7 @@ def run_cv2(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str
     lga_series, state_series = both
     zones = zones_of(ctx)
     code = cache.code_of("pipeline.model.forecast_cv", "pipeline.model.skill")
-    out = {}
+    out: dict[str, forecast_cv.LevelResult] = {}
     for level, series, seasons, picks in (("lgas", lga_series, lgas, None), ("states", state_series, states, True)):
         sea = [seasons[c] for c in series.codes]
         cls = [skill.season_class(s) for s in sea]
@@ -321,7 +321,7 @@ def produce(ctx: BuildContext) -> Produced:
     st_pub = pub["states"] if pub else None
     st_cls = [skill.season_class(states[c]) for c in st_codes]
     st_rows = forecast_cv.ratio_rows(index_of([states[c] for c in st_codes]), st_cls, st_pub)
-    states_doc = {
+    states_doc: dict[str, Any] = {
         "method": {**method, "evidence": forecast_cv.evidence(st_pub) if st_pub else None},
         "states": [{"state_code": c, "state": names[c], "season_class": cl, **r}
                    for c, cl, recs in zip(st_codes, st_cls, st_rows, strict=True) for r in recs],

@@ -420,8 +420,8 @@ def published(lv: LevelResult, picks: Sequence[str] | None = None, horizons: Seq
     fbk = [v[FALLBACK_CLASS][k][0] is not True for k in range(len(horizons))]
     if any(fbk):  # the fallback class's quantiles are persistence's of that class
         qp = calibrate(np.where(fb[:, None, :], lv.outer["persistence"], np.nan), cls, st, horizons)
-        for k in np.flatnonzero(fbk):
-            q[FALLBACK_CLASS][k] = qp[FALLBACK_CLASS][k]
+        for j in np.flatnonzero(fbk):
+            q[FALLBACK_CLASS][j] = qp[FALLBACK_CLASS][j]
         for c in CLASSES:
             q[c][:, :2] = np.minimum.accumulate(q[c][:, :2], axis=0)
             q[c][:, 3:] = np.maximum.accumulate(q[c][:, 3:], axis=0)
@@ -486,7 +486,7 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
 
     ratio = (I(m+h) / I(m)) ** alpha[class][h], or 1 where the fallback class takes persistence; the
     quantiles q10..q90 = ratio x exp(residual quantile) (low, high = q10, q90); null without a scorecard."""
-    li = np.log(np.clip(np.atleast_2d(np.asarray(index, dtype=float)), INDEX_FLOOR, None))
+    ix = np.clip(np.atleast_2d(np.asarray(index, dtype=float)), INDEX_FLOOR, None)
     out = []
     for i, cls in enumerate(classes):
         recs = []
@@ -494,7 +494,7 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
             for k, h in enumerate(horizons):
                 fb = pub is not None and cls == FALLBACK_CLASS and pub.fallback[k]
                 a = 1.0 if pub is None else pub.alpha[cls][k]
-                val = 1.0 if fb else float(np.exp(a * (li[i, (m + h) % MONTHS] - li[i, m])))
+                val = 1.0 if fb else float((ix[i, (m + h) % MONTHS] / ix[i, m]) ** a)
                 qv: list[float | None] = [None] * len(QUANTILE_FIELDS)
                 if pub is not None and np.isfinite(pub.q[cls][k]).all():
                     qv = [round(val * float(np.exp(x)), decimals) for x in pub.q[cls][k]]

@@ -21,7 +21,7 @@ import numpy as np
 from pipeline.model import forecast_cv
 
 MODEL_ID = "malaria-risk-ratios"
-HUB_DIR = "forecasts/model-output/" + MODEL_ID
+HUB_DIR = "docs/forecasts/model-output/" + MODEL_ID
 COLUMNS = ("origin_date", "target_end_date", "horizon", "location", "output_type", "output_type_id", "value")
 LEVELS = forecast_cv.QUANTILE_LEVELS
 FIELDS = forecast_cv.QUANTILE_FIELDS
