@@ -85,43 +85,42 @@ def zones_of(ctx: BuildContext) -> dict[str, str]:
     return dict(zip(geo.states["state_code"].to_list(), geo.states["zone"].to_list(), strict=True))
 
 
-def run_cv2(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
-            ) -> dict[str, forecast_cv.LevelResult] | None:
-    """Protocol 2 at both levels (the state level takes the LGA level's picks, fold by fold)."""
+def _levels(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
+            ) -> list[tuple[str, skill.CaseSeries, np.ndarray, list[str]]] | None:
+    """(level, series, published index, season classes) of the LGA and state series; None without them."""
     both = dated_series(ctx, lgas)
     if both is None:
         return None
-    lga_series, state_series = both
+    out = []
+    for level, series, seasons in (("lgas", both[0], lgas), ("states", both[1], states)):
+        sea = [seasons[c] for c in series.codes]
+        out.append((level, series, index_of(sea), [skill.season_class(s) for s in sea]))
+    return out
+
+
+def run_cvs(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
+            ) -> tuple[dict[str, skill.LevelCV], dict[str, forecast_cv.LevelResult]] | None:
+    """(protocol 1's nested CV, protocol 2's) of both levels on the dated series, or None without them.
+
+    Fits of the dated series and the published season: kept between builds by the content of their
+    arguments (pipeline.cache), since a new month of rainfall changes neither. Protocol 2's state level
+    takes the LGA level's picks, fold by fold."""
+    levels = _levels(ctx, states, lgas)
+    if levels is None:
+        return None
     zones = zones_of(ctx)
-    code = cache.code_of("pipeline.model.forecast_cv", "pipeline.model.skill")
-    out: dict[str, forecast_cv.LevelResult] = {}
-    for level, series, seasons, picks in (("lgas", lga_series, lgas, None), ("states", state_series, states, True)):
-        sea = [seasons[c] for c in series.codes]
-        cls = [skill.season_class(s) for s in sea]
-        fold_picks = out["lgas"].fold_picks if picks else None
-        out[level] = cache.call(f"ratios-cv2-{level}", code, forecast_cv.level_cv, series, index_of(sea), cls,
-                                zones, fold_picks, extra_alphas=skill.ALPHAS, local=True)
-    return out
-
-
-def run_cv(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
-           ) -> dict[str, skill.LevelCV] | None:
-    """Protocol 1's nested CV of both levels on the dated series (its figures stay beside protocol 2's)."""
-    both = dated_series(ctx, lgas)
-    if both is None:
-        return None
-    lga_series, state_series = both
-    out = {}
-    for level, series, seasons in (("lgas", lga_series, lgas), ("states", state_series, states)):
-        sea = [seasons[c] for c in series.codes]
-        cls = [skill.season_class(s) for s in sea]
-        # a fit of the dated series and the published season: kept between builds by the content of its
-        # arguments (pipeline.cache), since a new month of rainfall changes neither
-        code = cache.code_of("pipeline.model.skill")
-        out[level] = cache.call(f"ratios-cv-{level}", code, skill.level_cv, series, index_of(sea), cls, local=True)
-        out[level + PRE] = cache.call(f"ratios-pre-{level}", code, skill.level_cv, series, index_of(sea), cls,
-                                      alphas=skill.ALPHAS_PREREGISTERED, local=True)
-    return out
+    code1 = cache.code_of("pipeline.model.skill")
+    code2 = cache.code_of("pipeline.model.forecast_cv", "pipeline.model.skill")
+    p1: dict[str, skill.LevelCV] = {}
+    p2: dict[str, forecast_cv.LevelResult] = {}
+    for level, series, index, cls in levels:
+        p1[level] = cache.call(f"ratios-cv-{level}", code1, skill.level_cv, series, index, cls, local=True)
+        p1[level + PRE] = cache.call(f"ratios-pre-{level}", code1, skill.level_cv, series, index, cls,
+                                     alphas=skill.ALPHAS_PREREGISTERED, local=True)
+        fold_picks = p2["lgas"].fold_picks if level == "states" else None
+        p2[level] = cache.call(f"ratios-cv2-{level}", code2, forecast_cv.level_cv, series, index, cls,
+                               zones, fold_picks, extra_alphas=skill.ALPHAS, local=True)
+    return p1, p2
 
 
 PRE = "_pre_registered_grid"
@@ -299,9 +298,9 @@ def skill_report(ctx: BuildContext, cv2: dict[str, forecast_cv.LevelResult] | No
 
 def produce(ctx: BuildContext) -> Produced:
     states, lgas, order, names = published_seasons(ctx.produced)
-    cvs = run_cv(ctx, states, lgas)
+    both = run_cvs(ctx, states, lgas)
+    cvs, cv2 = both if both is not None else (None, None)
     p1_alpha = skill.published_alpha(cvs["lgas"]) if cvs else [1.0] * len(skill.HORIZONS)
-    cv2 = run_cv2(ctx, states, lgas)
     pub = None
     if cv2 is not None:
         pl_ = forecast_cv.published(cv2["lgas"])

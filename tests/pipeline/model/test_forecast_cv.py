@@ -19,7 +19,7 @@ from hypothesis.extra.numpy import arrays
 from pipeline.cli import main
 from pipeline.model import forecast_cv as fc
 from pipeline.model import hub, skill
-from tests.pipeline.model.test_skill import synthetic
+from tests.pipeline.model.test_skill import random_groups, synthetic
 
 # q10, q25, q50, q75, q90 and two observations, WIS worked by hand (Bracher et al. 2021):
 # WIS = (0.5 |y - m| + 0.25 IS_0.5 + 0.1 IS_0.2) / 2.5, IS_a = (u - l) + 2/a (l - y)+ + 2/a (y - u)+
@@ -51,9 +51,7 @@ RESID = arrays(np.float64, (6, 30, 4), elements=st.floats(-3, 3))
 @given(RESID, st.integers(0, 2**31 - 1))
 @settings(max_examples=40, deadline=None)
 def test_quantiles_are_ordered_and_widen_with_horizon(resid: np.ndarray, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    classes = rng.choice(skill.CLASSES, 6)
-    states = rng.choice(["AA", "BB", "CC"], 6)
+    classes, states = random_groups(seed)
     q = fc.calibrate(resid, classes, states)
     for cls in skill.CLASSES:
         assert np.all(np.diff(q[cls], axis=1) >= 0)  # q10 <= q25 <= ... <= q90 at every horizon
