@@ -165,3 +165,16 @@ def test_score_command_scores_an_archived_round_against_later_counts(tmp_path: P
     # by log 10 and log 20
     want = 1 - 2 * np.log(10) ** 2 / (np.log(10) ** 2 + np.log(20) ** 2)
     assert out[2]["skill_vs_persistence"] == pytest.approx(want, abs=1e-3)
+
+
+@given(arrays(np.float64, 12, elements=st.floats(0.05, 1.0)), st.sampled_from(fc.ALPHA_GRID))
+def test_published_ratios_compose_across_horizons(index: np.ndarray, alpha: float) -> None:
+    """The h-month ratio from m is the (h-1)-month ratio from m times the 1-month ratio from m + h - 1."""
+    q = {c: np.zeros((4, 5)) for c in skill.CLASSES}
+    pub = fc.Published([fc.SIMPLEST] * 4, [{}] * 4, {c: [alpha] * 4 for c in skill.CLASSES}, [1] * 4,
+                       {c: [(True, "")] * 4 for c in skill.CLASSES}, [False] * 4, q)
+    rows = fc.ratio_rows(index[None, :], ["moderate"], pub, decimals=15)[0]
+    r = {(x["start_month"] - 1, x["horizon"]): x["ratio"] for x in rows}
+    for m in range(12):
+        for h in (2, 3, 4):
+            assert r[(m, h)] == pytest.approx(r[(m, h - 1)] * r[((m + h - 1) % 12, 1)], rel=1e-9)
