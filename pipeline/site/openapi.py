@@ -570,8 +570,9 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     ratio_method = _obj({
         "description": _str("How the ratios and their ranges are made."),
         "alpha_by_horizon": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4,
-                             "description": "The exponent of the index ratio per horizon 1-4, chosen in "
-                             "cross-validation (docs/skill.md)."},
+                             "description": "The exponent of the index ratio per horizon 1-4, chosen by the "
+                             "registered rule (docs/skill.md); where it chose one per season class, the moderate class's: "
+                             "alpha_by_class has each."},
         "alpha_by_class": _nullable("object", "The exponent per season class and horizon (null without "
                                     "cross-validation)."),
         "base_months_by_horizon": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 3},
