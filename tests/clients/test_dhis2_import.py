@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from malaria_risk_client import ClientError, project_counts
+from malaria_risk_client import ClientError, dhis2_counts, project_counts
 from malaria_risk_client._dhis2 import read_export
 
 from tests.paths import REPO_ROOT
@@ -154,3 +154,16 @@ cat(jsonlite::toJSON(list(org_units = out$org_units, projections = out$projectio
     got = [(x["area"], x["horizon"], x["status"], x.get("expected"), x.get("low"), x.get("high"), x["base_months"])
            for x in r["projections"]]
     assert got == want
+
+
+def test_dhis2_counts_feed_the_score_command(bundle: Path, tmp_path: Path) -> None:
+    """The export's counts keyed by code, as `malaria-risk score --counts` reads them."""
+    from pipeline.model import hub
+
+    got = dhis2_counts(long_csv(tmp_path), bundle=bundle)
+    by = {(c["location"], c["month"]): c["cases"] for c in got["counts"]}
+    i = list(EXPECTED).index("Jos Nort")
+    assert by[("NG032010", "2023-09")] == value(i, 0) and ("NG032010", "2024-01") not in by  # the blank
+    assert not any(loc is None for loc, _ in by)
+    buf = "location,month,cases\n" + "".join(f"{c['location']},{c['month']},{c['cases']}\n" for c in got["counts"])
+    assert hub.read_counts(buf) == by

@@ -21,7 +21,7 @@ from typing import Any
 from ._dhis2 import last_counts, match_org_units, read_export, series_by_area
 from ._errors import ClientError
 
-__all__ = ["project_counts", "project_export", "projection", "whole_cases"]
+__all__ = ["dhis2_counts", "project_counts", "project_export", "projection", "whole_cases"]
 
 FORMULA = ("expected = cases x ratio; low = cases x low ratio; high = cases x high ratio (80 % range); "
            "quantiles q10..q90 = cases x the ratio's quantiles; whole cases, half up")
@@ -188,6 +188,18 @@ def project_export(export: str | Path | bytes, lgas: Iterable[Mapping[str, str]]
         if recs:
             out.append(projection(recs, code, found[0], found[1], horizons, fn))
     return {"org_units": [{"org_unit": k, **v} for k, v in matches.items()], "projections": out}
+
+
+def dhis2_counts(dhis2: str | Path | bytes, *, bundle: str | Path) -> dict[str, Any]:
+    """The monthly counts of a DHIS2 export keyed by the service's codes (`counts`: location, month,
+    cases), with how each org unit was matched (`org_units`): e.g. for `malaria-risk score --counts`."""
+    fn = "dhis2_counts"
+    lgas, states = _bundle_lgas(bundle, fn)
+    rows = read_export(dhis2)
+    matches = match_org_units([r["org_unit"] for r in rows], lgas, states)
+    counts = [{"location": code, "month": m, "cases": v}
+              for code, series in sorted(series_by_area(rows, matches).items()) for m, v in sorted(series.items())]
+    return {"org_units": [{"org_unit": k, **v} for k, v in matches.items()], "counts": counts}
 
 
 def _bundle_lgas(bundle: str | Path, fn: str) -> tuple[list[dict[str, str]], dict[str, str]]:
