@@ -326,6 +326,8 @@ FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
     "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
     "docs/skill.json": (_SEASONS, (), ("dhis2_lga_cases",)),
+    # the frozen forecast rounds (pipeline/model/hub.py): ratio quantiles, no count
+    "docs/forecasts/model-output/malaria-risk-ratios/*.csv": (_SEASONS, (), ("dhis2_lga_cases",)),
     # the map's screen-scale outlines (pipeline/datasets/map_outlines.py): simplified, states dissolved
     "docs/map/*.geojson": (("boundaries",), ("boundaries", "ocha_codab", "state_names"), ()),
 }

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+import orjson
 
 from edge.keys import AdminError, AdminStore
 from pipeline.data_cli import data, refresh_cmd
@@ -809,6 +810,26 @@ for _alias in aliases:
     main.add_command(LocalOrPublished(_local.pop(_alias.name), _alias) if _alias.name in _local else _alias)
 for _cmd in _local.values():
     main.add_command(_cmd)
+
+
+@main.command("score", epilog=example("malaria-risk score --round build/<release>/docs/forecasts/model-output/"
+                                      "malaria-risk-ratios/2026-10-01-malaria-risk-ratios.csv --counts my_counts.csv"))
+@click.option("--round", "round_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="An archived round (hubverse CSV) of a release.")
+@click.option("--counts", "counts_file", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Your counts: CSV with location (state or LGA code), month (YYYY-MM) and cases; the origin "
+                   "month and the target months.")
+def score(round_file: Path, counts_file: Path) -> None:
+    """Score an archived round of forecasts against counts you supply later (WIS, coverage, skill vs
+    persistence on log cases; docs/skill.md). Prints JSON."""
+    from pipeline.model import hub
+
+    try:
+        rows = hub.read_round(round_file.read_text(encoding="utf-8"))
+        counts = hub.read_counts(counts_file.read_text(encoding="utf-8"))
+    except (ValueError, KeyError) as e:
+        raise click.ClickException(f"{e}") from e
+    click.echo(orjson.dumps(hub.score_round(rows, counts), option=orjson.OPT_INDENT_2).decode())
 
 
 @main.group(cls=LazyGroup, lazy={

@@ -18,10 +18,12 @@ import orjson
 from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import DatasetUnavailable
-from pipeline.model import skill
+from pipeline.model import forecast_cv, hub, skill
+from pipeline.site import plots
 from pipeline.sources import dated_cases
 
 SKILL_FILE = "docs/skill.json"
+SKILL_PLOT = "docs/figures/skill_scorecard.svg"
 STATES_ROUTE = "/v1/transmission/ratios/states"
 LGAS_ROUTE = "/v1/transmission/ratios/lgas"
 DESCRIPTION = (
@@ -64,33 +66,67 @@ def index_of(seasons: list[dict[str, Any]]) -> np.ndarray:
     return np.array([s["seasonal_index"] for s in seasons], dtype=float)
 
 
-def run_cv(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
-           ) -> dict[str, skill.LevelCV] | None:
-    """The nested CV of both levels on the dated series, or None without them."""
+def dated_series(ctx: BuildContext, lgas: dict[str, dict[str, Any]]) -> tuple[skill.CaseSeries, skill.CaseSeries] | None:
+    """(LGA series of published LGAs, state series) of the dated counts, or None without them."""
     dated = ctx.inputs.dated_cases
     if dated is None or dated.height == 0:
         return None
     lga_series, state_series = skill.case_series(dated)
     keep = [i for i, c in enumerate(lga_series.codes) if c in lgas]
-    lga_series = skill.CaseSeries([lga_series.codes[i] for i in keep], lga_series.state[keep],
-                                  lga_series.counts[keep], lga_series.first)
-    out = {}
-    for level, series, seasons in (("lgas", lga_series, lgas), ("states", state_series, states)):
+    return (skill.CaseSeries([lga_series.codes[i] for i in keep], lga_series.state[keep],
+                             lga_series.counts[keep], lga_series.first), state_series)
+
+
+def zones_of(ctx: BuildContext) -> dict[str, str]:
+    """Geopolitical zone of each state (the selection rule's unit); each state its own without a geography."""
+    geo = getattr(ctx, "geography", None)
+    if geo is None:
+        return {}
+    return dict(zip(geo.states["state_code"].to_list(), geo.states["zone"].to_list(), strict=True))
+
+
+def _levels(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
+            ) -> list[tuple[str, skill.CaseSeries, np.ndarray, list[str]]] | None:
+    """(level, series, published index, season classes) of the LGA and state series; None without them."""
+    both = dated_series(ctx, lgas)
+    if both is None:
+        return None
+    out = []
+    for level, series, seasons in (("lgas", both[0], lgas), ("states", both[1], states)):
         sea = [seasons[c] for c in series.codes]
-        cls = [skill.season_class(s) for s in sea]
-        # a fit of the dated series and the published season: kept between builds by the content of its
-        # arguments (pipeline.cache), since a new month of rainfall changes neither
-        code = cache.code_of("pipeline.model.skill")
-        out[level] = cache.call(f"ratios-cv-{level}", code, skill.level_cv, series, index_of(sea), cls, local=True)
-        out[level + PRE] = cache.call(f"ratios-pre-{level}", code, skill.level_cv, series, index_of(sea), cls,
-                                      alphas=skill.ALPHAS_PREREGISTERED, local=True)
+        out.append((level, series, index_of(sea), [skill.season_class(s) for s in sea]))
     return out
+
+
+def run_cvs(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
+            ) -> tuple[dict[str, skill.LevelCV], dict[str, forecast_cv.LevelResult]] | None:
+    """(protocol 1's nested CV, protocol 2's) of both levels on the dated series, or None without them.
+
+    Fits of the dated series and the published season: kept between builds by the content of their
+    arguments (pipeline.cache), since a new month of rainfall changes neither. Protocol 2's state level
+    takes the LGA level's picks, fold by fold."""
+    levels = _levels(ctx, states, lgas)
+    if levels is None:
+        return None
+    zones = zones_of(ctx)
+    code1 = cache.code_of("pipeline.model.skill")
+    code2 = cache.code_of("pipeline.model.forecast_cv", "pipeline.model.skill")
+    p1: dict[str, skill.LevelCV] = {}
+    p2: dict[str, forecast_cv.LevelResult] = {}
+    for level, series, index, cls in levels:
+        p1[level] = cache.call(f"ratios-cv-{level}", code1, skill.level_cv, series, index, cls, local=True)
+        p1[level + PRE] = cache.call(f"ratios-pre-{level}", code1, skill.level_cv, series, index, cls,
+                                     alphas=skill.ALPHAS_PREREGISTERED, local=True)
+        fold_picks = p2["lgas"].fold_picks if level == "states" else None
+        p2[level] = cache.call(f"ratios-cv2-{level}", code2, forecast_cv.level_cv, series, index, cls,
+                               zones, fold_picks, extra_alphas=skill.ALPHAS, local=True)
+    return p1, p2
 
 
 PRE = "_pre_registered_grid"
 
 
-def skill_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> dict[str, Any]:
+def protocol_1_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> dict[str, Any]:
     """docs/skill.json: the scorecard of both levels (summaries only), the method and the aims."""
     base = {
         "protocol": "docs/skill-protocol.md (committed before any result)",
@@ -141,47 +177,185 @@ def skill_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) -> di
             "beats_persistence": {lv: skill.beats_persistence(cvs[lv]) for lv in levels}}
 
 
-def _rows(seasons: list[dict[str, Any]], alpha: list[float], q: dict[str, Any] | None,
-          beats: dict[str, list[bool | None]] | None) -> tuple[list[str], list[list[dict[str, Any]]]]:
-    classes = [skill.season_class(s) for s in seasons]
-    return classes, skill.ratio_rows(index_of(seasons), classes, alpha, q, beats)
+PROTOCOL = "docs/skill-protocol.md, protocol 2 (model 6 ratios), registered before any result"
+METHODS = {
+    "published": "what the registered rule chose, made fold by fold (rule, verdicts, fallback and ranges from the "
+                 "training states only)",
+    "protocol_1": "protocol 1's published method: alpha per horizon chosen from 0.50-2.00, one count",
+    "persistence": "the last count carried forward",
+    "seasonal_naive": "the count of the same month last year",
+    "flat": "the mean of log cases over the last 12 months (past only, no season)",
+    "seasonal_adjustment_k1": "season x the deseasonalised last count (Abeku et al. 2002, k = 1; = projected_a1)",
+    "seasonal_adjustment_k2": "season x the mean deseasonalised level of the last 2 months (Abeku et al. 2002)",
+    "seasonal_adjustment_k3": "season x the mean deseasonalised level of the last 3 months (Abeku et al. 2002)",
+    "projected_a1": "the last count x I(m+h) / I(m): the simplest (alpha 1, one count)",
+    "projected_alpha": "the last count x (I(m+h) / I(m)) ** alpha_h, alpha chosen in the folds",
+    "projected_alpha_class": "as projected_alpha, alpha chosen per season class",
+    "seasonal_adjustment_k": "season x the deseasonalised level of the last k months, k chosen in the folds",
+}
+
+
+def versions(ctx: BuildContext, series: skill.CaseSeries, states: dict[str, dict[str, Any]],
+             lgas: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(data, model) version blocks every scorecard row names: digests, not data."""
+    import hashlib
+
+    counts = np.nan_to_num(series.counts, nan=-1.0)
+    y0, m0 = series.first
+    t1 = y0 * 12 + m0 - 1 + series.counts.shape[1] - 1
+    data = {"source": dated_cases.DATED_CASES_SOURCE, "months": f"{y0:04d}-{m0:02d}/{t1 // 12:04d}-{t1 % 12 + 1:02d}",
+            "digest": hashlib.sha256(counts.tobytes()).hexdigest()[:16]}
+    idx = [s["seasonal_index"] for _, s in sorted(states.items())] + [r["seasonal_index"] for _, r in sorted(lgas.items())]
+    model = {"season_digest": hashlib.sha256(np.asarray(idx, dtype=float).tobytes()).hexdigest()[:16],
+             "season": "the published seasonal_index of /v1/transmission/*", "ratios": "protocol 2"}
+    return data, model
+
+
+def flat_rows(card: dict[str, Any], level: str, data: dict[str, Any], model: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scorecard as rows (level x horizon x season class or state x method), each naming data and model."""
+    out = []
+    for h in card["horizons"]:
+        groups = [("all", None, h["all"])]
+        groups += [("season_class", c, e) for c, e in h["by_season_class"].items()]
+        groups += [("state", s, e) for s, e in h["by_state"].items()]
+        for by, key, e in groups:
+            for m, sc in e.get("methods", {}).items():
+                out.append({"level": level, "months_ahead": h["months_ahead"], "by": by, "group": key, "method": m,
+                            "series": e["series"], "origins": e["origins"], "forecasts": e["forecasts"], **sc,
+                            "data": data["digest"], "model": model["season_digest"] + "/" + model["ratios"]})
+    return out
+
+
+def _published_block(p: forecast_cv.Published) -> dict[str, Any]:
+    return {"picks_by_horizon": p.picks, "alpha_by_class": p.alpha, "base_months_by_horizon": p.base_months,
+            "evidence": forecast_cv.evidence(p),
+            "quantiles_log_residual": {c: np.round(q, 4).tolist() for c, q in p.q.items()},
+            "zone_skill_vs_simplest": [{m: {z: round(float(v), 3) for z, v in d.items()} for m, d in zs.items()}
+                                       for zs in p.zone_skill]}
+
+
+def aims(cards: dict[str, dict[str, Any]], p1: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """The issue's aims, before (protocol 1 as it published, in its nested CV) and after (the rule)."""
+    want = {1: 0.08, 2: 0.16, 3: 0.23, 4: 0.28}
+    out = []
+    lg = {h["months_ahead"]: h for h in cards["lgas"]["horizons"]}
+    stt = {h["months_ahead"]: h for h in cards["states"]["horizons"]}
+    before = {e["months_ahead"]: e for e in p1["levels"]["lgas"]["horizons"]} if p1 else {}
+    for h, aim in want.items():
+        pub = lg[h]["all"]["methods"]["published"]
+        weak = lg[h]["by_season_class"].get("weak", {}).get("methods", {}).get("published", {})
+        spub = stt[h]["all"]["methods"]["published"]
+        b = before.get(h, {}).get("projected_published", {})
+        cov = [pub["coverage_80"], pub["coverage_50"], spub["coverage_80"], spub["coverage_50"]]
+        out.append({
+            "months_ahead": h,
+            "vs_persistence": {"before": b.get("skill_vs_persistence"), "after": pub["skill_vs_persistence"],
+                               "aim": aim, "met": (pub["skill_vs_persistence"] or -9) >= aim},
+            "weak_vs_persistence": {"after": weak.get("skill_vs_persistence"), "aim": -0.02,
+                                    "met": weak.get("skill_vs_persistence") is None
+                                    or weak["skill_vs_persistence"] >= -0.02},
+            "coverage": {"before_lga_80": b.get("coverage_80"),
+                         "after": {"lga_80": cov[0], "lga_50": cov[1], "state_80": cov[2], "state_50": cov[3]},
+                         "met": all(c is not None for c in cov)
+                         and abs(cov[0] - 0.8) <= 0.05 and abs(cov[2] - 0.8) <= 0.05
+                         and abs(cov[1] - 0.5) <= 0.05 and abs(cov[3] - 0.5) <= 0.05},
+            "vs_seasonal_adjustment_k3": {"published": pub["skill_vs_seasonal_adjustment_k3"],
+                                          "projected_a1": lg[h]["all"]["methods"]["projected_a1"][
+                                              "skill_vs_seasonal_adjustment_k3"]},
+        })
+    return out
+
+
+def skill_report(ctx: BuildContext, cv2: dict[str, forecast_cv.LevelResult] | None,
+                 pub: dict[str, forecast_cv.Published] | None, p1: dict[str, Any],
+                 states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """docs/skill.json: protocol 2's scorecard (summaries only) with protocol 1's beside it."""
+    base: dict[str, Any] = {
+        "protocol": PROTOCOL, "methods": METHODS,
+        "candidates": {"alpha": list(forecast_cv.ALPHA_GRID), "base_months": list(forecast_cv.K_GRID),
+                       "simplest": forecast_cv.SIMPLEST, "freer": list(forecast_cv.FREER),
+                       "margin_in_every_zone": forecast_cv.MARGIN,
+                       "min_states_per_class_claim": forecast_cv.MIN_CLASS_STATES},
+        "cross_validation": "doubly nested leave-one-whole-state-out on the dated series: in each outer fold the rule, "
+                            "the per-class verdicts, the weak-class fallback and the split-conformal quantiles come from "
+                            "the training states' own leave-one-state-out residuals",
+        "metrics": "skill = 1 - MSE / MSE(reference) on log cases; WIS (five quantiles) and CRPS from the quantiles "
+                   "(scoringrules), on log cases; coverage_50 and coverage_80 = share of observed counts inside the "
+                   "q25-q75 and q10-q90 intervals",
+        "quantile_levels": list(forecast_cv.QUANTILE_LEVELS), "source": dated_cases.DATED_CASES_SOURCE,
+        "protocol_1": p1,
+    }
+    if cv2 is None or pub is None:
+        return {**base, "run": False, "reason": "the dated case series are absent from this data load", "levels": {},
+                "rows": []}
+    data, model = versions(ctx, cv2["lgas"].series, states, lgas)
+    cards = {lv: forecast_cv.scorecard(r) for lv, r in cv2.items()}
+    rows = [r for lv, c in cards.items() for r in flat_rows(c, lv, data, model)]
+    return {**base, "run": True, "data": data, "model": model,
+            "published": {lv: _published_block(p) for lv, p in pub.items()},
+            "levels": cards, "rows": rows, "aims": aims(cards, p1 if p1.get("run") else None)}
 
 
 def produce(ctx: BuildContext) -> Produced:
     states, lgas, order, names = published_seasons(ctx.produced)
-    cvs = run_cv(ctx, states, lgas)
-    alpha = skill.published_alpha(cvs["lgas"]) if cvs else [1.0] * len(skill.HORIZONS)
-    method = {"description": DESCRIPTION, "alpha_by_horizon": alpha,
-              "range": "80 %", "season_class": "the season's published class where it has one, else by trough/peak "
-                                               "of the index (< 0.50 marked, 0.50-0.70 moderate, >= 0.70 weak)",
-              "cross_validated": cvs is not None, "scorecard": "/docs/skill.json"}
+    both = run_cvs(ctx, states, lgas)
+    cvs, cv2 = both if both is not None else (None, None)
+    p1_alpha = skill.published_alpha(cvs["lgas"]) if cvs else [1.0] * len(skill.HORIZONS)
+    pub = None
+    if cv2 is not None:
+        pl_ = forecast_cv.published(cv2["lgas"])
+        pub = {"lgas": pl_, "states": forecast_cv.published(cv2["states"], pl_.picks)}
+    method = {"description": DESCRIPTION,
+              "alpha_by_horizon": pub["lgas"].alpha["moderate"] if pub else [1.0] * len(skill.HORIZONS),
+              "alpha_by_class": pub["lgas"].alpha if pub else None,
+              "base_months_by_horizon": pub["lgas"].base_months if pub else [1] * len(skill.HORIZONS),
+              "forecast_by_horizon": pub["lgas"].picks if pub else None,
+              "quantile_levels": list(forecast_cv.QUANTILE_LEVELS),
+              "range": "80 %: low = q10, high = q90", "season_class": "the season's published class where it has one, "
+              "else by trough/peak of the index (< 0.50 marked, 0.50-0.70 moderate, >= 0.70 weak)",
+              "cross_validated": pub is not None, "scorecard": "/docs/skill.json"}
     source = {"season": "the seasonal_index of /v1/transmission/states and /v1/transmission/lgas",
               "ranges": dated_cases.DATED_CASES_SOURCE + " (summaries of out-of-sample errors only)"}
     st_codes = sorted(states)
-    st_cls, st_rows = _rows([states[c] for c in st_codes], alpha,
-                            skill.published_quantiles(cvs["states"]) if cvs else None,
-                            skill.beats_persistence(cvs["states"]) if cvs else None)
-    states_doc = {
-        "method": method,
+    st_pub = pub["states"] if pub else None
+    st_cls = [skill.season_class(states[c]) for c in st_codes]
+    st_rows = forecast_cv.ratio_rows(index_of([states[c] for c in st_codes]), st_cls, st_pub)
+    states_doc: dict[str, Any] = {
+        "method": {**method, "evidence": forecast_cv.evidence(st_pub) if st_pub else None},
         "states": [{"state_code": c, "state": names[c], "season_class": cl, **r}
                    for c, cl, recs in zip(st_codes, st_cls, st_rows, strict=True) for r in recs],
         "source": source,
     }
-    q_l = skill.published_quantiles(cvs["lgas"]) if cvs else None
-    b_l = skill.beats_persistence(cvs["lgas"]) if cvs else None
+    lg_pub = pub["lgas"] if pub else None
+    lga_method = {**method, "evidence": forecast_cv.evidence(lg_pub) if lg_pub else None}
     lga_docs: dict[tuple[str, ...], Any] = {}
     for code in st_codes:
         part = order.get(code, [])
-        cls, rows = _rows([lgas[c] for c, _ in part], alpha, q_l, b_l)
+        cls = [skill.season_class(lgas[c]) for c, _ in part]
+        rows = forecast_cv.ratio_rows(index_of([lgas[c] for c, _ in part]), cls, lg_pub)
         lga_docs[(code,)] = {
-            "state_code": code, "state": names[code], "method": method,
+            "state_code": code, "state": names[code], "method": lga_method,
             "lgas": [{"lga_code": c, "lga": n, "season_class": cl, **r}
                      for (c, n), cl, recs in zip(part, cls, rows, strict=True) for r in recs],
             "source": source,
         }
-    report = skill_report(cvs, alpha)
+    report = skill_report(ctx, cv2, pub, protocol_1_report(cvs, p1_alpha), states, lgas)
+    files = {SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n"),
+             SKILL_PLOT: ("image/svg+xml", plots.skill_plot(report).encode())}
+    origin = origin_month(getattr(ctx, "updated_at", ""))
+    if origin is not None and pub is not None:
+        recs = [(r["state_code"], r) for r in states_doc["states"]]
+        recs += [(r["lga_code"], r) for d in lga_docs.values() for r in d["lgas"]]
+        files[hub.round_path(origin)] = ("text/csv", hub.render_round(hub.round_rows(origin, recs)))
     return Produced(
         dataset="ratios",
         documents={STATES_ROUTE: {(): states_doc}, LGAS_ROUTE: lga_docs},
-        files={SKILL_FILE: ("application/json", orjson.dumps(report, option=orjson.OPT_INDENT_2) + b"\n")},
+        files=files,
     )
+
+
+def origin_month(updated_at: str) -> str | None:
+    """The round's origin: the last whole month before the data load (YYYY-MM), None without a date."""
+    if len(updated_at) < 7 or not updated_at[:4].isdigit():
+        return None
+    return hub.month_add(updated_at[:7], -1)

@@ -249,6 +249,27 @@ SKILL_METHODS = ("projected", "projected_published", "projected_chosen", "persis
 SKILL_MEASURES = ("skill_vs_persistence", "skill_vs_flat", "coverage_80")
 
 
+SCORECARD_METHODS = ("published", "projected_a1", "seasonal_adjustment_k3", "seasonal_naive", "flat", "protocol_1",
+                     "persistence")
+SCORECARD_MEASURES = ("skill_vs_persistence", "relative_wis_vs_persistence", "coverage_50", "coverage_80")
+AIM_FIGURES = ("vs_persistence.before", "vs_persistence.after", "weak_vs_persistence.after", "coverage.before_lga_80",
+               "coverage.after.lga_80", "coverage.after.lga_50", "coverage.after.state_80", "coverage.after.state_50",
+               "vs_seasonal_adjustment_k3.published", "vs_seasonal_adjustment_k3.projected_a1")
+
+
+def scorecard_figure_names() -> list[str]:
+    """The protocol-2 figures docs/skill.md may quote: present (as not in this release) even when the
+    scorecard was not run."""
+    out = ["skill.published.lgas.picks_by_horizon", "skill.data.digest", "skill.data.months", "skill.model.season_digest"]
+    for h in (1, 2, 3, 4):
+        out += [f"skill.aims.{h}.{k}" for k in AIM_FIGURES]
+        for level in ("lgas", "states"):
+            base = f"skill.levels.{level}.horizons.{h}.all"
+            out += [f"{base}.{k}" for k in ("series", "origins", "forecasts")]
+            out += [f"{base}.methods.{m}.{k}" for m in SCORECARD_METHODS for k in SCORECARD_MEASURES]
+    return out
+
+
 def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     """`skill.*` figures from the season-ratio scorecard (pipeline.datasets.ratios); every figure the
     validation page quotes reads as not in this release where the scorecard is absent or was not run."""
@@ -264,9 +285,14 @@ def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
                 for k in SKILL_MEASURES:
                     out[f"skill.levels.{level}.horizons.{h}.{m}.{k}"] = NOT_IN_RELEASE
     out["skill.published_alpha"] = NOT_IN_RELEASE
-    out.update(flatten_report(report, "skill"))
-    if isinstance(report.get("published_alpha"), list):
-        out["skill.published_alpha"] = ", ".join(str(a) for a in report["published_alpha"])
+    out.update(dict.fromkeys(scorecard_figure_names(), NOT_IN_RELEASE))
+    # protocol 1's figures keep their names (the validation page's section on it); protocol 2's rows are
+    # a table for machines, not quoted one by one
+    p1 = report.get("protocol_1") or {}
+    out.update(flatten_report(p1, "skill"))
+    out.update(flatten_report({k: v for k, v in report.items() if k not in ("rows", "protocol_1")}, "skill"))
+    if isinstance(p1.get("published_alpha"), list):
+        out["skill.published_alpha"] = ", ".join(str(a) for a in p1["published_alpha"])
     return out
 
 

@@ -554,13 +554,44 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "high": _nullable("number", "Upper end of the 80 % range of the ratio (null where none was run)."),
         "beats_persistence": _nullable("boolean", "Whether, in that cross-validation, projected counts beat the "
                                        "count carried forward for areas of this season class at this horizon; "
-                                       "null where no dated series of the class was there to judge it."),
+                                       "null where series of the class came from fewer than 3 dated states "
+                                       "(method.evidence says why)."),
+        **{f"q{p}": _nullable("number", f"The {p} % quantile of the ratio (split-conformal, from out-of-sample "
+                              "errors of the same level, horizon and class; null where none was run)."
+                              + (" Equals low." if p == 10 else " Equals high." if p == 90 else ""))
+           for p in (10, 25, 50, 75, 90)},
+        "insufficient_skill": {"type": "boolean", "description": "true where beats_persistence is not true: the "
+                               "evidence is missing or says the projection did not beat the count carried forward."},
+        "forecast": _str("`projected` (the count x ratio) or `persistence` (the weak class without evidence "
+                         "for the projection: ratio 1, quantiles from persistence errors).",
+                         enum=["projected", "persistence"]),
+        "base_months": _int("Months of counts the ratio applies to (1: the count of the start month; k > 1: the "
+                            "geometric mean of the last k counts, each times I(start)/I(its month), docs/skill.md).",
+                            minimum=1, maximum=3),
     }
+    evidence_item = _obj({
+        "months_ahead": _int("Horizon.", minimum=1, maximum=4),
+        "beats_persistence": _nullable("boolean", "The class's verdict at this horizon."),
+        "reason": _str("The evidence behind the verdict (states and pooled skill) or why there is none."),
+        "forecast": _str("What the class publishes at this horizon.", enum=["projected", "persistence"]),
+    }, description="One class and horizon.")
     ratio_method = _obj({
         "description": _str("How the ratios and their ranges are made."),
         "alpha_by_horizon": {"type": "array", "items": {"type": "number"}, "minItems": 4, "maxItems": 4,
-                             "description": "The exponent of the index ratio per horizon 1-4, chosen in "
-                             "cross-validation (docs/skill.md)."},
+                             "description": "The exponent of the index ratio per horizon 1-4, chosen by the "
+                             "registered rule (docs/skill.md); where it chose one per season class, the moderate class's: "
+                             "alpha_by_class has each."},
+        "alpha_by_class": _nullable("object", "The exponent per season class and horizon (null without "
+                                    "cross-validation)."),
+        "base_months_by_horizon": {"type": "array", "items": {"type": "integer", "minimum": 1, "maximum": 3},
+                                   "minItems": 4, "maxItems": 4,
+                                   "description": "Months of counts in the base per horizon: with k > 1 the "
+                                   "base is the geometric mean of c(t-j) x I(m)/I(m-j), j < k (docs/skill.md)."},
+        "forecast_by_horizon": {"type": ["array", "null"], "items": {"type": "string"},
+                                "description": "The candidate the registered rule chose per horizon."},
+        "quantile_levels": {"type": "array", "items": {"type": "number"}, "description": "Levels of q10..q90."},
+        "evidence": {"type": ["object", "null"], "additionalProperties": {"type": "array", "items": evidence_item},
+                     "description": "Per season class: the verdict and its reason per horizon."},
         "range": _str("Range level."),
         "season_class": _str("How season_class is set."),
         "cross_validated": {"type": "boolean", "description": "false when the dated series were absent: ranges "

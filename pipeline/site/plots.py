@@ -165,3 +165,60 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
                                       "cases themselves are not drawn)." if score_panels
                                       else months.get("note", absent)),
     }
+
+
+SKILL_SERIES = {
+    "skill:published": ("#d9730d", "", "published (the registered rule, fold by fold)"),
+    "skill:projected_a1": ("#1f6fb4", "", "projected counts, alpha 1"),
+    "skill:seasonal_adjustment_k3": ("#2ca02c", "4 3", "seasonal adjustment, k = 3 (Abeku et al. 2002)"),
+    "skill:protocol_1": ("#999999", "2 2", "protocol 1 as published"),
+    "skill:flat": ("#8c564b", "1 2", "flat level, past 12 months"),
+    "skill:coverage_50": ("#1f6fb4", "", "published: 50 % interval"),
+    "skill:coverage_80": ("#d9730d", "", "published: 80 % interval"),
+    "skill:target_50": ("#1f6fb4", "1 3", "stated 0.50"),
+    "skill:target_80": ("#d9730d", "1 3", "stated 0.80"),
+}
+STYLE.update({k: (c, d) for k, (c, d, _) in SKILL_SERIES.items()})
+LABELS.update({k: label for k, (_, _, label) in SKILL_SERIES.items()})
+
+
+def skill_plot(report: dict[str, Any]) -> str:
+    """The scorecard at a glance: skill against persistence by horizon, and the coverage of the 50 % and
+    80 % intervals, at LGA and state level, from docs/skill.json of the same release (summaries only)."""
+    panels: list[tuple[str, dict[str, Sequence[float | None] | Band]]] = []
+    levels = report.get("levels") or {}
+    for level, name in (("lgas", "LGA series"), ("states", "state series")):
+        hs = (levels.get(level) or {}).get("horizons", [])
+        if not hs:
+            continue
+        meth = [h["all"].get("methods", {}) for h in hs]
+        panels.append((f"{name}: skill vs persistence", {
+            f"skill:{m}": [x.get(m, {}).get("skill_vs_persistence") for x in meth]
+            for m in ("published", "projected_a1", "seasonal_adjustment_k3", "protocol_1", "flat")}))
+        panels.append((f"{name}: interval coverage", {
+            "skill:coverage_50": [x.get("published", {}).get("coverage_50") for x in meth],
+            "skill:coverage_80": [x.get("published", {}).get("coverage_80") for x in meth],
+            "skill:target_50": [0.5] * len(meth), "skill:target_80": [0.8] * len(meth)}))
+    note = ("Nested whole-state cross-validation on the dated series; x: months ahead 1-4. Skill panels from -0.5 "
+            "to 1, coverage from 0 to 1." if panels else report.get("reason", "the scorecard was not run"))
+    skill_panels = [p for p in panels if "skill" in p[0]]
+    cover_panels = [p for p in panels if "coverage" in p[0]]
+    a = _figure("Projected counts: skill against persistence", skill_panels, -0.5, 1.0, ["1", "2", "3", "4"], note)
+    b = _figure("Projected counts: coverage of the stated intervals", cover_panels, 0.0, 1.0, ["1", "2", "3", "4"], "")
+    return a if not cover_panels else _stack(a, b)
+
+
+def _stack(a: str, b: str) -> str:
+    """Two figures one above the other in one SVG."""
+    import re
+
+    def size(s: str) -> tuple[int, int]:
+        m = re.search(r'width="(\d+)" height="(\d+)"', s)
+        return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
+
+    (wa, ha), (wb, hb) = size(a), size(b)
+    w, h = max(wa, wb), ha + hb
+    inner = [f'<g transform="translate(0,{y})">{s.split(">", 1)[1].rsplit("</svg>", 1)[0]}</g>' for s, y in ((a, 0), (b, ha))]
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" '
+            f'font-family="sans-serif" role="img" aria-label="Season-ratio scorecard">\n<title>Season-ratio scorecard'
+            f"</title>\n" + "\n".join(inner) + "\n</svg>\n")

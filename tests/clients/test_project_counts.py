@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from malaria_risk_client import Client, ClientError, project_counts
+from malaria_risk_client._project import whole_cases
 
 from tests.clients.conftest import Servers
 from tests.paths import data_marks
@@ -21,8 +22,9 @@ def test_project_counts_over_http_is_the_formula_and_matches_the_bundle(servers:
         for p in out["projections"]:
             r = kn[p["horizon"]]
             assert p["ratio"] == r["ratio"]
-            if r["beats_persistence"] is True:
-                assert p["expected"] == round(500 * r["ratio"], 1)
+            if r["beats_persistence"] is True or r["forecast"] == "persistence":
+                assert p["expected"] == whole_cases(500 * r["ratio"])  # whole cases, half up
+                assert [p["quantiles"][q] for q in ("q10", "q90")] == [p["low"], p["high"]]
             else:
                 assert p["status"] == "insufficient_skill" and p["expected"] is None
         lga = c.ratios_lgas("KN")["lgas"][0]["lga_code"]

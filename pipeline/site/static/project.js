@@ -33,18 +33,25 @@
     return cache[stateCode];
   }
 
-  /** The projection of `cases` counted in `month` (YYYY-MM) from one LGA's ratio records. */
+  /** Cases are whole: half up, floor(x + 0.5) (x >= 0): the one rule of this form and the Python and R
+   * clients (tests/clients/test_rounding.py compares the three on a grid). */
+  function wholeCases(x) { return Math.floor(x + 0.5); }
+
+  /** The projection of `cases` counted in `month` (YYYY-MM) from one LGA's ratio records. A weak season
+   * without evidence for the projection carries the count forward (`forecast` "persistence"). */
   function project(records, month, cases) {
     var y = Number(month.slice(0, 4)), m = Number(month.slice(5, 7));
     return records.filter(function (r) { return r.start_month === m; })
       .sort(function (a, b) { return a.horizon - b.horizon; })
       .map(function (r) {
-        var ok = r.beats_persistence === true && r.low !== null && r.high !== null;
+        var persistence = r.forecast === "persistence";
+        var ok = (r.beats_persistence === true || persistence) && r.low !== null && r.high !== null;
         var k = m - 1 + r.horizon;
         return {
           horizon: r.horizon, period: (y + Math.floor(k / 12)) + "-" + String(k % 12 + 1).padStart(2, "0"),
-          ok: ok, expected: ok ? Math.round(cases * r.ratio * 10) / 10 : null,
-          low: ok ? Math.round(cases * r.low * 10) / 10 : null, high: ok ? Math.round(cases * r.high * 10) / 10 : null,
+          ok: ok, status: ok ? (persistence ? "persistence" : "ok") : "insufficient_skill",
+          expected: ok ? wholeCases(cases * r.ratio) : null,
+          low: ok ? wholeCases(cases * r.low) : null, high: ok ? wholeCases(cases * r.high) : null,
         };
       });
   }
@@ -137,5 +144,5 @@
     };
   }
 
-  window.MalariaProject = { show: show, project: project };
+  window.MalariaProject = { show: show, project: project, wholeCases: wholeCases };
 })();

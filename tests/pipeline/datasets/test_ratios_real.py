@@ -24,17 +24,19 @@ def _json(root: Path, key: str) -> dict:
 def test_release_ratios_equal_those_recomputed_from_the_published_index(real_build: Path) -> None:
     states_doc = _json(real_build, "v1/transmission/states.json")
     ratios_doc = _json(real_build, "v1/transmission/ratios/states.json")
-    alpha = ratios_doc["method"]["alpha_by_horizon"]
-    assert len(alpha) == 4 and ratios_doc["method"]["cross_validated"] is True
+    alpha = ratios_doc["method"]["alpha_by_class"]
+    assert ratios_doc["method"]["cross_validated"] is True
     by_state = {(r["state_code"], r["start_month"], r["horizon"]): r for r in ratios_doc["states"]}
     assert len(by_state) == 37 * 12 * 4
     checked = 0
     for s in states_doc["states"]:
         ix = np.array(s["season"]["seasonal_index"])
+        a = alpha[skill.season_class(s["season"])]
         for m in range(12):
             for h in range(1, 5):
-                expect = round(float((ix[(m + h) % 12] / ix[m]) ** alpha[h - 1]), 3)
-                assert by_state[(s["state_code"], m + 1, h)]["ratio"] == expect
+                r = by_state[(s["state_code"], m + 1, h)]
+                expect = 1.0 if r["forecast"] == "persistence" else round(float((ix[(m + h) % 12] / ix[m]) ** a[h - 1]), 3)
+                assert r["ratio"] == expect
                 checked += 1
     codes = [p.stem for p in (real_build / "current" / "v1" / "transmission" / "lgas").glob("*.json")]
     for code in codes:
@@ -45,7 +47,9 @@ def test_release_ratios_equal_those_recomputed_from_the_published_index(real_bui
         for r in recs:
             ix = seasons[r["lga_code"]]["seasonal_index"]
             m, h = r["start_month"] - 1, r["horizon"]
-            assert r["ratio"] == round(float((ix[(m + h) % 12] / ix[m]) ** alpha[h - 1]), 3)
+            a = alpha[r["season_class"]][h - 1]
+            expect = 1.0 if r["forecast"] == "persistence" else round(float((ix[(m + h) % 12] / ix[m]) ** a), 3)
+            assert r["ratio"] == expect
             assert r["season_class"] == skill.season_class(seasons[r["lga_code"]])
             checked += 1
     assert checked > 774 * 48
@@ -69,16 +73,39 @@ def test_the_scorecard_is_summaries_of_nested_cv_over_seven_states(real_build: P
     assert lgas["states"] == 7 and lgas["series"] >= 150
     assert [h["months_ahead"] for h in lgas["horizons"]] == [1, 2, 3, 4]
     for h in lgas["horizons"]:
-        for m in ("projected", "projected_published", "persistence", "flat", "climatology", "api_forecast"):
-            assert h[m]["skill_vs_persistence"] is not None and 0 <= h[m]["coverage_80"] <= 1
-        assert h["persistence"]["skill_vs_persistence"] == 0.0
-    assert {a["which"] for a in report["aims"]} == {"before", "after"}
+        methods = h["all"]["methods"]
+        for m in ("published", "projected_a1", "persistence", "seasonal_naive", "flat", "seasonal_adjustment_k3",
+                  "protocol_1"):
+            e = methods[m]
+            assert e["skill_vs_persistence"] is not None
+            assert 0 <= e["coverage_50"] <= e["coverage_80"] <= 1 and e["wis"] > 0
+        assert methods["persistence"]["skill_vs_persistence"] == 0.0
+        assert len(h["by_state"]) == 7 and h["all"]["forecasts"] == sum(e["forecasts"] for e in h["by_state"].values())
+    # every row names the data and model version that made it; protocol 1's figures stay beside
+    assert report["rows"] and all(r["data"] == report["data"]["digest"] and r["model"] for r in report["rows"])
+    assert report["protocol_1"]["run"] is True and {a["which"] for a in report["protocol_1"]["aims"]} == {"before", "after"}
+    assert [a["months_ahead"] for a in report["aims"]] == [1, 2, 3, 4]
+    # a class claim needs series from three states: the marked class has none among the dated seven
+    ev = report["published"]["lgas"]["evidence"]
+    assert all((e["beats_persistence"] is None) == ("3 needed" in e["reason"]) for c in ev.values() for e in c)
     text = json.dumps(report)
     assert "NG0" not in text  # no LGA named with a figure
 
 
+def test_the_release_archives_its_round_in_the_hub_layout(real_build: Path) -> None:
+    from pipeline.model import hub
+
+    rounds = sorted((real_build / "current" / hub.HUB_DIR).glob("*.csv"))
+    assert len(rounds) == 1
+    rows = hub.read_round(rounds[0].read_text())
+    assert {r["output_type_id"] for r in rows} == {"0.1", "0.25", "0.5", "0.75", "0.9"}
+    assert {int(r["horizon"]) for r in rows} == {1, 2, 3, 4}
+    assert len({r["location"] for r in rows}) > 700 and all(float(r["value"]) > 0 for r in rows)
+
+
 def test_projection_of_a_known_count_is_the_documented_formula_offline(real_build: Path) -> None:
     from malaria_risk_client import ClientError, project_counts
+    from malaria_risk_client._project import whole_cases
 
     bundle = real_build / "current" / "downloads"
     recs = [r for r in _json(real_build, "v1/transmission/ratios/lgas/KN.json")["lgas"]]
@@ -91,8 +118,9 @@ def test_projection_of_a_known_count_is_the_documented_formula_offline(real_buil
             r = mine[p["horizon"]]
             if r["beats_persistence"] is True:
                 assert p["status"] == "ok"
-                assert (p["expected"], p["low"], p["high"]) == (round(1234 * r["ratio"], 1), round(1234 * r["low"], 1),
-                                                                round(1234 * r["high"], 1))
+                assert (p["expected"], p["low"], p["high"]) == (whole_cases(1234 * r["ratio"]), whole_cases(1234 * r["low"]),
+                                                                whole_cases(1234 * r["high"]))
+                assert p["quantiles"]["q50"] == whole_cases(1234 * r["q50"])
             else:
                 assert p["status"] == "insufficient_skill" and p["expected"] is None
     with pytest.raises(ClientError, match="^project_counts: "):

@@ -29,6 +29,12 @@ def test_a_flat_season_gives_ratios_near_one(level: float, wobble: np.ndarray, a
     assert np.all(np.abs(r - 1) < 0.01)
 
 
+def random_groups(seed: int, n: int = 6) -> tuple[np.ndarray, np.ndarray]:
+    """(season classes, states) of n made-up series."""
+    rng = np.random.default_rng(seed)
+    return rng.choice(skill.CLASSES, n), rng.choice(["AA", "BB", "CC"], n)
+
+
 def _wide_after_one_month() -> np.ndarray:
     resid = np.full((6, 30, 4), 2.0)
     resid[:, ::2, 0] = 0.0
@@ -39,9 +45,7 @@ def _wide_after_one_month() -> np.ndarray:
 @example(_wide_after_one_month(), 0)  # wide ranges on small ratios: the rounding error once taken for shrinking
 @settings(max_examples=40, deadline=None)
 def test_ranges_widen_with_horizon(resid: np.ndarray, seed: int) -> None:
-    rng = np.random.default_rng(seed)
-    classes = rng.choice(skill.CLASSES, 6)
-    states = rng.choice(["AA", "BB", "CC"], 6)
+    classes, states = random_groups(seed)
     q = skill.quantiles(resid, classes, states)
     for cls in skill.CLASSES:
         assert np.all(np.diff(q[cls]["q_low"]) <= 1e-12)

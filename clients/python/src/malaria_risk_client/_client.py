@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from ._errors import ApiError, ChecksumError, ClientError, MissingDependency, RateLimited
-from ._project import area_kind, check_inputs, parse_month, projection
+from ._project import area_kind, check_inputs, parse_month, project_export, projection
 
 __all__ = ["Client"]
 
@@ -155,14 +155,21 @@ class Client:
         """Season ratios of every LGA of a state."""
         return self._table("/v1/transmission/ratios/lgas", {"state": state}, as_)
 
-    def project_counts(self, area: str, month: Any, cases: Any, horizons: int = 4, *,
-                       state: str | None = None) -> dict[str, Any]:
+    def project_counts(self, area: str | None = None, month: Any = None, cases: Any = None, horizons: int = 4, *,
+                       state: str | None = None, dhis2: str | Path | bytes | None = None) -> dict[str, Any]:
         """Project a count you have: `cases` confirmed in `area` (state code or lga_code) in `month`
         ('YYYY-MM' or 1-12), over the next 1-`horizons` months, with 80 % ranges. Each month is
         `insufficient_skill` (no number) where the service's cross-validation found projected counts did
         not beat the count carried forward for areas like this one. For an LGA, `state` saves one lookup.
-        Offline, use `malaria_risk_client.project_counts(..., bundle=...)`."""
+        Offline, use `malaria_risk_client.project_counts(..., bundle=...)`.
+
+        With `dhis2` (a DHIS2 analytics export: JSON, or CSV long or pivot, of "Confirmed uncomplicated
+        malaria"), every org unit is matched to a code (as the API's suggestions) and projected."""
         fn = "project_counts"
+        if dhis2 is not None:
+            return self._project_export(dhis2, month, horizons)
+        if area is None or month is None or cases is None:
+            raise ClientError(f"{fn}: give area, month and cases, or a DHIS2 export (dhis2=...)")
         kind = area_kind(area, fn)
         parse_month(month, fn)
         check_inputs(cases, horizons, fn)
@@ -180,6 +187,24 @@ class Client:
             raise ClientError(f"{fn}: area {area!r} has no season ratios in this release"
                               + (f" (is it in state {state}?)" if kind == "lga" else ""))
         return projection(rows, area, month, cases, horizons, fn)
+
+    def _project_export(self, export: str | Path | bytes, month: Any, horizons: int) -> dict[str, Any]:
+        lgas = [{"lga_code": r["lga_code"], "lga": r["lga"], "state_code": r["state_code"]}
+                for r in self._json("/v1/risk/lgas/all")["lgas"]]
+        st_rows = self._json("/v1/transmission/ratios/states")["states"]
+        states = {r["state_code"]: r["state"] for r in st_rows}
+        state_of = {r["lga_code"]: r["state_code"] for r in lgas}
+        by_state: dict[str, list[dict[str, Any]]] = {}
+
+        def ratios_of(code: str) -> list[Mapping[str, Any]]:
+            if code in states:
+                return [r for r in st_rows if r["state_code"] == code]
+            s = state_of[code]
+            if s not in by_state:
+                by_state[s] = self._json("/v1/transmission/ratios/lgas", {"state": s})["lgas"]
+            return [r for r in by_state[s] if r["lga_code"] == code]
+
+        return project_export(export, lgas, states, ratios_of, month, horizons)
 
     # --- bundles -------------------------------------------------------------------------------
 

@@ -52,9 +52,9 @@ if (!nzchar(url)) {
   pr <- mr_project_counts(mr, "KN", "2024-06", 100, horizons = 2)
   kn <- mr_ratios_states(mr)
   kn <- kn[kn$state_code == "KN" & kn$start_month == 6, ]
-  ok <- pr$status == "ok"
+  ok <- pr$status %in% c("ok", "persistence")
   stopifnot(nrow(pr) == 2, all(pr$period == c("2024-07", "2024-08")),
-            isTRUE(all.equal(pr$expected[ok], round(100 * kn$ratio[match(pr$horizon[ok], kn$horizon)], 1))),
+            isTRUE(all.equal(pr$expected[ok], mr_whole_cases(100 * kn$ratio[match(pr$horizon[ok], kn$horizon)]))),
             all(is.na(pr$expected[!ok])))
   rz <- mr_download(mr, "season_ratio_state.csv", dest)
   off <- mr_project_counts(area = "KN", month = "2024-06", cases = 100, horizons = 2, bundle = dest)
