@@ -363,6 +363,12 @@ class RangeCheck:
     folds: dict[str, ranges.Calibration]  # by "round|zone"
     published: ranges.Calibration  # fitted on every state of the latest round: what the published range uses
     z_pooled: np.ndarray  # [n] the alternative that lost: one set of constants for every round (out of sample)
+    # the registered check of the drift (docs/range-protocol.md §1); None when too few rounds to run it (no drift)
+    drift: ranges.DriftCheck | None = None
+
+    @property
+    def drift_applied(self) -> bool:
+        return self.drift is not None and self.drift.applied
 
 
 # Calibration folds: the states of one geopolitical zone at a time (neighbouring states share drift
@@ -385,12 +391,29 @@ def range_check(md: ModelData, rounds: pl.DataFrame | None = None) -> RangeCheck
     if not parts:
         return None
     yr, rows, e, v, dt, z0 = (np.concatenate(x) for x in zip(*parts, strict=True))
+    dc = drift_check(yr, e, v, dt)
+    with_drift = dc is not None and dc.applied
     fold = np.array(md.zones)[rows]
-    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr)
-    pooled, _ = ranges.cross_validated_z(e, v, dt, fold)
+    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr, with_drift)
+    pooled, _ = ranges.cross_validated_z(e, v, dt, fold, with_drift=with_drift)
     latest = yr == yr.max()
-    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds, ranges.fit_calibration(e[latest], v[latest], dt[latest]),
-                      pooled)
+    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds,
+                      ranges.fit_calibration(e[latest], v[latest], dt[latest], with_drift), pooled, dc)
+
+
+def drift_check(predicted_round: np.ndarray, e: np.ndarray, v: np.ndarray, years: np.ndarray
+                ) -> ranges.DriftCheck | None:
+    """The registered check of the drift (docs/range-protocol.md §1): a build without the newest round
+    would publish the calibration fitted on the round before it (each round is predicted from earlier
+    rounds only, so those rows are that build's own); it predicts the newest round with that drift and with
+    the level held. None when fewer than two rounds can be predicted (fewer than three state rounds)."""
+    years_predicted = sorted({int(y) for y in predicted_round.tolist()})
+    if len(years_predicted) < 2:
+        return None
+    newest, before = years_predicted[-1], years_predicted[-2]
+    tr, te = predicted_round == before, predicted_round == newest
+    return ranges.drift_check(e[te], v[te], years[te], ranges.fit_calibration(e[tr], v[tr], years[tr]),
+                              ranges.fit_calibration(e[tr], v[tr], years[tr], with_drift=False), newest)
 
 
 def calibrated(base: model.Baseline, cal: ranges.Calibration, md: ModelData, rounds: pl.DataFrame) -> model.Baseline:
@@ -670,6 +693,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "score_range_level": model.RANGE_LEVEL,
         "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
         "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
+        "drift_after_last_survey": drift_after_last_survey(res),
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
@@ -711,6 +735,13 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
                 ]
             }
     return docs
+
+
+def drift_after_last_survey(res: RiskResult) -> dict[str, Any]:
+    """Whether the baseline moves after each state's last round, and by how much per year (logit): only
+    where the drift passed its registered check (docs/range-protocol.md §1); otherwise the level holds."""
+    applied = res.range_check is not None and res.range_check.drift_applied
+    return {"applied": applied, "logit_per_year": round(float(res.baseline.drift_per_year), 4) if applied else 0.0}
 
 
 def adopted_terms(md: ModelData) -> tuple[str, ...]:
