@@ -568,6 +568,11 @@ class RiskResult:
     range_check: RangeCheck | None = None
     lga_rank_low: np.ndarray | None = None  # [n_lga, len(estimated) + HORIZONS] before `contain`
     lga_rank_high: np.ndarray | None = None
+    # per state: chance that a random ranking falls inside its LGAs' published rank ranges, and whether the
+    # ranges beat it by the registered margin (pipeline.model.evidence; docs/range-protocol.md §2)
+    rank_random_inclusion: np.ndarray | None = None
+    rank_ranges_published: np.ndarray | None = None
+    state_codes: tuple[str, ...] = ()  # the order of the per-state arrays above (md.state_codes)
     lga_evidence: dict[str, np.ndarray] | None = None
     adopted_terms: tuple[str, ...] = ()  # month terms in the score (pipeline.model.terms.MONTH_TERMS)
     last_survey_month: int | None = None  # month index of the last fieldwork month of the newest round
@@ -597,6 +602,10 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
 
     sd_state = md.season.season_sd("states") * scale
     rank_low, rank_high = lga_rank_ranges(md, base, est_m + fc_m, md.season.season_sd("lgas") * scale)
+    # the ranges as published (widened to the rank of the rounded scores), judged against a random ranking
+    inclusion = support.random_inclusion(
+        *support.contain(support.ranks(np.round(both.score, DECIMALS), md.state_idx), rank_low, rank_high),
+        md.state_idx, n_states)
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
@@ -610,6 +619,9 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         range_check=check,
         lga_rank_low=rank_low,
         lga_rank_high=rank_high,
+        rank_random_inclusion=inclusion,
+        rank_ranges_published=support.rank_ranges_published(inclusion),
+        state_codes=tuple(md.state_codes),
         lga_evidence=lga_evidence(md),
         adopted_terms=adopted_terms(md),
         last_survey_month=last_survey_month(rounds),
@@ -628,12 +640,14 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores,
-             rank_range: tuple[np.ndarray, np.ndarray] | None = None) -> list[list[dict[str, Any]]]:
+             rank_range: tuple[np.ndarray, np.ndarray] | None = None,
+             rank_range_withheld: bool = False) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code
     order among ties. With `rank_range` ([rows, columns] low and high ends of the drawn rank
-    range), each record also gets its rank in that order and the range, widened to hold it."""
+    range), each record also gets its rank in that order and the range, widened to hold it, or,
+    `rank_range_withheld`, null ends and the reason (docs/range-protocol.md §2)."""
     score, low, high = _rounded(s)
     lvl = model.levels(score)
     order = np.argsort(-score, axis=0, kind="stable")
@@ -648,7 +662,10 @@ def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Score
         for i in order[:, j].tolist():
             rec = {**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]}
             if rank_range is not None:
-                rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i])
+                if rank_range_withheld:
+                    rec.update(rank=rk[j][i], rank_low=None, rank_high=None, rank_range_withheld=support.RANK_RANGE_WITHHELD)
+                else:
+                    rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i], rank_range_withheld=None)
             col.append(rec)
         out.append(col)
     return out
@@ -705,6 +722,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
                            "basis": basis(res, res.forecast[k])} for k in range(h)]
         }
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
+    state_row = {c: i for i, c in enumerate(res.state_codes)} if res.state_codes else {}
     rows = np.arange(lgas.height)
     for code in states["state_code"].to_list():
         sel = rows[(lgas["state_code"] == code).to_numpy()]
@@ -719,13 +737,15 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         if res.lga_rank_low is not None and res.lga_rank_high is not None:
             rr_est = (res.lga_rank_low[sel, :k_est], res.lga_rank_high[sel, :k_est])
             rr_fc = (res.lga_rank_low[sel, k_est:], res.lga_rank_high[sel, k_est:])
-        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est)
+        withheld = res.rank_ranges_published is not None and not bool(res.rank_ranges_published[state_row[code]])
+        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est, withheld)
         for j, p in enumerate(res.estimated):
             docs["/v1/risk/lgas"][(code, p)] = {
                 "period": p, "kind": "estimated", "state_code": code, "state": state_names[code], "lgas": est[j],
                 "basis": basis(res, p),
             }
-        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc)
+        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc,
+                      withheld)
         for h in range(1, model.HORIZONS + 1):
             docs["/v1/forecasts/lgas"][(code, str(h))] = {
                 "forecasts": [

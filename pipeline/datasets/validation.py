@@ -234,6 +234,25 @@ def map_incidence_trend(md: Any, incidence: pl.DataFrame | None, predicted_round
                     "never deciding"}
 
 
+def rank_range_figures(md: Any, res: Any) -> dict[str, Any]:
+    """Per state, how often a random ranking falls inside its LGAs' published rank ranges and whether the
+    ranges are published (docs/range-protocol.md §2)."""
+    from pipeline.model import evidence
+
+    rule = (f"a state's LGA rank ranges are published only if their coverage ({evidence.RANGE_LEVEL}, nominal) "
+            f"exceeds the chance a random ranking falls inside them by at least {evidence.RANK_MARGIN}")
+    if res.rank_random_inclusion is None or res.rank_ranges_published is None:
+        return {"rule": rule, "states": [], "note": "no rank ranges in this build"}
+    n = np.bincount(md.state_idx, minlength=len(md.state_codes))
+    rows = [{"state_code": c, "lgas": int(n[i]), "random_inclusion": _r(float(res.rank_random_inclusion[i]), 3),
+             "published": bool(res.rank_ranges_published[i])}
+            for i, c in sorted(enumerate(res.state_codes), key=lambda x: x[1])]
+    return {"rule": rule, "coverage": evidence.RANGE_LEVEL, "coverage_kind": "nominal",
+            "margin": evidence.RANK_MARGIN, "random_inclusion_max": round(evidence.RANK_RANDOM_INCLUSION_MAX, 4),
+            "withheld_reason": evidence.RANK_RANGE_WITHHELD,
+            "states_published": sum(r["published"] for r in rows), "states_judged": len(rows), "states": rows}
+
+
 def map_agreement(md: Any, res: Any, incidence: pl.DataFrame | None) -> dict[str, Any]:
     """Spearman of each state's annual mean score with the MAP-style incidence, 2018-2019."""
     note = ("After 2020 the incidence table follows the 2018 survey, not the 2021 one, so later years "
@@ -796,6 +815,7 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
         "held_out_rounds": (rounds := [held_out(md, a, b, res.range_check) for a, b in HELD_OUT]),
         "range_calibration": range_calibration(md, res.range_check),
         "drift_check": drift_figures(md, res.range_check, inputs.incidence),
+        "rank_ranges": rank_range_figures(md, res),
         "targets": targets(sm.check, months, rounds, sm.rule),
         "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm),
                  "model_5": model_5_aims(sm.check)},

@@ -257,11 +257,20 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     rank_fields: dict[str, Schema] = {
         "rank": _int("The LGA's rank within its state this month, 1 = highest score (the order of the report; "
                      "additive).", minimum=1),
-        "rank_low": _int("Best (lowest) end of the 80 % range of the LGA's rank within its state, from 200 seeded "
-                         "draws of the score's uncertainty (the state's part shared by its LGAs, the LGA's offset its "
-                         "own); always <= `rank` (additive).", minimum=1),
-        "rank_high": _int("Worst (highest) end of the 80 % rank range within the state; always >= `rank`. LGAs "
-                          "whose rank ranges overlap cannot be told apart (additive).", minimum=1),
+        "rank_low": _nullable("integer", "Best (lowest) end of the 80 % range of the LGA's rank within its state, "
+                              "from 200 seeded draws of the score's uncertainty (the state's part shared by its LGAs, "
+                              "the LGA's offset its own); always <= `rank`. Null where the state's ranges would say "
+                              "little: a random ranking would fall inside them nearly as often (`rank_range_withheld`; "
+                              "docs/range-protocol.md) (additive).", minimum=1),
+        "rank_high": _nullable("integer", "Worst (highest) end of the 80 % rank range within the state; always >= "
+                               "`rank`. LGAs whose rank ranges overlap cannot be told apart. Null with `rank_low` "
+                               "(additive).", minimum=1),
+        "rank_range_withheld": _nullable("string", "Why `rank_low` and `rank_high` are null: "
+                                         f"`{support.RANK_RANGE_WITHHELD}`, the survey cannot rank the LGAs of this "
+                                         "state (a random ranking of its LGAs falls inside their 80 % ranges more than "
+                                         f"{support.RANK_RANDOM_INCLUSION_MAX:.2f} of the time); null where the "
+                                         "ranges are published (additive).",
+                                         pattern="^" + re.escape(support.RANK_RANGE_WITHHELD) + "$"),
     }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
@@ -287,6 +296,14 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
                                    description="What each `basis` value means in this release, generated from the "
                                    "model's declared terms (additive)."),
+        "drift_after_last_survey": _obj({
+            "applied": {"type": "boolean", "description": "Whether the baseline moves after each state's last "
+                        "survey round: only where a drift passed its registered check (a build without the newest "
+                        "round must predict it better with the drift than with the level held, docs/range-protocol.md); "
+                        "otherwise the last round's level holds and only the range widens."},
+            "logit_per_year": {"type": "number", "description": "The drift applied per year after the state's last "
+                               "round, on the logit scale (0 when the level holds)."},
+        }, description="What the baseline does after the last survey round (additive)."),
     }, description="The months the service covers: latest estimated month, forecast horizon, model version. "
        + terms.periods_description(adopted))
     s["StateRisk"] = _obj({

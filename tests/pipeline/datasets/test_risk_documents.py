@@ -14,13 +14,14 @@ from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
 from pipeline.model import risk as model
-from pipeline.model import terms
+from pipeline.model import evidence, terms
 from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 
 STATE_FIELDS = ["state_code", "state", "zone", "score", "score_low", "score_high", "level", "lgas", "population"]
 LGA_FIELDS = ["lga_code", "lga", "score", "score_low", "score_high", "level", "is_urban", "population",
-              "evidence", "survey_children_2018_band", "rank", "rank_low", "rank_high"]
+              "evidence", "survey_children_2018_band", "rank", "rank_low", "rank_high",
+              "rank_range_withheld"]
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
 
 
@@ -84,7 +85,9 @@ def test_facts_and_periods(produced):
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
     p = produced.documents["/v1/periods"][()]
     assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
-                       "score_terms", "basis_descriptions"]
+                       "score_terms", "basis_descriptions", "drift_after_last_survey"]
+    # two states a round: too few to fit a drift, which so gains nothing and is not applied (docs/range-protocol.md)
+    assert p["drift_after_last_survey"] == {"applied": False, "logit_per_year": 0.0}
     assert p["score_terms"] == [t.key for t in terms.terms()]  # no month term in the synthetic data
     assert p["basis_descriptions"] == {b: terms.basis_words(b) for b in terms.BASES}
     assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
@@ -118,7 +121,13 @@ def _check_records(records, fields, code_key):
     assert keys == sorted(keys), "highest risk first, ties by code"
     if "rank" in fields:  # LGA records: the rank is the report's order, inside its 80 % range
         assert [r["rank"] for r in records] == list(range(1, len(records) + 1))
-        assert all(1 <= r["rank_low"] <= r["rank"] <= r["rank_high"] <= len(records) for r in records)
+        # a state's ranges are all published or all withheld with the reason (docs/range-protocol.md §2)
+        withheld = {r["rank_range_withheld"] for r in records}
+        assert withheld in ({None}, {evidence.RANK_RANGE_WITHHELD})
+        if withheld == {None}:
+            assert all(1 <= r["rank_low"] <= r["rank"] <= r["rank_high"] <= len(records) for r in records)
+        else:
+            assert all(r["rank_low"] is None and r["rank_high"] is None for r in records)
         assert all(r["evidence"] in ("direct", "some", "borrowed") for r in records)
         # no children of its own (or no LGA file): borrowed
         assert all(r["evidence"] == "borrowed" for r in records if r["survey_children_2018_band"] in ("none", None))
