@@ -792,7 +792,14 @@ def quotable_skeleton() -> dict[str, Any]:
     return {"targets": targets({}, {}, rounds, "model_5"),
             "page": {**page_figures({}, {}, "model_5"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS),
                      "model_5": model_5_aims({})},
-            "range_calibration": {"published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))}}
+            "range_calibration": {"published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))},
+            "drift_check": {**dict.fromkeys(("predicted_round", "states", "drift_per_year", "mae_held", "mae_drift",
+                                             "mae_gain", "min_gain", "bias_held", "bias_drift", "log_score_held",
+                                             "log_score_drift", "applied")),
+                            "map_incidence_check_only": dict.fromkeys((
+                                "from_year", "to_year", "national_log_change_per_year", "share_of_states_falling"))},
+            "rank_ranges": dict.fromkeys(("coverage", "margin", "states_published", "states_judged",
+                                          "withheld_reason"))}
 
 
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
