@@ -442,7 +442,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
                                     "and recorded peak month, months."},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "season_rule": _str("The season rule published (additive): model 5 whenever dated case series exist, model 4 with case records only; the "
+        "season_rule": _str("The season rule published (additive): `model_5` whenever dated case series exist, `model_4` with case records only; the "
                             "others are refitted in the same folds as its comparison.",
                             enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
@@ -497,7 +497,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
                             enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5"]),
-        "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
+        "season_model": {"type": "object", "description": "The harmonic season fit of the `model_4` rule: harmonics, covariates, ridge, pooling "
                          "range and shrink, regression coefficients (additive; present when season_rule is "
                          "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "
