@@ -13,8 +13,8 @@ import pytest
 from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.errors import InputError
-from pipeline.model import risk as model
 from pipeline.model import evidence, terms
+from pipeline.model import risk as model
 from tests.paths import DATA_DIR, needs_data
 from tests.small_geography import small_geo
 

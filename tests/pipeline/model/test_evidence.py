@@ -154,7 +154,7 @@ def test_ranges_are_published_only_where_they_beat_a_random_ranking_by_the_margi
     p = evidence.random_inclusion(lo, hi, group, 4)
     np.testing.assert_allclose(p, [0.1, 1.0, 0.5, 0.6])
     assert evidence.rank_ranges_published(p).tolist() == [True, False, True, False]
-    assert evidence.RANK_RANDOM_INCLUSION_MAX == pytest.approx(evidence.RANGE_LEVEL - evidence.RANK_MARGIN)
+    assert pytest.approx(evidence.RANGE_LEVEL - evidence.RANK_MARGIN) == evidence.RANK_RANDOM_INCLUSION_MAX
     # a state with a single LGA can never be ranked
     assert not evidence.rank_ranges_published(evidence.random_inclusion(np.ones((1, 2), int), np.ones((1, 2), int),
                                                                         np.zeros(1, int), 1))[0]
