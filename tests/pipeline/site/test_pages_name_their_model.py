@@ -8,9 +8,11 @@ Model mentions. A sentence that says "model N" (or "models N", "model-N", "model
 release's major version, or N.M other than its major.minor, fails, unless the mention is marked as history
 or comparison, narrowly: immediately after it (after an optional "'s") comes a parenthesis that opens with
 "a method compared", "an earlier model" or "a method model M compares" with M the release's own major, and
-N is lower than the release's major. "Model 4 (a method compared)" passes on a model-5 or model-6 release;
+N is lower than the release's major. The name of a registration record ("Model 5 protocol", its link
+`model-5-protocol`, its title "Model 5 seasons: protocol", a link to it) is a name, not a claim, and passes. "Model 4 (a method compared)" passes on a model-5 or model-6 release;
 "Targets of model 4" or "in model 5.0" on a model-6 release fail, and so does "(a method model 5 compares)".
-A version string of the form `name/1.2.3` anywhere on a page (code included) must be the release's own.
+A version string of the form `name/1.2.3` anywhere on a page (code included) must be the release's own, and
+so must a version number right after `model_version` ("`model_version` (4.1)", "`model_version` is `4.0.x`").
 Exempt from the model-mention rule, not from the figure rules: the changelog (a history, release by
 release) and the registration records (`*-protocol` pages), whose text was fixed before their results and
 may not be rewritten.
@@ -36,7 +38,10 @@ from tests.paths import needs_data
 
 MENTION = re.compile(r"\b[Mm]odels?[- ](\d+)(?:\.(\d+))?")
 HISTORY = re.compile(r"^(?:'s)?\s*\((?:a method compared|an earlier model|a method model (\d+) compares)")
+RECORD_NAME = re.compile(r"^(?:[- ]protocol\b| seasons: protocol\b)")  # the name of a registration record
+RECORD_LINK = re.compile(r"<a\b[^>]*href=\"[^\"]*(?:-protocol|changelog)\.html[^\"]*\"[^>]*>.*?</a>", re.S)
 VERSION_STRING = re.compile(r"\b[a-z][a-z-]*/\d+\.\d+\.\d+\b")
+VERSION_NUMBER = re.compile(r"model_version\b[^.\d/]{0,12}(\d+)\.(\d+)")
 BLOCK_END = re.compile(r"</(?:p|li|td|th|h[1-6]|caption|figcaption|dt|dd|title|div)>", re.I)
 SENTENCE = re.compile(r"(?<=[.;!?])\s+(?=[A-Z*(\"“])")
 DECIMAL = re.compile(r"(?<![\d.])[-+−]?\d+\.\d+(?!\d|\.\d)")
@@ -48,7 +53,7 @@ EXEMPT = re.compile(r"^(?:changelog|.*-protocol)\.html$")
 
 def sentences(page_html: str) -> list[str]:
     """The page's prose, block by block, cut into sentences."""
-    blocks = BLOCK_END.sub(" \x00 ", page_html)
+    blocks = BLOCK_END.sub(" \x00 ", RECORD_LINK.sub(" ", page_html))
     text = htmllib.unescape(prose(blocks))
     out = []
     for block in text.split("\x00"):
@@ -63,6 +68,8 @@ def model_mentions(sentence: str, version: str) -> list[str]:
     for m in MENTION.finditer(sentence):
         n, sub = m.group(1), m.group(2)
         if n == major and (sub is None or sub == minor):
+            continue
+        if RECORD_NAME.match(sentence[m.end():]):
             continue
         h = HISTORY.match(sentence[m.end():])
         if h and int(n) < int(major) and (h.group(1) is None or h.group(1) == major):
@@ -115,6 +122,9 @@ def test_the_rules_catch_what_the_pages_said() -> None:
     assert not model_mentions("Model 4 (a method model 5 compares)", "survey-season/5.0.0")
     assert not model_mentions("model 3 (a method compared; same folds) against this release", "survey-season/5.0.0")
     assert model_mentions("model 7 (an earlier model)", "survey-season/5.0.0")  # not earlier: not history
+    assert not model_mentions("Model 5 protocol", "rain-season/6.0.0")  # a record's name
+    assert VERSION_NUMBER.findall("says so here and in model_version (4.1).") == [("4", "1")]
+    assert VERSION_NUMBER.findall("and model_version is 4.0.x; a term says 4.1.x") == [("4", "0")]
     known = _known([{"skill": 0.12}])
     assert skill_figures_wrong("forecasts beat climatology (skill 0.261)", known, [1.5])
     assert not skill_figures_wrong("skill 0.12 at 1 month; aim ≥ 0.25; grid {0.50, 0.75}", known, [1.5])
@@ -137,7 +147,10 @@ def test_every_page_names_the_release_model_and_its_figures(real_build: Path) ->
     assert len(pages) > 10 and "model.html" in pages and "validation.html" in pages
     wrong: dict[str, list[str]] = {}
     for name, page in pages.items():
-        found = [f"version {v}" for v in VERSION_STRING.findall(htmllib.unescape(page)) if v != version]
+        text = " ".join(htmllib.unescape(re.sub(r"<[^>]+>", " ", page)).split())  # code spans kept
+        found = [f"version {v}" for v in VERSION_STRING.findall(text) if v != version]
+        found += [f"model_version {a}.{b}" for a, b in VERSION_NUMBER.findall(text)
+                  if f"{a}.{b}" != ".".join(version.split("/")[-1].split(".")[:2]) and not EXEMPT.match(Path(name).name)]
         for s in sentences(page):
             if not EXEMPT.match(Path(name).name):
                 found += model_mentions(s, version)
