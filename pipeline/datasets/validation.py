@@ -216,7 +216,7 @@ def map_incidence_trend(md: Any, incidence: pl.DataFrame | None, predicted_round
     earlier = [int(y) for y in md.rounds["survey_year"].unique().to_list() if int(y) < predicted_round]
     if not earlier:
         return {"note": "no round before the predicted one"}
-    start, end = max(earlier), int(incidence["year"].max())
+    start, end = max(earlier), int(incidence["year"].cast(pl.Int64).to_numpy().max())
     wide = incidence.filter(pl.col("year").is_in([start, end])).pivot(on="year", index="state_code",
                                                                     values="incidence")
     pop = np.bincount(md.state_idx, weights=md.population, minlength=len(md.state_codes))
