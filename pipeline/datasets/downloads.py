@@ -289,8 +289,10 @@ def risk_table(estimates: Iterable[dict], forecasts: Iterable[dict], periods: di
     key = "lga_code" if table == "risk_lga_month" else "state_code"
     # newest month first within each area: the forecast rows (with `horizon`) lead the file, so a reader
     # that types a column from the first rows (polars: 100, readr: 1000) sees a whole number there, not
-    # only the empty cells of the estimated months (docs/downloads.md#row-order)
-    return _ordered(df, table).sort(key, "period", descending=[False, True])
+    # only the empty cells of the estimated months (docs/downloads.md#row-order); for the same reason the LGAs
+    # whose state publishes rank ranges come first (elsewhere `rank_low`/`rank_high` are empty)
+    first = [pl.col("rank_low").is_null()] if "rank_low" in df.columns else []
+    return _ordered(df, table).sort(*first, key, "period", descending=[False] * len(first) + [False, True])
 
 
 def context_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:

@@ -29,7 +29,7 @@ ALL_LGAS_ROUTE = "/v1/risk/lgas/all"
 # The fields of one month of a history, in this order (`provisional`, `basis` and the LGA rank fields
 # are additive; a field the risk documents lack is left out).
 MONTH_FIELDS = ("period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis")
-LGA_MONTH_FIELDS = (*MONTH_FIELDS, "rank", "rank_low", "rank_high")
+LGA_MONTH_FIELDS = (*MONTH_FIELDS, "rank", "rank_low", "rank_high", "rank_range_withheld")
 STATE_FIELDS = ("state_code", "state", "zone")
 LGA_FIELDS = ("lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band")
 

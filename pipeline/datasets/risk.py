@@ -363,6 +363,12 @@ class RangeCheck:
     folds: dict[str, ranges.Calibration]  # by "round|zone"
     published: ranges.Calibration  # fitted on every state of the latest round: what the published range uses
     z_pooled: np.ndarray  # [n] the alternative that lost: one set of constants for every round (out of sample)
+    # the registered check of the drift (docs/range-protocol.md §1); None when too few rounds to run it (no drift)
+    drift: ranges.DriftCheck | None = None
+
+    @property
+    def drift_applied(self) -> bool:
+        return self.drift is not None and self.drift.applied
 
 
 # Calibration folds: the states of one geopolitical zone at a time (neighbouring states share drift
@@ -385,12 +391,29 @@ def range_check(md: ModelData, rounds: pl.DataFrame | None = None) -> RangeCheck
     if not parts:
         return None
     yr, rows, e, v, dt, z0 = (np.concatenate(x) for x in zip(*parts, strict=True))
+    dc = drift_check(yr, e, v, dt)
+    with_drift = dc is not None and dc.applied
     fold = np.array(md.zones)[rows]
-    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr)
-    pooled, _ = ranges.cross_validated_z(e, v, dt, fold)
+    z1, folds = ranges.cross_validated_z(e, v, dt, fold, yr, with_drift)
+    pooled, _ = ranges.cross_validated_z(e, v, dt, fold, with_drift=with_drift)
     latest = yr == yr.max()
-    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds, ranges.fit_calibration(e[latest], v[latest], dt[latest]),
-                      pooled)
+    return RangeCheck(yr, rows, e, v, dt, z0, z1, folds,
+                      ranges.fit_calibration(e[latest], v[latest], dt[latest], with_drift), pooled, dc)
+
+
+def drift_check(predicted_round: np.ndarray, e: np.ndarray, v: np.ndarray, years: np.ndarray
+                ) -> ranges.DriftCheck | None:
+    """The registered check of the drift (docs/range-protocol.md §1): a build without the newest round
+    would publish the calibration fitted on the round before it (each round is predicted from earlier
+    rounds only, so those rows are that build's own); it predicts the newest round with that drift and with
+    the level held. None when fewer than two rounds can be predicted (fewer than three state rounds)."""
+    years_predicted = sorted({int(y) for y in predicted_round.tolist()})
+    if len(years_predicted) < 2:
+        return None
+    newest, before = years_predicted[-1], years_predicted[-2]
+    tr, te = predicted_round == before, predicted_round == newest
+    return ranges.drift_check(e[te], v[te], years[te], ranges.fit_calibration(e[tr], v[tr], years[tr]),
+                              ranges.fit_calibration(e[tr], v[tr], years[tr], with_drift=False), newest)
 
 
 def calibrated(base: model.Baseline, cal: ranges.Calibration, md: ModelData, rounds: pl.DataFrame) -> model.Baseline:
@@ -545,6 +568,11 @@ class RiskResult:
     range_check: RangeCheck | None = None
     lga_rank_low: np.ndarray | None = None  # [n_lga, len(estimated) + HORIZONS] before `contain`
     lga_rank_high: np.ndarray | None = None
+    # per state: chance that a random ranking falls inside its LGAs' published rank ranges, and whether the
+    # ranges beat it by the registered margin (pipeline.model.evidence; docs/range-protocol.md §2)
+    rank_random_inclusion: np.ndarray | None = None
+    rank_ranges_published: np.ndarray | None = None
+    state_codes: tuple[str, ...] = ()  # the order of the per-state arrays above (md.state_codes)
     lga_evidence: dict[str, np.ndarray] | None = None
     adopted_terms: tuple[str, ...] = ()  # month terms in the score (pipeline.model.terms.MONTH_TERMS)
     last_survey_month: int | None = None  # month index of the last fieldwork month of the newest round
@@ -574,6 +602,10 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
 
     sd_state = md.season.season_sd("states") * scale
     rank_low, rank_high = lga_rank_ranges(md, base, est_m + fc_m, md.season.season_sd("lgas") * scale)
+    # the ranges as published (widened to the rank of the rounded scores), judged against a random ranking
+    inclusion = support.random_inclusion(
+        *support.contain(support.ranks(np.round(both.score, DECIMALS), md.state_idx), rank_low, rank_high),
+        md.state_idx, n_states)
     return RiskResult(
         estimated=md.periods,
         forecast=[period_of(m) for m in fc_m],
@@ -587,6 +619,9 @@ def run_model(md: ModelData, rounds: pl.DataFrame | None = None) -> RiskResult:
         range_check=check,
         lga_rank_low=rank_low,
         lga_rank_high=rank_high,
+        rank_random_inclusion=inclusion,
+        rank_ranges_published=support.rank_ranges_published(inclusion),
+        state_codes=tuple(md.state_codes),
         lga_evidence=lga_evidence(md),
         adopted_terms=adopted_terms(md),
         last_survey_month=last_survey_month(rounds),
@@ -605,12 +640,14 @@ def _rounded(s: model.Scores) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Scores,
-             rank_range: tuple[np.ndarray, np.ndarray] | None = None) -> list[list[dict[str, Any]]]:
+             rank_range: tuple[np.ndarray, np.ndarray] | None = None,
+             rank_range_withheld: bool = False) -> list[list[dict[str, Any]]]:
     """Per column (month), the records of all rows in highest-first order.
 
     `static` must be sorted by code: the stable sort on -score then keeps code
     order among ties. With `rank_range` ([rows, columns] low and high ends of the drawn rank
-    range), each record also gets its rank in that order and the range, widened to hold it."""
+    range), each record also gets its rank in that order and the range, widened to hold it, or,
+    `rank_range_withheld`, null ends and the reason (docs/range-protocol.md §2)."""
     score, low, high = _rounded(s)
     lvl = model.levels(score)
     order = np.argsort(-score, axis=0, kind="stable")
@@ -625,7 +662,10 @@ def _records(static: list[tuple[dict[str, Any], dict[str, Any]]], s: model.Score
         for i in order[:, j].tolist():
             rec = {**static[i][0], "score": sc[j][i], "score_low": lo[j][i], "score_high": hi[j][i], "level": lv[j][i], **static[i][1]}
             if rank_range is not None:
-                rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i])
+                if rank_range_withheld:
+                    rec.update(rank=rk[j][i], rank_low=None, rank_high=None, rank_range_withheld=support.RANK_RANGE_WITHHELD)
+                else:
+                    rec.update(rank=rk[j][i], rank_low=rl[j][i], rank_high=rh[j][i], rank_range_withheld=None)
             col.append(rec)
         out.append(col)
     return out
@@ -670,6 +710,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "score_range_level": model.RANGE_LEVEL,
         "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
         "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
+        "drift_after_last_survey": drift_after_last_survey(res),
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
@@ -681,6 +722,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
                            "basis": basis(res, res.forecast[k])} for k in range(h)]
         }
     state_names = dict(zip(states["state_code"], states["state"], strict=True))
+    state_row = {c: i for i, c in enumerate(res.state_codes)} if res.state_codes else {}
     rows = np.arange(lgas.height)
     for code in states["state_code"].to_list():
         sel = rows[(lgas["state_code"] == code).to_numpy()]
@@ -695,13 +737,15 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         if res.lga_rank_low is not None and res.lga_rank_high is not None:
             rr_est = (res.lga_rank_low[sel, :k_est], res.lga_rank_high[sel, :k_est])
             rr_fc = (res.lga_rank_low[sel, k_est:], res.lga_rank_high[sel, k_est:])
-        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est)
+        withheld = res.rank_ranges_published is not None and not bool(res.rank_ranges_published[state_row[code]])
+        est = _records(static, model.Scores(res.lga.score[sel], res.lga.low[sel], res.lga.high[sel]), rr_est, withheld)
         for j, p in enumerate(res.estimated):
             docs["/v1/risk/lgas"][(code, p)] = {
                 "period": p, "kind": "estimated", "state_code": code, "state": state_names[code], "lgas": est[j],
                 "basis": basis(res, p),
             }
-        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc)
+        fc = _records(static, model.Scores(res.lga_fc.score[sel], res.lga_fc.low[sel], res.lga_fc.high[sel]), rr_fc,
+                      withheld)
         for h in range(1, model.HORIZONS + 1):
             docs["/v1/forecasts/lgas"][(code, str(h))] = {
                 "forecasts": [
@@ -711,6 +755,13 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
                 ]
             }
     return docs
+
+
+def drift_after_last_survey(res: RiskResult) -> dict[str, Any]:
+    """Whether the baseline moves after each state's last round, and by how much per year (logit): only
+    where the drift passed its registered check (docs/range-protocol.md §1); otherwise the level holds."""
+    applied = res.range_check is not None and res.range_check.drift_applied
+    return {"applied": applied, "logit_per_year": round(float(res.baseline.drift_per_year), 4) if applied else 0.0}
 
 
 def adopted_terms(md: ModelData) -> tuple[str, ...]:

@@ -48,8 +48,8 @@ NOT_VALIDATED = [
     "LGA differences over time: one LGA survey (NDHS 2018, 1-108 children each) sets every LGA's position "
     "within its state; an LGA's own-data part of its published value is not covered by the leave-one-out check.",
     "The season's year-to-year variation: the case profiles are 12-month averages over unstated years.",
-    "Months after the last survey: the baseline moves by the calibrated drift and the range widens with time, but "
-    "no survey after 2021 exists to check either.",
+    "Months after the last survey: the baseline holds the last round's level unless a drift passed its registered "
+    "check (drift_check), and the range widens with time; no survey after 2021 exists to check either.",
     "The range calibration's constants are fitted across states within a round: a future round whose national "
     "change differs from 2015-2021 is not covered.",
     "The dated case series are routine counts: reporting completeness, stock-outs and care seeking move "
@@ -180,10 +180,11 @@ def range_calibration(md: Any, check: Any) -> dict[str, Any]:
                           "one_calibration_for_all_rounds": ranges.calibration(check.z_pooled[sel])})
     fold_consts = list(check.folds.values())
     return {
-        "method": "each round predicted from the state's earlier rounds; a drift per year since the state's last "
-                  "round (weighted least squares, no intercept) and a scale of the predictive variance (baseline, "
-                  "new survey and season error together) fitted per round on the other zones' states; the "
-                  "published range uses the constants of the latest round fitted on every state",
+        "method": "each round predicted from the state's earlier rounds; a scale of the predictive variance "
+                  "(baseline, new survey and season error together) and, only where the drift passed its "
+                  "registered check (drift_check), a drift per year since the state's last round (weighted "
+                  "least squares, no intercept), fitted per round on the other zones' states; the published "
+                  "range uses the constants of the latest round fitted on every state",
         "tried_and_lost": "one drift and one scale for every round (one_calibration_for_all_rounds): the rounds "
                           "differ, and the 2018 round's var(z) stays above 1.25 out of sample",
         "folds": CALIBRATION_FOLDS,
@@ -192,10 +193,67 @@ def range_calibration(md: Any, check: Any) -> dict[str, Any]:
                                       _r(max(c.drift_per_year for c in fold_consts), 4)],
         "fold_var_scale_range": [_r(min(c.var_scale for c in fold_consts), 4),
                                  _r(max(c.var_scale for c in fold_consts), 4)],
-        "published": check.published.to_json(),
+        "published": {**check.published.to_json(), "drift_applied": check.drift_applied},
         "rounds": per_round,
         "aim": "var(z) 0.8-1.25 and |mean z| <= 0.2 for every round, out of sample",
     }
+
+
+def drift_figures(md: Any, check: Any, incidence: pl.DataFrame | None) -> dict[str, Any]:
+    """The registered drift check (docs/range-protocol.md §1) and, beside it as a check only, the MAP-style
+    incidence's change after the round before the predicted one (never an input: it decides nothing)."""
+    rule = ("the drift is applied only if a build without the newest round predicts it with a mean absolute "
+            "logit error lower by at least min_gain than with the level held (docs/range-protocol.md)")
+    dc = check.drift if check is not None else None
+    if dc is None:
+        return {"rule": rule, "applied": False, "note": "fewer than three state rounds: no check, no drift"}
+    return {"rule": rule, **dc.to_json(),
+            "map_incidence_check_only": map_incidence_trend(md, incidence, dc.predicted_round)}
+
+
+def map_incidence_trend(md: Any, incidence: pl.DataFrame | None, predicted_round: int) -> dict[str, Any]:
+    """Population-weighted national change per year (log scale) of the MAP-style incidence from the round
+    before `predicted_round` to the table's last year, and the share of states whose incidence fell."""
+    if incidence is None:
+        return {"note": "incidence table absent from this data load"}
+    earlier = [int(y) for y in md.rounds["survey_year"].unique().to_list() if int(y) < predicted_round]
+    if not earlier:
+        return {"note": "no round before the predicted one"}
+    start, end = max(earlier), int(incidence["year"].cast(pl.Int64).to_numpy().max())
+    wide = incidence.filter(pl.col("year").is_in([start, end])).pivot(on="year", index="state_code",
+                                                                    values="incidence")
+    pop = np.bincount(md.state_idx, weights=md.population, minlength=len(md.state_codes))
+    w = dict(zip(md.state_codes, pop.tolist(), strict=True))
+    a, b = wide[str(start)].to_numpy(), wide[str(end)].to_numpy()
+    ww = np.array([w.get(c, 0.0) for c in wide["state_code"].to_list()])
+    ok = np.isfinite(a) & np.isfinite(b) & (a > 0) & (b > 0)
+    if end <= start or not ok.any():
+        return {"note": "no years after the round in the table"}
+    national = np.log((ww[ok] * b[ok]).sum() / (ww[ok] * a[ok]).sum()) / (end - start)
+    return {"from_year": start, "to_year": end, "states": int(ok.sum()),
+            "national_log_change_per_year": _r(float(national), 4),
+            "share_of_states_falling": _r(float(np.mean(b[ok] < a[ok])), 3),
+            "note": "modelled by others (malaria SOURCES.md §2); reported beside the check, never an input and "
+                    "never deciding"}
+
+
+def rank_range_figures(md: Any, res: Any) -> dict[str, Any]:
+    """Per state, how often a random ranking falls inside its LGAs' published rank ranges and whether the
+    ranges are published (docs/range-protocol.md §2)."""
+    from pipeline.model import evidence
+
+    rule = (f"a state's LGA rank ranges are published only if their coverage ({evidence.RANGE_LEVEL}, nominal) "
+            f"exceeds the chance a random ranking falls inside them by at least {evidence.RANK_MARGIN}")
+    if res.rank_random_inclusion is None or res.rank_ranges_published is None:
+        return {"rule": rule, "states": [], "note": "no rank ranges in this build"}
+    n = np.bincount(md.state_idx, minlength=len(md.state_codes))
+    rows = [{"state_code": c, "lgas": int(n[i]), "random_inclusion": _r(float(res.rank_random_inclusion[i]), 3),
+             "published": bool(res.rank_ranges_published[i])}
+            for i, c in sorted(enumerate(res.state_codes), key=lambda x: x[1])]
+    return {"rule": rule, "coverage": evidence.RANGE_LEVEL, "coverage_kind": "nominal",
+            "margin": evidence.RANK_MARGIN, "random_inclusion_max": round(evidence.RANK_RANDOM_INCLUSION_MAX, 4),
+            "withheld_reason": evidence.RANK_RANGE_WITHHELD,
+            "states_published": sum(r["published"] for r in rows), "states_judged": len(rows), "states": rows}
 
 
 def map_agreement(md: Any, res: Any, incidence: pl.DataFrame | None) -> dict[str, Any]:
@@ -763,7 +821,14 @@ def quotable_skeleton() -> dict[str, Any]:
     return {"targets": targets({}, {}, rounds, "model_5"),
             "page": {**page_figures({}, {}, "model_5"), "season_model": dict.fromkeys(SEASON_MODEL_KEYS),
                      "model_5": model_5_aims({})},
-            "range_calibration": {"published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))}}
+            "range_calibration": {"published": dict.fromkeys(("drift_per_year_logit", "var_scale", "state_rounds"))},
+            "drift_check": {**dict.fromkeys(("predicted_round", "states", "drift_per_year", "mae_held", "mae_drift",
+                                             "mae_gain", "min_gain", "bias_held", "bias_drift", "log_score_held",
+                                             "log_score_drift", "applied")),
+                            "map_incidence_check_only": dict.fromkeys((
+                                "from_year", "to_year", "national_log_change_per_year", "share_of_states_falling"))},
+            "rank_ranges": dict.fromkeys(("coverage", "margin", "states_published", "states_judged",
+                                          "withheld_reason"))}
 
 
 def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Inputs | None = None) -> dict[str, Any]:
@@ -786,6 +851,8 @@ def validation_report(data_dir: Path, geo: Any, md: Any, res: Any, inputs: Input
         "months": (months := month_validation(md, res)),
         "held_out_rounds": (rounds := [held_out(md, a, b, res.range_check) for a, b in HELD_OUT]),
         "range_calibration": range_calibration(md, res.range_check),
+        "drift_check": drift_figures(md, res.range_check, inputs.incidence),
+        "rank_ranges": rank_range_figures(md, res),
         "targets": targets(sm.check, months, rounds, sm.rule),
         "page": {**page_figures(sm.check, months, sm.rule), "season_model": season_model_figures(sm),
                  "model_5": model_5_aims(sm.check)},

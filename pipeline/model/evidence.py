@@ -31,6 +31,13 @@ CHILDREN_BANDS: tuple[tuple[int, str], ...] = ((50, "50+"), (25, "25-49"), (10, 
 RANGE_LEVEL = 0.8
 RANK_DRAWS = 200
 RANK_SEED = 20260531
+# A state's rank ranges are published only where they beat a random ranking (docs/range-protocol.md §2): the
+# chance that a uniformly random ranking falls inside them, averaged over the state's LGAs and the release's
+# months, must be at least RANK_MARGIN below their coverage (the nominal RANGE_LEVEL: no out-of-sample coverage
+# of LGA ranks exists). Registered before any figure was computed.
+RANK_MARGIN = 0.25
+RANK_RANDOM_INCLUSION_MAX = RANGE_LEVEL - RANK_MARGIN
+RANK_RANGE_WITHHELD = "survey_cannot_rank_lgas_of_state"
 
 
 def own_weight(offset_var: np.ndarray, sigma2: float) -> np.ndarray:
@@ -110,3 +117,21 @@ def contain(rank: np.ndarray, low: np.ndarray, high: np.ndarray) -> tuple[np.nda
     """The published rank (from the rounded, tie-broken scores) always lies in its range: a draw
     quantile can miss it by one where scores tie, so each end is widened to it."""
     return np.minimum(low, rank), np.maximum(high, rank)
+
+
+def random_inclusion(low: np.ndarray, high: np.ndarray, group: np.ndarray, n_groups: int) -> np.ndarray:
+    """[n_groups] chance that a uniformly random ranking of a group's rows puts a row inside its range
+    [low, high] ([n, T]), exactly (high - low + 1) / n for a group of n rows, averaged over the group's rows
+    and the columns; NaN for a group without rows."""
+    group = np.asarray(group)
+    n = np.bincount(group, minlength=n_groups).astype(float)
+    width = (np.asarray(high, dtype=float) - np.asarray(low, dtype=float) + 1.0).mean(axis=1)
+    per_row = width / n[group]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.bincount(group, weights=per_row, minlength=n_groups) / n
+
+
+def rank_ranges_published(inclusion: np.ndarray) -> np.ndarray:
+    """Which groups' ranges beat a random ranking by the registered margin (NaN: never)."""
+    p = np.asarray(inclusion, dtype=float)
+    return np.isfinite(p) & (p <= RANK_RANDOM_INCLUSION_MAX + 1e-12)

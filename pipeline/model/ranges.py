@@ -180,10 +180,11 @@ class Calibration:
                 "state_rounds": self.rows}
 
 
-def fit_calibration(e: np.ndarray, var: np.ndarray, years: np.ndarray) -> Calibration:
+def fit_calibration(e: np.ndarray, var: np.ndarray, years: np.ndarray, with_drift: bool = True) -> Calibration:
     """Drift by weighted least squares of e on years (weights 1/V, no intercept: no years since a
     round, no drift), then the variance scale as the mean squared standardised residual, with one
-    degree of freedom for the drift."""
+    degree of freedom for the drift. `with_drift=False` holds the level (drift 0, every degree of
+    freedom to the scale): the calibration when the drift failed its check (docs/range-protocol.md)."""
     e, var, years = (np.asarray(a, dtype=float) for a in (e, var, years))
     ok = np.isfinite(e) & np.isfinite(var) & (var > 0) & np.isfinite(years)
     e, var, years = e[ok], var[ok], years[ok]
@@ -191,9 +192,9 @@ def fit_calibration(e: np.ndarray, var: np.ndarray, years: np.ndarray) -> Calibr
         return Calibration(rows=int(e.size))
     w = 1.0 / var
     den = float((w * years**2).sum())
-    d = float((w * years * e).sum() / den) if den > 0 else 0.0
+    d = float((w * years * e).sum() / den) if den > 0 and with_drift else 0.0
     r = e - d * years
-    k = float((r**2 * w).sum() / (e.size - 1))
+    k = float((r**2 * w).sum() / (e.size - int(with_drift)))
     return Calibration(d, float(np.clip(k, VAR_SCALE_MIN, VAR_SCALE_MAX)), int(e.size))
 
 
@@ -202,7 +203,8 @@ def calibrated_z(e: np.ndarray, var: np.ndarray, years: np.ndarray, cal: Calibra
 
 
 def cross_validated_z(e: np.ndarray, var: np.ndarray, years: np.ndarray, fold: np.ndarray,
-                      stratum: np.ndarray | None = None) -> tuple[np.ndarray, dict[str, Calibration]]:
+                      stratum: np.ndarray | None = None, with_drift: bool = True
+                      ) -> tuple[np.ndarray, dict[str, Calibration]]:
     """z of every row with the constants fitted on the rows of the other folds (fold = a group of
     whole states, so a state's own rounds never set its calibration), within its stratum (the round
     predicted: constants are fitted per round when `stratum` is given, pooled otherwise).
@@ -217,7 +219,63 @@ def cross_validated_z(e: np.ndarray, var: np.ndarray, years: np.ndarray, fold: n
         for g in np.unique(fold[ins]):
             out = ins & (fold == g)
             train = ins & ~out
-            cal = fit_calibration(e[train], var[train], years[train])
+            cal = fit_calibration(e[train], var[train], years[train], with_drift)
             z[out] = calibrated_z(e[out], var[out], years[out], cal)
             consts[f"{s}|{g}"] = cal
     return z, consts
+
+
+# --- the registered check a drift must pass to be applied after the last round (docs/range-protocol.md §1) ---
+
+# Least gain in mean absolute logit error over the states of the newest round, predicted by a build without
+# it, that the drift must show against the held level. Registered before the check was implemented.
+DRIFT_MIN_GAIN = 0.05
+
+
+@dataclass(frozen=True)
+class DriftCheck:
+    """The newest round predicted by a build without it, with its drift and with the level held."""
+
+    predicted_round: int
+    states: int
+    drift_per_year: float  # the drift the build without the round would publish
+    mae_held: float
+    mae_drift: float
+    bias_held: float  # mean signed logit error (observed - predicted)
+    bias_drift: float
+    log_score_held: float  # mean Gaussian log density of the logit error, each with its own variance scale
+    log_score_drift: float
+    applied: bool
+
+    def to_json(self) -> dict[str, float | int | bool | str]:
+        r4 = {k: round(float(getattr(self, k)), 4) for k in (
+            "drift_per_year", "mae_held", "mae_drift", "bias_held", "bias_drift", "log_score_held",
+            "log_score_drift")}
+        return {"predicted_round": self.predicted_round, "states": self.states, **r4,
+                "mae_gain": round(self.mae_held - self.mae_drift, 4), "min_gain": DRIFT_MIN_GAIN,
+                "decision_measure": "mean absolute logit error over the states of the predicted round",
+                "applied": self.applied}
+
+
+def _gaussian_log_score(e: np.ndarray, var: np.ndarray) -> float:
+    return float(np.mean(-0.5 * np.log(2 * np.pi * var) - e**2 / (2 * var)))
+
+
+def drift_check(e: np.ndarray, var: np.ndarray, years: np.ndarray, train: Calibration, train_held: Calibration,
+                predicted_round: int, min_gain: float = DRIFT_MIN_GAIN) -> DriftCheck:
+    """Score the newest round's uncalibrated logit errors `e` (predictive variance `var`, `years` since each
+    state's last training round) with the drift of the calibration fitted without that round (`train`)
+    against the held level (`train_held`, fitted with the drift fixed at 0); the drift is applied only if
+    it lowers the mean absolute error by at least `min_gain`."""
+    e, var, years = (np.asarray(a, dtype=float) for a in (e, var, years))
+    ok = np.isfinite(e) & np.isfinite(var) & (var > 0) & np.isfinite(years)
+    e, var, years = e[ok], var[ok], years[ok]
+    ed = e - train.drift_per_year * years
+    mae_h, mae_d = float(np.mean(np.abs(e))), float(np.mean(np.abs(ed)))
+    return DriftCheck(
+        predicted_round=int(predicted_round), states=int(e.size), drift_per_year=train.drift_per_year,
+        mae_held=mae_h, mae_drift=mae_d, bias_held=float(e.mean()), bias_drift=float(ed.mean()),
+        log_score_held=_gaussian_log_score(e, train_held.var_scale * var),
+        log_score_drift=_gaussian_log_score(ed, train.var_scale * var),
+        applied=bool(mae_h - mae_d >= min_gain),
+    )

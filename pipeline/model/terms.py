@@ -106,7 +106,8 @@ def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
                 f"the month; {score}")
     if basis == AFTER_SURVEY:
         return ("after the newest household survey round: no survey has measured the month; the baseline is the "
-                f"last round's level moved by the calibrated drift, its range widening every month; {score}")
+                f"last round's level, held unless a drift passed its registered check (`drift_after_last_survey` on "
+                f"/v1/periods), its range widening every month; {score}")
     raise ValueError(f"unknown basis {basis!r}; known: {BASES}")
 
 

@@ -40,7 +40,7 @@ def markdown(r: dict[str, Any], command: str) -> str:
         "Every figure below is out of sample (leave one whole state out for seasons and month terms; earlier "
         "survey rounds only for the held-out rounds). The dated case series are summarised, never shown.", "",
         f"## Targets: {t['met']} of {t['judged']} met", "",
-        "| measure | aim | model 3 (same folds) | this release | met |", "|---|---|---|---|---|",
+        "| measure | aim | model 3 (a method compared; same folds) | this release | met |", "|---|---|---|---|---|",
     ]
     lines += [f"| {x['measure']} | {x['aim']} | {_fmt(x['model_3'])} | {_fmt(x['model_4'])} | {_fmt(x['met'])} |"
               for x in t["rows"]]
@@ -105,6 +105,16 @@ def markdown(r: dict[str, Any], command: str) -> str:
         lines += ["", f"Range calibration ({rc.get('folds')} held out; var(z) and mean z after are out of sample): "
                   f"published drift {rc['published'].get('drift_per_year_logit')} logit per year after a state's last "
                   f"round, variance scale {rc['published'].get('var_scale')}. Tried and lost: {rc.get('tried_and_lost')}."]
+    dc = r.get("drift_check") or {}
+    if "mae_held" in dc:
+        lines += ["", f"Drift check (docs/range-protocol.md): a build without the {dc['predicted_round']} round predicts "
+                  f"it with mean absolute logit error {dc['mae_drift']} with its drift ({dc['drift_per_year']} per year) "
+                  f"and {dc['mae_held']} with the level held; gain {dc['mae_gain']}, needed {dc['min_gain']}: drift "
+                  f"applied: {_fmt(dc['applied'])}."]
+    rr = r.get("rank_ranges") or {}
+    if rr.get("states"):
+        lines += ["", f"LGA rank ranges published in {rr['states_published']} of {rr['states_judged']} states (a random "
+                  f"ranking must fall inside them at most {rr['random_inclusion_max']} of the time; per state in the JSON)."]
     lines += ["", "## (c) Agreement with the MAP-style incidence (a check, not an input)", "",
               "| year | states | Spearman |", "|---|---|---|"]
     lines += [f"| {y['year']} | {y['states']} | {y['spearman']} |" for y in r["map_agreement"]["years"]]

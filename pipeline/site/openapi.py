@@ -258,11 +258,20 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     rank_fields: dict[str, Schema] = {
         "rank": _int("The LGA's rank within its state this month, 1 = highest score (the order of the report; "
                      "additive).", minimum=1),
-        "rank_low": _int("Best (lowest) end of the 80 % range of the LGA's rank within its state, from 200 seeded "
-                         "draws of the score's uncertainty (the state's part shared by its LGAs, the LGA's offset its "
-                         "own); always <= `rank` (additive).", minimum=1),
-        "rank_high": _int("Worst (highest) end of the 80 % rank range within the state; always >= `rank`. LGAs "
-                          "whose rank ranges overlap cannot be told apart (additive).", minimum=1),
+        "rank_low": _nullable("integer", "Best (lowest) end of the 80 % range of the LGA's rank within its state, "
+                              "from 200 seeded draws of the score's uncertainty (the state's part shared by its LGAs, "
+                              "the LGA's offset its own); always <= `rank`. Null where the state's ranges would say "
+                              "little: a random ranking would fall inside them nearly as often (`rank_range_withheld`; "
+                              "docs/range-protocol.md) (additive).", minimum=1),
+        "rank_high": _nullable("integer", "Worst (highest) end of the 80 % rank range within the state; always >= "
+                               "`rank`. LGAs whose rank ranges overlap cannot be told apart. Null with `rank_low` "
+                               "(additive).", minimum=1),
+        "rank_range_withheld": _nullable("string", "Why `rank_low` and `rank_high` are null: "
+                                         f"`{support.RANK_RANGE_WITHHELD}`, the survey cannot rank the LGAs of this "
+                                         "state (a random ranking of its LGAs falls inside their 80 % ranges more than "
+                                         f"{support.RANK_RANDOM_INCLUSION_MAX:.2f} of the time); null where the "
+                                         "ranges are published (additive).",
+                                         pattern="^" + re.escape(support.RANK_RANGE_WITHHELD) + "$"),
     }
     s: dict[str, Schema] = {}
     s["Month"] = _obj({
@@ -288,6 +297,14 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
                                    description="What each `basis` value means in this release, generated from the "
                                    "model's declared terms (additive)."),
+        "drift_after_last_survey": _obj({
+            "applied": {"type": "boolean", "description": "Whether the baseline moves after each state's last "
+                        "survey round: only where a drift passed its registered check (a build without the newest "
+                        "round must predict it better with the drift than with the level held, docs/range-protocol.md); "
+                        "otherwise the last round's level holds and only the range widens."},
+            "logit_per_year": {"type": "number", "description": "The drift applied per year after the state's last "
+                               "round, on the logit scale (0 when the level holds)."},
+        }, description="What the baseline does after the last survey round (additive)."),
     }, description="The months the service covers: latest estimated month, forecast horizon, model version. "
        + terms.periods_description(adopted))
     s["StateRisk"] = _obj({
@@ -426,7 +443,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
                                     "and recorded peak month, months."},
         "cross_validation": _str("How the figures were made out of sample (additive)."),
-        "season_rule": _str("The season rule published (additive): model 5 whenever dated case series exist, model 4 with case records only; the "
+        "season_rule": _str("The season rule published (additive): `model_5` whenever dated case series exist, `model_4` with case records only; the "
                             "others are refitted in the same folds as its comparison.",
                             enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
@@ -487,7 +504,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
                             enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
-        "season_model": {"type": "object", "description": "Model 4's fit: harmonics, covariates, ridge, pooling "
+        "season_model": {"type": "object", "description": "The harmonic season fit of the `model_4` rule: harmonics, covariates, ridge, pooling "
                          "range and shrink, regression coefficients (additive; present when season_rule is "
                          "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},
         "lag_at_5_dry_months": {"type": "number", "description": "Lag of cases behind rain, months, in an area "

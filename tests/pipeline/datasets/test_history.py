@@ -20,7 +20,7 @@ from tests.pipeline.datasets.test_risk_documents import write_data_dir
 from tests.small_geography import small_geo
 
 MONTH = ["period", "kind", "score", "score_low", "score_high", "level", "provisional", "basis"]
-LGA_MONTH = [*MONTH, "rank", "rank_low", "rank_high"]
+LGA_MONTH = [*MONTH, "rank", "rank_low", "rank_high", "rank_range_withheld"]
 LGA_HEAD = ["lga_code", "lga", "state_code", "state", "is_urban", "evidence", "survey_children_2018_band"]
 
 

@@ -6,6 +6,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import polars as pl
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
@@ -119,3 +120,41 @@ def test_rank_ranges_are_seeded() -> None:
     a = evidence.rank_ranges(centre, shared, own, factor, group)
     b = evidence.rank_ranges(centre, shared, own, factor, group)
     assert all((x == y).all() for x, y in zip(a, b, strict=True))
+
+
+# --- rank ranges against a random ranking (docs/range-protocol.md §2) ----------------------------------
+
+
+@settings(max_examples=60, deadline=None)
+@given(states())
+def test_random_inclusion_is_the_exact_chance_a_random_ranking_falls_inside(case: tuple) -> None:
+    """(hi - lo + 1) / n per LGA, averaged over the state's LGAs and months: checked against counting, for
+    every LGA, how many of the n equally likely ranks fall inside its range."""
+    centre, shared, own, factor, group = case
+    low, high = evidence.rank_ranges(centre, shared, own, factor, group, draws=40, seed=2)
+    n_groups = int(group.max()) + 1
+    p = evidence.random_inclusion(low, high, group, n_groups)
+    for g in range(n_groups):
+        rows = np.flatnonzero(group == g)
+        if rows.size == 0:
+            assert np.isnan(p[g])
+            continue
+        ranks = np.arange(1, rows.size + 1)[None, None, :]
+        inside = (ranks >= low[rows][..., None]) & (ranks <= high[rows][..., None])
+        assert p[g] == pytest.approx(inside.mean())
+    assert ((p[np.isfinite(p)] > 0) & (p[np.isfinite(p)] <= 1)).all()
+
+
+def test_ranges_are_published_only_where_they_beat_a_random_ranking_by_the_margin() -> None:
+    # state 0: 10 LGAs each pinned to its own rank (inclusion 0.1); state 1: every range the whole state (1.0);
+    # state 2: ranges of width 5 of 10 (0.5, inside the margin); state 3: width 6 of 10 (0.6, outside)
+    group = np.repeat(np.arange(4), 10)
+    lo = np.concatenate([np.arange(1, 11), np.ones(10), np.ones(10), np.ones(10)])[:, None].astype(int)
+    hi = np.concatenate([np.arange(1, 11), np.full(10, 10), np.full(10, 5), np.full(10, 6)])[:, None].astype(int)
+    p = evidence.random_inclusion(lo, hi, group, 4)
+    np.testing.assert_allclose(p, [0.1, 1.0, 0.5, 0.6])
+    assert evidence.rank_ranges_published(p).tolist() == [True, False, True, False]
+    assert pytest.approx(evidence.RANGE_LEVEL - evidence.RANK_MARGIN) == evidence.RANK_RANDOM_INCLUSION_MAX
+    # a state with a single LGA can never be ranked
+    assert not evidence.rank_ranges_published(evidence.random_inclusion(np.ones((1, 2), int), np.ones((1, 2), int),
+                                                                        np.zeros(1, int), 1))[0]

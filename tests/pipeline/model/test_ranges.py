@@ -167,3 +167,39 @@ def test_cross_validated_z_never_uses_the_held_out_fold() -> None:
     e3[rnd == 2021] += 3.0
     _, consts3 = ranges.cross_validated_z(e3, var, years, fold, rnd)
     assert all(consts3[f"2018|{f}"] == consts[f"2018|{f}"] for f in range(6))
+
+
+# --- the registered drift check (docs/range-protocol.md §1) ------------------------------------------
+
+
+def _round_errors(rng: np.random.Generator, drift: float, n: int = 400) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    var = rng.uniform(0.1, 0.3, n)
+    years = rng.choice([3.0, 3.1], n)
+    return drift * years + rng.normal(0, np.sqrt(var)), var, years
+
+
+def test_drift_check_applies_a_drift_that_continues_and_holds_one_that_stopped() -> None:
+    rng = np.random.default_rng(11)
+    train = _round_errors(rng, -0.1)
+    cal, held = ranges.fit_calibration(*train), ranges.fit_calibration(*train, with_drift=False)
+    assert held.drift_per_year == 0.0 and cal.drift_per_year < -0.08
+    # the decline goes on into the predicted round: the drift earns its place
+    kept = ranges.drift_check(*_round_errors(rng, -0.1), cal, held, 2021)
+    assert kept.applied and kept.mae_held - kept.mae_drift >= ranges.DRIFT_MIN_GAIN
+    assert kept.log_score_drift > kept.log_score_held and abs(kept.bias_drift) < abs(kept.bias_held)
+    # the decline stopped: the held level is as good or better, so the level holds
+    stopped = ranges.drift_check(*_round_errors(rng, 0.0), cal, held, 2021)
+    assert not stopped.applied and stopped.mae_drift > stopped.mae_held
+    # a gain below the registered margin is not enough
+    small = ranges.drift_check(*_round_errors(rng, -0.1), cal, held, 2021, min_gain=10.0)
+    assert not small.applied
+    assert kept.to_json()["applied"] is True and kept.to_json()["min_gain"] == ranges.DRIFT_MIN_GAIN
+
+
+def test_a_held_calibration_gives_every_degree_of_freedom_to_the_scale() -> None:
+    e, var, years = np.array([-0.3, 0.1, -0.2, 0.4]), np.full(4, 0.25), np.full(4, 3.0)
+    held = ranges.fit_calibration(e, var, years, with_drift=False)
+    assert held.drift_per_year == 0.0
+    assert held.var_scale == pytest.approx(float((e**2 / var).sum() / 4))
+    z, consts = ranges.cross_validated_z(e, var, years, np.array([0, 0, 1, 1]), with_drift=False)
+    assert all(c.drift_per_year == 0.0 for c in consts.values())

@@ -19,9 +19,9 @@ from tests.small_geography import small_geo
 MAX_COMPRESSED = 60 * 1024
 PUBLIC = {"index", "quickstart", "keys", "api", "errors", "rate-limits", "downloads", "map", "model", "seasons",
           "validation", "geography", "context", "survey", "attribution", "changelog", "releases", "state-codes",
-          # the scorecard of projected counts and the two pre-registered protocols: public, so anyone can
+          # the scorecard of projected counts and the pre-registered protocols: public, so anyone can
           # check that the published figures follow the method fixed before they were computed
-          "skill", "skill-protocol", "model-5-protocol", "model-6-protocol"}
+          "skill", "skill-protocol", "model-5-protocol", "model-6-protocol", "range-protocol"}
 DASHBOARD = "https://keys.example.org"
 
 
