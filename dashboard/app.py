@@ -783,6 +783,7 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
         return PlainTextResponse("Method not allowed", 405)
 
     def purge() -> None:
+        service.recover()
         try:
             service.purge(settings.absolute_hours, settings.idle_minutes)
         except Exception as e:  # a failed purge must not stop the dashboard; the next one tries again
@@ -847,4 +848,5 @@ def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
         state = SQLiteDashboardStore(spec.removeprefix("sqlite:"))
     service = Dashboard(store, state, open_mailer(settings.mailer), settings.base_url, usage=usage,
                         mail_per_hour=settings.mail_per_hour)
+    service.recover()  # key changes a crash cut off from their audit rows are recorded before anything else
     return service, create_app(service, settings)

@@ -12,6 +12,7 @@ it (no owner, `created_by` recorded), or a researcher's own (`Space("me", EMAIL)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import ipaddress
@@ -19,13 +20,14 @@ import json
 import re
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from edge.errors import OperatorError
-from edge.keys import AdminError, AdminStore
+from edge.keys import PREFIXES, AdminError, AdminStore, key_id_of, new_key
 from edge.routes import SCOPES
 
 from .mailer import Mailer
@@ -52,6 +54,7 @@ EMAIL_RE = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,63}$
 ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 ROLES = ("admin", "member")
 LOCAL_ORG = "local"  # the organisation `make run` makes for its printed administrator
+T = TypeVar("T")
 
 
 class DashboardError(OperatorError):
@@ -174,6 +177,62 @@ class Dashboard:
     def _audit(self, actor: str, action: str, *, org: str | None = None, account: str | None = None,
                target: str | None = None, detail: str = "") -> None:
         self.store.append_audit(_iso(self.now()), actor, org, account, action, target, detail)
+
+    # -- key changes and their audit rows ----------------------------------------------------------
+    def _journaled(self, work: Callable[[], T], actor: str, action: str, *, org: str | None, account: str | None,
+                   target: str, detail: str, done_when: str, form: str | None = None,
+                   shorten: tuple[str, str] | None = None, proof: str | None = None) -> T:
+        """Run `work` (one key-store write) between a journal entry and its audit row.
+
+        The key store and the dashboard store are two stores, so a crash between the key write and
+        the audit write would lose the row. The entry, written first to the dashboard store, holds
+        the whole audit row and what shows the change happened (`done_when`: `created` or `revoked`,
+        of `proof`, by default `target`); closing it appends the row in the same transaction. An entry a crash left
+        open is closed by `recover` at the next start-up: with its row when the key store shows the
+        change, without when it does not. `form`: the form token whose result is the new key;
+        `shorten`: a roll's old key and its last day, written again on replay."""
+        entry_id = f"{time.time_ns():020d}{secrets.token_hex(4)}"  # in time order, as the audit keys sort
+        at = _iso(self.now())
+        entry = {"at": at, "actor": actor, "org": org, "account": account, "action": action, "target": target,
+                 "detail": detail, "done_when": done_when, "proof": proof or target, "form": form,
+                 "shorten": list(shorten) if shorten else None}
+        self.store.journal_open(entry_id, at, json.dumps(entry, separators=(",", ":")))
+        try:
+            result = work()
+        except BaseException:
+            self.store.journal_close(entry_id, None)
+            raise
+        self.store.journal_close(entry_id, (at, actor, org, account, action, target, detail))
+        return result
+
+    def recover(self, older_than_seconds: int = 600) -> int:
+        """Close the journal entries a crash left open (run at start-up and with every purge); how
+        many were recorded. An entry whose change is not in the key store is dropped only once it is
+        older than any request takes, so one still being carried out elsewhere is left to its request."""
+        recorded = 0
+        try:
+            pending = self.store.journal_pending()
+        except Exception as e:  # no store yet (a first start): nothing to recover, the next purge tries again
+            log_event("dashboard.journal_replay_failed", error=type(e).__name__)
+            return 0
+        for row in pending:
+            entry = json.loads(row["entry"])
+            key = self.keys.get(entry["proof"], now=self.now())
+            done = key is not None and (entry["done_when"] == "created" or key["revoked_at"] is not None)
+            if not done and (self.now() - datetime.fromisoformat(row["created_at"])).total_seconds() < older_than_seconds:
+                continue
+            if done and entry.get("shorten"):
+                old, until = entry["shorten"]
+                with contextlib.suppress(AdminError):
+                    self.keys.shorten_expiry(old, until)
+            if done and entry.get("form"):
+                self.store.set_form_result(entry["form"], entry["proof"])
+            audit = (entry["at"], entry["actor"], entry["org"], entry["account"], entry["action"], entry["target"],
+                     entry["detail"]) if done else None
+            if self.store.journal_close(row["id"], audit) and done:
+                recorded += 1
+                log_event("dashboard.journal_replayed", action=entry["action"], target=entry["target"])
+        return recorded
 
     # -- sending budgets -------------------------------------------------------------------------
     def _spend(self, which: str, name: str, limit: int, shown: str | None = None) -> None:
@@ -410,11 +469,14 @@ class Dashboard:
             raise AlreadySubmitted(self.store.form_result(form_token))
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
-        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, now=self.now(), created_by=email)
+        key = new_key(kind)
+        kid = key_id_of(key)
+        self._journaled(lambda: self.keys.create(name, scopes, kind, expires_on, owner, org, now=self.now(),
+                                                 created_by=email, key=key),
+                        email, "key_created", org=org, account=owner, target=kid, done_when="created", form=form_token,
+                        detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                       expires=expires_on or "never"))
         self.store.set_form_result(form_token, kid)
-        self._audit(email, "key_created", org=org, account=owner, target=kid,
-                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
-                                   expires=expires_on or "never"))
         return kid, key
 
     def revoke_key(self, email: str, space: Space, key_id: str) -> None:
@@ -425,11 +487,12 @@ class Dashboard:
         if row["revoked_at"] is not None:
             return  # nothing changes, nothing to record
         try:
-            self.keys.revoke(key_id, self.now(), **space.holder())
+            self._journaled(lambda: self.keys.revoke(key_id, self.now(), **space.holder()), email, "key_revoked",
+                            org=space.id if space.kind == "org" else None,
+                            account=space.id if space.kind == "me" else None, target=key_id,
+                            detail=_detail(name=row["name"]), done_when="revoked")
         except AdminError:
             raise NotFound("no such key") from None
-        self._audit(email, "key_revoked", org=space.id if space.kind == "org" else None,
-                    account=space.id if space.kind == "me" else None, target=key_id, detail=_detail(name=row["name"]))
 
     def roll_key(self, email: str, space: Space, key_id: str, old_until: str, form_token: str,
                  verified_at: str | None = None) -> tuple[str, str]:
@@ -459,12 +522,19 @@ class Dashboard:
             raise AlreadySubmitted(self.store.form_result(form_token))
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
-        kid, key = self.keys.create(row["name"], row["scopes"].split(), row["kind"], row["expires_on"], owner, org,
-                                    now=self.now(), created_by=email)
-        self.keys.shorten_expiry(key_id, until.isoformat(), **space.holder())
+        key = new_key(row["kind"])
+        kid = key_id_of(key)
+
+        def work() -> None:
+            self.keys.create(row["name"], row["scopes"].split(), row["kind"], row["expires_on"], owner, org,
+                             now=self.now(), created_by=email, key=key)
+            self.keys.shorten_expiry(key_id, until.isoformat(), **space.holder())
+
+        # the row names the old key; what shows the roll happened is the new key
+        self._journaled(work, email, "key_rolled", org=org, account=owner, target=key_id, done_when="created",
+                        proof=kid, form=form_token, shorten=(key_id, until.isoformat()),
+                        detail=_detail(new_key=kid, old_key_until=until.isoformat()))
         self.store.set_form_result(form_token, kid)
-        self._audit(email, "key_rolled", org=org, account=owner, target=key_id,
-                    detail=_detail(new_key=kid, old_key_until=until.isoformat()))
         return kid, key
 
     # -- organisations, members, invitations -------------------------------------------------------
@@ -657,21 +727,22 @@ class Dashboard:
     def staff_create_key(self, staff: str, name: str, scopes: list[str], kind: str, expires_on: str | None,
                          owner: str | None, org: str | None, per_minute: int | None,
                          monthly: int | None) -> tuple[str, str]:
-        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,
-                                    now=self.now(), created_by=staff)
-        self._audit(staff, "key_created", org=org, account=owner if org is None else None, target=kid,
-                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
-                                   expires=expires_on or "never"))
+        key = new_key(kind) if kind in PREFIXES else ""
+        kid = key_id_of(key)
+        self._journaled(lambda: self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,
+                                                 now=self.now(), created_by=staff, key=key or None),
+                        staff, "key_created", org=org, account=owner if org is None else None, target=kid,
+                        done_when="created", detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                                            expires=expires_on or "never"))
         return kid, key
 
     def staff_revoke_key(self, staff: str, key_id: str) -> None:
         row = self.keys.get(key_id, now=self.now()) if hasattr(self.keys, "get") else None
-        self.keys.revoke(key_id, self.now())
         if row is not None and row["revoked_at"] is not None:
             return
-        self._audit(staff, "key_revoked", org=row["org"] if row else None,
-                    account=row["owner"] if row and not row["org"] else None, target=key_id,
-                    detail=_detail(name=row["name"]) if row else "")
+        self._journaled(lambda: self.keys.revoke(key_id, self.now()), staff, "key_revoked",
+                        org=row["org"] if row else None, account=row["owner"] if row and not row["org"] else None,
+                        target=key_id, detail=_detail(name=row["name"]) if row else "", done_when="revoked")
 
 
 def _detail(**fields: str) -> str:
