@@ -85,6 +85,8 @@ LIMITS = {
               "for a code for that address.",
     "inviter": "You have sent as many invitations as you may this hour. You can send more after {until} "
                "(in {minutes} minutes).",
+    "keys": "You have created as many keys as you may this hour. You can create more after {until} "
+            "(in {minutes} minutes).",
     "invitation": "As many codes as may be sent this hour for this invitation have been sent. You can ask again "
                   "after {until} (in {minutes} minutes).",
     "address": "This address has been sent as many codes as it may this hour for browsers it has not signed in "

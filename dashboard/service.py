@@ -45,6 +45,13 @@ CODES_PER_CLIENT_ADDRESS = 5  # codes one network address may have mailed to one
 CODES_PER_KNOWN_ADDRESS = 20  # codes mailed to one known address from every network together
 CODES_PER_INVITATION = 5  # codes asked for by people following one invitation's link
 INVITATIONS_PER_ADMIN = 30  # invitations one administrator sends
+KNOWN_AFTER_DAYS = 14  # a self-made account counts as a known address this long after its first sign-in
+POOLS = ("unknown", "known", "member", "invitations")  # the service-wide hourly pools (`malaria-risk dashboard budgets`)
+# Keys (docs/rate-limits.md#keys-per-holder says why these sizes): each key has its own limits, so
+# these caps are what bound one organisation or researcher in all
+KEYS_PER_ORG = 10  # active keys one organisation holds
+KEYS_PER_RESEARCHER = 3  # active keys one researcher holds in their own space
+KEYS_PER_ADMIN_HOUR = 10  # keys (new or rolled) one person creates in an hour
 DEVICE_DAYS = 90  # a browser that signed in as an address keeps its own budget for it this long
 INVITATION_DAYS = 7
 ROLL_OVERLAP_DAYS = 30  # the longest an old key may keep working after a roll
@@ -83,6 +90,10 @@ class LastAdministrator(DashboardError):
 
 LAST_ADMIN_TEXT = ("An organisation keeps at least one administrator. Make another member an administrator "
                    "first, then change this role.")
+
+
+class KeyCapReached(Forbidden):
+    """The organisation or researcher holds as many active keys as it may."""
 
 
 class NeedsFreshCode(DashboardError):
@@ -243,32 +254,65 @@ class Dashboard:
         n = self.store.counter.incr(f"mail:{which}:{name}:{hour}", (hour + 2) * 3600)
         if n > limit:
             until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
-            if which.startswith("service"):
-                pool = "known" if which == "service-known" else "unknown"
-                log_event("dashboard.mail_budget_exhausted", budget=pool, limit=limit, until=_iso(until))
+            if which.startswith("service-"):
+                log_event("dashboard.mail_budget_exhausted", budget=which.removeprefix("service-"), limit=limit,
+                          until=_iso(until))
             raise Limited(shown or which, until)
 
-    def _spend_mail(self, to: str, client: str, known: bool) -> None:
+    def _spend_pool(self, pool: str) -> None:
+        """One mail from a service-wide pool; its counter's name carries the pool's generation,
+        which `reset_pool` moves on, so the operator can give a flooded pool back at once."""
+        self._spend(f"service-{pool}", f"all{self._generation(pool) or ''}", self.mail_per_hour, "service")
+
+    def _generation(self, pool: str) -> int:
+        return int(self.store.counter.value(f"mail:generation:{pool}"))
+
+    def budgets(self) -> list[dict[str, Any]]:
+        """The service-wide pools of this hour: spent, limit, and when the hour ends."""
+        hour = int(self.now().timestamp()) // 3600
+        until = _iso(datetime.fromtimestamp((hour + 1) * 3600, UTC))
+        return [{"pool": p, "spent": min(self.store.counter.value(
+                     f"mail:service-{p}:all{self._generation(p) or ''}:{hour}"), self.mail_per_hour),
+                 "limit": self.mail_per_hour, "until": until} for p in POOLS]
+
+    def reset_pool(self, staff: str, pool: str) -> None:
+        """Give a pool its whole hour back (a new counter), with an audit row."""
+        if pool not in POOLS:
+            raise DashboardError(f"no pool {pool!r}; the pools are {', '.join(POOLS)}")
+        self.store.counter.incr(f"mail:generation:{pool}", 2**62)
+        self._audit(staff, "mail_budget_reset", detail=_detail(pool=pool))
+
+    def _spend_mail(self, to: str, client: str, kind: str) -> None:
         """The budgets a code for someone not yet proven to own the address passes: per network,
         per (network, address) and per address, then the service's pool of its kind. Addresses the
         service knows (an account, a pending invitation) have their own pool and counters, which
         a flood of codes to unknown addresses cannot use up; one network can hold a known address
         to 5 codes an hour, not lock its owner out. Both kinds do the same number of steps."""
         group = client_group(client)
-        kind = "known" if known else "unknown"
+        known = kind != "unknown"
         self._spend(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client")
         self._spend("pair", _digest(group, to)[:24], CODES_PER_CLIENT_ADDRESS if known else CODES_PER_ADDRESS,
                     "address")
         self._spend(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
                     "address")
-        self._spend(f"service-{kind}", "all", self.mail_per_hour, "service")
+        self._spend_pool(kind)
 
-    def _known_address(self, email: str) -> bool:
-        """An address the service knows: an account that signed in or was made by staff or an
-        invitation's acceptance (not removed), or one with a live invitation from a current admin."""
+    def _address_kind(self, email: str) -> str:
+        """Which pool a code for `email` draws on. `member`: an account (not removed) that staff or an
+        administrator vouched for (a member of an organisation, a researcher staff unlocked), or an
+        address with a live invitation from a current administrator; `known`: any other account made
+        at least KNOWN_AFTER_DAYS ago; `unknown`: every other address. A first sign-in alone makes no
+        address known, so a catch-all domain's addresses, signed in once, spend only the unknown pool,
+        and accounts aged on purpose spend only the known one: neither reaches members."""
         account = self.store.get_account(email)
-        invited = [i for i in self.store.invitations_to(email, _iso(self.now())) if self._may_still_invite(i)]
-        return (account is not None and account["removed_at"] is None) or bool(invited)
+        orgs = self.store.orgs_of(email)  # every read for every address: the timing tells nothing
+        invited = any(self._may_still_invite(i) for i in self.store.invitations_to(email, _iso(self.now())))
+        live = account is not None and account["removed_at"] is None
+        if invited or (live and (account["unlocked_at"] or orgs)):  # type: ignore[index]
+            return "member"
+        if live and datetime.fromisoformat(account["created_at"]) <= self.now() - timedelta(days=KNOWN_AFTER_DAYS):  # type: ignore[index]
+            return "known"
+        return "unknown"
 
     def _invitation_for(self, email: str, token: str | None) -> dict[str, Any] | None:
         """The live invitation `token` names, when it was sent to `email` by a current administrator."""
@@ -297,13 +341,13 @@ class Dashboard:
             raise DashboardError("enter an email address, like name@example.org")
         now = self.now()
         device = self.store.known_device(_digest(browser), email, _iso(now - timedelta(days=DEVICE_DAYS)))
-        known = self._known_address(email)
+        kind = self._address_kind(email)
         invited = self._invitation_for(email, invitation)
         self._spend("browser", _digest(browser)[:24], CODES_PER_BROWSER)
         if invited is not None and not device:
             self._spend("invitation", str(invited["token_hash"])[:24], CODES_PER_INVITATION)
         elif not device:
-            self._spend_mail(email, client, known)
+            self._spend_mail(email, client, kind)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         account = self.store.get_account(email)
         self.store.add_code(email, _digest(browser), _digest(email, code), _iso(now),
@@ -458,6 +502,30 @@ class Dashboard:
             raise DashboardError(str(e).replace("--expires", "the expiry")) from None
         return name
 
+    def _check_key_cap(self, space: Space, who: str, override: bool = False) -> None:
+        """Refuse a new key past the holder's cap of active keys (per-key limits multiply with the
+        number of keys); staff may go past it with `override`. Either way one log line for the alarm."""
+        cap = KEYS_PER_ORG if space.kind == "org" else KEYS_PER_RESEARCHER
+        active = sum(r["status"] == "active" for r in self.keys.list_for(**space.holder(), now=self.now()))
+        if active < cap:
+            return
+        holder = space.id if space.kind == "org" else self._log_hash(space.id)
+        log_event("dashboard.key_cap_reached", holder_kind=space.kind, holder=holder, cap=cap, active=active,
+                  overridden=override)
+        if not override:
+            whose = "this organisation" if space.kind == "org" else "a researcher"
+            raise KeyCapReached(f"{whose} can hold {cap} active keys at once, and has {active}: revoke one you no "
+                                f"longer use, or ask the service team")
+
+    def _spend_key_creation(self, email: str) -> None:
+        """Keys one person may create (or roll) in an hour: LimitedKeys past KEYS_PER_ADMIN_HOUR."""
+        try:
+            self._spend("keys", _digest(email)[:24], KEYS_PER_ADMIN_HOUR)
+        except Limited as e:
+            log_event("dashboard.key_creation_limited", who=self._log_hash(email), limit=KEYS_PER_ADMIN_HOUR,
+                      until=_iso(e.until))
+            raise
+
     def create_key(self, email: str, space: Space, name: str, scopes: list[str], kind: str,
                    expires_on: str | None, form_token: str, verified_at: str | None = None) -> tuple[str, str]:
         """(key id, key). A repeated `form_token` raises AlreadySubmitted naming the first key."""
@@ -465,8 +533,10 @@ class Dashboard:
         name = self._check_new_key(name, scopes, kind, expires_on)
         if kind == "live" and self.needs_fresh_code(verified_at):
             raise NeedsFreshCode("creating a live key needs a fresh sign-in code")
+        self._check_key_cap(space, email)
         if not self.store.claim_form(form_token, _iso(self.now())):
             raise AlreadySubmitted(self.store.form_result(form_token))
+        self._spend_key_creation(email)
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
         key = new_key(kind)
@@ -520,6 +590,7 @@ class Dashboard:
             raise NeedsFreshCode("rolling a live key needs a fresh sign-in code")
         if not self.store.claim_form(form_token, _iso(self.now())):
             raise AlreadySubmitted(self.store.form_result(form_token))
+        self._spend_key_creation(email)  # a roll replaces a key within 30 days, so the holder's cap does not stop it
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
         key = new_key(row["kind"])
@@ -558,10 +629,10 @@ class Dashboard:
             raise NeedsFreshCode("inviting an administrator needs a fresh sign-in code")
         if self.store.role(space.id, invitee) is not None:
             raise DashboardError(f"{invitee} is already a member")
-        # An administrator's own budget and the known addresses' pool: neither can a stranger
-        # asking codes for the invitee's address (or for anyone) use up.
+        # An administrator's own budget and the invitations' pool: only signed-in administrators spend
+        # either, so no stranger asking codes (for the invitee's address or anyone's) can use them up.
         self._spend("inviter", _digest(email)[:24], INVITATIONS_PER_ADMIN)
-        self._spend("service-known", "all", self.mail_per_hour, "service")
+        self._spend_pool("invitations")
         token = secrets.token_urlsafe(24)
         now = self.now()
         inv_id = "inv_" + secrets.token_hex(5)
@@ -726,7 +797,10 @@ class Dashboard:
 
     def staff_create_key(self, staff: str, name: str, scopes: list[str], kind: str, expires_on: str | None,
                          owner: str | None, org: str | None, per_minute: int | None,
-                         monthly: int | None) -> tuple[str, str]:
+                         monthly: int | None, over_cap: bool = False) -> tuple[str, str]:
+        """The operator's key: the holder's cap applies unless `over_cap` (logged all the same)."""
+        if org is not None or owner is not None:
+            self._check_key_cap(Space("org", org) if org is not None else Space("me", str(owner)), staff, over_cap)
         key = new_key(kind) if kind in PREFIXES else ""
         kid = key_id_of(key)
         self._journaled(lambda: self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,

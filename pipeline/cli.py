@@ -337,11 +337,12 @@ def keys() -> None:
 @click.option("--owner", default=None, help="Owning account.")
 @click.option("--per-minute", type=int, default=None, help="Per-minute request limit (default: service default).")
 @click.option("--monthly", type=int, default=None, help="Monthly allowance, live keys (default: service default).")
+@click.option("--over-cap", is_flag=True, help="Create it even if the holder has its cap of active keys (logged).")
 @keys_option
 @store_option
 @dashboard_store_option
 def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | None, org: str | None,
-                owner: str | None, per_minute: int | None, monthly: int | None, keys_path: str,
+                owner: str | None, per_minute: int | None, monthly: int | None, over_cap: bool, keys_path: str,
                 store_spec: str | None, dashboard_store: str | None) -> None:
     """Create a key. The key is printed once, as the last line, and never shown again.
 
@@ -351,7 +352,8 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
     if org is not None and owner is not None:
         raise click.ClickException("give --org (the organisation's key) or --owner (an account's own key), not both")
     service = open_service(keys_path, store_spec, dashboard_store)
-    kid, key = service.staff_create_key(staff(), name, list(scopes), kind, expires, owner, org, per_minute, monthly)
+    kid, key = service.staff_create_key(staff(), name, list(scopes), kind, expires, owner, org, per_minute, monthly,
+                                        over_cap=over_cap)
     click.echo(f"created {kid} ({kind}, scopes: {' '.join(sorted(set(scopes)))}). Store this key now; it is not shown again:", err=True)
     click.echo(key)
 
@@ -661,6 +663,23 @@ def dashboard_rotate_secret(keys_path: str, store_spec: str | None, dashboard_st
     open_service(keys_path, store_spec, dashboard_store).rotate_signing_secret(staff())
     click.echo("the dashboard's cookie-signing secret is rotated: new cookies use the new one, "
                "cookies signed with the one before keep working")
+
+
+@dashboard_cmd.command("budgets", epilog=example("malaria-risk dashboard budgets --keys var/keys.sqlite",
+                                                 "malaria-risk dashboard budgets --reset known --store dynamodb:mr-"))
+@click.option("--reset", "reset", type=click.Choice(["unknown", "known", "member", "invitations"]), default=None,
+              help="Give this pool its whole hour back (writes an audit row).")
+@keys_option
+@store_option
+@dashboard_store_option
+def dashboard_budgets(reset: str | None, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """The service-wide hourly mail pools: spent, limit, and when the hour ends (docs/dashboard.md#sign-in-limits)."""
+    service = open_service(keys_path, store_spec, dashboard_store)
+    if reset is not None:
+        service.reset_pool(staff(), reset)
+        click.echo(f"the {reset} pool starts again from 0 this hour", err=True)
+    for b in service.budgets():
+        click.echo("\t".join([b["pool"], f"{b['spent']}/{b['limit']}", f"until {b['until']}"]))
 
 
 # -- local releases: verify, prune ------------------------------------------------------

@@ -418,6 +418,11 @@ class DynamoDBCounter:
         )
         return int(got["Attributes"]["n"]["N"])
 
+    def value(self, name: str) -> int:
+        """The current count (0 if none); for the operator's commands, not the hot path."""
+        item = self.client.get_item(TableName=self.table, Key=self.key(name), ConsistentRead=True).get("Item", {})
+        return int(item["n"]["N"]) if "n" in item else 0
+
     def sweep(self, before: int) -> None:
         """DynamoDB's TTL deletes expired windows itself."""
 
