@@ -16,10 +16,8 @@ Security in one place, for every request:
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
 import hmac
-import io
 import re
 import secrets
 import time
@@ -41,6 +39,7 @@ from edge.limits import DEFAULT_MONTHLY
 from edge.routes import SCOPES, scope_endpoints
 
 from . import service as rules
+from .operator_text import csv_text
 from .service import Dashboard, DashboardError, Limited, Space
 from .settings import MAX_BODY, MAX_HEAD, DashboardSettings
 
@@ -742,24 +741,16 @@ class DashboardApp:
     async def audit_csv(self, request: Request) -> Response:
         ctx, space, _ = self.in_space(request)
         rows = self.service.audit(ctx.email, space)
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\r\n")
-        w.writerow(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"])
-        for r in rows:
-            w.writerow([r["seq"], r["at"], wat(r["at"]), _csv_safe(r["actor"]), r["action"],
-                        _csv_safe(r["target"] or ""), _csv_safe(r["detail"])])
+        text = csv_text(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"],
+                        ([r["seq"], r["at"], wat(r["at"]), r["actor"], r["action"], r["target"], r["detail"]]
+                         for r in rows), line_end="\r\n")
         name = f"audit-{space.id if space.kind == 'org' else 'me'}.csv"
-        return Response(out.getvalue().encode(), media_type="text/csv; charset=utf-8",
+        return Response(text.encode(), media_type="text/csv; charset=utf-8",
                         headers={"content-disposition": f'attachment; filename="{name}"'})
 
 
 Action = Callable[[Ctx, dict[str, str], list[tuple[str, str]]], Response]
 Retry = Callable[[Ctx, dict[str, str], str, int], Response]
-
-
-def _csv_safe(value: str) -> str:
-    """Spreadsheets run a cell that starts with = + - @ as a formula: prefix it with a quote."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 class _SignIn(Exception):

@@ -400,10 +400,12 @@ def keys_local_test(key_file: Path, keys_path: str) -> None:
 @store_option
 def keys_list(keys_path: str, store_spec: str | None) -> None:
     """One line per key: id, name, kind, scopes, status, owner, org, expiry, key hint."""
+    from dashboard.operator_text import terminal_line
+
     rows = open_key_store(keys_path, store_spec).list(datetime.now(UTC))
-    for r in rows:
+    for r in rows:  # names and owners are typed by users: escapes are shown, never obeyed
         scopes = ",".join(r["scopes"].split())
-        click.echo("\t".join([
+        click.echo(terminal_line([
             r["id"], r["name"], r["kind"], scopes, r["status"], r["owner"] or "-", r["org"] or "-",
             r["expires_on"] or "never", r["hint"],
         ]))
@@ -585,9 +587,11 @@ def accounts_lock(email: str, keys_path: str, store_spec: str | None, dashboard_
 @dashboard_store_option
 def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Researchers' open requests for API access: when, who, and what for (answer with `accounts unlock`)."""
+    from dashboard.operator_text import terminal_line
+
     rows = open_service(keys_path, store_spec, dashboard_store).store.access_requests()
-    for r in rows:
-        click.echo("\t".join([r["created_at"], r["email"], r["reason"]]))
+    for r in rows:  # the reason is the researcher's own text: escapes are shown, never obeyed
+        click.echo(terminal_line([r["created_at"], r["email"], r["reason"]]))
     if not rows:
         click.echo("no open requests", err=True)
 
