@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import re
 import secrets
@@ -26,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any, TypeVar
 
+from edge.clients import client_group as client_group  # the grouping every client bound uses
 from edge.errors import OperatorError
 from edge.keys import PREFIXES, AdminError, AdminStore, key_id_of, new_key
 from edge.routes import SCOPES
@@ -139,23 +139,6 @@ def normalise_code(code: str) -> str:
 
 def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
-
-
-def client_group(address: str) -> str:
-    """The network a client address counts as: an IPv4 address itself, an IPv6 address its /64
-    (one subscriber's allocation), an IPv4-mapped IPv6 address its IPv4 address. Parsed with
-    `ipaddress`, so every text form of one address (compressed, expanded, zone, brackets) is one
-    client; text that is no address at all counts as itself."""
-    text = address.strip().strip("[]").split("%", 1)[0]
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
 
 
 def _iso(t: datetime) -> str:

@@ -629,6 +629,7 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     import uvicorn
 
     from dashboard.app import build as build_dashboard
+    from dashboard.serve import MAX_CONNECTIONS_PER_CLIENT as DASH_CONNECTIONS_PER_CLIENT
     from dashboard.serve import options as serve_options
     from dashboard.settings import DashboardSettings
     from edge.local.settings import ServerSettings
@@ -648,7 +649,9 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     # uvicorn would take X-Forwarded-For from any loopback peer by default: only a named proxy may say who the client is
     proxies = {"proxy_headers": True, "forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips \
         else {"proxy_headers": False}
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(), **proxies)
+    per_client = None if forwarded_allow_ips else DASH_CONNECTIONS_PER_CLIENT  # behind a proxy, one address is everyone
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(per_client),
+                **proxies)
 
 
 @dashboard_cmd.command("rotate-secret", epilog=example("malaria-risk dashboard rotate-secret --keys var/keys.sqlite",
