@@ -76,12 +76,17 @@ NOTICES = {
 # Refusals shown after a redirect (POST, then See Other to the page, then GET): the page, not the
 # form's POST address, is what the browser shows, reloads and keeps in its history.
 REFUSALS = {"last_admin": rules.LAST_ADMIN_TEXT}
+# What stays true for the person's other browsers (Dashboard.request_code skips the budgets for a browser
+# marked as having signed in with the address; the mark lasts DEVICE_DAYS and the browser id survives
+# every rotation of the signing secret it is used between, `DashboardApp.ctx`)
+OWN_BROWSER = (f"A browser where you have signed in with this address in the last {rules.DEVICE_DAYS} days can still "
+               "ask for a code, unless the dashboard's signing secret was replaced twice since that browser last "
+               "opened it.")
 LIMITS = {
     "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
                "(in {minutes} minutes).",
     "client": "Your network has asked for as many codes as it may this hour. You can ask again "
-              "after {until} (in {minutes} minutes). A browser where you have signed in before can still ask "
-              "for a code for that address.",
+              "after {until} (in {minutes} minutes). " + OWN_BROWSER,
     "inviter": "You have sent as many invitations as you may this hour. You can send more after {until} "
                "(in {minutes} minutes).",
     "keys": "You have created as many keys as you may this hour. You can create more after {until} "
@@ -89,11 +94,10 @@ LIMITS = {
     "invitation": "As many codes as may be sent this hour for this invitation have been sent. You can ask again "
                   "after {until} (in {minutes} minutes).",
     "address": "This address has been sent as many codes as it may this hour for browsers it has not signed in "
-               "from. You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
-               "with this address before can still ask for a code.",
+               "from. You can ask again after {until} (in {minutes} minutes). " + OWN_BROWSER,
     "service": "The dashboard has sent as many emails this hour as it allows, and the service team is told. "
-               "You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
-               "before can still ask for a code, and so can members and people invited by an organisation.",
+               "You can ask again after {until} (in {minutes} minutes). " + OWN_BROWSER
+               + " Members and people invited by an organisation draw on a pool of their own.",
 }
 MEMBER_TEXT = {
     "member": "Only the organisation's administrators can create, roll or revoke its keys: ask one of them "
@@ -213,13 +217,15 @@ class Ctx:
     """One request's visitor: the browser (a signed random id in its own cookie, no server row),
     the signed-in session if any, and the CSRF token their forms carry."""
 
-    __slots__ = ("request", "browser", "new_browser", "session")
+    __slots__ = ("request", "browser", "new_browser", "session", "resigned")
 
-    def __init__(self, request: Request, browser: str, new_browser: str | None, session: dict[str, Any] | None):
+    def __init__(self, request: Request, browser: str, new_browser: str | None, session: dict[str, Any] | None,
+                 resigned: str | None = None):
         self.request = request
         self.browser = browser
-        self.new_browser = new_browser  # a cookie value to set on the answer
+        self.new_browser = new_browser  # a new browser's cookie, to set on the answer
         self.session = session
+        self.resigned = resigned  # the same browser id signed with the current secret, to set on the answer
 
     @property
     def email(self) -> str:
@@ -338,10 +344,16 @@ class DashboardApp:
         return {**s, "hash": h}
 
     def ctx(self, request: Request) -> Ctx:
+        """The visitor. A browser id signed with the previous secret is signed again with the current
+        one on this answer, so the browser keeps its id (and its "signed in here before" marks)
+        through every rotation it is used between, not only the next one."""
         value = request.cookies.get(self.settings.browser_cookie_name, "")
         bid, _, sig = value.partition(".")
         if bid and len(value) < 100 and self._signed(sig, "browser", bid):
-            return Ctx(request, bid, None, self.session(request))
+            current = self._sign("browser", bid)
+            resigned = None if hmac.compare_digest(sig.encode("utf-8", "replace"), current.encode()) \
+                else f"{bid}.{current}"
+            return Ctx(request, bid, None, self.session(request), resigned)
         bid = secrets.token_urlsafe(18)
         return Ctx(request, bid, f"{bid}.{self._sign('browser', bid)}", self.session(request))
 
@@ -374,8 +386,9 @@ class DashboardApp:
         return self.finish(ctx, HTMLResponse(html, status))
 
     def finish(self, ctx: Ctx, response: Response) -> Response:
-        if ctx.new_browser is not None:
-            self._cookie(response, self.settings.browser_cookie_name, ctx.new_browser, BROWSER_COOKIE_DAYS * 86_400)
+        if ctx.new_browser is not None or ctx.resigned is not None:
+            self._cookie(response, self.settings.browser_cookie_name, ctx.new_browser or str(ctx.resigned),
+                         BROWSER_COOKIE_DAYS * 86_400)
         return response
 
     def message(self, ctx: Ctx, status: int, title: str, message: str) -> Response:

@@ -592,8 +592,10 @@ def test_two_signing_secrets_rotated_by_a_command(orgs: World, cdn: DashServer, 
     with DashServer(create_app(orgs.service, settings)) as rotated:  # a process started after the rotation
         old.base = rotated.url
         old.client = httpx.Client(base_url=rotated.url, timeout=10, follow_redirects=False)
-        page = old.get("/sign-in")  # the cookie signed with the previous secret is still accepted
-        assert "set-cookie" not in page.headers and old.cookies["__Host-browser"] == old_cookie
+        page = old.get("/sign-in")  # the cookie signed with the previous secret is still accepted, and the
+        # same browser id comes back signed with the current one (so it outlives the next rotation too)
+        assert "set-cookie" in page.headers and old.cookies["__Host-browser"] != old_cookie
+        assert old.cookies["__Host-browser"].partition(".")[0] == old_cookie.partition(".")[0]
         r = old.post("/sign-in", {"email": ANN})  # and its form (CSRF signed with the previous secret) goes through
         assert r.status_code == 200 and mails_to(orgs, ANN) == 1
         new = Browser(rotated.url)
@@ -605,10 +607,15 @@ def test_two_signing_secrets_rotated_by_a_command(orgs: World, cdn: DashServer, 
         new.close()
         result = CliRunner().invoke(main, ["dashboard", "rotate-secret", "--keys", str(orgs.keys_path)])
         assert result.exit_code == 0
-    with DashServer(create_app(orgs.service, settings)) as twice:  # two rotations later the oldest is forgotten
+    with DashServer(create_app(orgs.service, settings)) as twice:  # two rotations later the oldest is forgotten:
         old.client = httpx.Client(base_url=twice.url, timeout=10, follow_redirects=False)
+        kept = old.cookies["__Host-browser"]  # the browser used between the rotations keeps its id,
+        old.get("/sign-in")
+        assert old.cookies["__Host-browser"].partition(".")[0] == kept.partition(".")[0] == old_cookie.partition(".")[0]
+        old.cookies["__Host-browser"] = old_cookie  # a cookie signed with the forgotten secret gets a new one
         page = old.get("/sign-in")
-        assert "set-cookie" in page.headers and old.cookies["__Host-browser"] != old_cookie
+        assert "set-cookie" in page.headers
+        assert old.cookies["__Host-browser"].partition(".")[0] != old_cookie.partition(".")[0]
     assert any(r["action"] == "signing_secret_rotated" for r in orgs.store.audit())
 
 
