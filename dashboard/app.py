@@ -479,6 +479,8 @@ class DashboardApp:
         if send:
             try:
                 self.service.request_code(ctx.email, ctx.browser, self.client(ctx.request))
+            except rules.Held:
+                pass  # answered like a sent code (a signed-in browser is marked for its address: rare)
             except Limited as e:
                 error, status = limit_text(e, self.service.now()), 429
         carried = [(k, v) for k, v in pairs if k not in ("csrf", "code", "resend")]
@@ -541,8 +543,11 @@ class DashboardApp:
     async def sign_in_send(self, request: Request) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             invited = INVITATION_NEXT.match(f.get("next", ""))  # following an invitation's link: its own budget
-            self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
-                                      invitation=invited.group(1) if invited else None)
+            try:
+                self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
+                                          invitation=invited.group(1) if invited else None)
+            except rules.Held:
+                pass  # the same answer as a sent code: a refusal here would say whether the address is known
             nxt = f.get("next", "")
             return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)

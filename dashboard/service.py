@@ -110,6 +110,12 @@ class Limited(DashboardError):
         self.until = until
 
 
+class Held(Limited):
+    """A code not mailed because a budget of the address's kind is used up: answered like a sent
+    code (the person is told codes may be held when many are asked), so the answer does not say
+    whether the service knows the address. Logged as `dashboard.code_held`."""
+
+
 def log_event(event: str, **fields: Any) -> None:
     """One JSON line on stderr (CloudWatch keeps it as it is): the operator's metric filters and
     alarms match on `event`, so its names are fixed."""
@@ -156,6 +162,7 @@ class Dashboard:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.usage = usage
         self._log_key: bytes | None = None
+        self._send_seconds = 0.0  # the running mean of a sign-in mail's sending time
 
     def now(self) -> datetime:
         return self.clock()
@@ -232,20 +239,32 @@ class Dashboard:
     def _spend(self, which: str, name: str, limit: int, shown: str | None = None) -> None:
         """Count one mail against a budget of this UTC hour; Limited past `limit` (`shown`: the
         budget the person is told about, when it is not `which`)."""
+        refused = self._count(which, name, limit, shown)
+        if refused is not None:
+            raise refused
+
+    def _count(self, which: str, name: str, limit: int, shown: str | None = None) -> Limited | None:
+        """`_spend` that returns the refusal instead of raising it."""
         now = self.now()
         hour = int(now.timestamp()) // 3600
         n = self.store.counter.incr(f"mail:{which}:{name}:{hour}", (hour + 2) * 3600)
-        if n > limit:
-            until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
-            if which.startswith("service-"):
-                log_event("dashboard.mail_budget_exhausted", budget=which.removeprefix("service-"), limit=limit,
-                          until=_iso(until))
-            raise Limited(shown or which, until)
+        if n <= limit:
+            return None
+        until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
+        if which.startswith("service-"):
+            log_event("dashboard.mail_budget_exhausted", budget=which.removeprefix("service-"), limit=limit,
+                      until=_iso(until))
+        return Limited(shown or which, until)
 
     def _spend_pool(self, pool: str) -> None:
+        refused = self._count_pool(pool)
+        if refused is not None:
+            raise refused
+
+    def _count_pool(self, pool: str) -> Limited | None:
         """One mail from a service-wide pool; its counter's name carries the pool's generation,
         which `reset_pool` moves on, so the operator can give a flooded pool back at once."""
-        self._spend(f"service-{pool}", f"all{self._generation(pool) or ''}", self.mail_per_hour, "service")
+        return self._count(f"service-{pool}", f"all{self._generation(pool) or ''}", self.mail_per_hour, "service")
 
     def _generation(self, pool: str) -> int:
         return int(self.store.counter.value(f"mail:generation:{pool}"))
@@ -265,20 +284,23 @@ class Dashboard:
         self.store.counter.incr(f"mail:generation:{pool}", 2**62)
         self._audit(staff, "mail_budget_reset", detail=_detail(pool=pool))
 
-    def _spend_mail(self, to: str, client: str, kind: str) -> None:
-        """The budgets a code for someone not yet proven to own the address passes: per network,
-        per (network, address) and per address, then the service's pool of its kind. Addresses the
-        service knows (an account, a pending invitation) have their own pool and counters, which
-        a flood of codes to unknown addresses cannot use up; one network can hold a known address
-        to 5 codes an hour, not lock its owner out. Both kinds do the same number of steps."""
+    def _spend_mail(self, to: str, client: str, kind: str) -> Limited | None:
+        """The budgets a code for someone not yet proven to own the address passes. First the one
+        that is the same for every address, this network's share of it (Limited, shown); then, kept
+        apart by the address's kind (`_address_kind`) so a flood of one kind cannot use up another's,
+        this network's codes, the address's own and the service's pool of its kind. A refusal by
+        those is returned, not raised: the code is then held (not mailed) behind the same answer
+        as a sent one, since a visible refusal would tell which kind the address is. Every one is
+        counted every time, so both kinds do the same steps."""
         group = client_group(client)
         known = kind != "unknown"
-        self._spend(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client")
         self._spend("pair", _digest(group, to)[:24], CODES_PER_CLIENT_ADDRESS if known else CODES_PER_ADDRESS,
                     "address")
-        self._spend(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
-                    "address")
-        self._spend_pool(kind)
+        held = [self._count(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client"),
+                self._count(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
+                            "address"),
+                self._count_pool(kind)]
+        return next((h for h in held if h is not None), None)
 
     def _address_kind(self, email: str) -> str:
         """Which pool a code for `email` draws on. `member`: an account (not removed) that staff or an
@@ -327,27 +349,42 @@ class Dashboard:
         kind = self._address_kind(email)
         invited = self._invitation_for(email, invitation)
         self._spend("browser", _digest(browser)[:24], CODES_PER_BROWSER)
+        held = None
         if invited is not None and not device:
             self._spend("invitation", str(invited["token_hash"])[:24], CODES_PER_INVITATION)
         elif not device:
-            self._spend_mail(email, client, kind)
+            held = self._spend_mail(email, client, kind)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         account = self.store.get_account(email)
         self.store.add_code(email, _digest(browser), _digest(email, code), _iso(now),
                             _iso(now + timedelta(minutes=CODE_MINUTES)))
+        hashed = {"address": self._log_hash(email), "client": self._log_hash(client_group(client))}  # either way
+        if held is not None:
+            log_event("dashboard.code_held", budget=held.which, **hashed)
+            self._pace()  # as long as a mail takes: the answer's timing does not tell a held code from a sent one
+            raise Held(held.which, held.until)
         if account is not None and account["removed_at"] is not None:
-            self.mailer.send(email, "Your dashboard account was removed", (
+            self._send(email, "Your dashboard account was removed", (
                 "Someone asked for a sign-in code for this address on the malaria risk data service dashboard, "
                 "but its account was removed, so it cannot sign in. If you need access, ask your organisation's "
                 "administrator or the service team. If you did not ask, ignore this email."))
             return
         shown = f"{code[:4]}-{code[4:]}"
         link = f"{self.base_url}/sign-in/confirm?email={_q(email)}&code={code}"
-        self.mailer.send(email, f"Your sign-in code: {shown}", (
+        self._send(email, f"Your sign-in code: {shown}", (
             f"Your code for the malaria risk data service dashboard is {shown}.\n\n"
             f"Or open this link in the same browser and press the button on the page:\n{link}\n\n"
             f"The code works once, for {CODE_MINUTES} minutes, in the browser where it was asked for. "
             f"If you did not ask for it, ignore this email."))
+
+    def _send(self, to: str, subject: str, text: str) -> None:
+        """Mail, keeping a running mean of how long sending takes (what `_pace` waits)."""
+        started = time.monotonic()
+        self.mailer.send(to, subject, text)
+        self._send_seconds += (time.monotonic() - started - self._send_seconds) / 8
+
+    def _pace(self) -> None:
+        time.sleep(self._send_seconds)
 
     def code_link(self, email: str, code: str, browser: str) -> tuple[str, str, bool]:
         """What the email's link may put in the sign-in form (only an address and a code of the
