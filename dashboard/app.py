@@ -543,11 +543,10 @@ class DashboardApp:
     async def sign_in_send(self, request: Request) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             invited = INVITATION_NEXT.match(f.get("next", ""))  # following an invitation's link: its own budget
-            try:
+            # a held code gets the same answer as a sent one: a refusal here would say whether the address is known
+            with contextlib.suppress(rules.Held):
                 self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
                                           invitation=invited.group(1) if invited else None)
-            except rules.Held:
-                pass  # the same answer as a sent code: a refusal here would say whether the address is known
             nxt = f.get("next", "")
             return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)

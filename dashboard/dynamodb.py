@@ -18,6 +18,7 @@ and deletion protection:
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from datetime import datetime
@@ -478,12 +479,10 @@ class DynamoDBDashboardStore:
         if audit is not None:
             at, actor, org, account, action, target, detail = audit
             pk = f"org#{org}" if org is not None else f"account#{account}" if account is not None else "service"
-            try:
+            with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # written already
                 self.client.put_item(TableName=self.audit_table, ConditionExpression="attribute_not_exists(pk)",
                                      Item=_item(pk=pk, sk=f"{at}#{entry_id}", at=at, actor=actor, org=org,
                                                 account=account, action=action, target=target, detail=detail))
-            except self.client.exceptions.ConditionalCheckFailedException:
-                pass
         self.client.delete_item(TableName=self.table, Key={"pk": {"S": "journal"}, "sk": {"S": entry_id}})
         return True
 

@@ -18,7 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..keys import PREFIXES, AdminError, KeyRecord, KeyStore, hash_key, key_id_of, new_key, validate_new_key
+from ..keys import (
+    PREFIXES,
+    AdminError,
+    KeyRecord,
+    KeyStore,
+    hash_key,
+    key_id_of,
+    new_key,
+    validate_new_key,
+)
 from ..routes import SCOPES
 
 __all__ = ["AdminError", "ChangeAwareKeyCache", "KeyStoreUnavailable", "SQLiteFile", "SQLiteKeyStore", "connect"]  # AdminError: for the CLI

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import timedelta
 
@@ -48,10 +49,8 @@ def alarm_lines(capfd: pytest.CaptureFixture[str], event: str) -> list[dict[str,
 def try_keys(s: Dashboard, email: str, space: Space, n: int, prefix: str = "k") -> list[str]:
     made = []
     for i in range(n):
-        try:
+        with contextlib.suppress(DashboardError):
             made.append(s.create_key(email, space, f"{prefix}{i}", ["risk_scores"], "test", None, f"{prefix}-form-{i}")[0])
-        except DashboardError:
-            pass
     return made
 
 
@@ -119,10 +118,8 @@ def catch_all_flood(s: Dashboard, world: World, addresses: int, per_hour: int) -
         s.request_code(email, browser=f"attacker-{i}", client=f"198.51.100.{i}")
         s.sign_in(email, world.code_for(email), browser=f"attacker-{i}", client=f"198.51.100.{i}")
     for n in range(2 * per_hour):
-        try:
+        with contextlib.suppress(Limited):
             s.request_code(f"x{n % addresses}@catch-all.example", browser=f"fresh-{n}", client=f"203.0.{n}.9")
-        except Limited:
-            pass
 
 
 def test_a_catch_all_domain_signed_in_once_cannot_block_invitations_or_members(orgs: World):

@@ -49,7 +49,7 @@ def test_a_browser_used_between_rotations_keeps_its_mark_and_the_429_text_is_tru
     rotate(world)
     with started(world) as dash:
         ann.base, ann.client = dash.url, httpx.Client(base_url=dash.url, timeout=10, follow_redirects=False)
-        for i in range(CODES_PER_KNOWN_ADDRESS + CODES_PER_ADDRESS):  # a stranger uses up her address's hour
+        for _ in range(CODES_PER_KNOWN_ADDRESS + CODES_PER_ADDRESS):  # a stranger uses up her address's hour
             ask(Browser(dash.url), ANN)
         stranger = ask(Browser(dash.url), ANN)
         assert stranger.status_code == 429
