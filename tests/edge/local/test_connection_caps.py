@@ -28,6 +28,7 @@ from edge.local import direct
 from edge.local.app import App
 from tests.conftest import LiveServer, free_port
 from tests.dashboard.conftest import World
+from tests.edge.local.test_attacks import trickle
 
 CAP = 4
 
@@ -74,18 +75,7 @@ def test_the_dashboard_answers_a_trickled_head_with_408(dashboard_port: int, cap
     with connect(dashboard_port) as s:
         t0 = time.monotonic()
         s.sendall(b"GET /sign-in HTTP/1.1\r\n")
-        s.settimeout(0.2)
-        answer = b""
-        for ch in b"Host: 127.0.0.1\r\nX-Slow: " + b"z" * 30:  # one byte every 0.2 s: 6 s in all
-            try:
-                s.sendall(bytes([ch]))
-                answer += s.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if answer:
-                break
+        answer = trickle(s, b"Host: 127.0.0.1\r\nX-Slow: " + b"z" * 30, 0.2)  # a byte every 0.2 s: 6 s in all
         answer += read_all(s, 2)
         waited = time.monotonic() - t0
     assert answer.startswith(b"HTTP/1.1 408"), answer[:80]
