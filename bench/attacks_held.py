@@ -97,8 +97,9 @@ def main(old: str | None, workers: int, keyword: str | None) -> None:
             cells.append(f"{held}/{played}")
         print(f"{f:<45} {cells[0]:>12} {cells[1]:>10}  {what}")
         for n in names:
-            if results["new"].get(f, {}).get(n) not in ("PASSED", "SKIPPED"):
-                print(f"    not held now: {n} ({results['new'].get(f, {}).get(n, 'not run')})")
+            for side, label in (("old", f"not held at {old}"), ("new", "not held now")):
+                if results[side].get(f, {}).get(n) not in ("PASSED", "SKIPPED"):
+                    print(f"    {label}: {n} ({results[side].get(f, {}).get(n, 'not run')})")
     (oh, ot), (nh, nt) = totals["old"], totals["new"]
     print(f"{'held/total':<45} {f'{oh}/{ot}':>12} {f'{nh}/{nt}':>10}")
 
