@@ -62,6 +62,7 @@ ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 ROLES = ("admin", "member")
 LOCAL_ORG = "local"  # the organisation `make run` makes for its printed administrator
 T = TypeVar("T")
+JOURNAL_GRACE_SECONDS = 600  # longer than any request: a younger open journal entry may still be under way
 
 
 class DashboardError(OperatorError):
@@ -201,39 +202,45 @@ class Dashboard:
         try:
             result = work()
         except BaseException:
-            self.store.journal_close(entry_id, None)
+            # a failure may come after the key store's write (a roll's second step): the key store
+            # says whether the change happened, now
+            self._settle(entry_id, at, entry, 0)
             raise
         self.store.journal_close(entry_id, (at, actor, org, account, action, target, detail))
         return result
 
-    def recover(self, older_than_seconds: int = 600) -> int:
+    def recover(self, older_than_seconds: int = JOURNAL_GRACE_SECONDS) -> int:
         """Close the journal entries a crash left open (run at start-up and with every purge); how
         many were recorded. An entry whose change is not in the key store is dropped only once it is
-        older than any request takes, so one still being carried out elsewhere is left to its request."""
-        recorded = 0
+        older than any request takes, so one still being carried out elsewhere is left to its request
+        (and a DynamoDB index that has not caught up yet is asked again at the next purge)."""
         try:
             pending = self.store.journal_pending()
         except Exception as e:  # no store yet (a first start): nothing to recover, the next purge tries again
             log_event("dashboard.journal_replay_failed", error=type(e).__name__)
             return 0
-        for row in pending:
-            entry = json.loads(row["entry"])
-            key = self.keys.get(entry["proof"], now=self.now())
-            done = key is not None and (entry["done_when"] == "created" or key["revoked_at"] is not None)
-            if not done and (self.now() - datetime.fromisoformat(row["created_at"])).total_seconds() < older_than_seconds:
-                continue
-            if done and entry.get("shorten"):
-                old, until = entry["shorten"]
-                with contextlib.suppress(AdminError):
-                    self.keys.shorten_expiry(old, until)
-            if done and entry.get("form"):
-                self.store.set_form_result(entry["form"], entry["proof"])
-            audit = (entry["at"], entry["actor"], entry["org"], entry["account"], entry["action"], entry["target"],
-                     entry["detail"]) if done else None
-            if self.store.journal_close(row["id"], audit) and done:
-                recorded += 1
-                log_event("dashboard.journal_replayed", action=entry["action"], target=entry["target"])
-        return recorded
+        return sum(self._settle(row["id"], row["created_at"], json.loads(row["entry"]), older_than_seconds) is True
+                   for row in pending)
+
+    def _settle(self, entry_id: str, created_at: str, entry: dict[str, Any], older_than_seconds: int) -> bool | None:
+        """Close one journal entry as the key store shows it: True when its audit row was written
+        here, False when it was dropped (or closed by someone else), None when it is left open."""
+        key = self.keys.get(entry["proof"], now=self.now())
+        done = key is not None and (entry["done_when"] == "created" or key["revoked_at"] is not None)
+        if not done and (self.now() - datetime.fromisoformat(created_at)).total_seconds() < older_than_seconds:
+            return None
+        if done and entry.get("shorten"):
+            old, until = entry["shorten"]
+            with contextlib.suppress(AdminError):
+                self.keys.shorten_expiry(old, until)
+        if done and entry.get("form"):
+            self.store.set_form_result(entry["form"], entry["proof"])
+        audit = (entry["at"], entry["actor"], entry["org"], entry["account"], entry["action"], entry["target"],
+                 entry["detail"]) if done else None
+        closed = self.store.journal_close(entry_id, audit)
+        if closed and done:
+            log_event("dashboard.journal_replayed", action=entry["action"], target=entry["target"])
+        return closed and done
 
     # -- sending budgets -------------------------------------------------------------------------
     def _spend(self, which: str, name: str, limit: int, shown: str | None = None) -> None:
