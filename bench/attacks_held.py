@@ -47,6 +47,11 @@ def export(ref: str, into: Path) -> None:
     subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     shutil.rmtree(into / "tests")
     shutil.copytree(ROOT / "tests", into / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    # this checkout is installed editable, and its finder would supply a module the old tree lacks
+    # from this checkout: every process of the old run (xdist workers too) drops it at start-up
+    (into / "sitecustomize.py").write_text(
+        "import sys\n"
+        "sys.meta_path[:] = [f for f in sys.meta_path if getattr(f, '__name__', '') != '_EditableFinder']\n")
     data = ROOT.parent / "shared"
     if data.exists() and not (into.parent / "shared").exists():
         (into.parent / "shared").symlink_to(data)
