@@ -15,6 +15,7 @@ from dashboard.app import build
 from dashboard.settings import DashboardSettings
 from dashboard.store import SQLiteDashboardStore
 from edge.stores.sqlite import SQLiteKeyStore
+from tests.edge.conftest import endpoint as endpoint  # noqa: F401  (moto's server, for the DynamoDB stores)
 from tests.paths import REPO_ROOT
 
 # A real key store whose write, once made, is followed by the process's own SIGKILL: the
@@ -24,25 +25,34 @@ CRASHING = textwrap.dedent("""
     from pathlib import Path
     from dashboard.mailer import FileMailer
     from dashboard.service import Dashboard, Space
-    from dashboard.store import SQLiteDashboardStore
-    from edge.stores.sqlite import SQLiteKeyStore
 
-    var, what, die_in = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
+    where, what, die_in = sys.argv[1], sys.argv[2], sys.argv[3]
 
-    class Crashing(SQLiteKeyStore):
-        def create(self, *a, **k):
-            out = super().create(*a, **k)
-            if die_in == "create":
-                os.kill(os.getpid(), signal.SIGKILL)
-            return out
+    def crashing(base):
+        class Crashing(base):
+            def create(self, *a, **k):
+                out = super().create(*a, **k)
+                if die_in == "create":
+                    os.kill(os.getpid(), signal.SIGKILL)
+                return out
 
-        def revoke(self, *a, **k):
-            super().revoke(*a, **k)
-            if die_in == "revoke":
-                os.kill(os.getpid(), signal.SIGKILL)
+            def revoke(self, *a, **k):
+                super().revoke(*a, **k)
+                if die_in == "revoke":
+                    os.kill(os.getpid(), signal.SIGKILL)
+        return Crashing
 
-    s = Dashboard(Crashing(var / "keys.sqlite"), SQLiteDashboardStore(var / "dashboard.sqlite"),
-                  FileMailer(var / "mail.jsonl"))
+    if where.startswith("dynamodb:"):  # production's stores (on moto), named as --store names them
+        from dashboard.dynamodb import DynamoDBDashboardStore
+        from edge.stores.dynamodb import DynamoDBKeyStore, client_from_env
+        prefix = where.partition(":")[2]
+        keys, state = crashing(DynamoDBKeyStore)(client_from_env(), prefix), DynamoDBDashboardStore.from_env(prefix)
+    else:
+        from dashboard.store import SQLiteDashboardStore
+        from edge.stores.sqlite import SQLiteKeyStore
+        keys = crashing(SQLiteKeyStore)(Path(where) / "keys.sqlite")
+        state = SQLiteDashboardStore(Path(where) / "dashboard.sqlite")
+    s = Dashboard(keys, state, FileMailer(os.devnull))
     if what == "staff-create":
         s.staff_create_key("staff:ops", "crash test", ["risk_scores"], "test", None, None, "ngo", None, None)
     elif what == "staff-revoke":
@@ -55,7 +65,7 @@ CRASHING = textwrap.dedent("""
 """)
 
 
-def run_crashing(var: Path, what: str, die_in: str, *args: str) -> None:
+def run_crashing(var: Path | str, what: str, die_in: str, *args: str) -> None:
     proc = subprocess.run([sys.executable, "-c", CRASHING, str(var), what, die_in, *args], cwd=REPO_ROOT,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == -9, (proc.returncode, proc.stdout, proc.stderr)
@@ -114,3 +124,23 @@ def test_a_change_that_never_reached_the_key_store_leaves_no_row(var: Path):
     start_up(var)
     assert audit_rows(var, "key_created") == []
     assert SQLiteDashboardStore(var / "dashboard.sqlite").journal_pending() == []
+
+
+def test_on_dynamodb_too(endpoint: str, monkeypatch: pytest.MonkeyPatch):
+    """Production's stores (moto): the entry is closed at start-up under a key made from its id."""
+    from dashboard.dynamodb import DynamoDBDashboardStore
+    from edge.stores.dynamodb import DynamoDBKeyStore
+    from tests.edge.conftest import CREDS
+
+    for name, value in {**CREDS, "AWS_ENDPOINT_URL_DYNAMODB": endpoint, "MALARIA_RISK_REGION": "us-east-1"}.items():
+        monkeypatch.setenv(name, value)
+    keys, state = DynamoDBKeyStore.from_env("crash-"), DynamoDBDashboardStore.from_env("crash-")
+    keys.create_tables()
+    state.create_tables()
+    run_crashing("dynamodb:crash-", "staff-create", "create")
+    made = keys.list_for(org="ngo")
+    assert len(made) == 1 and [r["action"] for r in state.audit(org="ngo")] == []  # the key, and no row yet
+    build(DashboardSettings(store="dynamodb:crash-"))
+    build(DashboardSettings(store="dynamodb:crash-"))  # twice: still one row
+    assert [(r["action"], r["target"]) for r in state.audit(org="ngo")] == [("key_created", made[0]["id"])]
+    assert state.journal_pending() == []
