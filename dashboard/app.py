@@ -16,10 +16,8 @@ Security in one place, for every request:
 from __future__ import annotations
 
 import contextlib
-import csv
 import hashlib
 import hmac
-import io
 import re
 import secrets
 import time
@@ -41,6 +39,7 @@ from edge.limits import DEFAULT_MONTHLY
 from edge.routes import SCOPES, scope_endpoints
 
 from . import service as rules
+from .operator_text import csv_text
 from .service import Dashboard, DashboardError, Limited, Space
 from .settings import MAX_BODY, MAX_HEAD, DashboardSettings
 
@@ -77,22 +76,28 @@ NOTICES = {
 # Refusals shown after a redirect (POST, then See Other to the page, then GET): the page, not the
 # form's POST address, is what the browser shows, reloads and keeps in its history.
 REFUSALS = {"last_admin": rules.LAST_ADMIN_TEXT}
+# What stays true for the person's other browsers (Dashboard.request_code skips the budgets for a browser
+# marked as having signed in with the address; the mark lasts DEVICE_DAYS and the browser id survives
+# every rotation of the signing secret it is used between, `DashboardApp.ctx`)
+OWN_BROWSER = (f"A browser where you have signed in with this address in the last {rules.DEVICE_DAYS} days can still "
+               "ask for a code, unless the dashboard's signing secret was replaced twice since that browser last "
+               "opened it.")
 LIMITS = {
     "browser": "This browser has asked for as many codes as it may this hour. You can ask again after {until} "
                "(in {minutes} minutes).",
     "client": "Your network has asked for as many codes as it may this hour. You can ask again "
-              "after {until} (in {minutes} minutes). A browser where you have signed in before can still ask "
-              "for a code for that address.",
+              "after {until} (in {minutes} minutes). " + OWN_BROWSER,
     "inviter": "You have sent as many invitations as you may this hour. You can send more after {until} "
                "(in {minutes} minutes).",
+    "keys": "You have created as many keys as you may this hour. You can create more after {until} "
+            "(in {minutes} minutes).",
     "invitation": "As many codes as may be sent this hour for this invitation have been sent. You can ask again "
                   "after {until} (in {minutes} minutes).",
     "address": "This address has been sent as many codes as it may this hour for browsers it has not signed in "
-               "from. You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
-               "with this address before can still ask for a code.",
+               "from. You can ask again after {until} (in {minutes} minutes). " + OWN_BROWSER,
     "service": "The dashboard has sent as many emails this hour as it allows, and the service team is told. "
-               "You can ask again after {until} (in {minutes} minutes). A browser where you have signed in "
-               "before can still ask for a code, and so can members and people invited by an organisation.",
+               "You can ask again after {until} (in {minutes} minutes). " + OWN_BROWSER
+               + " Members and people invited by an organisation draw on a pool of their own.",
 }
 MEMBER_TEXT = {
     "member": "Only the organisation's administrators can create, roll or revoke its keys: ask one of them "
@@ -212,13 +217,15 @@ class Ctx:
     """One request's visitor: the browser (a signed random id in its own cookie, no server row),
     the signed-in session if any, and the CSRF token their forms carry."""
 
-    __slots__ = ("request", "browser", "new_browser", "session")
+    __slots__ = ("request", "browser", "new_browser", "session", "resigned")
 
-    def __init__(self, request: Request, browser: str, new_browser: str | None, session: dict[str, Any] | None):
+    def __init__(self, request: Request, browser: str, new_browser: str | None, session: dict[str, Any] | None,
+                 resigned: str | None = None):
         self.request = request
         self.browser = browser
-        self.new_browser = new_browser  # a cookie value to set on the answer
+        self.new_browser = new_browser  # a new browser's cookie, to set on the answer
         self.session = session
+        self.resigned = resigned  # the same browser id signed with the current secret, to set on the answer
 
     @property
     def email(self) -> str:
@@ -337,10 +344,16 @@ class DashboardApp:
         return {**s, "hash": h}
 
     def ctx(self, request: Request) -> Ctx:
+        """The visitor. A browser id signed with the previous secret is signed again with the current
+        one on this answer, so the browser keeps its id (and its "signed in here before" marks)
+        through every rotation it is used between, not only the next one."""
         value = request.cookies.get(self.settings.browser_cookie_name, "")
         bid, _, sig = value.partition(".")
         if bid and len(value) < 100 and self._signed(sig, "browser", bid):
-            return Ctx(request, bid, None, self.session(request))
+            current = self._sign("browser", bid)
+            resigned = None if hmac.compare_digest(sig.encode("utf-8", "replace"), current.encode()) \
+                else f"{bid}.{current}"
+            return Ctx(request, bid, None, self.session(request), resigned)
         bid = secrets.token_urlsafe(18)
         return Ctx(request, bid, f"{bid}.{self._sign('browser', bid)}", self.session(request))
 
@@ -373,8 +386,9 @@ class DashboardApp:
         return self.finish(ctx, HTMLResponse(html, status))
 
     def finish(self, ctx: Ctx, response: Response) -> Response:
-        if ctx.new_browser is not None:
-            self._cookie(response, self.settings.browser_cookie_name, ctx.new_browser, BROWSER_COOKIE_DAYS * 86_400)
+        if ctx.new_browser is not None or ctx.resigned is not None:
+            self._cookie(response, self.settings.browser_cookie_name, ctx.new_browser or str(ctx.resigned),
+                         BROWSER_COOKIE_DAYS * 86_400)
         return response
 
     def message(self, ctx: Ctx, status: int, title: str, message: str) -> Response:
@@ -465,6 +479,8 @@ class DashboardApp:
         if send:
             try:
                 self.service.request_code(ctx.email, ctx.browser, self.client(ctx.request))
+            except rules.Held:
+                pass  # answered like a sent code (a signed-in browser is marked for its address: rare)
             except Limited as e:
                 error, status = limit_text(e, self.service.now()), 429
         carried = [(k, v) for k, v in pairs if k not in ("csrf", "code", "resend")]
@@ -527,8 +543,10 @@ class DashboardApp:
     async def sign_in_send(self, request: Request) -> Response:
         def act(ctx: Ctx, f: dict[str, str], _: Any) -> Response:
             invited = INVITATION_NEXT.match(f.get("next", ""))  # following an invitation's link: its own budget
-            self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
-                                      invitation=invited.group(1) if invited else None)
+            # a held code gets the same answer as a sent one: a refusal here would say whether the address is known
+            with contextlib.suppress(rules.Held):
+                self.service.request_code(f.get("email", ""), ctx.browser, self.client(request),
+                                          invitation=invited.group(1) if invited else None)
             nxt = f.get("next", "")
             return self.render(ctx, "code.html", email_value=rules.normalise_email(f.get("email", "")), code="",
                                next=nxt if SAFE_NEXT.match(nxt) else "", error=None, elsewhere=False)
@@ -740,24 +758,16 @@ class DashboardApp:
     async def audit_csv(self, request: Request) -> Response:
         ctx, space, _ = self.in_space(request)
         rows = self.service.audit(ctx.email, space)
-        out = io.StringIO()
-        w = csv.writer(out, lineterminator="\r\n")
-        w.writerow(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"])
-        for r in rows:
-            w.writerow([r["seq"], r["at"], wat(r["at"]), _csv_safe(r["actor"]), r["action"],
-                        _csv_safe(r["target"] or ""), _csv_safe(r["detail"])])
+        text = csv_text(["seq", "at_utc", "at_wat", "actor", "action", "target", "detail"],
+                        ([r["seq"], r["at"], wat(r["at"]), r["actor"], r["action"], r["target"], r["detail"]]
+                         for r in rows), line_end="\r\n")
         name = f"audit-{space.id if space.kind == 'org' else 'me'}.csv"
-        return Response(out.getvalue().encode(), media_type="text/csv; charset=utf-8",
+        return Response(text.encode(), media_type="text/csv; charset=utf-8",
                         headers={"content-disposition": f'attachment; filename="{name}"'})
 
 
 Action = Callable[[Ctx, dict[str, str], list[tuple[str, str]]], Response]
 Retry = Callable[[Ctx, dict[str, str], str, int], Response]
-
-
-def _csv_safe(value: str) -> str:
-    """Spreadsheets run a cell that starts with = + - @ as a formula: prefix it with a quote."""
-    return "'" + value if value[:1] in ("=", "+", "-", "@", "\t", "\r") else value
 
 
 class _SignIn(Exception):
@@ -783,6 +793,7 @@ def create_app(service: Dashboard, settings: DashboardSettings) -> SecurityHeade
         return PlainTextResponse("Method not allowed", 405)
 
     def purge() -> None:
+        service.recover()
         try:
             service.purge(settings.absolute_hours, settings.idle_minutes)
         except Exception as e:  # a failed purge must not stop the dashboard; the next one tries again
@@ -847,4 +858,5 @@ def build(settings: DashboardSettings) -> tuple[Dashboard, SecurityHeaders]:
         state = SQLiteDashboardStore(spec.removeprefix("sqlite:"))
     service = Dashboard(store, state, open_mailer(settings.mailer), settings.base_url, usage=usage,
                         mail_per_hour=settings.mail_per_hour)
+    service.recover()  # key changes a crash cut off from their audit rows are recorded before anything else
     return service, create_app(service, settings)

@@ -18,6 +18,7 @@ and deletion protection:
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import time
 from datetime import datetime
@@ -461,6 +462,29 @@ class DynamoDBDashboardStore:
         self.client.put_item(TableName=self.audit_table, ConditionExpression="attribute_not_exists(pk)",
                              Item=_item(pk=pk, sk=sk, at=at, actor=actor, org=org, account=account, action=action,
                                         target=target, detail=detail))
+
+    # -- the key-change journal (dashboard.service.Dashboard._journaled) ---------------------------------------------
+    def journal_open(self, entry_id: str, at: str, entry: str) -> None:
+        self.client.put_item(TableName=self.table, Item=_item(pk="journal", sk=entry_id, created_at=at, entry=entry))
+
+    def journal_pending(self) -> list[dict[str, Any]]:
+        return [{"id": r["sk"], "created_at": r["created_at"], "entry": r["entry"]} for r in self._query("journal")]
+
+    def journal_close(self, entry_id: str, audit: tuple[str, str, str | None, str | None, str, str | None, str] | None
+                      ) -> bool:
+        """Append the entry's audit row under a key made from the entry's id (a second closer's put
+        finds it there and writes nothing), then remove the entry."""
+        if self._get("journal", entry_id) is None:
+            return False
+        if audit is not None:
+            at, actor, org, account, action, target, detail = audit
+            pk = f"org#{org}" if org is not None else f"account#{account}" if account is not None else "service"
+            with contextlib.suppress(self.client.exceptions.ConditionalCheckFailedException):  # written already
+                self.client.put_item(TableName=self.audit_table, ConditionExpression="attribute_not_exists(pk)",
+                                     Item=_item(pk=pk, sk=f"{at}#{entry_id}", at=at, actor=actor, org=org,
+                                                account=account, action=action, target=target, detail=detail))
+        self.client.delete_item(TableName=self.table, Key={"pk": {"S": "journal"}, "sk": {"S": entry_id}})
+        return True
 
     def audit(self, *, org: str | None = None, account: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         if org is None and account is None:

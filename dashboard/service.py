@@ -12,20 +12,22 @@ it (no owner, `created_by` recorded), or a researcher's own (`Space("me", EMAIL)
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
-import ipaddress
 import json
 import re
 import secrets
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from edge.clients import client_group as client_group  # the grouping every client bound uses
 from edge.errors import OperatorError
-from edge.keys import AdminError, AdminStore
+from edge.keys import PREFIXES, AdminError, AdminStore, key_id_of, new_key
 from edge.routes import SCOPES
 
 from .mailer import Mailer
@@ -43,6 +45,13 @@ CODES_PER_CLIENT_ADDRESS = 5  # codes one network address may have mailed to one
 CODES_PER_KNOWN_ADDRESS = 20  # codes mailed to one known address from every network together
 CODES_PER_INVITATION = 5  # codes asked for by people following one invitation's link
 INVITATIONS_PER_ADMIN = 30  # invitations one administrator sends
+KNOWN_AFTER_DAYS = 14  # a self-made account counts as a known address this long after its first sign-in
+POOLS = ("unknown", "known", "member", "invitations")  # the service-wide hourly pools (`malaria-risk dashboard budgets`)
+# Keys (docs/rate-limits.md#keys-per-holder says why these sizes): each key has its own limits, so
+# these caps are what bound one organisation or researcher in all
+KEYS_PER_ORG = 10  # active keys one organisation holds
+KEYS_PER_RESEARCHER = 3  # active keys one researcher holds in their own space
+KEYS_PER_ADMIN_HOUR = 10  # keys (new or rolled) one person creates in an hour
 DEVICE_DAYS = 90  # a browser that signed in as an address keeps its own budget for it this long
 INVITATION_DAYS = 7
 ROLL_OVERLAP_DAYS = 30  # the longest an old key may keep working after a roll
@@ -52,6 +61,8 @@ EMAIL_RE = re.compile(r"^[^@\s<>\"']{1,64}@[A-Za-z0-9.-]{1,255}\.[A-Za-z]{2,63}$
 ORG_RE = re.compile(r"^[a-z0-9][a-z0-9-]{1,39}$")
 ROLES = ("admin", "member")
 LOCAL_ORG = "local"  # the organisation `make run` makes for its printed administrator
+T = TypeVar("T")
+JOURNAL_GRACE_SECONDS = 600  # longer than any request: a younger open journal entry may still be under way
 
 
 class DashboardError(OperatorError):
@@ -82,6 +93,10 @@ LAST_ADMIN_TEXT = ("An organisation keeps at least one administrator. Make anoth
                    "first, then change this role.")
 
 
+class KeyCapReached(Forbidden):
+    """The organisation or researcher holds as many active keys as it may."""
+
+
 class NeedsFreshCode(DashboardError):
     """The action needs a sign-in code entered in the last few minutes."""
 
@@ -94,6 +109,12 @@ class Limited(DashboardError):
         super().__init__(f"the {which} budget of codes is used up until {_iso(until)}")
         self.which = which
         self.until = until
+
+
+class Held(Limited):
+    """A code not mailed because a budget of the address's kind is used up: answered like a sent
+    code (the person is told codes may be held when many are asked), so the answer does not say
+    whether the service knows the address. Logged as `dashboard.code_held`."""
 
 
 def log_event(event: str, **fields: Any) -> None:
@@ -127,23 +148,6 @@ def _digest(*parts: str) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()
 
 
-def client_group(address: str) -> str:
-    """The network a client address counts as: an IPv4 address itself, an IPv6 address its /64
-    (one subscriber's allocation), an IPv4-mapped IPv6 address its IPv4 address. Parsed with
-    `ipaddress`, so every text form of one address (compressed, expanded, zone, brackets) is one
-    client; text that is no address at all counts as itself."""
-    text = address.strip().strip("[]").split("%", 1)[0]
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return address
-    if isinstance(ip, ipaddress.IPv6Address):
-        if ip.ipv4_mapped is not None:
-            return str(ip.ipv4_mapped)
-        return str(ipaddress.IPv6Network((ip, 64), strict=False))
-    return str(ip)
-
-
 def _iso(t: datetime) -> str:
     return t.astimezone(UTC).isoformat(timespec="seconds")
 
@@ -159,6 +163,7 @@ class Dashboard:
         self.clock = clock or (lambda: datetime.now(UTC))
         self.usage = usage
         self._log_key: bytes | None = None
+        self._send_seconds = 0.0  # the running mean of a sign-in mail's sending time
 
     def now(self) -> datetime:
         return self.clock()
@@ -175,41 +180,151 @@ class Dashboard:
                target: str | None = None, detail: str = "") -> None:
         self.store.append_audit(_iso(self.now()), actor, org, account, action, target, detail)
 
+    # -- key changes and their audit rows ----------------------------------------------------------
+    def _journaled(self, work: Callable[[], T], actor: str, action: str, *, org: str | None, account: str | None,
+                   target: str, detail: str, done_when: str, form: str | None = None,
+                   shorten: tuple[str, str] | None = None, proof: str | None = None) -> T:
+        """Run `work` (one key-store write) between a journal entry and its audit row.
+
+        The key store and the dashboard store are two stores, so a crash between the key write and
+        the audit write would lose the row. The entry, written first to the dashboard store, holds
+        the whole audit row and what shows the change happened (`done_when`: `created` or `revoked`,
+        of `proof`, by default `target`); closing it appends the row in the same transaction. An entry a crash left
+        open is closed by `recover` at the next start-up: with its row when the key store shows the
+        change, without when it does not. `form`: the form token whose result is the new key;
+        `shorten`: a roll's old key and its last day, written again on replay."""
+        entry_id = f"{time.time_ns():020d}{secrets.token_hex(4)}"  # in time order, as the audit keys sort
+        at = _iso(self.now())
+        entry = {"at": at, "actor": actor, "org": org, "account": account, "action": action, "target": target,
+                 "detail": detail, "done_when": done_when, "proof": proof or target, "form": form,
+                 "shorten": list(shorten) if shorten else None}
+        self.store.journal_open(entry_id, at, json.dumps(entry, separators=(",", ":")))
+        try:
+            result = work()
+        except BaseException:
+            # a failure may come after the key store's write (a roll's second step): the key store
+            # says whether the change happened, now
+            self._settle(entry_id, at, entry, 0)
+            raise
+        self.store.journal_close(entry_id, (at, actor, org, account, action, target, detail))
+        return result
+
+    def recover(self, older_than_seconds: int = JOURNAL_GRACE_SECONDS) -> int:
+        """Close the journal entries a crash left open (run at start-up and with every purge); how
+        many were recorded. An entry whose change is not in the key store is dropped only once it is
+        older than any request takes, so one still being carried out elsewhere is left to its request
+        (and a DynamoDB index that has not caught up yet is asked again at the next purge)."""
+        try:
+            pending = self.store.journal_pending()
+        except Exception as e:  # no store yet (a first start): nothing to recover, the next purge tries again
+            log_event("dashboard.journal_replay_failed", error=type(e).__name__)
+            return 0
+        return sum(self._settle(row["id"], row["created_at"], json.loads(row["entry"]), older_than_seconds) is True
+                   for row in pending)
+
+    def _settle(self, entry_id: str, created_at: str, entry: dict[str, Any], older_than_seconds: int) -> bool | None:
+        """Close one journal entry as the key store shows it: True when its audit row was written
+        here, False when it was dropped (or closed by someone else), None when it is left open."""
+        key = self.keys.get(entry["proof"], now=self.now())
+        done = key is not None and (entry["done_when"] == "created" or key["revoked_at"] is not None)
+        if not done and (self.now() - datetime.fromisoformat(created_at)).total_seconds() < older_than_seconds:
+            return None
+        if done and entry.get("shorten"):
+            old, until = entry["shorten"]
+            with contextlib.suppress(AdminError):
+                self.keys.shorten_expiry(old, until)
+        if done and entry.get("form"):
+            self.store.set_form_result(entry["form"], entry["proof"])
+        audit = (entry["at"], entry["actor"], entry["org"], entry["account"], entry["action"], entry["target"],
+                 entry["detail"]) if done else None
+        closed = self.store.journal_close(entry_id, audit)
+        if closed and done:
+            log_event("dashboard.journal_replayed", action=entry["action"], target=entry["target"])
+        return closed and done
+
     # -- sending budgets -------------------------------------------------------------------------
     def _spend(self, which: str, name: str, limit: int, shown: str | None = None) -> None:
         """Count one mail against a budget of this UTC hour; Limited past `limit` (`shown`: the
         budget the person is told about, when it is not `which`)."""
+        refused = self._count(which, name, limit, shown)
+        if refused is not None:
+            raise refused
+
+    def _count(self, which: str, name: str, limit: int, shown: str | None = None) -> Limited | None:
+        """`_spend` that returns the refusal instead of raising it."""
         now = self.now()
         hour = int(now.timestamp()) // 3600
         n = self.store.counter.incr(f"mail:{which}:{name}:{hour}", (hour + 2) * 3600)
-        if n > limit:
-            until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
-            if which.startswith("service"):
-                pool = "known" if which == "service-known" else "unknown"
-                log_event("dashboard.mail_budget_exhausted", budget=pool, limit=limit, until=_iso(until))
-            raise Limited(shown or which, until)
+        if n <= limit:
+            return None
+        until = datetime.fromtimestamp((hour + 1) * 3600, UTC)
+        if which.startswith("service-"):
+            log_event("dashboard.mail_budget_exhausted", budget=which.removeprefix("service-"), limit=limit,
+                      until=_iso(until))
+        return Limited(shown or which, until)
 
-    def _spend_mail(self, to: str, client: str, known: bool) -> None:
-        """The budgets a code for someone not yet proven to own the address passes: per network,
-        per (network, address) and per address, then the service's pool of its kind. Addresses the
-        service knows (an account, a pending invitation) have their own pool and counters, which
-        a flood of codes to unknown addresses cannot use up; one network can hold a known address
-        to 5 codes an hour, not lock its owner out. Both kinds do the same number of steps."""
+    def _spend_pool(self, pool: str) -> None:
+        refused = self._count_pool(pool)
+        if refused is not None:
+            raise refused
+
+    def _count_pool(self, pool: str) -> Limited | None:
+        """One mail from a service-wide pool; its counter's name carries the pool's generation,
+        which `reset_pool` moves on, so the operator can give a flooded pool back at once."""
+        return self._count(f"service-{pool}", f"all{self._generation(pool) or ''}", self.mail_per_hour, "service")
+
+    def _generation(self, pool: str) -> int:
+        return int(self.store.counter.value(f"mail:generation:{pool}"))
+
+    def budgets(self) -> list[dict[str, Any]]:
+        """The service-wide pools of this hour: spent, limit, and when the hour ends."""
+        hour = int(self.now().timestamp()) // 3600
+        until = _iso(datetime.fromtimestamp((hour + 1) * 3600, UTC))
+        return [{"pool": p, "spent": min(self.store.counter.value(
+                     f"mail:service-{p}:all{self._generation(p) or ''}:{hour}"), self.mail_per_hour),
+                 "limit": self.mail_per_hour, "until": until} for p in POOLS]
+
+    def reset_pool(self, staff: str, pool: str) -> None:
+        """Give a pool its whole hour back (a new counter), with an audit row."""
+        if pool not in POOLS:
+            raise DashboardError(f"no pool {pool!r}; the pools are {', '.join(POOLS)}")
+        self.store.counter.incr(f"mail:generation:{pool}", 2**62)
+        self._audit(staff, "mail_budget_reset", detail=_detail(pool=pool))
+
+    def _spend_mail(self, to: str, client: str, kind: str) -> Limited | None:
+        """The budgets a code for someone not yet proven to own the address passes. First the one
+        that is the same for every address, this network's share of it (Limited, shown); then, kept
+        apart by the address's kind (`_address_kind`) so a flood of one kind cannot use up another's,
+        this network's codes, the address's own and the service's pool of its kind. A refusal by
+        those is returned, not raised: the code is then held (not mailed) behind the same answer
+        as a sent one, since a visible refusal would tell which kind the address is. Every one is
+        counted every time, so both kinds do the same steps."""
         group = client_group(client)
-        kind = "known" if known else "unknown"
-        self._spend(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client")
+        known = kind != "unknown"
         self._spend("pair", _digest(group, to)[:24], CODES_PER_CLIENT_ADDRESS if known else CODES_PER_ADDRESS,
                     "address")
-        self._spend(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
-                    "address")
-        self._spend(f"service-{kind}", "all", self.mail_per_hour, "service")
+        held = [self._count(f"client-{kind}", _digest(group)[:24], MAIL_PER_CLIENT, "client"),
+                self._count(f"address-{kind}", _digest(to)[:24], CODES_PER_KNOWN_ADDRESS if known else CODES_PER_ADDRESS,
+                            "address"),
+                self._count_pool(kind)]
+        return next((h for h in held if h is not None), None)
 
-    def _known_address(self, email: str) -> bool:
-        """An address the service knows: an account that signed in or was made by staff or an
-        invitation's acceptance (not removed), or one with a live invitation from a current admin."""
+    def _address_kind(self, email: str) -> str:
+        """Which pool a code for `email` draws on. `member`: an account (not removed) that staff or an
+        administrator vouched for (a member of an organisation, a researcher staff unlocked), or an
+        address with a live invitation from a current administrator; `known`: any other account made
+        at least KNOWN_AFTER_DAYS ago; `unknown`: every other address. A first sign-in alone makes no
+        address known, so a catch-all domain's addresses, signed in once, spend only the unknown pool,
+        and accounts aged on purpose spend only the known one: neither reaches members."""
         account = self.store.get_account(email)
-        invited = [i for i in self.store.invitations_to(email, _iso(self.now())) if self._may_still_invite(i)]
-        return (account is not None and account["removed_at"] is None) or bool(invited)
+        orgs = self.store.orgs_of(email)  # every read for every address: the timing tells nothing
+        invited = any(self._may_still_invite(i) for i in self.store.invitations_to(email, _iso(self.now())))
+        live = account is not None and account["removed_at"] is None
+        if invited or (live and (account["unlocked_at"] or orgs)):  # type: ignore[index]
+            return "member"
+        if live and datetime.fromisoformat(account["created_at"]) <= self.now() - timedelta(days=KNOWN_AFTER_DAYS):  # type: ignore[index]
+            return "known"
+        return "unknown"
 
     def _invitation_for(self, email: str, token: str | None) -> dict[str, Any] | None:
         """The live invitation `token` names, when it was sent to `email` by a current administrator."""
@@ -238,30 +353,45 @@ class Dashboard:
             raise DashboardError("enter an email address, like name@example.org")
         now = self.now()
         device = self.store.known_device(_digest(browser), email, _iso(now - timedelta(days=DEVICE_DAYS)))
-        known = self._known_address(email)
+        kind = self._address_kind(email)
         invited = self._invitation_for(email, invitation)
         self._spend("browser", _digest(browser)[:24], CODES_PER_BROWSER)
+        held = None
         if invited is not None and not device:
             self._spend("invitation", str(invited["token_hash"])[:24], CODES_PER_INVITATION)
         elif not device:
-            self._spend_mail(email, client, known)
+            held = self._spend_mail(email, client, kind)
         code = "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
         account = self.store.get_account(email)
         self.store.add_code(email, _digest(browser), _digest(email, code), _iso(now),
                             _iso(now + timedelta(minutes=CODE_MINUTES)))
+        hashed = {"address": self._log_hash(email), "client": self._log_hash(client_group(client))}  # either way
+        if held is not None:
+            log_event("dashboard.code_held", budget=held.which, **hashed)
+            self._pace()  # as long as a mail takes: the answer's timing does not tell a held code from a sent one
+            raise Held(held.which, held.until)
         if account is not None and account["removed_at"] is not None:
-            self.mailer.send(email, "Your dashboard account was removed", (
+            self._send(email, "Your dashboard account was removed", (
                 "Someone asked for a sign-in code for this address on the malaria risk data service dashboard, "
                 "but its account was removed, so it cannot sign in. If you need access, ask your organisation's "
                 "administrator or the service team. If you did not ask, ignore this email."))
             return
         shown = f"{code[:4]}-{code[4:]}"
         link = f"{self.base_url}/sign-in/confirm?email={_q(email)}&code={code}"
-        self.mailer.send(email, f"Your sign-in code: {shown}", (
+        self._send(email, f"Your sign-in code: {shown}", (
             f"Your code for the malaria risk data service dashboard is {shown}.\n\n"
             f"Or open this link in the same browser and press the button on the page:\n{link}\n\n"
             f"The code works once, for {CODE_MINUTES} minutes, in the browser where it was asked for. "
             f"If you did not ask for it, ignore this email."))
+
+    def _send(self, to: str, subject: str, text: str) -> None:
+        """Mail, keeping a running mean of how long sending takes (what `_pace` waits)."""
+        started = time.monotonic()
+        self.mailer.send(to, subject, text)
+        self._send_seconds += (time.monotonic() - started - self._send_seconds) / 8
+
+    def _pace(self) -> None:
+        time.sleep(self._send_seconds)
 
     def code_link(self, email: str, code: str, browser: str) -> tuple[str, str, bool]:
         """What the email's link may put in the sign-in form (only an address and a code of the
@@ -399,6 +529,30 @@ class Dashboard:
             raise DashboardError(str(e).replace("--expires", "the expiry")) from None
         return name
 
+    def _check_key_cap(self, space: Space, who: str, override: bool = False) -> None:
+        """Refuse a new key past the holder's cap of active keys (per-key limits multiply with the
+        number of keys); staff may go past it with `override`. Either way one log line for the alarm."""
+        cap = KEYS_PER_ORG if space.kind == "org" else KEYS_PER_RESEARCHER
+        active = sum(r["status"] == "active" for r in self.keys.list_for(**space.holder(), now=self.now()))
+        if active < cap:
+            return
+        holder = space.id if space.kind == "org" else self._log_hash(space.id)
+        log_event("dashboard.key_cap_reached", holder_kind=space.kind, holder=holder, cap=cap, active=active,
+                  overridden=override)
+        if not override:
+            whose = "this organisation" if space.kind == "org" else "a researcher"
+            raise KeyCapReached(f"{whose} can hold {cap} active keys at once, and has {active}: revoke one you no "
+                                f"longer use, or ask the service team")
+
+    def _spend_key_creation(self, email: str) -> None:
+        """Keys one person may create (or roll) in an hour: LimitedKeys past KEYS_PER_ADMIN_HOUR."""
+        try:
+            self._spend("keys", _digest(email)[:24], KEYS_PER_ADMIN_HOUR)
+        except Limited as e:
+            log_event("dashboard.key_creation_limited", who=self._log_hash(email), limit=KEYS_PER_ADMIN_HOUR,
+                      until=_iso(e.until))
+            raise
+
     def create_key(self, email: str, space: Space, name: str, scopes: list[str], kind: str,
                    expires_on: str | None, form_token: str, verified_at: str | None = None) -> tuple[str, str]:
         """(key id, key). A repeated `form_token` raises AlreadySubmitted naming the first key."""
@@ -406,15 +560,20 @@ class Dashboard:
         name = self._check_new_key(name, scopes, kind, expires_on)
         if kind == "live" and self.needs_fresh_code(verified_at):
             raise NeedsFreshCode("creating a live key needs a fresh sign-in code")
+        self._check_key_cap(space, email)
         if not self.store.claim_form(form_token, _iso(self.now())):
             raise AlreadySubmitted(self.store.form_result(form_token))
+        self._spend_key_creation(email)
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
-        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, now=self.now(), created_by=email)
+        key = new_key(kind)
+        kid = key_id_of(key)
+        self._journaled(lambda: self.keys.create(name, scopes, kind, expires_on, owner, org, now=self.now(),
+                                                 created_by=email, key=key),
+                        email, "key_created", org=org, account=owner, target=kid, done_when="created", form=form_token,
+                        detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                       expires=expires_on or "never"))
         self.store.set_form_result(form_token, kid)
-        self._audit(email, "key_created", org=org, account=owner, target=kid,
-                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
-                                   expires=expires_on or "never"))
         return kid, key
 
     def revoke_key(self, email: str, space: Space, key_id: str) -> None:
@@ -425,11 +584,12 @@ class Dashboard:
         if row["revoked_at"] is not None:
             return  # nothing changes, nothing to record
         try:
-            self.keys.revoke(key_id, self.now(), **space.holder())
+            self._journaled(lambda: self.keys.revoke(key_id, self.now(), **space.holder()), email, "key_revoked",
+                            org=space.id if space.kind == "org" else None,
+                            account=space.id if space.kind == "me" else None, target=key_id,
+                            detail=_detail(name=row["name"]), done_when="revoked")
         except AdminError:
             raise NotFound("no such key") from None
-        self._audit(email, "key_revoked", org=space.id if space.kind == "org" else None,
-                    account=space.id if space.kind == "me" else None, target=key_id, detail=_detail(name=row["name"]))
 
     def roll_key(self, email: str, space: Space, key_id: str, old_until: str, form_token: str,
                  verified_at: str | None = None) -> tuple[str, str]:
@@ -457,14 +617,22 @@ class Dashboard:
             raise NeedsFreshCode("rolling a live key needs a fresh sign-in code")
         if not self.store.claim_form(form_token, _iso(self.now())):
             raise AlreadySubmitted(self.store.form_result(form_token))
+        self._spend_key_creation(email)  # a roll replaces a key within 30 days, so the holder's cap does not stop it
         owner = space.id if space.kind == "me" else None
         org = space.id if space.kind == "org" else None
-        kid, key = self.keys.create(row["name"], row["scopes"].split(), row["kind"], row["expires_on"], owner, org,
-                                    now=self.now(), created_by=email)
-        self.keys.shorten_expiry(key_id, until.isoformat(), **space.holder())
+        key = new_key(row["kind"])
+        kid = key_id_of(key)
+
+        def work() -> None:
+            self.keys.create(row["name"], row["scopes"].split(), row["kind"], row["expires_on"], owner, org,
+                             now=self.now(), created_by=email, key=key)
+            self.keys.shorten_expiry(key_id, until.isoformat(), **space.holder())
+
+        # the row names the old key; what shows the roll happened is the new key
+        self._journaled(work, email, "key_rolled", org=org, account=owner, target=key_id, done_when="created",
+                        proof=kid, form=form_token, shorten=(key_id, until.isoformat()),
+                        detail=_detail(new_key=kid, old_key_until=until.isoformat()))
         self.store.set_form_result(form_token, kid)
-        self._audit(email, "key_rolled", org=org, account=owner, target=key_id,
-                    detail=_detail(new_key=kid, old_key_until=until.isoformat()))
         return kid, key
 
     # -- organisations, members, invitations -------------------------------------------------------
@@ -488,10 +656,10 @@ class Dashboard:
             raise NeedsFreshCode("inviting an administrator needs a fresh sign-in code")
         if self.store.role(space.id, invitee) is not None:
             raise DashboardError(f"{invitee} is already a member")
-        # An administrator's own budget and the known addresses' pool: neither can a stranger
-        # asking codes for the invitee's address (or for anyone) use up.
+        # An administrator's own budget and the invitations' pool: only signed-in administrators spend
+        # either, so no stranger asking codes (for the invitee's address or anyone's) can use them up.
         self._spend("inviter", _digest(email)[:24], INVITATIONS_PER_ADMIN)
-        self._spend("service-known", "all", self.mail_per_hour, "service")
+        self._spend_pool("invitations")
         token = secrets.token_urlsafe(24)
         now = self.now()
         inv_id = "inv_" + secrets.token_hex(5)
@@ -656,22 +824,26 @@ class Dashboard:
 
     def staff_create_key(self, staff: str, name: str, scopes: list[str], kind: str, expires_on: str | None,
                          owner: str | None, org: str | None, per_minute: int | None,
-                         monthly: int | None) -> tuple[str, str]:
-        kid, key = self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,
-                                    now=self.now(), created_by=staff)
-        self._audit(staff, "key_created", org=org, account=owner if org is None else None, target=kid,
-                    detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
-                                   expires=expires_on or "never"))
+                         monthly: int | None, over_cap: bool = False) -> tuple[str, str]:
+        """The operator's key: the holder's cap applies unless `over_cap` (logged all the same)."""
+        if org is not None or owner is not None:
+            self._check_key_cap(Space("org", org) if org is not None else Space("me", str(owner)), staff, over_cap)
+        key = new_key(kind) if kind in PREFIXES else ""
+        kid = key_id_of(key)
+        self._journaled(lambda: self.keys.create(name, scopes, kind, expires_on, owner, org, per_minute, monthly,
+                                                 now=self.now(), created_by=staff, key=key or None),
+                        staff, "key_created", org=org, account=owner if org is None else None, target=kid,
+                        done_when="created", detail=_detail(name=name, kind=kind, scopes=" ".join(sorted(set(scopes))),
+                                                            expires=expires_on or "never"))
         return kid, key
 
     def staff_revoke_key(self, staff: str, key_id: str) -> None:
         row = self.keys.get(key_id, now=self.now()) if hasattr(self.keys, "get") else None
-        self.keys.revoke(key_id, self.now())
         if row is not None and row["revoked_at"] is not None:
             return
-        self._audit(staff, "key_revoked", org=row["org"] if row else None,
-                    account=row["owner"] if row and not row["org"] else None, target=key_id,
-                    detail=_detail(name=row["name"]) if row else "")
+        self._journaled(lambda: self.keys.revoke(key_id, self.now()), staff, "key_revoked",
+                        org=row["org"] if row else None, account=row["owner"] if row and not row["org"] else None,
+                        target=key_id, detail=_detail(name=row["name"]) if row else "", done_when="revoked")
 
 
 def _detail(**fields: str) -> str:

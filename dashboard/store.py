@@ -110,6 +110,11 @@ CREATE TABLE IF NOT EXISTS audit (
 );
 CREATE INDEX IF NOT EXISTS audit_by_org ON audit (org, seq) WHERE org IS NOT NULL;
 CREATE INDEX IF NOT EXISTS audit_by_account ON audit (account, seq) WHERE account IS NOT NULL;
+CREATE TABLE IF NOT EXISTS journal (
+    id TEXT PRIMARY KEY,
+    created_at TEXT NOT NULL,
+    entry TEXT NOT NULL
+);
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
 BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
@@ -381,6 +386,30 @@ class SQLiteDashboardStore(SQLiteFile):
                      target: str | None, detail: str) -> None:
         self._write("INSERT INTO audit (at, actor, org, account, action, target, detail) VALUES (?,?,?,?,?,?,?)",
                     (at, actor, org, account, action, target, detail))
+
+    # -- the key-change journal (dashboard.service.Dashboard._journaled) ------------------------------------
+    def journal_open(self, entry_id: str, at: str, entry: str) -> None:
+        self._write("INSERT INTO journal (id, created_at, entry) VALUES (?, ?, ?)", (entry_id, at, entry))
+
+    def journal_pending(self) -> list[dict[str, Any]]:
+        return self._all("SELECT id, created_at, entry FROM journal ORDER BY created_at, id")
+
+    def journal_close(self, entry_id: str, audit: tuple[str, str, str | None, str | None, str, str | None, str] | None
+                      ) -> bool:
+        """Remove a journal entry and, with `audit`, append its audit row, in one transaction: only
+        the first of two closers (the request, a replay) removes it, so the row is written once."""
+        c = self._conn()
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            removed = c.execute("DELETE FROM journal WHERE id = ?", (entry_id,)).rowcount == 1
+            if removed and audit is not None:
+                c.execute("INSERT INTO audit (at, actor, org, account, action, target, detail) VALUES (?,?,?,?,?,?,?)",
+                          audit)
+            c.execute("COMMIT")
+            return removed
+        except BaseException:
+            c.execute("ROLLBACK")
+            raise
 
     def audit(self, *, org: str | None = None, account: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         args: tuple[str, ...]

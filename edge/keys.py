@@ -35,6 +35,11 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
+def key_id_of(key: str) -> str:
+    """The id a key is listed and audited under (its hash's first 10 hex digits)."""
+    return "key_" + hash_key(key)[:10]
+
+
 def looks_like_key(key: str) -> bool:
     return KEY_RE.fullmatch(key) is not None
 
@@ -127,7 +132,7 @@ class AdminStore(KeyStore, Protocol):
     def create(self, name: str, scopes: builtins.list[str], kind: str = "test", expires_on: str | None = None,
                owner: str | None = None, org: str | None = None, per_minute: int | None = None,
                monthly: int | None = None, now: datetime | None = None,
-               created_by: str | None = None) -> tuple[str, str]: ...
+               created_by: str | None = None, key: str | None = None) -> tuple[str, str]: ...
 
     # `org` / `owner` limit a change or a read to one holder's keys (the dashboard always passes
     # one); without either, any key (the operator's command line)

@@ -58,7 +58,12 @@ class ManifestRelease:
             self._names = False
             if self.root is not None and NAMES_KEY in self.digests:
                 try:
-                    self._names = Names.from_bytes((self.root / NAMES_KEY).read_bytes())
+                    body = (self.root / NAMES_KEY).read_bytes()
+                    # the same check as every file served (edge.local.app.FileCache): bytes that are
+                    # not the manifest's never reach an answer
+                    if hashlib.sha256(body).hexdigest() != self.digests[NAMES_KEY]:
+                        raise ValueError("bytes do not match the manifest's sha256 (damaged after the build)")
+                    self._names = Names.from_bytes(body)
                 except (OSError, ValueError, TypeError) as e:
                     log.warning("release %s: names index unreadable (%s); no suggestions", self.release_id, e)
         return self._names or None

@@ -338,11 +338,12 @@ def keys() -> None:
 @click.option("--owner", default=None, help="Owning account.")
 @click.option("--per-minute", type=int, default=None, help="Per-minute request limit (default: service default).")
 @click.option("--monthly", type=int, default=None, help="Monthly allowance, live keys (default: service default).")
+@click.option("--over-cap", is_flag=True, help="Create it even if the holder has its cap of active keys (logged).")
 @keys_option
 @store_option
 @dashboard_store_option
 def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | None, org: str | None,
-                owner: str | None, per_minute: int | None, monthly: int | None, keys_path: str,
+                owner: str | None, per_minute: int | None, monthly: int | None, over_cap: bool, keys_path: str,
                 store_spec: str | None, dashboard_store: str | None) -> None:
     """Create a key. The key is printed once, as the last line, and never shown again.
 
@@ -352,7 +353,8 @@ def keys_create(name: str, scopes: tuple[str, ...], kind: str, expires: str | No
     if org is not None and owner is not None:
         raise click.ClickException("give --org (the organisation's key) or --owner (an account's own key), not both")
     service = open_service(keys_path, store_spec, dashboard_store)
-    kid, key = service.staff_create_key(staff(), name, list(scopes), kind, expires, owner, org, per_minute, monthly)
+    kid, key = service.staff_create_key(staff(), name, list(scopes), kind, expires, owner, org, per_minute, monthly,
+                                        over_cap=over_cap)
     click.echo(f"created {kid} ({kind}, scopes: {' '.join(sorted(set(scopes)))}). Store this key now; it is not shown again:", err=True)
     click.echo(key)
 
@@ -399,10 +401,12 @@ def keys_local_test(key_file: Path, keys_path: str) -> None:
 @store_option
 def keys_list(keys_path: str, store_spec: str | None) -> None:
     """One line per key: id, name, kind, scopes, status, owner, org, expiry, key hint."""
+    from dashboard.operator_text import terminal_line
+
     rows = open_key_store(keys_path, store_spec).list(datetime.now(UTC))
-    for r in rows:
+    for r in rows:  # names and owners are typed by users: escapes are shown, never obeyed
         scopes = ",".join(r["scopes"].split())
-        click.echo("\t".join([
+        click.echo(terminal_line([
             r["id"], r["name"], r["kind"], scopes, r["status"], r["owner"] or "-", r["org"] or "-",
             r["expires_on"] or "never", r["hint"],
         ]))
@@ -584,9 +588,11 @@ def accounts_lock(email: str, keys_path: str, store_spec: str | None, dashboard_
 @dashboard_store_option
 def accounts_requests(keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
     """Researchers' open requests for API access: when, who, and what for (answer with `accounts unlock`)."""
+    from dashboard.operator_text import terminal_line
+
     rows = open_service(keys_path, store_spec, dashboard_store).store.access_requests()
-    for r in rows:
-        click.echo("\t".join([r["created_at"], r["email"], r["reason"]]))
+    for r in rows:  # the reason is the researcher's own text: escapes are shown, never obeyed
+        click.echo(terminal_line([r["created_at"], r["email"], r["reason"]]))
     if not rows:
         click.echo("no open requests", err=True)
 
@@ -624,6 +630,7 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     import uvicorn
 
     from dashboard.app import build as build_dashboard
+    from dashboard.serve import MAX_CONNECTIONS_PER_CLIENT as DASH_CONNECTIONS_PER_CLIENT
     from dashboard.serve import options as serve_options
     from dashboard.settings import DashboardSettings
     from edge.local.settings import ServerSettings
@@ -643,7 +650,9 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     # uvicorn would take X-Forwarded-For from any loopback peer by default: only a named proxy may say who the client is
     proxies = {"proxy_headers": True, "forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips \
         else {"proxy_headers": False}
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(), **proxies)
+    per_client = None if forwarded_allow_ips else DASH_CONNECTIONS_PER_CLIENT  # behind a proxy, one address is everyone
+    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False, **serve_options(per_client),
+                **proxies)
 
 
 @dashboard_cmd.command("rotate-secret", epilog=example("malaria-risk dashboard rotate-secret --keys var/keys.sqlite",
@@ -662,6 +671,23 @@ def dashboard_rotate_secret(keys_path: str, store_spec: str | None, dashboard_st
     open_service(keys_path, store_spec, dashboard_store).rotate_signing_secret(staff())
     click.echo("the dashboard's cookie-signing secret is rotated: new cookies use the new one, "
                "cookies signed with the one before keep working")
+
+
+@dashboard_cmd.command("budgets", epilog=example("malaria-risk dashboard budgets --keys var/keys.sqlite",
+                                                 "malaria-risk dashboard budgets --reset known --store dynamodb:mr-"))
+@click.option("--reset", "reset", type=click.Choice(["unknown", "known", "member", "invitations"]), default=None,
+              help="Give this pool its whole hour back (writes an audit row).")
+@keys_option
+@store_option
+@dashboard_store_option
+def dashboard_budgets(reset: str | None, keys_path: str, store_spec: str | None, dashboard_store: str | None) -> None:
+    """The service-wide hourly mail pools: spent, limit, and when the hour ends (docs/dashboard.md#sign-in-limits)."""
+    service = open_service(keys_path, store_spec, dashboard_store)
+    if reset is not None:
+        service.reset_pool(staff(), reset)
+        click.echo(f"the {reset} pool starts again from 0 this hour", err=True)
+    for b in service.budgets():
+        click.echo("\t".join([b["pool"], f"{b['spent']}/{b['limit']}", f"until {b['until']}"]))
 
 
 # -- local releases: verify, prune ------------------------------------------------------

@@ -16,8 +16,6 @@ rather than answered with zeros.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import os
 import re
@@ -108,14 +106,12 @@ def usage_export(spec: str, month: str, now: datetime | None = None) -> list[dic
 
 
 def render(rows: list[dict[str, Any]], fmt: str) -> str:
+    """JSON as stored, or CSV through the operator exports' one writer (key names neutralised)."""
+    from dashboard.operator_text import csv_text
+
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"
-    buf = io.StringIO()
-    w = csv.DictWriter(buf, fieldnames=FIELDS, lineterminator="\n")
-    w.writeheader()
-    for r in rows:
-        w.writerow({k: ("" if r[k] is None else r[k]) for k in FIELDS})
-    return buf.getvalue()
+    return csv_text(FIELDS, ([r[k] for k in FIELDS] for r in rows))
 
 
 def write_atomically(path: Path, text: str) -> None:

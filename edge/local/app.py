@@ -230,10 +230,21 @@ UNSATISFIABLE = (-1, -1)
 _RANGE_RE = re.compile(r"\s*bytes\s*=\s*([0-9]*)-([0-9]*)\s*", re.ASCII | re.IGNORECASE)
 
 
+BEYOND_ANY_FILE = 10**18  # what a position of more digits than this has counts as: past the end of every file
+
+
+def _position(digits: str) -> int:
+    """A byte position, bounded: `int()` refuses text of over 4,300 digits (and is slow well before),
+    and no file has 10^18 bytes, so a longer number is simply past the end."""
+    digits = digits.lstrip("0") or "0"
+    return int(digits) if len(digits) <= 18 else BEYOND_ANY_FILE
+
+
 def byte_range(spec: str, size: int) -> tuple[int, int] | None:
     """`bytes=a-b`, `bytes=a-` or `bytes=-n` → (first, last) inclusive, clipped to the file;
     `UNSATISFIABLE` when it lies wholly past the end (or asks for a zero-length suffix);
-    None when the header is not one valid bytes range (it is then ignored)."""
+    None when the header is not one valid bytes range (it is then ignored). Numbers of any length
+    are read in bounded time (`_position`)."""
     m = _RANGE_RE.fullmatch(spec)
     if m is None:
         return None
@@ -241,16 +252,16 @@ def byte_range(spec: str, size: int) -> tuple[int, int] | None:
     if start == end == "":
         return None
     if start == "":  # the last n bytes
-        n = int(end)
+        n = _position(end)
         if n == 0 or size == 0:
             return UNSATISFIABLE
         return max(0, size - n), size - 1
-    first = int(start)
-    if end != "" and int(end) < first:
+    first = _position(start)
+    if end != "" and _position(end) < first:
         return None
     if first >= size:
         return UNSATISFIABLE
-    return first, min(size - 1, int(end)) if end != "" else size - 1
+    return first, min(size - 1, _position(end)) if end != "" else size - 1
 
 
 def _header(resp: Response, name: str) -> str | None:

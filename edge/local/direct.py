@@ -16,6 +16,10 @@ is bounded (the numbers below; docs/limits.md#http-front):
   only) 64 KiB, else 413;
 * time to receive a request, from its first byte to its end: 10 s, else 408 and close;
 * a connection that sends nothing: closed after 5 s (new or idle between requests);
+* open connections per client (an IPv4 address, an IPv6 /64: `edge.clients.client_group`):
+  `MAX_CONNECTIONS_PER_CLIENT` per worker; one more is answered 429 and closed at once, with
+  a `connection_refused` line in the access log, so one client cannot use up the process's
+  file descriptors;
 * pipelining: at most 32 requests wait for their answer, and only one write buffer
   (64 KiB high-water mark) of answers is held for a client that does not read: past
   either, the connection stops being read (its bytes stay in the kernel's socket buffer,
@@ -45,6 +49,8 @@ from email.utils import formatdate
 
 import httptools
 
+from ..accesslog import event_line
+from ..clients import ConnectionCap, client_group
 from .app import App, create_app
 
 MAX_HEAD_BYTES = 64 * 1024
@@ -57,6 +63,7 @@ IDLE_TIMEOUT = 5.0  # a connection with nothing in flight (uvicorn's keep-alive 
 STALL_WINDOW = 60.0  # an answer being written must drain at least MIN_RATE bytes/s over each such window
 MIN_RATE = 512  # bytes per second: slower than the slowest mobile link this service expects (docs/limits.md)
 SHUTDOWN_GRACE = 5.0
+MAX_CONNECTIONS_PER_CLIENT = 64  # an office behind one address, every browser with its 6, and room (docs/limits.md)
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -97,10 +104,11 @@ _Pending = tuple[str, bytes, dict[str, str], bool, str]
 class _Worker:
     """Per-process state shared by connections: the app, the open connections, the cached Date."""
 
-    def __init__(self, app: App, send_buffer: int | None = None):
+    def __init__(self, app: App, send_buffer: int | None = None, per_client: int = MAX_CONNECTIONS_PER_CLIENT):
         self.app = app
         self.send_buffer = send_buffer
         self.connections: set[_Connection] = set()
+        self.cap = ConnectionCap(per_client)
         self.status_lines = _status_lines()
         self.targets: dict[bytes, tuple[str, str]] = {}  # request target -> (raw path, raw query)
         self._date_second = -1
@@ -148,11 +156,22 @@ class _Connection(asyncio.Protocol):
         self.window_start: float | None = None  # while an answer is being written: the current stall window
         self.window_drained = 0
         self.window_buffered = 0
+        self.group: str | None = None  # the client's group, while it counts against its cap
 
     # -- transport events ---------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's TCPTransport is not a subclass
         self.worker.connections.add(self)
+        peer = transport.get_extra_info("peername")
+        group = client_group(str(peer[0])) if isinstance(peer, tuple) and peer else "unknown"
+        if not self.worker.cap.admit(group):
+            log = self.worker.app.access_log
+            if log is not None:
+                log.sink(event_line("connection_refused", runtime="local", front="direct", client=group,
+                                    open=self.worker.cap.per_client, status=429))
+            self._write_plain(429, b"Too many open connections from your network.")
+            return
+        self.group = group
         if self.worker.send_buffer is not None:
             sock = transport.get_extra_info("socket")
             if sock is not None:
@@ -163,6 +182,9 @@ class _Connection(asyncio.Protocol):
         self.pending.clear()
         self.stash = b""
         self.worker.connections.discard(self)
+        if self.group is not None:
+            self.worker.cap.release(self.group)
+            self.group = None
 
     def pause_writing(self) -> None:
         self.paused = True
@@ -412,7 +434,7 @@ class _Connection(asyncio.Protocol):
 
 async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None], ready: Callable[[], None] | None = None,
                        stall_window: float = STALL_WINDOW, min_rate: float = MIN_RATE,
-                       send_buffer: int | None = None) -> None:
+                       send_buffer: int | None = None, per_client: int = MAX_CONNECTIONS_PER_CLIENT) -> None:
     """Serve `app` on an already listening socket until `stop` completes.
 
     Takes the stop signal as a future so a test can run a server in a thread (where
@@ -422,7 +444,7 @@ async def serve_socket(app: App, sock: socket.socket, stop: asyncio.Future[None]
     whole test file, where a real slow link fills it after its first few hundred KB.
     """
     loop = asyncio.get_running_loop()
-    worker = _Worker(app, send_buffer)
+    worker = _Worker(app, send_buffer, per_client)
     server = await loop.create_server(lambda: _Connection(worker), sock=sock, backlog=2048)
     if ready is not None:
         ready()

@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, new_key, validate_new_key
+from ..keys import PREFIXES, AdminError, KeyRecord, hash_key, key_id_of, new_key, validate_new_key
 from ..routes import SCOPES
 
 if TYPE_CHECKING:
@@ -179,15 +179,15 @@ class DynamoDBKeyStore:
     def create(self, name: str, scopes: list[str], kind: str = "test", expires_on: str | None = None,
                owner: str | None = None, org: str | None = None, per_minute: int | None = None,
                monthly: int | None = None, now: datetime | None = None,
-               created_by: str | None = None) -> tuple[str, str]:
+               created_by: str | None = None, key: str | None = None) -> tuple[str, str]:
         """Same rules and messages as SQLiteKeyStore.create; the key itself is never stored."""
         now = now or datetime.now(UTC)
         validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
         if owner is not None and self._flag(f"account#{owner}", "removed_at"):
             raise AdminError(f"account {owner!r} was removed; it cannot own new keys")
-        key = new_key(kind)
+        key = key or new_key(kind)
         digest = hash_key(key)
-        kid = "key_" + digest[:10]
+        kid = key_id_of(key)
         item: dict[str, Any] = {
             "pk": {"S": f"key#{digest}"}, "key_id": {"S": kid}, "name": {"S": name}, "kind": {"S": kind},
             "scopes": {"S": " ".join(sorted(set(scopes)))}, "created_at": {"S": now.isoformat(timespec="seconds")},
@@ -417,6 +417,11 @@ class DynamoDBCounter:
             ReturnValues="UPDATED_NEW",
         )
         return int(got["Attributes"]["n"]["N"])
+
+    def value(self, name: str) -> int:
+        """The current count (0 if none); for the operator's commands, not the hot path."""
+        item = self.client.get_item(TableName=self.table, Key=self.key(name), ConsistentRead=True).get("Item", {})
+        return int(item["n"]["N"]) if "n" in item else 0
 
     def sweep(self, before: int) -> None:
         """DynamoDB's TTL deletes expired windows itself."""

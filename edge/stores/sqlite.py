@@ -18,7 +18,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ..keys import PREFIXES, AdminError, KeyRecord, KeyStore, hash_key, new_key, validate_new_key
+from ..keys import (
+    PREFIXES,
+    AdminError,
+    KeyRecord,
+    KeyStore,
+    hash_key,
+    key_id_of,
+    new_key,
+    validate_new_key,
+)
 from ..routes import SCOPES
 
 __all__ = ["AdminError", "ChangeAwareKeyCache", "KeyStoreUnavailable", "SQLiteFile", "SQLiteKeyStore", "connect"]  # AdminError: for the CLI
@@ -169,18 +178,20 @@ class SQLiteKeyStore(SQLiteFile):
         monthly: int | None = None,
         now: datetime | None = None,
         created_by: str | None = None,
+        key: str | None = None,
     ) -> tuple[str, str]:
         """Create a key; returns (key id, the key itself). The key is not stored and never shown again.
 
         An organisation's key has no `owner` (it belongs to the organisation, so removing the
-        account that made it leaves it working); `created_by` records who made it.
+        account that made it leaves it working); `created_by` records who made it. `key`: one made
+        beforehand (`edge.keys.new_key`), so the dashboard can journal the key id before the write.
         """
         now = now or datetime.now(UTC)
         validate_new_key(name, scopes, kind, expires_on, per_minute, monthly, now, SCOPES)
         if owner is not None and self._removed(owner):
             raise AdminError(f"account {owner!r} was removed; it cannot own new keys")
-        key = new_key(kind)
-        kid = "key_" + hash_key(key)[:10]
+        key = key or new_key(kind)
+        kid = key_id_of(key)
         with self._conn() as c:
             c.execute(
                 "INSERT INTO keys (id, key_hash, prefix, last4, name, kind, scopes, created_at,"

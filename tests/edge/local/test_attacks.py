@@ -149,22 +149,28 @@ def quick(release_root: Path, store, monkeypatch: pytest.MonkeyPatch) -> Iterato
         yield server
 
 
+def trickle(s: socket.socket, rest: bytes, every: float) -> bytes:
+    """Send `rest` one byte every `every` seconds until the server answers or closes; what it said."""
+    s.settimeout(every)
+    answer = b""
+    for ch in rest:
+        try:
+            s.sendall(bytes([ch]))
+            answer += s.recv(65536)
+        except TimeoutError:
+            continue
+        except OSError:
+            break
+        if answer:
+            break
+    return answer
+
+
 def test_trickled_head_gets_408_at_the_deadline(quick: LiveServer):
     with socket.create_connection(("127.0.0.1", quick.port), timeout=10) as s:
         t0 = time.monotonic()
         s.sendall(b"GET /v1/periods HTTP/1.1\r\n")
-        s.settimeout(0.3)
-        answer = b""
-        for ch in b"Host: example.org\r\nX-Slow: " + b"z" * 100:
-            try:
-                s.sendall(bytes([ch]))
-                answer += s.recv(65536)
-            except TimeoutError:
-                continue
-            except OSError:
-                break
-            if answer:
-                break
+        answer = trickle(s, b"Host: example.org\r\nX-Slow: " + b"z" * 100, 0.3)
         s.settimeout(5)
         with contextlib.suppress(OSError):
             answer += read_all(s)

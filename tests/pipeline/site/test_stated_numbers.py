@@ -50,6 +50,15 @@ CLAIMS: list[tuple[str, str, tuple[str, ...]]] = [
     ("dashboard", r"signed in as the address before\*\* \(within (\d+) days\)", ("dashboard.device_days",)),
     ("dashboard", r"old key keeps working for (\d+) days at most", ("dashboard.roll_overlap_days",)),
     ("dashboard", r"a week ahead, (\d+) days at most", ("dashboard.roll_overlap_days",)),
+    ("dashboard", r"any other account made at least (\d+) days ago", ("dashboard.known_after_days",)),
+    ("dashboard", r"\| active keys of one organisation \| (\d+) ", ("dashboard.keys_per_org",)),
+    ("dashboard", r"\| active keys of one researcher's own space \| (\d+) ", ("dashboard.keys_per_researcher",)),
+    ("dashboard", r"\| keys one person creates \(or rolls\) in an hour \| (\d+) ", ("dashboard.keys_per_admin_hour",)),
+    ("dashboard", r"at most (\d+) × \d+ = ([\d,]+) answers a minute", ("dashboard.keys_per_org", "limits.org_per_minute")),
+    ("rate-limits", r"at most (\d+) active keys, and a researcher (\d+)",
+     ("dashboard.keys_per_org", "dashboard.keys_per_researcher")),
+    ("rate-limits", r"at most ([\d,]+) requests a minute and ([\d,]+) a month",
+     ("limits.org_per_minute", "limits.org_monthly")),
 ]
 
 
