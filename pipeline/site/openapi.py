@@ -471,12 +471,12 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "timing": {"type": "object", "description": "Per rule: signed peak, start and centre errors, trough/peak "
                    "and best-4 share errors and shape r over the left-out dated states and their LGAs, and per "
                    "left-out state (summaries only; additive; present when dated series exist)."},
-        "model_5": {"type": "object", "description": "Model 5's nested whole-state cross-validation on the dated "
+        "model_5": {"type": "object", "description": "The season methods' nested whole-state cross-validation on the dated "
                     "(development) states: the published method, the selection rule, the release's "
                     "hyperparameters and every compared method's outer-fold summaries (no profile, no series; "
-                    "additive; present when dated series exist; docs: model-5-protocol). From model 6 on, the "
-                    "same nested check run under the model-6 protocol."},
-        "model_6": {"type": "object", "description": "Model 6's protocol additions: candidates in the selection "
+                    "additive; present when dated series exist; docs: model-5-protocol, model-6-protocol). Its key "
+                    "names the model that introduced it; from model 6 on it runs under the model-6 protocol."},
+        "model_6": {"type": "object", "description": "The model-6 protocol's additions: candidates in the selection "
                     "rule's order of complexity, the rule and its margin, the release method and constants, each "
                     "candidate's inner loss on all dated states, the season class's bias correction, and the "
                     "recorded-rain check of protocol item 5 (summaries and constants only; additive; present when "

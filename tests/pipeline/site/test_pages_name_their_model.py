@@ -39,6 +39,8 @@ from tests.paths import needs_data
 MENTION = re.compile(r"\b[Mm]odels?[- ](\d+)(?:\.(\d+))?")
 HISTORY = re.compile(r"^(?:'s)?\s*\((?:a method compared|an earlier model|a method model (\d+) compares)")
 RECORD_NAME = re.compile(r"^(?:[- ]protocol\b| seasons: protocol\b)")  # the name of a registration record
+# a rule registered now for the next model ("the rule registered for model 7", "registers, for model 7,")
+FUTURE = re.compile(r"register(?:ed|s)?,? for (?:the next model, )?$")
 RECORD_LINK = re.compile(r"<a\b[^>]*href=\"[^\"]*(?:-protocol|changelog)\.html[^\"]*\"[^>]*>.*?</a>", re.S)
 VERSION_STRING = re.compile(r"\b[a-z][a-z-]*/\d+\.\d+\.\d+\b")
 VERSION_NUMBER = re.compile(r"model_version\b[^.\d/]{0,12}(\d+)\.(\d+)")
@@ -48,6 +50,8 @@ DECIMAL = re.compile(r"(?<![\d.])[-+−]?\d+\.\d+(?!\d|\.\d)")
 AIM = re.compile(r"(?:[≥≤<>±]|aim[s]?:?|target:?)\s*[-+−]?\d+\.\d+$")
 RANGE_PART = re.compile(r"\d\s*[–-]\s*$|^\s*[–-]\s*\d")
 CHOICE = re.compile(r"\bagain\b|published α|\bthe choice\b", re.I)
+# a stated choice of α by horizon: the decimals that follow "α by horizon ...:"
+ALPHA_LIST = re.compile(r"α by horizon[^:]*:\s*((?:[\d.]+(?:,\s*)?)+)")
 EXEMPT = re.compile(r"^(?:changelog|.*-protocol)\.html$")
 
 
@@ -73,6 +77,8 @@ def model_mentions(sentence: str, version: str) -> list[str]:
             continue
         h = HISTORY.match(sentence[m.end():])
         if h and int(n) < int(major) and (h.group(1) is None or h.group(1) == major):
+            continue
+        if FUTURE.search(sentence[:m.start()]) and int(n) == int(major) + 1:
             continue
         bad.append(sentence[max(0, m.start() - 50):m.end() + 40])
     return bad
@@ -103,8 +109,9 @@ def skill_figures_wrong(sentence: str, known: set[tuple[int, float]], alpha: lis
             places = len(x.split(".")[1])
             if (places, round(float(x), places)) not in known:
                 bad.append(f"{x} in: {sentence[:160]}")
-    if CHOICE.search(sentence) and ("α" in sentence or "again" in sentence):
-        stated = [float(x) for x in DECIMAL.findall(sentence)]
+    listed = ALPHA_LIST.search(sentence)
+    if listed or (CHOICE.search(sentence) and "again" in sentence):
+        stated = [float(x) for x in DECIMAL.findall(listed.group(1) if listed else sentence)]
         if stated and stated != alpha:
             bad.append(f"α stated {stated}, published {alpha}: {sentence[:160]}")
     return bad
@@ -123,6 +130,9 @@ def test_the_rules_catch_what_the_pages_said() -> None:
     assert not model_mentions("model 3 (a method compared; same folds) against this release", "survey-season/5.0.0")
     assert model_mentions("model 7 (an earlier model)", "survey-season/5.0.0")  # not earlier: not history
     assert not model_mentions("Model 5 protocol", "rain-season/6.0.0")  # a record's name
+    assert not model_mentions("and the rule registered for model 7", "survey-season/6.0.0")  # the next model's
+    assert model_mentions("the rule registered for model 8", "survey-season/6.0.0")  # not the next one
+    assert model_mentions("the rule for model 7", "survey-season/6.0.0")  # not a registration
     assert VERSION_NUMBER.findall("says so here and in model_version (4.1).") == [("4", "1")]
     assert VERSION_NUMBER.findall("and model_version is 4.0.x; a term says 4.1.x") == [("4", "0")]
     known = _known([{"skill": 0.12}])
@@ -131,6 +141,9 @@ def test_the_rules_catch_what_the_pages_said() -> None:
     assert skill_figures_wrong("The choice then lies inside the grid (1.25 again).", known, [1.5, 1.5, 1.25, 1.25])
     assert not skill_figures_wrong("The choice then lies inside the grid (published α by horizon 1–4: 1.5, 1.5, "
                                    "1.25, 1.25).", known, [1.5, 1.5, 1.25, 1.25])
+    assert skill_figures_wrong("Protocol 1's published α by horizon: 1.25, 1.25, 1.25, 1.25.", known, [1.5, 1.5, 1.25, 1.25])
+    # figures of another measure in a sentence that also names the published α are not an α choice
+    assert not skill_figures_wrong("α = 1 beat the published α there (vs persistence +0.06 / +0.11).", known, [1.5])
 
 
 @pytest.mark.slow
@@ -142,7 +155,8 @@ def test_every_page_names_the_release_model_and_its_figures(real_build: Path) ->
     skill = json.loads((docs / "skill.json").read_text()) if (docs / "skill.json").exists() else {}
     validation = json.loads((docs / "validation.json").read_text())
     known = _known([skill, validation])
-    alpha = [float(a) for a in skill.get("published_alpha") or []]
+    # the α the pages state by horizon is protocol 1's (protocol 2 publishes α by season class)
+    alpha = [float(a) for a in (skill.get("protocol_1") or skill).get("published_alpha") or []]
     pages = {str(p.relative_to(docs)): p.read_text(encoding="utf-8") for p in sorted(docs.rglob("*.html"))}
     assert len(pages) > 10 and "model.html" in pages and "validation.html" in pages
     wrong: dict[str, list[str]] = {}
