@@ -271,7 +271,8 @@ def last_complete_years(seasons: pl.DataFrame, key: str | list[str] = "area", n:
 
 
 def rain_season_climate(seasons: pl.DataFrame, key: str | list[str] = "area", n: int = 10) -> pl.DataFrame:
-    """Per area, over its last `n` complete years: years used, median onset and cessation month,
+    """Per area, over its last `n` complete years: years used, median onset and cessation month
+    (and the median onset dekad of the year, where dekads exist),
     the onset's spread (earliest, latest, inter-quartile range in dekads where dekads exist),
     median wet-season length and median best-4-month share.
 
@@ -292,6 +293,7 @@ def rain_season_climate(seasons: pl.DataFrame, key: str | list[str] = "area", n:
             pl.col("year").max().alias("last_year"),
             pl.len().alias("n_years"),
             month_of(onset_step.median()).alias("onset_month_median"),
+            pl.col("onset_dekad").median().alias("onset_dekad_median"),
             month_of(onset_step.min()).alias("onset_month_earliest"),
             month_of(onset_step.max()).alias("onset_month_latest"),
             (pl.col("onset_dekad").quantile(0.75, "linear") - pl.col("onset_dekad").quantile(0.25, "linear"))
