@@ -155,6 +155,14 @@ class Client:
         """Season ratios of every LGA of a state."""
         return self._table("/v1/transmission/ratios/lgas", {"state": state}, as_)
 
+    def smc(self, state: str | None = None, *, as_: str | None = None) -> Any:
+        """Seasonal malaria chemoprevention planning by Nigeria's rainfall rule: every state, or with
+        `state` (e.g. "KN") every LGA of that state. One row per area: eligible, margin, years passed,
+        onset, first_cycle_month, cycles, children treated per cycle in the last campaign (docs/smc.md)."""
+        if state is None:
+            return self._table("/v1/transmission/smc/states", {}, as_)
+        return self._table("/v1/transmission/smc/lgas", {"state": state}, as_)
+
     def project_counts(self, area: str, month: Any, cases: Any, horizons: int = 4, *,
                        state: str | None = None) -> dict[str, Any]:
         """Project a count you have: `cases` confirmed in `area` (state code or lga_code) in `month`
