@@ -161,6 +161,7 @@
       drawMap(outlines);
       setPeriod(state.period);
       $("export").hidden = false;
+      if ($("smc-layer")) $("smc-layer").disabled = false;
       document.body.classList.add("map-ready");
     }).catch(function (err) {
       status(explain(err), true);
@@ -247,10 +248,13 @@
 
   // --- the map ---------------------------------------------------------------------------
 
+  /** A layer drawn over the risk colours (smc.js: "SMC planning"), or null. */
+  function overlay(kind, code) { return state.overlay ? state.overlay(kind, code) : null; }
+
   function styleFor(code) {
     var row = (rowsFor(state.stateFilter, state.period) || {})[code];
     return {
-      fillColor: row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillColor: overlay("lga", code) || (row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA),
       fillOpacity: 0.9,
       color: code === state.selected ? "#000000" : "#ffffff",
       weight: code === state.selected ? 2.5 : 0.6,
@@ -264,7 +268,7 @@
     var row = !chosen && (rowsFor("", state.period) || {})[code];
     return {
       className: "state-base state-" + code,
-      fillColor: chosen ? "#e3e8ef" : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillColor: chosen ? "#e3e8ef" : overlay("state", code) || (row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA),
       fillOpacity: chosen === code ? 0 : chosen ? 1 : 0.9,
       color: chosen ? "#8a93a3" : "#ffffff", weight: chosen ? 1 : 0.5,
     };
@@ -468,11 +472,13 @@
     if (!code) {
       clearLgas();
       recolour();
+      smcShow();
       refresh();
       if (!state.selected) $("charts").hidden = true; // back to the whole country: nothing chosen
       return;
     }
     recolour();
+    smcShow();
     loadStateCharts(code);
     Promise.all([lgaOutlines(code), riskFor(code, state.period)]).then(function (res) {
       if (state.stateFilter !== code) return; // another state chosen since
@@ -521,28 +527,49 @@
     showDetails(code);
     loadCharts(code);
     showProjection(code);
+    smcShow();
   }
 
   // --- "last month's confirmed cases": project.js, loaded on the first area panel only --------------
 
-  var projectScript = null;
-  function showProjection(code) {
-    var g = state.gazetteer[code] || {};
-    if (!projectScript) {
-      projectScript = new Promise(function (ok, fail) {
+  var scripts = {}; // file beside map.js -> promise of its loading (once)
+  function loadScript(name) {
+    if (!scripts[name]) {
+      scripts[name] = new Promise(function (ok, fail) {
         var s = document.createElement("script");
-        s.src = SCRIPT_BASE + "project.js";
+        s.src = SCRIPT_BASE + name;
         s.onload = ok;
         s.onerror = fail;
         document.head.appendChild(s);
       });
-      projectScript.catch(function () { projectScript = null; });
+      scripts[name].catch(function () { delete scripts[name]; });
     }
+    return scripts[name];
+  }
+
+  function showProjection(code) {
+    var g = state.gazetteer[code] || {};
     // the chart library loads with the first chart (chartLib); the form draws its range once it is there
-    Promise.all([projectScript, chartLib().catch(function () { /* a table without the chart */ })]).then(function () {
+    Promise.all([loadScript("project.js"), chartLib().catch(function () { /* a table without the chart */ })]).then(function () {
       window.MalariaProject.show($("project-panel"), { lga: code, state: g.state_code, name: g.lga || code,
         api: api, explain: explain });
     }).catch(function () { /* the form is an extra: the panel works without it */ });
+  }
+
+  // --- "SMC planning": smc.js, loaded when its layer is first switched on ----------------------
+
+  function smcHooks() {
+    return { api: api, explain: explain, base: BASE, panel: $("smc-panel"),
+      view: function () { return { state: state.stateFilter, lga: state.selected, gazetteer: state.gazetteer }; },
+      setOverlay: function (fn) { state.overlay = fn; recolour(); } };
+  }
+  function smcToggle() {
+    var checked = $("smc-layer").checked;
+    loadScript("smc.js").then(function () { return window.MalariaSmc.toggle(checked, smcHooks()); })
+      .catch(function (err) { status(explain(err), true); });
+  }
+  function smcShow() {
+    if (window.MalariaSmc && $("smc-layer") && $("smc-layer").checked) window.MalariaSmc.show(smcHooks());
   }
 
   function showDetails(code) {
@@ -1038,6 +1065,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     $("map-table").addEventListener("toggle", renderTable);
+    if ($("smc-layer")) $("smc-layer").addEventListener("change", smcToggle);
     $("export-csv").addEventListener("click", exportCsv);
     $("export-png").addEventListener("click", exportPng);
     $("history-csv").addEventListener("click", function () {
