@@ -277,6 +277,10 @@ SMC_NAMES = ("delivered_2021", "delivered_2021_eligible", "delivered_ever", "eli
              "timing.mean_months_off", "timing.lga_years_judged", "timing.lga_share_within_1_month",
              "lgas_delivered", "lgas_delivered_eligible",
              "state_table", "timing_table", "eligible_never_delivered", "delivered_2021_not_eligible")
+SMC_STATE_FIELDS = ("eligible", "margin", "years_passed", "rain_share_median", "case_share_modelled",
+                    "onset_month_median", "onset_month_earliest", "onset_month_latest", "best4_start_month",
+                    "first_cycle_month", "cycles", "last_campaign_year", "children_treated_mean_per_cycle",
+                    "rain_this_year_through", "rain_this_year_percent_of_average", "rain_this_year_onset_date")
 MONTH_ABBR = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 
 
@@ -285,6 +289,8 @@ def smc_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     raw = files.get(SMC_FILE)
     report: dict[str, Any] = orjson.loads(raw) if raw else {}
     out: dict[str, Any] = {f"smc.{n}": NOT_IN_RELEASE for n in SMC_NAMES}
+    # the walk-through's state, quoted field by field (docs/smc.md)
+    out.update({f"smc.states.kn.{f}": NOT_IN_RELEASE for f in SMC_STATE_FIELDS})
     out.update(flatten_report(report, "smc"))
     if not report:
         return out

@@ -738,7 +738,8 @@ def smc_schemas() -> dict[str, Schema]:
                      "year": _int("The year."), "through": _str("Start date of the last dekad counted."),
                      "rain_mm": {"type": "number", "description": "Rain so far this year, mm (state mean)."},
                      "average_mm": {"type": "number", "description": "Long-term average for the same dekads, mm."},
-                     "percent_of_average": _int("100 x rain_mm / average_mm."),
+                     "percent_of_average": _int("Rain so far as % of the long-term average: 100 x rain_mm / average_mm "
+                                                "(the state's rain, in percent)."),
                      "provisional": {"type": "boolean", "description": "Some dekads are CHIRPS-preliminary."},
                      "onset_date": _nullable("string", "Start of season this year (same rule), the dekad's first "
                                              "day; null: not yet."),
@@ -746,8 +747,11 @@ def smc_schemas() -> dict[str, Schema]:
                                                          "dekads (negative: early)."),
                  }}
     rule = _obj({
-        "eligibility": _str("Nigeria's eligibility rule."), "share_threshold": {"type": "number"},
-        "consecutive_years": {"type": "integer"}, "window_years": {"type": "integer"},
+        "eligibility": _str("Nigeria's eligibility rule."),
+        "share_threshold": {"type": "number", "description": "Share of the year's rainfall (0 to 1) the best 4 "
+                            "consecutive months must reach for a year to pass: 0.60."},
+        "consecutive_years": _int("Consecutive passing years (count of years) needed: 4."),
+        "window_years": _int("Years (count of complete years) the rule looks back over: 10."),
         "margin": _str("How the margin is computed."), "timing": _str("The first-cycle and cycles rule."),
         "onset": _str("The onset rule."), "best_4_months": _str("How the 4-month windows are formed."),
         "complete_year": _str("What counts as a complete year."),
@@ -755,7 +759,8 @@ def smc_schemas() -> dict[str, Schema]:
     }, description="The rules behind every field (docs/smc.md).")
     source = _obj({k: _str(d) for k, d in (("rain", "State rainfall."), ("lga_rain", "LGA rainfall."),
                                            ("children", "Treatments per cycle."), ("delivered", "What was delivered."),
-                                           ("case_share", "Where the modelled case share comes from."))})
+                                           ("case_share", "Where the modelled case share comes from."))},
+                  description="Where each figure comes from, with its licence.")
     out: dict[str, Schema] = {}
     out["SmcState"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), **plan, "rain_this_year": this_year,
@@ -764,7 +769,8 @@ def smc_schemas() -> dict[str, Schema]:
         "children_treated_per_cycle": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0},
                                        "description": "Treatments given in each cycle of the last campaign (children "
                                        "3-59 months reached per cycle; a count, not a target)."},
-        "children_treated_mean_per_cycle": _nullable("integer", "Mean of children_treated_per_cycle."),
+        "children_treated_mean_per_cycle": _nullable("integer", "Children 3-59 months treated per cycle in the last "
+                                                     "campaign, mean over its cycles (count of treatments)."),
         "target_children_3_59_months": {"type": "null", "description": "Always null: see target_reason."},
         "target_reason": _str("Why there is no target population of children 3-59 months."),
         "delivered_years": {"type": "array", "items": {"type": "integer"},
