@@ -21,7 +21,9 @@ PUBLIC = {"index", "quickstart", "keys", "api", "errors", "rate-limits", "downlo
           "validation", "geography", "context", "survey", "attribution", "changelog", "releases", "state-codes",
           # the scorecard of projected counts and the two pre-registered protocols: public, so anyone can
           # check that the published figures follow the method fixed before they were computed
-          "skill", "skill-protocol", "model-5-protocol"}
+          "skill", "skill-protocol", "model-5-protocol",
+          # SMC planning by Nigeria's rule, and the rain-season definitions it rests on
+          "smc", "rain-season"}
 DASHBOARD = "https://keys.example.org"
 
 
