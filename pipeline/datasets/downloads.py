@@ -378,6 +378,9 @@ def smc_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The SMC planning routes as two tables (one row per LGA, one per state)."""
     lga = tabular.frame(docs["/v1/transmission/smc/lgas"][k] for k in sorted(docs["/v1/transmission/smc/lgas"]))
     state = tabular.frame([docs["/v1/transmission/smc/states"][()]])
+    # an empty list is an empty cell, as the CSV reads it back
+    lga, state = (df.with_columns(pl.when(pl.col(c).list.len() > 0).then(pl.col(c)).alias(c)
+                                  for c, t in df.schema.items() if isinstance(t, pl.List)) for df in (lga, state))
     return _ordered(lga, "smc_lga").sort("lga_code"), _ordered(state, "smc_state").sort("state_code")
 
 

@@ -299,7 +299,6 @@ def produce(ctx: BuildContext) -> Produced:
                 "rain_sources": src,
                 "years_from_lga_rain": sum(1 for x in src if x == "lga_monthly"),
                 "children_treated_per_cycle": None, "children_reason": LGA_CHILDREN_REASON,
-                "delivered_years": [x["year"] for x in got],
                 "first_round_dates": [x["first_round"].isoformat() for x in got],
             })
         lga_docs[(str(code),)] = {

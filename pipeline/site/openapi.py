@@ -789,10 +789,10 @@ def smc_schemas() -> dict[str, Schema]:
         "years_from_lga_rain": _int("How many window years rest on the LGA's own rainfall.", minimum=0),
         "children_treated_per_cycle": {"type": "null", "description": "Always null: see children_reason."},
         "children_reason": _str("Why there is no LGA count."),
-        "delivered_years": {"type": "array", "items": {"type": "integer"},
-                            "description": "Years with SMC rounds recorded in the LGA, 2013-2019."},
         "first_round_dates": {"type": "array", "items": _str("YYYY-MM-DD"),
-                              "description": "Date of the first round of each delivered year (approximate)."},
+                              "description": "Date of the first SMC round of each year with rounds recorded in the "
+                                             "LGA, 2013-2019, oldest first (approximate: model days); empty: none "
+                                             "recorded."},
     }, description="One LGA's SMC planning.")
     out["SmcLgasResponse"] = _obj({
         "state_code": STATE_CODE, "state": _str("State name."), "rule": rule,

@@ -105,8 +105,9 @@ def test_lga_rows_say_which_rain_they_rest_on(real_build: Path) -> None:
         assert r["years_from_lga_rain"] == r["rain_sources"].count("lga_monthly")
     assert sum(r["years_from_lga_rain"] for r in kn["lgas"]) >= 40  # 2016 from the LGA series
     so = _json(real_build, "v1/transmission/smc/lgas/SO.json")
-    delivered = [r for r in so["lgas"] if r["delivered_years"]]
-    assert len(delivered) == 23 and all(len(r["first_round_dates"]) == len(r["delivered_years"]) for r in delivered)
+    delivered = [r for r in so["lgas"] if r["first_round_dates"]]
+    assert len(delivered) == 23 and all(r["first_round_dates"] == sorted(r["first_round_dates"]) for r in delivered)
+    assert {d[:4] for r in delivered for d in r["first_round_dates"]} == {str(y) for y in range(2015, 2020)}
     csv_text = (real_build / "current" / "v1/transmission/smc/lgas/KN.csv").read_text()
     header = csv_text.splitlines()[0].split(",")
     assert header[:3] == ["state_code", "state", "lga_code"] and "rain_sources" in header
