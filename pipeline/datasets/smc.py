@@ -95,11 +95,12 @@ def _case_shares(ctx: BuildContext) -> tuple[dict[str, float], dict[str, float]]
         states, lgas, _, _ = published_seasons(ctx.produced)
     except DatasetUnavailable:
         return {}, {}
-    out = []
+    out: list[dict[str, float]] = []
     for table in (states, lgas):
         codes = [c for c, s in table.items() if len(s.get("seasonal_index") or []) == 12]
-        shares = smc.case_share(np.array([table[c]["seasonal_index"] for c in codes])) if codes else []
-        out.append({c: float(v) for c, v in zip(codes, shares, strict=True)})
+        shares: list[float] = smc.case_share(np.array([table[c]["seasonal_index"] for c in codes])).tolist() \
+            if codes else []
+        out.append(dict(zip(codes, shares, strict=True)))
     return out[0], out[1]
 
 

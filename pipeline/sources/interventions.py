@@ -33,20 +33,10 @@ def _codes(path: Path, names: pl.Series, states: pl.DataFrame) -> dict[str, str]
 
 def read_smc_states(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
     """state_code, year, treatments (summed over cycles) for state-years in the file; None when absent."""
-    path = Path(data_dir) / SMC_STATE
-    if not path.exists():
+    cycles = read_smc_state_cycles(data_dir, states)
+    if cycles is None:
         return None
-    raw = read_text_columns(path, ["adm1", "year", "name", "value"])
-    codes = _codes(path, raw["adm1"], states)
-    df = raw.select(
-        pl.col("adm1").replace_strict(codes).alias("state_code"),
-        pl.col("year").cast(pl.Int64, strict=False),
-        pl.col("value").cast(pl.Float64, strict=False).alias("treatments"),
-    )
-    if df["year"].null_count() or df["treatments"].null_count():
-        raise InputError(path, "year and value must be numbers")
-    return (df.filter(~pl.col("year").is_in(SMC_MISSING_YEARS))
-            .group_by("state_code", "year").agg(pl.col("treatments").sum()).sort("state_code", "year"))
+    return cycles.group_by("state_code", "year").agg(pl.col("treatments").sum()).sort("state_code", "year")
 
 
 def read_llin_campaigns(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:

@@ -28,18 +28,24 @@ def _api(site: RealSite, path: str, **params: str) -> dict:
     return r.json()
 
 
+def _watch(page: Any) -> tuple[list[str], list[str]]:
+    """The paths the page asks for and its script errors, as they come."""
+    seen: list[str] = []
+    errors: list[str] = []
+    page.on("request", lambda r: seen.append(urlparse(r.url).path))
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return seen, errors
+
+
 def _colour(r: dict) -> str:
     return NOT_ELIGIBLE if not r["eligible"] else ELIGIBLE if r["margin"] >= 0.05 else NARROW
 
 
 def test_the_layer_shades_by_the_verdict_and_its_panel_reads_the_route(chromium: Any, real_site: RealSite) -> None:
+    states = {r["state_code"]: r for r in _api(real_site, "/v1/transmission/smc/states")["states"]}
     context = chromium.new_context(viewport={"width": 360, "height": 740}, bypass_csp=True)
     page = context.new_page()
-    seen: list[str] = []
-    errors: list[str] = []
-    page.on("request", lambda r: seen.append(urlparse(r.url).path))
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    states = {r["state_code"]: r for r in _api(real_site, "/v1/transmission/smc/states")["states"]}
+    seen, errors = _watch(page)
     try:
         open_map(page, real_site.url, real_site.key)
         assert not any(p.endswith(("/smc.js", "/smc/states")) for p in seen)  # not on first paint
