@@ -29,7 +29,8 @@ from pipeline.sources.names import hbhi_lga_codes
 STATES_ROUTE = "/v1/transmission/smc/states"
 LGAS_ROUTE = "/v1/transmission/smc/lgas"
 CHECK_FILE = "docs/smc-check.json"
-COASTAL = ("LA", "OG", "RI", "BY", "DE", "AK")  # the southern coastal states the aims name
+COASTAL = ("LA", "OG", "RI", "BY", "DE", "AK")
+REFERENCE_FIRST_MONTH = 7  # the check's simple reference: every campaign starting in July  # the southern coastal states the aims name
 TARGET_REASON = ("No file in the data gives the share of children aged 3-59 months: the population tables give "
                  "totals (and sex) only, so no target is computed and no share is guessed.")
 LGA_CHILDREN_REASON = "Treatments are recorded per state only (WHO/NMEP table); none per LGA."
@@ -233,6 +234,10 @@ def _check(states: list[dict[str, Any]], rounds: pl.DataFrame | None, lga_plan: 
         "share_within_1_month": round(sum(1 for r in judged if abs(r["months_off"]) <= 1) / len(judged), 3)
         if judged else None,
         "mean_months_off": round(float(np.mean([r["months_off"] for r in judged])), 2) if judged else None,
+        # the simple reference: a first cycle in July everywhere, the usual Sahelian campaign start
+        "reference_july_within_1_month": round(
+            sum(1 for r in rows if abs(_month_offset(r["first_round_month"], REFERENCE_FIRST_MONTH)) <= 1) / len(rows), 3)
+        if rows else None,
         "lga_years_judged": len(lga_judged),
         "lga_share_within_1_month": round(sum(1 for o in lga_judged if abs(o) <= 1) / len(lga_judged), 3)
         if lga_judged else None,

@@ -274,9 +274,10 @@ def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
 SMC_FILE = "docs/smc-check.json"
 SMC_NAMES = ("delivered_2021", "delivered_2021_eligible", "delivered_ever", "eligible", "coastal_not_eligible",
              "timing.state_years_judged", "timing.state_years_within_1_month", "timing.share_within_1_month",
-             "timing.mean_months_off", "timing.lga_years_judged", "timing.lga_share_within_1_month",
+             "timing.mean_months_off", "timing.reference_july_within_1_month", "timing.lga_years_judged", "timing.lga_share_within_1_month",
              "lgas_delivered", "lgas_delivered_eligible",
-             "state_table", "timing_table", "eligible_never_delivered", "delivered_2021_not_eligible")
+             "state_table", "timing_table", "eligible_never_delivered", "delivered_2021_not_eligible",
+             "first_cycle_not_july")
 SMC_STATE_FIELDS = ("eligible", "margin", "years_passed", "rain_share_median", "case_share_modelled",
                     "onset_month_median", "onset_month_earliest", "onset_month_latest", "best4_start_month",
                     "first_cycle_month", "cycles", "last_campaign_year", "children_treated_mean_per_cycle",
@@ -296,6 +297,9 @@ def smc_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
         return out
     out["smc.eligible_never_delivered"] = ", ".join(report["eligible_never_delivered"]) or "none"
     out["smc.delivered_2021_not_eligible"] = ", ".join(report["delivered_2021_not_eligible"]) or "none"
+    out["smc.first_cycle_not_july"] = ", ".join(
+        f"{st['state']} ({MONTH_ABBR[st['first_cycle_month']]})" for st in report["states"]
+        if st["first_cycle_month"] not in (None, 7)) or "none"
 
     def yn(v: Any) -> str:
         return "—" if v is None else "eligible" if v else "not eligible"

@@ -92,6 +92,8 @@ def test_the_check_against_delivery_recomputed_from_the_raw_files(real_build: Pa
     assert timing["state_years_judged"] == len(first) == 27
     assert timing["state_years_within_1_month"] == sum(1 for o in offs if abs(o) <= 1)
     assert timing["share_within_1_month"] >= 0.8  # aim: within one month in at least 80 % of state-years
+    july = [(d.month - 7 + 6) % 12 - 6 for d in first.values()]
+    assert timing["reference_july_within_1_month"] == round(sum(1 for o in july if abs(o) <= 1) / len(july), 3)
 
 
 def test_lga_rows_say_which_rain_they_rest_on(real_build: Path) -> None:
