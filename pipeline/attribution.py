@@ -343,10 +343,10 @@ BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
 }
 # The validation report and its figures: the service's checks of its own model.
 FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "docs/smc-check.json": (("chirps", "lga_rainfall"), ("who_smc_states", "hbhi_smc_rounds", *_NAMES), ()),
     "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
     "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
     "docs/skill.json": (_SEASONS, (), ("dhis2_lga_cases",)),
-    "docs/smc-check.json": (("chirps", "lga_rainfall"), ("who_smc_states", "hbhi_smc_rounds", *_NAMES), ()),
     # the map's screen-scale outlines (pipeline/datasets/map_outlines.py): simplified, states dissolved
     "docs/map/*.geojson": (("boundaries",), ("boundaries", "ocha_codab", "state_names"), ()),
 }

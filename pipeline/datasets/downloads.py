@@ -57,11 +57,11 @@ LEAD: dict[str, tuple[str, ...]] = {
                          "beats_persistence", "season_class"),
     "season_ratio_state": ("state_code", "state", "start_month", "horizon", "ratio", "low", "high",
                            "beats_persistence", "season_class"),
-    "smc_lga": ("lga_code", "lga", "state_code", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
-    "smc_state": ("state_code", "state", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
     "survey_trend": ("area_type", "state_code", "state", "survey_year", "positivity", "low", "high"),
     "gazetteer": ("lga_code", "lga", "state_code", "state", "admin1_pcode", "zone", "population",
                   "area_km2", "is_urban", "eha_code"),
+    "smc_lga": ("lga_code", "lga", "state_code", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
+    "smc_state": ("state_code", "state", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
 }
 
 TABLE_TITLES: dict[str, str] = {
