@@ -248,13 +248,10 @@
 
   // --- the map ---------------------------------------------------------------------------
 
-  /** A layer drawn over the risk colours (smc.js: "SMC planning"), or null. */
-  function overlay(kind, code) { return state.overlay ? state.overlay(kind, code) : null; }
-
   function styleFor(code) {
     var row = (rowsFor(state.stateFilter, state.period) || {})[code];
     return {
-      fillColor: overlay("lga", code) || (row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA),
+      fillColor: row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
       fillOpacity: 0.9,
       color: code === state.selected ? "#000000" : "#ffffff",
       weight: code === state.selected ? 2.5 : 0.6,
@@ -268,7 +265,7 @@
     var row = !chosen && (rowsFor("", state.period) || {})[code];
     return {
       className: "state-base state-" + code,
-      fillColor: chosen ? "#e3e8ef" : overlay("state", code) || (row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA),
+      fillColor: chosen ? "#e3e8ef" : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
       fillOpacity: chosen === code ? 0 : chosen ? 1 : 0.9,
       color: chosen ? "#8a93a3" : "#ffffff", weight: chosen ? 1 : 0.5,
     };
@@ -558,10 +555,11 @@
 
   // --- "SMC planning": smc.js, loaded when its layer is first switched on ----------------------
 
+  // It draws its own layer above the risk colours, from the outlines the map already has.
   function smcHooks() {
-    return { api: api, explain: explain, base: BASE, panel: $("smc-panel"),
+    return { api: api, explain: explain, base: BASE, panel: $("smc-panel"), map: state.map,
       view: function () { return { state: state.stateFilter, lga: state.selected, gazetteer: state.gazetteer }; },
-      setOverlay: function (fn) { state.overlay = fn; recolour(); } };
+      outlines: function (code) { return code ? lgaOutlines(code) : Promise.resolve(state.statesLayer.toGeoJSON()); } };
   }
   function smcToggle() {
     var checked = $("smc-layer").checked;

@@ -1,8 +1,9 @@
 /* "SMC planning": the map layer of Nigeria's seasonal malaria chemoprevention rule (docs: smc).
  *
  * Loaded by the map only when the layer is first switched on (a few KB), so the first view's bytes
- * do not grow. It shades each state (country view) or LGA (a chosen state) by the rule's verdict and
- * margin, and its panel shows the chosen area's verdict, margin, rain onset, first cycle, cycles and
+ * do not grow. It draws its own layer, above the risk colours and from the outlines the map already
+ * has, shading each state (country view) or LGA (a chosen state) by the rule's verdict and margin
+ * (paths `smc-area smc-<code>`); clicks pass through to the map beneath. Its panel shows the chosen area's verdict, margin, rain onset, first cycle, cycles and
  * the children reached per cycle in the state's last campaign. Reads /v1/transmission/smc/states once
  * and /v1/transmission/smc/lgas once per state, with the map's key. Without JavaScript the same
  * verdicts are in the tables of /docs/smc.html.
@@ -19,7 +20,7 @@
     { key: "no", label: "not eligible", colour: "#fee6ce" },
     { key: "none", label: "no verdict", colour: "#d9dee7" },
   ];
-  var on = false, states = null, stateRows = {}, lgaRows = {}, asked = {};
+  var on = false, states = null, stateRows = {}, lgaRows = {}, asked = {}, layer = null, drawn = 0;
 
   function classOf(r) {
     if (!r || r.eligible === null || r.eligible === undefined) return CLASSES[3];
@@ -27,10 +28,25 @@
     return r.margin >= 0.05 ? CLASSES[0] : CLASSES[1];
   }
 
-  /** The fill the map asks for: the verdict's class while the layer is on (grey until loaded). */
-  function fill(kind, code) {
-    if (!on) return null;
-    return classOf(kind === "state" ? stateRows[code] : lgaRows[code]).colour;
+  function clear(h) {
+    if (layer) h.map.removeLayer(layer);
+    layer = null;
+  }
+
+  /** The layer of the map's current view: its states, or the chosen state's LGAs. */
+  function draw(h, geo) {
+    var v = h.view(), L = window.L;
+    clear(h);
+    if (!h.map.getPane("smc")) {
+      h.map.createPane("smc").style.zIndex = 440; // above the LGAs (400), below the state edges (450)
+      h.map.getPane("smc").style.pointerEvents = "none";
+    }
+    layer = L.geoJSON(geo, { pane: "smc", interactive: false, style: function (f) {
+      var lga = f.properties.lga_code, code = lga || f.properties.state_code;
+      var chosen = lga && lga === v.lga;
+      return { className: "smc-area smc-" + code, fillColor: classOf(lga ? lgaRows[lga] : stateRows[code]).colour,
+        fillOpacity: 0.9, color: chosen ? "#000000" : "#ffffff", weight: chosen ? 2.5 : 0.6, opacity: 1 };
+    } }).addTo(h.map);
   }
 
   function el(tag, text, cls) {
@@ -118,9 +134,10 @@
   /** Re-shows the layer for the map's current view (a state or LGA chosen since). */
   function show(h) {
     if (!on) return Promise.resolve();
-    return Promise.all([loadStates(h), loadLgas(h, h.view().state)]).then(function () {
-      if (!on) return;
-      h.setOverlay(fill);
+    var code = h.view().state, mine = ++drawn;
+    return Promise.all([loadStates(h), loadLgas(h, code), h.outlines(code)]).then(function (res) {
+      if (!on || mine !== drawn) return; // switched off, or another view asked for since
+      draw(h, res[2]);
       render(h);
     }).catch(function (err) { h.panel.hidden = false; h.panel.textContent = h.explain(err); });
   }
@@ -128,13 +145,12 @@
   function toggle(checked, h) {
     on = checked;
     if (!on) {
-      h.setOverlay(null);
+      clear(h);
       render(h);
       return Promise.resolve();
     }
-    h.setOverlay(fill); // grey until the verdicts are here
     return show(h);
   }
 
-  window.MalariaSmc = { toggle: toggle, show: show, fill: fill };
+  window.MalariaSmc = { toggle: toggle, show: show };
 })();

@@ -54,14 +54,16 @@ def test_the_layer_shades_by_the_verdict_and_its_panel_reads_the_route(chromium:
         page.wait_for_selector("#smc-panel:not([hidden]) .smc-legend", timeout=30_000)
         assert any(p.endswith("/smc.js") for p in seen)
         for code in ("KN", "LA", "SO", "RI"):
-            fill = page.get_attribute(f"path.state-{code}", "fill")
+            fill = page.get_attribute(f"path.smc-{code}", "fill")
             assert fill == _colour(states[code]), code
         assert "Choose a state" in page.text_content("#smc-panel")
         # a state's LGAs, then one LGA: the panel reads the LGA route
         lga = first_lga_of(page, "KN")
         lgas = {r["lga_code"]: r for r in _api(real_site, "/v1/transmission/smc/lgas", state="KN")["lgas"]}
-        page.wait_for_function(f"document.querySelector('path.lga-{lga}').getAttribute('fill') === "
+        page.wait_for_function(f"(document.querySelector('path.smc-{lga}') || {{}}).getAttribute && "
+                               f"document.querySelector('path.smc-{lga}').getAttribute('fill') === "
                                f"'{_colour(lgas[lga])}'", timeout=30_000)
+        assert page.locator("path.smc-area").count() == len(lgas)
         page.select_option("#lga-select", lga)
         page.wait_for_function(f"document.querySelector('#smc-panel h2').textContent.includes("
                                f"{lgas[lga]['lga']!r})", timeout=30_000)
@@ -76,6 +78,7 @@ def test_the_layer_shades_by_the_verdict_and_its_panel_reads_the_route(chromium:
         # switched off: the risk colours come back
         page.uncheck("#smc-layer")
         page.wait_for_selector("#smc-panel", state="hidden", timeout=10_000)
+        assert page.locator("path.smc-area").count() == 0
         assert page.get_attribute(f"path.lga-{lga}", "fill") not in (ELIGIBLE, NARROW, NOT_ELIGIBLE)
         assert not errors, errors
     finally:
