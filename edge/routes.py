@@ -397,6 +397,20 @@ ROUTES: tuple[Route, ...] = (
         errors=("UNKNOWN_STATE", "TRANSMISSION_DATA_UNAVAILABLE", "INVALID_FORMAT"),
     ),
     Route(
+        "/v1/transmission/smc/states", "risk_scores", (FORMAT,), "v1/transmission/smc/states.{format}", JSON,
+        "Seasonal malaria chemoprevention (SMC) planning per state by Nigeria's rule (>= 60 % of the year's rain "
+        "in 4 consecutive months, in 4 consecutive of the last ten complete years): verdict, margin, rain onset, "
+        "first-cycle month and cycles, this year's rain against the average, children treated per cycle in the "
+        "last campaign (docs/smc.md).",
+        "smc", errors=("INVALID_FORMAT",),
+    ),
+    Route(
+        "/v1/transmission/smc/lgas", "risk_scores", (STATE, FORMAT), "v1/transmission/smc/lgas/{state}.{format}", JSON,
+        "SMC planning per LGA of a state, alphabetical: as the states, with which years rest on the LGA's own "
+        "rainfall (2001-2016) and which on its state's, and the SMC rounds delivered 2013-2019.",
+        "smc", errors=("UNKNOWN_STATE", "INVALID_FORMAT"),
+    ),
+    Route(
         "/v1/boundaries/lgas", "lga_boundaries", (STATE,), "v1/boundaries/lgas/{state}.geojson", GEOJSON,
         "LGA outlines of a state as a GeoJSON FeatureCollection.",
         "geography", errors=("UNKNOWN_STATE",),

@@ -101,7 +101,8 @@ SOURCES: tuple[Source, ...] = (
            licences=("CC-BY-3.0-IGO",)),
     Source("lga_rainfall", "LGA rainfall climatology 2001–2016 (EMOD climate inputs from GSOD stations)",
            "Institute for Disease Modeling via the Nigeria HBHI modelling group (numalariamodeling)",
-           "within-state shape of LGA rainfall (rescaled to state CHIRPS)", "Apache-2.0",
+           "within-state shape of LGA rainfall (rescaled to state CHIRPS); LGA rain seasons 2001–2016 (SMC planning)",
+           "Apache-2.0",
            "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)", spdx="Apache-2.0",
            pages=(_HBHI,),
            licences=("Apache-2.0",)),
@@ -113,6 +114,19 @@ SOURCES: tuple[Source, ...] = (
            spdx="Apache-2.0",
            pages=(_HBHI,),
            licences=("Apache-2.0",)),
+    Source("who_smc_states", "SMC treatments per state and cycle, 2013–2021",
+           "Nigeria NMEP, as compiled for the WHO Nigeria Malaria Report 2022 (sepmein)",
+           "children treated per cycle in a state's last SMC campaign; the check of the SMC rule against delivery",
+           "Apache-2.0 (repository sepmein/nigeria_malaria_report_2022)",
+           "repository sepmein/nigeria_malaria_report_2022 (commit 0982fb23), 2023-04-09-nga_smc.csv",
+           "Treatments per cycle, not children or coverage; 2019 is missing in the source.", spdx="Apache-2.0",
+           pages=(_repo("sepmein/nigeria_malaria_report_2022"),), licences=("Apache-2.0",)),
+    Source("hbhi_smc_rounds", "SMC rounds per LGA with dates, 2013–2019",
+           "numalariamodeling / Ozodiegwu et al., Malaria Journal 2023 (NMEP and post-campaign data)",
+           "the check of the SMC rule and its first-cycle month against the LGAs and rounds delivered",
+           "Apache-2.0", "repository numalariamodeling/hbhi-nigeria-publication-2021 (commit dcc2f01e)",
+           "Round dates are model days (approximate to a few days); coverages are model inputs and are not used.",
+           spdx="Apache-2.0", pages=(_HBHI,), licences=("Apache-2.0",)),
     Source("dhs_sepmein", "DHS/MIS survey indicators (2010, 2015 MIS; 2018 DHS; 2021 MIS) and MAP-style incidence",
            "The DHS Program / NMIS tabulations and Malaria Atlas Project-style admin-1 incidence, as used in "
            "the WHO Nigeria Malaria Report 2022 (sepmein)",
@@ -302,6 +316,8 @@ DATASET_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ..
     "context": (("population", "nmis2021_soehtutaung"), (*_CONTEXT, *_NAMES, "population", "boundaries"), ()),
     "transmission": ((*_SEASONS, *_SURVEYS, *_SAMPLE), (*_NAMES, *_SURVEYS, *_SAMPLE), ("dhis2_lga_cases",)),
     "ratios": (_SEASONS, _NAMES, ("dhis2_lga_cases",)),
+    "smc": ((*_SEASONS, "who_smc_states", "hbhi_smc_rounds"), (*_NAMES, "who_smc_states", "hbhi_smc_rounds"),
+            ("dhis2_lga_cases",)),
     "geography": ((), ("boundaries", *_NAMES, "population"), ()),
     "downloads": ((), (), ()),  # the list of the bundle's files (each file has its own row)
     "releases": ((), (), ()),  # release metadata
@@ -316,6 +332,10 @@ BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
     "transmission_state_month": (_SEASONS, ("state_names",), ("dhis2_lga_cases",)),
     "season_ratio_lga": (_SEASONS, ("ocha_codab", "state_names"), ("dhis2_lga_cases",)),
     "season_ratio_state": (_SEASONS, ("state_names",), ("dhis2_lga_cases",)),
+    "smc_lga": ((*_SEASONS, "hbhi_smc_rounds"), ("ocha_codab", "state_names", "hbhi_smc_rounds"),
+                ("dhis2_lga_cases",)),
+    "smc_state": ((*_SEASONS, "who_smc_states", "hbhi_smc_rounds"),
+                  ("state_names", "who_smc_states", "hbhi_smc_rounds"), ("dhis2_lga_cases",)),
     "survey_trend": (("population",), (*_SURVEYS, *_SAMPLE, "state_names"), ()),
     "gazetteer": (("population",), ("ocha_codab", "boundaries", "population", "state_names"), ()),
     "lga_outlines": ((), ("boundaries", "ocha_codab", "state_names"), ()),
@@ -323,6 +343,7 @@ BUNDLE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...
 }
 # The validation report and its figures: the service's checks of its own model.
 FIGURE_SOURCES: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "docs/smc-check.json": (("chirps", "lga_rainfall"), ("who_smc_states", "hbhi_smc_rounds", *_NAMES), ()),
     "docs/validation.json": ((*_SCORE, "dhs_sepmein"), _NAMES, ("dhis2_lga_cases",)),
     "docs/figures/*.svg": ((*_SCORE,), (), ("dhis2_lga_cases",)),
     "docs/skill.json": (_SEASONS, (), ("dhis2_lga_cases",)),

@@ -23,6 +23,7 @@ from pipeline.datasets import (
     history,
     ratios,
     risk,
+    smc,
     transmission,
     validation,
 )
@@ -46,6 +47,7 @@ PRODUCERS: tuple[Producer, ...] = (
     history.produce,  # after risk: regroups its documents
     transmission.produce,
     ratios.produce,  # after transmission: reads the seasonal index it publishes
+    smc.produce,  # after transmission: reads the seasonal index it publishes (the modelled case share)
     validation.produce,  # after risk and transmission: reuses their model run and season check
     downloads.produce,  # after the datasets it tabulates
     pages.produce,  # last: documents the release it ships in

@@ -101,7 +101,14 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
     # the validation producer always ships its plots (empty ones say why), which the docs pages show
     validation = Produced("validation", {}, files={f"docs/figures/{name}": ("image/svg+xml", svg.encode())
                                                    for name, svg in validation_plots({}).items()})
-    out = [geo, context, risk, downloads, site, validation, history]
+    smc = Produced(
+        "smc",
+        {
+            "/v1/transmission/smc/states": {(): {"states": []}},
+            "/v1/transmission/smc/lgas": {(s,): {"state_code": s, "lgas": []} for s in STATES},
+        },
+    )
+    out = [geo, context, risk, downloads, site, validation, history, smc]
     if with_transmission:
         out.append(Produced(
             "transmission",

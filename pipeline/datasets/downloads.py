@@ -62,6 +62,8 @@ LEAD: dict[str, tuple[str, ...]] = {
     "survey_trend": ("area_type", "state_code", "state", "survey_year", "positivity", "low", "high"),
     "gazetteer": ("lga_code", "lga", "state_code", "state", "admin1_pcode", "zone", "population",
                   "area_km2", "is_urban", "eha_code"),
+    "smc_lga": ("lga_code", "lga", "state_code", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
+    "smc_state": ("state_code", "state", "eligible", "margin", "years_passed", "first_cycle_month", "cycles"),
 }
 
 TABLE_TITLES: dict[str, str] = {
@@ -74,6 +76,11 @@ TABLE_TITLES: dict[str, str] = {
     "season_ratio_lga": "Season ratios per LGA: expected cases h = 1-4 months after a start month over the start "
                         "month's cases, with the 80 % range and whether it beat persistence in cross-validation.",
     "season_ratio_state": "Season ratios per state (as the LGA table).",
+    "smc_lga": "SMC planning per LGA by Nigeria's rule (>= 60 % of the year's rain in 4 consecutive months, in 4 "
+               "consecutive of the last ten complete years): verdict, margin, onset, first cycle and cycles, with "
+               "which years rest on the LGA's own rainfall.",
+    "smc_state": "SMC planning per state (as the LGA table), with this year's rain so far against the average and "
+                 "the children treated per cycle in the last campaign.",
     "survey_trend": "Survey parasite positivity in children 6 to 59 months per round, national and per state.",
     "gazetteer": "Every LGA with its codes (OCHA p-codes, eHA/GRID3 code), state, zone, population and area.",
 }
@@ -81,6 +88,15 @@ TABLE_TITLES: dict[str, str] = {
 # Descriptions of the columns the bundle adds or renames; every other column takes the
 # description the API reference (the OpenAPI schemas) or the producer's source block gives it.
 OWN_FIELDS: dict[str, str] = {
+    "rain_this_year_year": "SMC tables: the year of the rain so far.",
+    "rain_this_year_through": "SMC tables: start date of the last dekad counted this year.",
+    "rain_this_year_rain_mm": "SMC tables: rain so far this year, mm (state mean).",
+    "rain_this_year_average_mm": "SMC tables: long-term average rain for the same dekads, mm (WFP rfh_avg).",
+    "rain_this_year_percent_of_average": "SMC tables: 100 x rain so far / average (WFP's rfq anomaly).",
+    "rain_this_year_provisional": "SMC tables: true when some of this year's dekads are CHIRPS-preliminary.",
+    "rain_this_year_onset_date": "SMC tables: this year's start of season (first day of the dekad); empty: not yet.",
+    "rain_this_year_onset_vs_median_dekads": "SMC tables: this year's onset minus the median onset, in dekads "
+                                             "(negative: early).",
     "kind": "`estimated` (a month with recorded rainfall) or `forecast` (a month after the last estimated one). "
             "The JSON API spells the first `estimated`.",
     "horizon": "Months ahead, 1 to 4: in the risk tables, of the last estimated month (empty for estimates); in "
@@ -121,6 +137,8 @@ PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "transmission_state_month": ("area_type", "state", "month"),
     "season_ratio_lga": ("lga_code", "start_month", "horizon"),
     "season_ratio_state": ("state_code", "start_month", "horizon"),
+    "smc_lga": ("lga_code",),
+    "smc_state": ("state_code",),
     "survey_trend": ("area_type", "state", "survey_year"),
     "gazetteer": ("lga_code",),
 }
@@ -130,6 +148,8 @@ FOREIGN_KEYS: dict[str, tuple[dict[str, Any], ...]] = {
     "risk_lga_month": (_TO_GAZETTEER, _TO_STATES),
     "risk_state_month": (_TO_STATES,),
     "context_lga": (_TO_GAZETTEER, _TO_STATES),
+    "smc_lga": (_TO_GAZETTEER, _TO_STATES),
+    "smc_state": (_TO_STATES,),
     "transmission_lga_month": (_TO_GAZETTEER, _TO_STATES),
     "transmission_state_month": (_TO_STATES,),
     "season_ratio_lga": (_TO_GAZETTEER, _TO_STATES),
@@ -157,6 +177,14 @@ UNITS: dict[str, str] = {
     "children_tested_lower_bound": "children", "clusters_lower_bound": "survey clusters",
     "rank": "rank within the state (1 = highest)", "rank_low": "rank within the state (1 = highest)",
     "rank_high": "rank within the state (1 = highest)",
+    # SMC planning (smc_lga, smc_state)
+    "margin": "share (0 to 1)", "rain_shares": "share (0 to 1)", "rain_share_median": "share (0 to 1)",
+    "case_share_modelled": "share (0 to 1)", "best4_start_month": "month of the year (1 to 12)",
+    "first_cycle_month": "month of the year (1 to 12)", "cycle_months": "month of the year (1 to 12)",
+    "onset_month_median": "month of the year (1 to 12)", "cessation_month_median": "month of the year (1 to 12)",
+    "wet_season_months_median": "months", "cycles": "monthly cycles",
+    "children_treated_per_cycle": "treatments (children reached per cycle)",
+    "rain_this_year_rain_mm": "mm", "rain_this_year_average_mm": "mm", "rain_this_year_percent_of_average": "percent",
 }
 
 # Which credited sources (keys of pipeline/attribution.py) each file rests on, from the one licence
@@ -184,6 +212,8 @@ TABLE_ROUTES: dict[str, tuple[str, ...]] = {
     "survey_trend": ("/v1/transmission/states",),
     "season_ratio_lga": ("/v1/transmission/ratios/lgas",),
     "season_ratio_state": ("/v1/transmission/ratios/states",),
+    "smc_lga": ("/v1/transmission/smc/lgas",),
+    "smc_state": ("/v1/transmission/smc/states",),
     # codes and names, population, area and urban class: the fields /v1/context/lgas serves
     "gazetteer": ("/v1/context/lgas",),
     "lga_outlines": ("/v1/boundaries/lgas",),
@@ -348,6 +378,16 @@ def ratio_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
     return lga, _ordered(state, "season_ratio_state").sort("state_code", "start_month", "horizon")
 
 
+def smc_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The SMC planning routes as two tables (one row per LGA, one per state)."""
+    lga = tabular.frame(docs["/v1/transmission/smc/lgas"][k] for k in sorted(docs["/v1/transmission/smc/lgas"]))
+    state = tabular.frame([docs["/v1/transmission/smc/states"][()]])
+    # an empty list is an empty cell, as the CSV reads it back
+    lga, state = (df.with_columns(pl.when(pl.col(c).list.len() > 0).then(pl.col(c)).alias(c)
+                                  for c, t in df.schema.items() if isinstance(t, pl.List)) for df in (lga, state))
+    return _ordered(lga, "smc_lga").sort("lga_code"), _ordered(state, "smc_state").sort("state_code")
+
+
 def gazetteer(geography: Any) -> pl.DataFrame:
     states = geography.states.select("state_code", "state", pl.col("ocha_pcode").alias("admin1_pcode"), "zone")
     df = geography.lgas.join(states, on="state_code", how="left")
@@ -459,6 +499,8 @@ def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
         out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
     if "ratios" in have:
         out["season_ratio_lga"], out["season_ratio_state"] = ratio_tables(docs)
+    if "smc" in have:
+        out["smc_lga"], out["smc_state"] = smc_tables(docs)
     out["gazetteer"] = gazetteer(geography)
     return {name: _typed_nulls(df) for name, df in out.items()}
 

@@ -149,6 +149,7 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
     figures["periods.score_range_level"] = (periods or {}).get("score_range_level", NOT_IN_RELEASE)
     figures.update(validation_figures(produced_files(produced)))
     figures.update(skill_figures(produced_files(produced)))
+    figures.update(smc_figures(produced_files(produced)))
     figures.update(target_figures(figures))
     figures.update(freshness_figures(docs, figures))
     figures.update(model_text_figures(release_terms(docs, figures)[0]))
@@ -293,6 +294,61 @@ def skill_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
     out.update(flatten_report({k: v for k, v in report.items() if k not in ("rows", "protocol_1")}, "skill"))
     if isinstance(p1.get("published_alpha"), list):
         out["skill.published_alpha"] = ", ".join(str(a) for a in p1["published_alpha"])
+    return out
+
+
+SMC_FILE = "docs/smc-check.json"
+SMC_NAMES = ("delivered_2021", "delivered_2021_eligible", "delivered_ever", "eligible", "coastal_not_eligible",
+             "timing.state_years_judged", "timing.state_years_within_1_month", "timing.share_within_1_month",
+             "timing.mean_months_off", "timing.reference_july_within_1_month", "timing.lga_years_judged", "timing.lga_share_within_1_month",
+             "lgas_delivered", "lgas_delivered_eligible",
+             "state_table", "timing_table", "eligible_never_delivered", "delivered_2021_not_eligible",
+             "first_cycle_not_july")
+SMC_STATE_FIELDS = ("eligible", "margin", "years_passed", "rain_share_median", "case_share_modelled",
+                    "onset_month_median", "onset_month_earliest", "onset_month_latest", "best4_start_month",
+                    "first_cycle_month", "cycles", "last_campaign_year", "children_treated_mean_per_cycle",
+                    "rain_this_year_through", "rain_this_year_percent_of_average", "rain_this_year_onset_date")
+MONTH_ABBR = ("", "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
+
+
+def smc_figures(files: Mapping[str, bytes]) -> dict[str, Any]:
+    """`smc.*` figures and the two comparison tables (Markdown) of the SMC check (pipeline.datasets.smc)."""
+    raw = files.get(SMC_FILE)
+    report: dict[str, Any] = orjson.loads(raw) if raw else {}
+    out: dict[str, Any] = {f"smc.{n}": NOT_IN_RELEASE for n in SMC_NAMES}
+    # the walk-through's state, quoted field by field (docs/smc.md)
+    out.update({f"smc.states.kn.{f}": NOT_IN_RELEASE for f in SMC_STATE_FIELDS})
+    out.update(flatten_report(report, "smc"))
+    if not report:
+        return out
+    out["smc.eligible_never_delivered"] = ", ".join(report["eligible_never_delivered"]) or "none"
+    out["smc.delivered_2021_not_eligible"] = ", ".join(report["delivered_2021_not_eligible"]) or "none"
+    out["smc.first_cycle_not_july"] = ", ".join(
+        f"{st['state']} ({MONTH_ABBR[st['first_cycle_month']]})" for st in report["states"]
+        if st["first_cycle_month"] not in (None, 7)) or "none"
+
+    def yn(v: Any) -> str:
+        return "—" if v is None else "eligible" if v else "not eligible"
+
+    def years(ys: list[int]) -> str:
+        return ", ".join(str(y) for y in ys) if ys else "none"
+
+    rows = ["| state | rule's verdict | margin | years passed (of 10) | SMC delivered (2013–2021) | first cycle |",
+            "|---|---|---|---|---|---|"]
+    for st in report["states"]:
+        m = st["margin"]
+        rows.append(f"| {st['state']} | {yn(st['eligible'])} | {'—' if m is None else f'{m:+.3f}'} | "
+                    f"{st['years_passed']} | {years(st['delivered_years'])} | "
+                    f"{MONTH_ABBR[st['first_cycle_month']] if st['first_cycle_month'] else '—'} |")
+    out["smc.state_table"] = "\n".join(rows)
+    timing = report.get("timing") or {}
+    trows = ["| state | year | LGAs | first round recorded | recommended first cycle | months off |",
+             "|---|---|---|---|---|---|"]
+    for r in timing.get("state_years", []):
+        rec = r["recommended_first_cycle_month"]
+        trows.append(f"| {r['state_code']} | {r['year']} | {r['lgas']} | {r['first_round']} | "
+                     f"{MONTH_ABBR[rec] if rec else '—'} | {'—' if r['months_off'] is None else r['months_off']} |")
+    out["smc.timing_table"] = "\n".join(trows) if timing else NOT_IN_RELEASE
     return out
 
 

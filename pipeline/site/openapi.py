@@ -633,6 +633,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                  "description": "Alphabetical by LGA name, then start month, then horizon."},
         "source": ratio_source,
     }, description="Season ratios of every LGA of a state.")
+    s.update(smc_schemas())
     s["BoundaryFeature"] = _obj({
         "type": _str("Always `Feature`.", const="Feature"),
         "properties": _obj({
@@ -748,6 +749,116 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
 
 
 # Which schema answers which route: the one thing about a route the route table does not hold.
+def smc_schemas() -> dict[str, Schema]:
+    """The SMC planning routes (pipeline/datasets/smc.py, docs/smc.md): units, population and rule per field."""
+    month = lambda d: {**MONTH_NUMBER, "type": ["integer", "null"], "description": d}  # noqa: E731
+    months = lambda d: {"type": ["array", "null"], "items": MONTH_NUMBER, "description": d}  # noqa: E731
+    share_list = {"type": "array", "items": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
+                  "description": "The best-4-month rain share of each year of the window, oldest first "
+                                 "(window_first_year..window_last_year); null where the year is incomplete."}
+    plan = {
+        "eligible": _nullable("boolean", "Nigeria's rule: true when best-4-month rain share >= 0.60 in at least 4 "
+                              "consecutive years of the last ten complete years; null with fewer than 4 complete "
+                              "years."),
+        "margin": _nullable("number", "How far from the threshold: over every run of 4 consecutive complete years, "
+                            "the lowest share of the run; the best such value minus 0.60 (a share, not percent). "
+                            ">= 0 exactly when eligible."),
+        "years_passed": _int("Years of the window whose share is >= 0.60.", minimum=0, maximum=10),
+        "complete_years": _int("Complete years in the window (all dekads or months recorded, none provisional).",
+                               minimum=0, maximum=10),
+        "longest_run": _int("Longest run of consecutive passing years in the window.", minimum=0, maximum=10),
+        "best_run_first_year": _nullable("integer", "First year of the 4-year run the margin comes from."),
+        "window_first_year": _int("First year of the window (the last ten complete years)."),
+        "window_last_year": _int("Last year of the window: the last complete year."),
+        "rain_shares": share_list,
+        "rain_share_median": _share("Median best-4-month share of the year's rainfall over the window.", True),
+        "case_share_modelled": _share("Modelled: share of a year's expected cases in the best 4 consecutive months "
+                                      "of the published seasonal index (/v1/transmission/*); null without it.", True),
+        "best4_start_month": month("First month of the wettest 4 consecutive months, the most frequent over the "
+                                   "window (earliest on ties), 1-12."),
+        "onset_month_median": month("Median month of the rain onset over the window (AGRHYMET/FEWS NET start of "
+                                    "season on dekads; docs/rain-season.md)."),
+        "onset_month_earliest": month("Earliest onset month in the window."),
+        "onset_month_latest": month("Latest onset month in the window."),
+        "cessation_month_median": month("Median month the rains end (cumulative-anomaly rule)."),
+        "wet_season_months_median": _nullable("number", "Median wet-season length, onset to cessation, in months."),
+        "first_cycle_month": month("Recommended month of the first SMC cycle: the month after best4_start_month. "
+                                   "Null where not eligible (the rule recommends no campaign)."),
+        "cycles": {"type": ["integer", "null"], "minimum": 4, "maximum": 5,
+                   "description": "Monthly cycles: 4, or 5 when the median end of the rains plus one month falls "
+                                  "after the fourth cycle. Null where not eligible."},
+        "cycle_months": months("The months of the cycles, in order (null where not eligible)."),
+    }
+    this_year = {"type": ["object", "null"], "description": "This year's rainfall so far against the long-term "
+                 "average of the same dekads (WFP rfh_avg; the rfq anomaly is percent_of_average).", "properties": {
+                     "year": _int("The year."), "through": _str("Start date of the last dekad counted."),
+                     "rain_mm": {"type": "number", "description": "Rain so far this year, mm (state mean)."},
+                     "average_mm": {"type": "number", "description": "Long-term average for the same dekads, mm."},
+                     "percent_of_average": _int("Rain so far as % of the long-term average: 100 x rain_mm / average_mm "
+                                                "(the state's rain, in percent)."),
+                     "provisional": {"type": "boolean", "description": "Some dekads are CHIRPS-preliminary."},
+                     "onset_date": _nullable("string", "Start of season this year (same rule), the dekad's first "
+                                             "day; null: not yet."),
+                     "onset_vs_median_dekads": _nullable("integer", "This year's onset minus the median onset, in "
+                                                         "dekads (negative: early)."),
+                 }}
+    rule = _obj({
+        "eligibility": _str("Nigeria's eligibility rule."),
+        "share_threshold": {"type": "number", "description": "Share of the year's rainfall (0 to 1) the best 4 "
+                            "consecutive months must reach for a year to pass: 0.60."},
+        "consecutive_years": _int("Consecutive passing years (count of years) needed: 4."),
+        "window_years": _int("Years (count of complete years) the rule looks back over: 10."),
+        "margin": _str("How the margin is computed."), "timing": _str("The first-cycle and cycles rule."),
+        "onset": _str("The onset rule."), "best_4_months": _str("How the 4-month windows are formed."),
+        "complete_year": _str("What counts as a complete year."),
+        "case_share": _str("What the modelled case share is."),
+    }, description="The rules behind every field (docs/smc.md).")
+    source = _obj({k: _str(d) for k, d in (("rain", "State rainfall."), ("lga_rain", "LGA rainfall."),
+                                           ("children", "Treatments per cycle."), ("delivered", "What was delivered."),
+                                           ("case_share", "Where the modelled case share comes from."))},
+                  description="Where each figure comes from, with its licence.")
+    out: dict[str, Schema] = {}
+    out["SmcState"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), **plan, "rain_this_year": this_year,
+        "last_campaign_year": _nullable("integer", "Newest year with SMC treatments recorded (2013-2021; 2019 missing "
+                                        "in the source)."),
+        "children_treated_per_cycle": {"type": ["array", "null"], "items": {"type": "integer", "minimum": 0},
+                                       "description": "Treatments given in each cycle of the last campaign (children "
+                                       "3-59 months reached per cycle; a count, not a target)."},
+        "children_treated_mean_per_cycle": _nullable("integer", "Children 3-59 months treated per cycle in the last "
+                                                     "campaign, mean over its cycles (count of treatments)."),
+        "target_children_3_59_months": {"type": "null", "description": "Always null: see target_reason."},
+        "target_reason": _str("Why there is no target population of children 3-59 months."),
+        "delivered_years": {"type": "array", "items": {"type": "integer"},
+                            "description": "Years with SMC treatments recorded in the state, 2013-2021."},
+    }, description="One state's SMC planning.")
+    out["SmcStatesResponse"] = _obj({
+        "rule": rule,
+        "states": {"type": "array", "items": _ref("SmcState"), "description": "By state code."},
+        "source": source,
+    }, description="SMC planning for every state by Nigeria's rainfall rule.")
+    out["SmcLga"] = _obj({
+        "lga_code": LGA_CODE, "lga": _str("LGA name."), **plan,
+        "rain_sources": {"type": "array", "items": _str("Where the year's rain comes from.", enum=["lga_monthly", "state_dekadal"]),
+                         "description": "Per year of the window: `lga_monthly` (the LGA's own rainfall, 2001-2016) "
+                                        "or `state_dekadal` (its state's series)."},
+        "years_from_lga_rain": _int("How many window years rest on the LGA's own rainfall.", minimum=0),
+        "children_treated_per_cycle": {"type": "null", "description": "Always null: see children_reason."},
+        "children_reason": _str("Why there is no LGA count."),
+        "first_round_dates": {"type": "array", "items": _str("YYYY-MM-DD"),
+                              "description": "Date of the first SMC round of each year with rounds recorded in the "
+                                             "LGA, 2013-2019, oldest first (approximate: model days); empty: none "
+                                             "recorded."},
+    }, description="One LGA's SMC planning.")
+    out["SmcLgasResponse"] = _obj({
+        "state_code": STATE_CODE, "state": _str("State name."), "rule": rule,
+        "state_rain_this_year": this_year,
+        "lgas": {"type": "array", "items": _ref("SmcLga"), "description": "Alphabetical by LGA name."},
+        "source": source,
+    }, description="SMC planning for every LGA of a state.")
+    return out
+
+
 RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/periods": "PeriodIndex",
     "/v1/risk/states": "StateRiskReport",
@@ -763,6 +874,8 @@ RESPONSE_SCHEMA: dict[str, str] = {
     "/v1/transmission/lgas": "LgaTransmissionResponse",
     "/v1/transmission/ratios/states": "StateSeasonRatioResponse",
     "/v1/transmission/ratios/lgas": "LgaSeasonRatioResponse",
+    "/v1/transmission/smc/states": "SmcStatesResponse",
+    "/v1/transmission/smc/lgas": "SmcLgasResponse",
     "/v1/boundaries/lgas": "BoundaryCollection",
     "/v1/downloads": "DownloadIndex",
     "/v1/releases": "ReleaseList",

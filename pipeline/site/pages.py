@@ -579,7 +579,7 @@ def site_assets(site_dir: Path = SITE_DIR) -> dict[str, tuple[str, bytes]]:
     """
     modules = site_dir / "node_modules"
     out: dict[str, tuple[str, bytes]] = {name: (JS, (site_dir / "static" / name).read_bytes())
-                                         for name in ("map.js", "freshness.js", "project.js")}
+                                         for name in ("map.js", "freshness.js", "project.js", "smc.js")}
     for package, inner, key in VENDOR_FILES:
         path = modules / package / inner
         if not path.is_file():

@@ -33,20 +33,10 @@ def _codes(path: Path, names: pl.Series, states: pl.DataFrame) -> dict[str, str]
 
 def read_smc_states(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
     """state_code, year, treatments (summed over cycles) for state-years in the file; None when absent."""
-    path = Path(data_dir) / SMC_STATE
-    if not path.exists():
+    cycles = read_smc_state_cycles(data_dir, states)
+    if cycles is None:
         return None
-    raw = read_text_columns(path, ["adm1", "year", "name", "value"])
-    codes = _codes(path, raw["adm1"], states)
-    df = raw.select(
-        pl.col("adm1").replace_strict(codes).alias("state_code"),
-        pl.col("year").cast(pl.Int64, strict=False),
-        pl.col("value").cast(pl.Float64, strict=False).alias("treatments"),
-    )
-    if df["year"].null_count() or df["treatments"].null_count():
-        raise InputError(path, "year and value must be numbers")
-    return (df.filter(~pl.col("year").is_in(SMC_MISSING_YEARS))
-            .group_by("state_code", "year").agg(pl.col("treatments").sum()).sort("state_code", "year"))
+    return cycles.group_by("state_code", "year").agg(pl.col("treatments").sum()).sort("state_code", "year")
 
 
 def read_llin_campaigns(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
@@ -64,3 +54,56 @@ def read_llin_campaigns(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | 
     if df["year"].null_count():
         raise InputError(path, "campaign years must be whole numbers")
     return df.unique().sort("state_code", "year")
+
+
+SMC_LGA_ROUNDS = "malaria/hbhi_smc_lga_2013_2019/smc_lga_year_summary_2013_2019.csv"
+SMC_STATE_SOURCE = ("WHO/NMEP SMC treatments per state and cycle 2013-2021 (sepmein/nigeria_malaria_report_2022, "
+                    "Apache-2.0); 2019 missing in the source")
+SMC_LGA_SOURCE = ("HBHI Nigeria SMC rounds per LGA 2013-2019 (numalariamodeling/hbhi-nigeria-publication-2021, "
+                  "Apache-2.0); round dates approximate (model day)")
+
+
+def read_smc_state_cycles(data_dir: Path, states: pl.DataFrame) -> pl.DataFrame | None:
+    """state_code, year, cycle (1..4), treatments: one row per state, year and cycle in the file
+    (2019, missing in the source, dropped); None when absent."""
+    path = Path(data_dir) / SMC_STATE
+    if not path.exists():
+        return None
+    raw = read_text_columns(path, ["adm1", "year", "name", "value"])
+    codes = _codes(path, raw["adm1"], states)
+    df = raw.select(
+        pl.col("adm1").replace_strict(codes).alias("state_code"),
+        pl.col("year").cast(pl.Int64, strict=False),
+        pl.col("name").str.extract(r"^smc(\d)_num$").cast(pl.Int64, strict=False).alias("cycle"),
+        pl.col("value").cast(pl.Float64, strict=False).alias("treatments"),
+    )
+    if df["year"].null_count() or df["treatments"].null_count() or df["cycle"].null_count():
+        raise InputError(path, "year and value must be numbers and name smc<N>_num")
+    return df.filter(~pl.col("year").is_in(SMC_MISSING_YEARS)).sort("state_code", "year", "cycle")
+
+
+def read_smc_lga_rounds(data_dir: Path, lgas: pl.DataFrame) -> pl.DataFrame | None:
+    """lga_code (the geography's), state_code, year, n_rounds, first_round (date), last_round (date):
+    one row per LGA and year with SMC in 2013-2019; None when absent. `lgas` is the geography's
+    LGA table (lga_code, eha_code): the file is keyed by the eHA code."""
+    path = Path(data_dir) / SMC_LGA_ROUNDS
+    if not path.exists():
+        return None
+    raw = read_text_columns(path, ["lga_code", "state_code", "year", "n_rounds", "first_round_date",
+                                   "last_round_date"])
+    eha = dict(zip(lgas["eha_code"].cast(pl.Utf8).to_list(), lgas["lga_code"].to_list(), strict=True))
+    df = raw.select(
+        pl.col("lga_code").replace_strict(eha, default=None).alias("lga_code"),
+        pl.col("lga_code").alias("eha_code"),
+        "state_code",
+        pl.col("year").cast(pl.Int64, strict=False),
+        pl.col("n_rounds").cast(pl.Int64, strict=False),
+        pl.col("first_round_date").str.to_date("%Y-%m-%d", strict=False).alias("first_round"),
+        pl.col("last_round_date").str.to_date("%Y-%m-%d", strict=False).alias("last_round"),
+    )
+    unknown = df.filter(pl.col("lga_code").is_null())
+    if unknown.height:
+        raise InputError(path, f"eHA LGA code(s) not in the geography: {unknown['eha_code'].unique().to_list()[:5]}")
+    if df["year"].null_count() or df["first_round"].null_count() or df["n_rounds"].null_count():
+        raise InputError(path, "year, n_rounds and round dates must be numbers and YYYY-MM-DD dates")
+    return df.drop("eha_code").sort("lga_code", "year")

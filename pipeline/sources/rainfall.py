@@ -251,3 +251,65 @@ def read_recorded_rainfall(data_dir: Path) -> RecordedRainfall:
         )
     st = read_state_chirps_monthly(data_dir)
     return RecordedRainfall(state=st.drop("state_name"), lga=None, source=CHIRPS_SOURCE, file=CHIRPS_MONTHLY)
+
+
+CHIRPS_DEKADAL = "rainfall/nga_state_chirps_dekadal_wfp_1981_2026.csv"
+LGA_MONTHLY = "rainfall/nga_lga_idm_gsod_monthly_2001_2016.csv"
+LGA_MONTHLY_SOURCE = ("IDM/GSOD station-interpolated LGA rainfall 2001-2016 (numalariamodeling/"
+                      "hbhi-nigeria-publication-2021, Apache-2.0)")
+
+
+def read_state_chirps_dekadal(data_dir: Path) -> pl.DataFrame:
+    """ocha_pcode, state_name, dekad_start (date), rain_mm, lta_mm, rfq_pct, provisional.
+
+    The file lost WFP's `version` column (SOURCES.md): its last PROVISIONAL_TRAILING_MONTHS
+    complete months may be CHIRPS-preliminary and a trailing month with fewer than three
+    dekads is incomplete (a CHIRPS-GEFS forecast, perhaps), so the dekads of both are flagged
+    `provisional`; the rain-season rules never count a provisional dekad as recorded.
+    """
+    path = _require(Path(data_dir) / CHIRPS_DEKADAL)
+    raw = read_csv_text(path)
+    cols = ["pcode", "state_name", "dekad_start", "rfh_mm", "rfh_avg_mm", "rfq_pct"]
+    missing = [c for c in cols if c not in raw.columns]
+    if missing:
+        raise InputError(path, f"missing column(s) {', '.join(missing)}; found {', '.join(raw.columns)}")
+    df = raw.select(cols).with_row_index("row", offset=2).with_columns(
+        pl.col("dekad_start").str.strip_chars().str.to_date("%Y-%m-%d", strict=False).alias("d"),
+        *(pl.col(c).cast(pl.Float64, strict=False) for c in ("rfh_mm", "rfh_avg_mm", "rfq_pct")),
+    )
+    bad = df.filter(pl.col("d").is_null() | pl.col("rfh_mm").is_null() | pl.col("rfh_mm").is_nan()
+                    | (pl.col("rfh_mm") < 0))
+    if bad.height:
+        raise InputError(path, f"unreadable dekad_start or rfh_mm {bad['rfh_mm'][0]!r}", int(bad["row"][0]))
+    not_dekad = df.filter(~pl.col("d").dt.day().is_in([1, 11, 21]))
+    if not_dekad.height:
+        raise InputError(path, "dekad_start is not a dekad start (day 1, 11 or 21)", int(not_dekad["row"][0]))
+    per_month = df.group_by(pl.col("d").dt.strftime("%Y-%m").alias("m")).agg(pl.col("d").dt.day().n_unique().alias("n"))
+    months = sorted(per_month["m"].to_list())
+    complete = set(per_month.filter(pl.col("n") == 3)["m"].to_list())
+    trailing_incomplete = [m for m in months[-1:] if m not in complete]
+    last_complete = [m for m in months if m in complete][-PROVISIONAL_TRAILING_MONTHS:]
+    flagged = [*last_complete, *trailing_incomplete]
+    return df.select(
+        pl.col("pcode").str.strip_chars().alias("ocha_pcode"),
+        pl.col("state_name").str.strip_chars(),
+        pl.col("d").alias("dekad_start"),
+        pl.col("rfh_mm").alias("rain_mm"),
+        pl.col("rfh_avg_mm").alias("lta_mm"),
+        "rfq_pct",
+        pl.col("d").dt.strftime("%Y-%m").is_in(flagged).alias("provisional"),
+    ).sort("ocha_pcode", "dekad_start")
+
+
+def read_lga_monthly_rainfall(data_dir: Path) -> pl.DataFrame:
+    """state, lga (HBHI spelling), period (YYYY-MM), rain_mm: the LGA series 2001-2016."""
+    path = _require(Path(data_dir) / LGA_MONTHLY)
+    df = pl.read_csv(path, schema_overrides={"month": pl.Utf8, "rainfall_mm": pl.Float64})
+    if not {"state", "lga", "month", "rainfall_mm"} <= set(df.columns):
+        raise InputError(path, "expected columns state, lga, month, rainfall_mm")
+    bad = df.filter(~pl.col("month").str.contains(r"^\d{4}-(0[1-9]|1[0-2])$") | pl.col("rainfall_mm").is_null()
+                    | (pl.col("rainfall_mm") < 0))
+    if bad.height:
+        raise InputError(path, f"bad month {bad['month'][0]!r} or rainfall_mm {bad['rainfall_mm'][0]!r}")
+    return df.select("state", "lga", pl.col("month").alias("period"), pl.col("rainfall_mm").alias("rain_mm")).sort(
+        "state", "lga", "period")

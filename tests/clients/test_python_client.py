@@ -175,3 +175,18 @@ def test_the_example_reports_a_problem_as_the_clients_error(servers: Servers):
     done = run_example(servers, "svc_live_not_a_key", "NG020001")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert done.stderr.startswith("error: 401 ") and done.stdout == ""
+
+
+def test_smc_planning_for_the_states_and_the_lgas_of_one(servers: Servers):
+    api = httpx.Client(base_url=servers.url, headers={"Authorization": f"Bearer {servers.key}"})
+    with Client(servers.url, servers.key, frames="polars") as mr:
+        states = mr.smc()
+        doc = api.get("/v1/transmission/smc/states").json()
+        assert states.height == 37 and states["state_code"].to_list() == [s["state_code"] for s in doc["states"]]
+        assert states["eligible"].to_list() == [s["eligible"] for s in doc["states"]]
+        assert states["margin"].to_list() == [s["margin"] for s in doc["states"]]
+        kn = mr.smc("KN", as_="pandas")
+        assert len(kn) == 44 and set(kn["state_code"]) == {"KN"} and kn["lga_code"].is_unique
+        with pytest.raises(ApiError) as err:
+            mr.smc("XX")
+        assert err.value.code == "UNKNOWN_STATE"

@@ -452,3 +452,21 @@ def test_bundle_paths_map_only_to_listed_files_of_kept_releases(release, store, 
     assert LocalReleases(release_root).pinned(rid).entry("v1/periods.json") is None  # type: ignore[union-attr]
     # keys first: no key means 401 whatever the path
     assert code_of(get(release, store, f"/v1/downloads/{rid}/../manifest.json")) == "API_KEY_MISSING"
+
+
+def test_smc_routes_map_to_their_files_and_refuse_bad_values_like_the_others(release, store, all_scopes_key):
+    assert get(release, store, "/v1/transmission/smc/states", "", all_scopes_key).file_key == \
+        "v1/transmission/smc/states.json"
+    assert get(release, store, "/v1/transmission/smc/states.csv", "", all_scopes_key).file_key == \
+        "v1/transmission/smc/states.csv"
+    assert get(release, store, "/v1/transmission/smc/lgas", "state=KN&format=csv", all_scopes_key).file_key == \
+        "v1/transmission/smc/lgas/KN.csv"
+    for query, status, code in (("", 404, "UNKNOWN_STATE"), ("state=ZZ", 404, "UNKNOWN_STATE"),
+                                ("state=kn", 404, "UNKNOWN_STATE"), ("state=KN&format=xml", 400, "INVALID_FORMAT"),
+                                ("state=KN&period=2024-01", 400, "UNKNOWN_PARAMETER")):
+        resp = get(release, store, "/v1/transmission/smc/lgas", query, all_scopes_key)
+        assert resp.status == status and code_of(resp) == code, (query, resp.body)
+    assert b"use `KN`" in get(release, store, "/v1/transmission/smc/lgas", "state=kn", all_scopes_key).body
+    _, boundaries_only = store.create("outlines only", ["lga_boundaries"], "test", now=NOW)
+    resp = get(release, store, "/v1/transmission/smc/states", "", boundaries_only)
+    assert resp.status == 403 and code_of(resp) == "SCOPE_REQUIRED"

@@ -161,6 +161,7 @@
       drawMap(outlines);
       setPeriod(state.period);
       $("export").hidden = false;
+      if ($("smc-layer")) $("smc-layer").disabled = false;
       document.body.classList.add("map-ready");
     }).catch(function (err) {
       status(explain(err), true);
@@ -468,11 +469,13 @@
     if (!code) {
       clearLgas();
       recolour();
+      smcShow();
       refresh();
       if (!state.selected) $("charts").hidden = true; // back to the whole country: nothing chosen
       return;
     }
     recolour();
+    smcShow();
     loadStateCharts(code);
     Promise.all([lgaOutlines(code), riskFor(code, state.period)]).then(function (res) {
       if (state.stateFilter !== code) return; // another state chosen since
@@ -521,28 +524,50 @@
     showDetails(code);
     loadCharts(code);
     showProjection(code);
+    smcShow();
   }
 
   // --- "last month's confirmed cases": project.js, loaded on the first area panel only --------------
 
-  var projectScript = null;
-  function showProjection(code) {
-    var g = state.gazetteer[code] || {};
-    if (!projectScript) {
-      projectScript = new Promise(function (ok, fail) {
+  var scripts = {}; // file beside map.js -> promise of its loading (once)
+  function loadScript(name) {
+    if (!scripts[name]) {
+      scripts[name] = new Promise(function (ok, fail) {
         var s = document.createElement("script");
-        s.src = SCRIPT_BASE + "project.js";
+        s.src = SCRIPT_BASE + name;
         s.onload = ok;
         s.onerror = fail;
         document.head.appendChild(s);
       });
-      projectScript.catch(function () { projectScript = null; });
+      scripts[name].catch(function () { delete scripts[name]; });
     }
+    return scripts[name];
+  }
+
+  function showProjection(code) {
+    var g = state.gazetteer[code] || {};
     // the chart library loads with the first chart (chartLib); the form draws its range once it is there
-    Promise.all([projectScript, chartLib().catch(function () { /* a table without the chart */ })]).then(function () {
+    Promise.all([loadScript("project.js"), chartLib().catch(function () { /* a table without the chart */ })]).then(function () {
       window.MalariaProject.show($("project-panel"), { lga: code, state: g.state_code, name: g.lga || code,
         api: api, explain: explain });
     }).catch(function () { /* the form is an extra: the panel works without it */ });
+  }
+
+  // --- "SMC planning": smc.js, loaded when its layer is first switched on ----------------------
+
+  // It draws its own layer above the risk colours, from the outlines the map already has.
+  function smcHooks() {
+    return { api: api, explain: explain, base: BASE, panel: $("smc-panel"), map: state.map,
+      view: function () { return { state: state.stateFilter, lga: state.selected, gazetteer: state.gazetteer }; },
+      outlines: function (code) { return code ? lgaOutlines(code) : Promise.resolve(state.statesLayer.toGeoJSON()); } };
+  }
+  function smcToggle() {
+    var checked = $("smc-layer").checked;
+    loadScript("smc.js").then(function () { return window.MalariaSmc.toggle(checked, smcHooks()); })
+      .catch(function (err) { status(explain(err), true); });
+  }
+  function smcShow() {
+    if (window.MalariaSmc && $("smc-layer") && $("smc-layer").checked) window.MalariaSmc.show(smcHooks());
   }
 
   function showDetails(code) {
@@ -1038,6 +1063,7 @@
 
   document.addEventListener("DOMContentLoaded", function () {
     $("map-table").addEventListener("toggle", renderTable);
+    if ($("smc-layer")) $("smc-layer").addEventListener("change", smcToggle);
     $("export-csv").addEventListener("click", exportCsv);
     $("export-png").addEventListener("click", exportPng);
     $("history-csv").addEventListener("click", function () {

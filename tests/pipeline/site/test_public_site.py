@@ -17,7 +17,8 @@ from tests.paths import REPO_ROOT
 from tests.small_geography import small_geo
 
 MAX_COMPRESSED = 60 * 1024
-PUBLIC = {"index", "quickstart", "keys", "api", "errors", "rate-limits", "downloads", "map", "model", "seasons",
+PUBLIC = {"smc", "rain-season",  # SMC planning by Nigeria's rule, and the rain-season definitions it rests on
+          "index", "quickstart", "keys", "api", "errors", "rate-limits", "downloads", "map", "model", "seasons",
           "validation", "geography", "context", "survey", "attribution", "changelog", "releases", "state-codes",
           # the scorecard of projected counts and the pre-registered protocols: public, so anyone can
           # check that the published figures follow the method fixed before they were computed

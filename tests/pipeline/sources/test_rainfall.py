@@ -241,3 +241,30 @@ def test_real_lga_climatology_maps_all_774_one_to_one():
     mapping = hbhi_lga_codes(lc, geo)
     assert mapping.height == 774 and mapping["lga_code"].n_unique() == 774
     assert set(mapping["lga_code"]) == set(geo.lgas["lga_code"])
+
+
+def test_dekadal_reader_flags_the_last_two_complete_months_and_a_trailing_partial_one(tmp_path: Path) -> None:
+    from pipeline.sources.rainfall import CHIRPS_DEKADAL, read_state_chirps_dekadal
+
+    days = [f"2025-{m:02d}-{d:02d}" for m in range(1, 13) for d in (1, 11, 21)] + ["2026-01-01"]
+    lines = ["pcode,state_name,dekad_start,rfh_mm,rfh_avg_mm,rfq_pct"]
+    lines += [f"NG001,Abia,{d},{i}.5,10,{i * 10}" for i, d in enumerate(days)]
+    path = tmp_path / CHIRPS_DEKADAL
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(lines) + "\n")
+    df = read_state_chirps_dekadal(tmp_path)
+    flagged = df.filter(pl.col("provisional"))["dekad_start"].dt.strftime("%Y-%m").unique().sort().to_list()
+    assert flagged == ["2025-11", "2025-12", "2026-01"]
+    assert df.height == 37 and df["rain_mm"][3] == 3.5 and df["lta_mm"][0] == 10.0
+
+
+def test_dekadal_reader_names_the_row_of_a_bad_dekad(tmp_path: Path) -> None:
+    from pipeline.errors import InputError
+    from pipeline.sources.rainfall import CHIRPS_DEKADAL, read_state_chirps_dekadal
+
+    path = tmp_path / CHIRPS_DEKADAL
+    path.parent.mkdir(parents=True)
+    path.write_text("pcode,state_name,dekad_start,rfh_mm,rfh_avg_mm,rfq_pct\nNG001,Abia,2025-01-01,1,1,100\n"
+                    "NG001,Abia,2025-01-05,1,1,100\n")
+    with pytest.raises(InputError, match="row 3|line 3|:3"):
+        read_state_chirps_dekadal(tmp_path)

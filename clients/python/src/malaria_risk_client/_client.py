@@ -137,6 +137,14 @@ class Client:
     def transmission_lgas(self, state: str, *, as_: str | None = None) -> Any:
         return self._table("/v1/transmission/lgas", {"state": state}, as_)
 
+    def smc(self, state: str | None = None, *, as_: str | None = None) -> Any:
+        """Seasonal malaria chemoprevention planning by Nigeria's rainfall rule: every state, or with
+        `state` (e.g. "KN") every LGA of that state. One row per area: eligible, margin, years passed,
+        onset, first_cycle_month, cycles, children treated per cycle in the last campaign (docs/smc.md)."""
+        if state is None:
+            return self._table("/v1/transmission/smc/states", {}, as_)
+        return self._table("/v1/transmission/smc/lgas", {"state": state}, as_)
+
     def boundaries(self, state: str, *, as_: str = "geojson") -> Any:
         """LGA outlines of a state: the GeoJSON dict, or a GeoDataFrame with `as_="geopandas"`."""
         doc = self._json("/v1/boundaries/lgas", {"state": state})

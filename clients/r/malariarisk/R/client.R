@@ -182,6 +182,13 @@ mr_forecasts_lgas <- function(client, state, months = 4) {
 mr_context_states <- function(client) mr_table(client, "/v1/context/states")
 mr_context_lgas <- function(client, state) mr_table(client, "/v1/context/lgas", list(state = state))
 mr_transmission_lgas <- function(client, state) mr_table(client, "/v1/transmission/lgas", list(state = state))
+# Seasonal malaria chemoprevention planning by Nigeria's rainfall rule (docs/smc.md): every state, or with
+# `state` (e.g. "KN") every LGA of that state; one row per area (eligible, margin, onset, first_cycle_month,
+# cycles, children treated per cycle in the last campaign).
+mr_smc <- function(client, state = NULL) {
+  if (is.null(state)) return(mr_table(client, "/v1/transmission/smc/states"))
+  mr_table(client, "/v1/transmission/smc/lgas", list(state = state))
+}
 
 mr_boundaries <- function(client, state, sf = FALSE) {
   text <- mr_text(client, "/v1/boundaries/lgas", list(state = state))

@@ -62,6 +62,13 @@ if (!nzchar(url)) {
   err <- tryCatch(mr_project_counts(mr, "KN", "2024-13", 1), error = function(e) conditionMessage(e))
   stopifnot(startsWith(err, "mr_project_counts:"))
 
+  # SMC planning: every state, and the LGAs of one state
+  smc <- mr_smc(mr)
+  stopifnot(nrow(smc) == 37, isTRUE(smc$eligible[smc$state_code == "KN"]),
+            identical(smc$eligible[smc$state_code == "LA"], FALSE), is.character(smc$cycle_months))
+  kn_smc <- mr_smc(mr, "KN")
+  stopifnot(nrow(kn_smc) == 44, all(kn_smc$state_code == "KN"), all(grepl("^NG020", kn_smc$lga_code)))
+
   # problems stop with their code
   err <- tryCatch(mr_risk_lgas(mr, "XX"), mr_api_error = function(e) e)
   stopifnot(inherits(err, "mr_api_error"), err$status == 404, err$code == "UNKNOWN_STATE")
