@@ -140,6 +140,24 @@ def _record(r: dict[str, Any], case_share: float | None) -> dict[str, Any]:
     }
 
 
+YEAR_LISTS = ("onset_months", "onset_dekads", "cessation_months", "wet_season_lengths_months", "best4_start_months",
+              "annual_rain_mm")
+
+
+def rain_season_years(seasons: pl.DataFrame) -> dict[str, dict[str, list[Any]]]:
+    """Per area, its rain season year by year over its window (the last ten complete years), oldest first,
+    as parallel lists beside `rain_shares`: onset (month and dekad), cessation, wet-season length, the
+    wettest 4 months' start and the year's rain (issue 41 item 1; `rain_sources` says which rainfall)."""
+    s = seasons.join(smc_window(seasons), on=["area", "year"]).sort("area", "year")
+    done = pl.col("complete")  # an incomplete year says nothing (null), as in rain_shares
+    agg = s.group_by("area", maintain_order=True).agg(
+        *(pl.when(done).then(pl.col(c)).alias(name) for c, name in (
+            ("onset_month", "onset_months"), ("onset_dekad", "onset_dekads"), ("cessation_month", "cessation_months"),
+            ("season_months", "wet_season_lengths_months"), ("best4_start_month", "best4_start_months"))),
+        pl.when(done).then(pl.col("annual_mm").round(1)).alias("annual_rain_mm"))
+    return {r.pop("area"): r for r in agg.iter_rows(named=True)}
+
+
 def _children(cycles: pl.DataFrame | None) -> dict[str, dict[str, Any]]:
     """Per state, its last campaign (the newest year with treatments): year and treatments per cycle."""
     if cycles is None:
@@ -270,6 +288,7 @@ def produce(ctx: BuildContext) -> Produced:
         pl.col("rain_source").sort_by("year"))
     lga_source = {r["area"]: r["rain_source"] for r in sources.iter_rows(named=True)}
 
+    st_years, lga_years = rain_season_years(state_seasons), rain_season_years(lga_seasons)
     states_out = []
     for s in geo.states.sort("state_code").iter_rows(named=True):
         code = s["state_code"]
@@ -286,6 +305,7 @@ def produce(ctx: BuildContext) -> Produced:
             "target_children_3_59_months": None,
             "target_reason": TARGET_REASON,
             "delivered_years": delivered.get(code, []),
+            **st_years.get(code, dict.fromkeys(YEAR_LISTS, [])),
         })
     states_doc = {"rule": RULE, "states": states_out, "source": SOURCE}
 
@@ -306,6 +326,7 @@ def produce(ctx: BuildContext) -> Produced:
                 "years_from_lga_rain": sum(1 for x in src if x == "lga_monthly"),
                 "children_treated_per_cycle": None, "children_reason": LGA_CHILDREN_REASON,
                 "first_round_dates": [x["first_round"].isoformat() for x in got],
+                **lga_years.get(r["lga_code"], dict.fromkeys(YEAR_LISTS, [])),
             })
         lga_docs[(str(code),)] = {
             "state_code": str(code), "state": names[str(code)], "rule": RULE,

@@ -753,6 +753,8 @@ def smc_schemas() -> dict[str, Schema]:
     """The SMC planning routes (pipeline/datasets/smc.py, docs/smc.md): units, population and rule per field."""
     month = lambda d: {**MONTH_NUMBER, "type": ["integer", "null"], "description": d}  # noqa: E731
     months = lambda d: {"type": ["array", "null"], "items": MONTH_NUMBER, "description": d}  # noqa: E731
+    months_by_year = lambda d: {"type": "array", "items": {**MONTH_NUMBER, "type": ["integer", "null"]},  # noqa: E731
+                                "description": d}
     share_list = {"type": "array", "items": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
                   "description": "The best-4-month rain share of each year of the window, oldest first "
                                  "(window_first_year..window_last_year); null where the year is incomplete."}
@@ -788,6 +790,21 @@ def smc_schemas() -> dict[str, Schema]:
                    "description": "Monthly cycles: 4, or 5 when the median end of the rains plus one month falls "
                                   "after the fourth cycle. Null where not eligible."},
         "cycle_months": months("The months of the cycles, in order (null where not eligible)."),
+        # the rain season year by year (additive; issue 41 item 1): parallel lists over the window, oldest
+        # first, like rain_shares (so the CSV keeps one row per area)
+        "onset_months": months_by_year("Month the rains began in each year of the window (AGRHYMET/FEWS NET "
+                                       "start of season on dekads, cumulative anomaly on LGA monthly rain; see "
+                                       "rain_sources); null: none found or the year is incomplete."),
+        "onset_dekads": {"type": "array", "items": {"type": ["integer", "null"], "minimum": 1, "maximum": 36},
+                         "description": "Dekad of the year (1-36) the rains began, each year of the window; null on "
+                                        "monthly rainfall or without an onset."},
+        "cessation_months": months_by_year("Month the rains ended in each year of the window (cumulative-anomaly "
+                                           "rule)."),
+        "wet_season_lengths_months": {"type": "array", "items": {"type": ["integer", "null"], "minimum": 0},
+                                      "description": "Onset to cessation in months, each year of the window."},
+        "best4_start_months": months_by_year("First month of each year's wettest 4 consecutive months."),
+        "annual_rain_mm": {"type": "array", "items": {"type": ["number", "null"], "minimum": 0},
+                           "description": "Each year's rainfall, mm (observed: CHIRPS or the LGA series)."},
     }
     this_year = {"type": ["object", "null"], "description": "This year's rainfall so far against the long-term "
                  "average of the same dekads (WFP rfh_avg; the rfq anomaly is percent_of_average).", "properties": {
