@@ -13,7 +13,8 @@ The index (JSON, written by pipeline/datasets/boundaries.py):
 
 Matching, in order, the first that finds anything: the value as a code in another case (or
 ISO 3166-2 `NG-KN`); the name, ignoring case, accents, spaces and punctuation ("Akwa-Ibom",
-"akwa ibom") and a trailing "State"/"LGA"; a known variant; then close spellings (difflib).
+"akwa ibom") and a trailing "State"/"LGA"; a known variant; for a state, three or four letters
+that begin its name ("BAU" → BA, Bauchi); then close spellings (difflib).
 Every LGA of a matched name is suggested: several LGAs share a name (Obi, Bassa, Nasarawa…).
 """
 
@@ -29,6 +30,7 @@ from .files import (
 )
 
 MAX_SUGGESTIONS = 8  # an answer stays small (CloudFront: 40 KB for a generated response)
+ABBREVIATION_LENGTHS = (3, 4)  # "BAU", "ADAM": the start of a state's name (two letters are a code)
 MAX_NAME = 60  # longer than any state or LGA name with room: a longer value is no name, and costs no matching
 _SUFFIX = re.compile(r"(state|lga|localgovernmentarea|localgovernment)$")
 
@@ -80,6 +82,11 @@ class Names:
             return []
         if key in self.state_keys:
             return sorted(self.state_keys[key])
+        if len(key) in ABBREVIATION_LENGTHS:
+            # an abbreviation of the name ("BAU" Bauchi, "KAN" Kano, "AKW" Akwa Ibom): the states it begins
+            short = sorted({c for k, codes in self.state_keys.items() if k.startswith(key) for c in codes})
+            if short:
+                return short[:MAX_SUGGESTIONS]
         import difflib
 
         close = difflib.get_close_matches(key, list(self.state_keys), n=3, cutoff=0.75)
