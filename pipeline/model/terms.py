@@ -110,6 +110,29 @@ def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
     raise ValueError(f"unknown basis {basis!r}; known: {BASES}")
 
 
+KINDS = (ESTIMATED, FORECAST)
+
+
+def kind_words(kind: str, adopted: Iterable[str] = ()) -> str:
+    """What a month of that `kind` is built from: the one wording of /v1/periods `kind_descriptions`, the
+    bundle's README and datapackage.json and the map pages (change it here, it changes everywhere)."""
+    if kind == ESTIMATED:
+        return ("a month up to the latest month with recorded rainfall (the rainfall decides which months are "
+                f"estimated); its score is {made_of(ESTIMATED, adopted)}. Within the household survey rounds the "
+                "baseline is fitted through the rounds before and after the month; after the newest round it is that "
+                "round's level moved by the calibrated national drift, its range widening every month (`basis`)")
+    if kind == FORECAST:
+        return ("one of the 1 to 4 months after the latest estimated month; no rainfall of it is known or forecast: "
+                f"its score is {made_of(FORECAST, adopted)}, the baseline carried on as after the newest survey "
+                "round")
+    raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
+
+
+def kind_descriptions(adopted: Iterable[str] = ()) -> dict[str, str]:
+    adopted = tuple(adopted)
+    return {k: kind_words(k, adopted) for k in KINDS}
+
+
 def periods_description(adopted: Iterable[str] = ()) -> str:
     """The /v1/periods route description (route table summary + this, in the OpenAPI document and
     the API reference)."""

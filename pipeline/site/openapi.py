@@ -268,6 +268,11 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
         "provisional": {"type": "boolean", "description": terms.provisional_words(adopted)},
         "basis": BASIS,
+        "month_end": _str("The month's last day (additive): the month has passed once a client's own date is later.",
+                          format="date"),
+        "passed_at_release": {"type": "boolean", "description": "Whether the month had ended when the data were "
+                              "loaded (`updated_at`; additive). A forecast month can be past: forecasts are made "
+                              "from the data of the load, not revised as months go by."},
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
@@ -287,6 +292,13 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
                                    description="What each `basis` value means in this release, generated from the "
                                    "model's declared terms (additive)."),
+        "kind_descriptions": _obj({k: _str(f"What a `{k}` month is built from.") for k in terms.KINDS},
+                                  description="What each kind of month is built from in this release, generated "
+                                  "from the model's declared terms (additive; the same words as the bundle's "
+                                  "README and datapackage.json)."),
+        "all_passed_at_release": {"type": "boolean", "description": "Whether every month of the release, the "
+                                  "forecast months included, had ended when the data were loaded (additive): then "
+                                  "the release forecasts nothing still to come and the next data load is due."},
     }, description="The months the service covers: latest estimated month, forecast horizon, model version. "
        + terms.periods_description(adopted))
     s["StateRisk"] = _obj({

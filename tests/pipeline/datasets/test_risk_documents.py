@@ -84,12 +84,18 @@ def test_facts_and_periods(produced):
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
     p = produced.documents["/v1/periods"][()]
     assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
-                       "score_terms", "basis_descriptions"]
+                       "score_terms", "basis_descriptions", "kind_descriptions", "all_passed_at_release"]
     assert p["score_terms"] == [t.key for t in terms.terms()]  # no month term in the synthetic data
     assert p["basis_descriptions"] == {b: terms.basis_words(b) for b in terms.BASES}
     assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
     assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
-    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"]}
+    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"],
+                              "month_end": "2018-01-31", "passed_at_release": True}
+    # loaded on 2019-07-02: the estimated months had ended, no forecast month had; February's end in a leap year
+    assert [m["passed_at_release"] for m in p["months"]] == [m["kind"] == "estimated" for m in p["months"]]
+    assert p["all_passed_at_release"] is False
+    assert [m["month_end"] for m in p["months"] if m["period"] in ("2018-02", "2019-10")] == ["2018-02-28", "2019-10-31"]
+    assert p["kind_descriptions"] == terms.kind_descriptions() and set(p["kind_descriptions"]) == {"estimated", "forecast"}
     # basis: within the survey rounds first, then (from the month after the newest round's fieldwork) after them
     bases = [m["basis"] for m in p["months"]]
     assert set(bases) <= set(terms.BASES) and bases == sorted(bases, key=terms.BASES.index)
