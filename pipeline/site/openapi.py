@@ -951,7 +951,7 @@ def _content(route: Route) -> Schema:
 
 def _download_file_operation() -> Schema:
     """The bundle files: path segments, not query values, so they sit outside the route table's Route type."""
-    from pipeline.datasets.downloads import download_scope_map, download_scope_text
+    from pipeline.datasets.bundle_scopes import download_scope_map, download_scope_text
 
     by_status: dict[int, list[Problem]] = {}
     for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors):
