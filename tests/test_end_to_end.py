@@ -512,7 +512,9 @@ def unzipped(api: httpx.Client, downloads: dict, tmp_path_factory: pytest.TempPa
     out = tmp_path_factory.mktemp("bundle")
     with zipfile.ZipFile(io.BytesIO(_file(api, downloads, "malaria_risk_nigeria.zip"))) as z:
         z.extractall(out)
-    return out
+    # everything in one folder, named by the release
+    assert [p.name for p in out.iterdir()] == [f"malaria-risk-nigeria-{downloads['release_id']}"]
+    return out / f"malaria-risk-nigeria-{downloads['release_id']}"
 
 
 def test_zip_matches_sha256sums_and_the_index(unzipped: Path, downloads: dict):
