@@ -37,7 +37,8 @@ def levels_spanned(low: float, high: float, bands: Sequence[Mapping[str, Any]]) 
 
 
 def season_text(season: Mapping[str, Any] | None, month: int) -> str:
-    """'Jun–Oct, peak Aug; Jul is a high month' in a few words, from a season record (SPEC 2.6)."""
+    """'Jun–Oct, peak Aug; Jul high' in a few words, from a season record (SPEC 2.6): the season, and
+    whether the month shown is one of its high months."""
     if not season or season.get("season_start_month") is None:
         return "no clear season"
     start, end = season["season_start_month"], season["season_end_month"]
@@ -45,7 +46,7 @@ def season_text(season: Mapping[str, Any] | None, month: int) -> str:
     if season.get("peak_month") is not None:
         text += f", peak {MONTH_NAMES[season['peak_month'] - 1]}"
     high = month in (season.get("high_months") or ())
-    return text + f"; {MONTH_NAMES[month - 1]} is {'a high' if high else 'not a high'} month"
+    return text + f"; {MONTH_NAMES[month - 1]} {'high' if high else 'not high'}"
 
 
 def _row(r: Mapping[str, Any], bands: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

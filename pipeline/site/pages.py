@@ -533,11 +533,11 @@ def render_site(
                                         "last_forecast": shown_facts["data.last_forecast"],
                                         "month_labels": terms.month_labels(adopted)})
                           .decode().replace("<", "\\u003c")))
-    for row in (latest.states if latest is not None else ()):
-        code = row["state_code"]
-        if code in latest.lgas:  # type: ignore[union-attr]
-            put(f"map/{code}", "map_state.html", title=f"Risk in {row['state']}'s LGAs, {latest.period}",  # type: ignore[union-attr]
-                state=row, rows=latest.lgas[code], **page_facts)  # type: ignore[union-attr]
+    if latest is not None:  # one page per state: its LGAs in the latest month, linked from the map page's table
+        for row in latest.states:
+            if row["state_code"] in latest.lgas:
+                put(f"map/{row['state_code']}", "map_state.html", title=f"Risk in {row['state']}'s LGAs, {latest.period}",
+                    state=row, rows=latest.lgas[row["state_code"]], **page_facts)
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
     for slug in doc_slugs:
         put(slug, "page.html", title=pages[slug].title, page=pages[slug])

@@ -390,6 +390,10 @@
   }
 
   function recolour() {
+    // the legend says what the colours mean now: ranks within the chosen state, or levels
+    var byRank = !!(state.byRank && state.stateFilter);
+    $("rank-legend").hidden = !byRank;
+    $("level-legend").hidden = byRank;
     if (!state.map) return;
     Object.keys(state.layers).forEach(function (code) { state.layers[code].setStyle(styleFor(code)); });
     state.statesLayer.setStyle(stateStyle);
@@ -464,7 +468,6 @@
     $("lga-select").addEventListener("change", function () { if (this.value) selectLga(this.value); });
     $("by-rank").addEventListener("change", function () {
       state.byRank = this.checked;
-      $("rank-legend").hidden = !this.checked;
       recolour();
     });
     fillLgaSelect();
