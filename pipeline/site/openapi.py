@@ -313,40 +313,29 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "population": _int("People living in the LGA."),
         **evidence_fields, **rank_fields,
     }, description="One LGA's risk for one month.")
-    s["StateRiskReport"] = _obj({
-        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
-        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk "
-                   "first; ties broken by `state_code`."},
-        "basis": BASIS,
-    }, description="Risk of every state for one estimated month.")
-    s["LgaRiskReport"] = _obj({
-        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
-        "state_code": STATE_CODE, "state": _str("State name."),
-        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest "
-                 "risk first; ties broken by `lga_code`."},
-        "basis": BASIS,
-    }, description="Risk of every LGA of one state for one estimated month.")
-    s["StateForecast"] = _obj({
-        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
-        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk first; "
-                   "ties broken by `state_code`."},
-        "basis": BASIS,
-    })
-    s["StateForecastResponse"] = _obj({
-        "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
-                      "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="State forecasts, one report per forecast month.")
-    s["LgaForecast"] = _obj({
-        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
-        "state_code": STATE_CODE, "state": _str("State name."),
-        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest risk "
-                 "first; ties broken by `lga_code`."},
-        "basis": BASIS,
-    })
-    s["LgaForecastResponse"] = _obj({
-        "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
-                      "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="LGA forecasts of one state, one report per forecast month.")
+    def report(kind: str, lgas: bool) -> dict[str, Schema]:
+        """A month's report: the states (or one state's LGAs), highest risk first."""
+        area = {"state_code": STATE_CODE, "state": _str("State name.")} if lgas else {}
+        rows, ref, what, tie = (("lgas", "LgaRisk", "Every LGA of the state", "lga_code") if lgas
+                                else ("states", "StateRisk", "All states", "state_code"))
+        return {"period": PERIOD, "kind": _str(f"Always `{kind}`.", const=kind), **area,
+                rows: {"type": "array", "items": _ref(ref), "description": f"{what}, highest risk first; ties "
+                       f"broken by `{tie}`."},
+                "basis": BASIS}
+
+    def forecasts(ref: str) -> dict[str, Schema]:
+        return {"forecasts": {"type": "array", "items": _ref(ref), "minItems": 1, "maxItems": 4,
+                              "description": "One report per month after the latest estimated month, nearest first."}}
+
+    s["StateRiskReport"] = _obj(report("estimated", False), description="Risk of every state for one estimated month.")
+    s["LgaRiskReport"] = _obj(report("estimated", True),
+                              description="Risk of every LGA of one state for one estimated month.")
+    s["StateForecast"] = _obj(report("forecast", False))
+    s["StateForecastResponse"] = _obj(forecasts("StateForecast"),
+                                      description="State forecasts, one report per forecast month.")
+    s["LgaForecast"] = _obj(report("forecast", True))
+    s["LgaForecastResponse"] = _obj(forecasts("LgaForecast"),
+                                    description="LGA forecasts of one state, one report per forecast month.")
     s["ContextSource"] = _obj({
         "name": _str("Origin of the coverage figures, with licences."),
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),

@@ -16,9 +16,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from pathlib import Path
-
 import zipfile
+from pathlib import Path
 
 import duckdb
 import orjson

@@ -20,26 +20,22 @@ import pytest
 from edge.routes import BY_PATH
 from pipeline.attribution import SOURCES
 from pipeline.settings import DEFAULT_DASHBOARD_URL
-from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 from tests.pipeline.site.screenshots import (
     KEY_STORE,
     LAPTOPS,
     PHONES,
     STATE,
-    chromium_path,
     first_lga_of,
     open_map,
     overflow,
     phone_context,
     point_inside,
+    real_browser_marks,
     take,
 )
 
-pytestmark = [
-    *data_marks(),  # slow, and skipped with a reason when the real data is absent
-    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
-]
+pytestmark = real_browser_marks()  # slow, and skipped with a reason when the real data or Chromium is absent
 
 STATES = 37
 FIRST_PAINT_MAX_REQUESTS = 2  # API requests: the period index and one month of state risk (outlines: a site file)

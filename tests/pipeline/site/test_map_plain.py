@@ -14,14 +14,16 @@ import httpx
 import pytest
 
 from pipeline.site.latest import MONTH_NAMES
-from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
-from tests.pipeline.site.screenshots import STATE, chromium_path, first_lga_of, open_map, overflow
+from tests.pipeline.site.screenshots import (
+    STATE,
+    first_lga_of,
+    open_map,
+    overflow,
+    real_browser_marks,
+)
 
-pytestmark = [
-    *data_marks(),
-    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
-]
+pytestmark = real_browser_marks()
 
 VIEWS = (("phone", 360, 740), ("laptop", 1280, 800))
 
