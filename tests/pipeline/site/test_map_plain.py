@@ -67,7 +67,7 @@ def test_the_map_page_reads_without_a_script_or_with_one(page: tuple[Any, int, i
     levels = levels_of(p)
     # the explanation and the data's age lead the page
     lead = p.inner_text("main .lead")
-    assert "children aged 6–59 months" in lead and "80 % range" in lead
+    assert "children 6–59 months" in lead and "microscopy" in lead and "80 % range" in lead
     assert latest in lead and periods["last_forecast"] in lead
     # the table of the latest month: every state, highest first, the API's figures, both levels where the
     # 80 % range straddles them, the season, and a link to the state's LGAs
@@ -150,6 +150,18 @@ def test_the_lga_panel_explains_itself(chromium: Any, real_site: RealSite, width
     low, high = level_label(lga["score_low"], levels), level_label(lga["score_high"], levels)
     assert (f"{low} to {high}" in level_text) == (low != high), level_text
     assert "children" in p.inner_text("#details")  # what the score measures
+
+    # the history chart's month labels never run together, on a phone too
+    p.wait_for_function(f"document.querySelector('#history-figure').dataset.code === '{lga['lga_code']}'",
+                        timeout=60_000)
+    gaps = p.evaluate("""() => {
+      const s = Chart.getChart('history-chart').scales.x, ctx = s.ctx;
+      ctx.save(); ctx.font = Chart.helpers.toFont(s.options.ticks.font).string;
+      const items = s.ticks.map((t, i) => ({x: s.getPixelForTick(i), w: ctx.measureText(s.getLabelForValue(t.value)).width}));
+      ctx.restore();
+      return items.slice(1).map((b, i) => (b.x - b.w / 2) - (items[i].x + items[i].w / 2));
+    }""")
+    assert len(gaps) >= 2 and min(gaps) >= 4, gaps
 
     # within the state: colour by rank, in fifths, the top fifth in the highest level's colour
     fills_by_level = p.eval_on_selector_all("#map path.lga", "ps => ps.map(p => p.getAttribute('fill'))")
