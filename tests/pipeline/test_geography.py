@@ -218,28 +218,34 @@ def _cw(ocha_rows: list[tuple], polys: list[tuple]):
     return {r["lga_code"]: (r["eha_code"], r["method"]) for r in cw.iter_rows(named=True)}
 
 
-@pytest.mark.parametrize(("ocha", "eha", "want"), [
-    # Two centroids each alone in the other's name: position wins (the p-code means OCHA's place).
-    pytest.param([("P1", "North", "AA", 0.5, 0.5), ("P2", "South", "AA", 1.5, 0.5)],
-                 [("E1", "South", "AA", 0, 0), ("E2", "North", "AA", 1, 0)],
-                 {"P1": ("E1", "centroid"), "P2": ("E2", "centroid")}, id="position beats spelling"),
-    pytest.param([("P1", "Alpha", "AA", 0.5, 0.5), ("P2", "Beta-West", "AA", 0.6, 0.6), ("P3", "Gamma", "AA", 9, 9)],
-                 [("E1", "Alpha", "AA", 0, 0), ("E2", "Beta West", "AA", 1, 0), ("E3", "gamma", "AA", 2, 0)],
-                 {"P1": ("E1", "name"), "P2": ("E2", "name"), "P3": ("E3", "name")},
-                 id="shared polygon and outside fall back to name"),
-    # The centroid of P1 lies in a polygon of another state: only its own state counts.
-    pytest.param([("P1", "Same", "AA", 0.5, 0.5), ("P2", "Same", "BB", 5.5, 0.5)],
-                 [("E1", "Same", "BB", 0, 0), ("E2", "Same", "AA", 5, 0)],
-                 {"P1": ("E2", "name"), "P2": ("E1", "name")}, id="polygons of other states ignored"),
-    # The Osun pattern: A's centroid alone in B's polygon, B and C share C's polygon, A's own polygon
-    # unclaimed. Everything ends up matched by name.
-    pytest.param([("PA", "A", "AA", 1.5, 0.5), ("PB", "B", "AA", 2.4, 0.5), ("PC", "C", "AA", 2.6, 0.5)],
-                 [("EA", "A", "AA", 0, 0), ("EB", "B", "AA", 1, 0), ("EC", "C", "AA", 2, 0)],
-                 {"PA": ("EA", "name"), "PB": ("EB", "name"), "PC": ("EC", "name")},
-                 id="unclaimed polygon releases the chain"),
-])
-def test_crosswalk_links_each_lga(ocha: list, eha: list, want: dict) -> None:
-    assert _cw(ocha, eha) == want
+# name, OCHA LGAs ("code name state lon lat"), eHA unit squares ("code name state x y"), the links wanted
+# ("lga eha method"); "_" stands for a space in a name
+CROSSWALK_CASES = {
+    # two centroids each alone in the other's name: position wins (the p-code means OCHA's place)
+    "position beats spelling": ("P1 North AA 0.5 0.5, P2 South AA 1.5 0.5", "E1 South AA 0 0, E2 North AA 1 0",
+                                "P1 E1 centroid, P2 E2 centroid"),
+    "shared polygon and outside fall back to name": (
+        "P1 Alpha AA 0.5 0.5, P2 Beta-West AA 0.6 0.6, P3 Gamma AA 9 9",
+        "E1 Alpha AA 0 0, E2 Beta_West AA 1 0, E3 gamma AA 2 0", "P1 E1 name, P2 E2 name, P3 E3 name"),
+    # the centroid of P1 lies in a polygon of another state: only its own state counts
+    "polygons of other states ignored": ("P1 Same AA 0.5 0.5, P2 Same BB 5.5 0.5", "E1 Same BB 0 0, E2 Same AA 5 0",
+                                         "P1 E2 name, P2 E1 name"),
+    # the Osun pattern: A's centroid alone in B's polygon, B and C share C's polygon, A's own polygon
+    # unclaimed; everything ends up matched by name
+    "unclaimed polygon releases the chain": ("PA A AA 1.5 0.5, PB B AA 2.4 0.5, PC C AA 2.6 0.5",
+                                             "EA A AA 0 0, EB B AA 1 0, EC C AA 2 0", "PA EA name, PB EB name, PC EC name"),
+}
+
+
+def _spec(text: str) -> list[tuple]:
+    rows = [part.split() for part in text.split(", ")]
+    return [(r[0], r[1].replace("_", " "), r[2], *(float(x) for x in r[3:])) for r in rows]
+
+
+@pytest.mark.parametrize("case", list(CROSSWALK_CASES))
+def test_crosswalk_links_each_lga(case: str) -> None:
+    ocha, eha, want = CROSSWALK_CASES[case]
+    assert _cw(_spec(ocha), _spec(eha)) == {r[0]: (r[1], r[2]) for r in (w.split() for w in want.split(", "))}
 
 
 def test_crosswalk_unresolvable_fails_loudly() -> None:
