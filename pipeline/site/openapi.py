@@ -419,12 +419,12 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
-        "median_correlation": {"type": ["number", "null"], "description": "Median correlation (Pearson r, "
-                               "-1 to 1) between the season predicted out of sample and each recorded case series."},
-        "mean_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted and "
-                            "recorded season start and end, months."},
-        "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
-                                    "and recorded peak month, months."},
+        "median_correlation": _nullable("number", "Median correlation (Pearson r, "
+                               "-1 to 1) between the season predicted out of sample and each recorded case series."),
+        "mean_months_off": _nullable("number", "Mean distance between predicted and "
+                            "recorded season start and end, months."),
+        "mean_months_peak_is_off": _nullable("number", "Mean distance between predicted "
+                                    "and recorded peak month, months."),
         "cross_validation": _str("How the figures were made out of sample (additive)."),
         "season_rule": _str("The season rule published (additive): model 5 whenever dated case series exist, model 4 with case records only; the "
                             "others are refitted in the same folds as its comparison.",
@@ -437,16 +437,16 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                                  "additive)."),
         "dated_states": {"type": "array", "items": {"type": "string"},
                          "description": "States with dated series (additive)."},
-        "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
-                                   "and recorded season centres, months (additive)."},
-        "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
-                                          "share of a year's cases in its best 4 months (additive)."},
-        "mean_trough_to_peak_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
-                                      "lowest month as a share of the peak (additive)."},
-        "recorded_median_trough_to_peak": {"type": ["number", "null"], "description": "Median over the recorded "
-                                           "series of the lowest month as a share of the peak month."},
-        "recorded_max_best_4_month_share": {"type": ["number", "null"], "description": "Largest share of a "
-                                            "year's recorded cases falling in its best 4 months, over the series."},
+        "mean_centre_months_off": _nullable("number", "Mean distance between predicted "
+                                   "and recorded season centres, months (additive)."),
+        "mean_best_4_month_share_error": _nullable("number", "Mean absolute error of the "
+                                          "share of a year's cases in its best 4 months (additive)."),
+        "mean_trough_to_peak_error": _nullable("number", "Mean absolute error of the "
+                                      "lowest month as a share of the peak (additive)."),
+        "recorded_median_trough_to_peak": _nullable("number", "Median over the recorded "
+                                           "series of the lowest month as a share of the peak month."),
+        "recorded_max_best_4_month_share": _nullable("number", "Largest share of a "
+                                            "year's recorded cases falling in its best 4 months, over the series."),
         "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
                     "(additive)."},
         "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
