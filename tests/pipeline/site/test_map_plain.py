@@ -162,6 +162,15 @@ def test_the_lga_panel_explains_itself(chromium: Any, real_site: RealSite, width
       return items.slice(1).map((b, i) => (b.x - b.w / 2) - (items[i].x + items[i].w / 2));
     }""")
     assert len(gaps) >= 2 and min(gaps) >= 4, gaps
+    # the projection table's month stays on one line
+    p.wait_for_selector("#project-form", timeout=30_000)
+    p.fill("#project-cases", "1000")
+    p.fill("#project-month", "2024-06")
+    p.click("#project-form button[type=submit]")
+    p.wait_for_function("document.querySelectorAll('#project-table tbody tr').length === 4", timeout=30_000)
+    lines = p.eval_on_selector_all("#project-table tbody td:first-child", "cs => cs.map(c => "
+                                   "Math.round(c.getBoundingClientRect().height / parseFloat(getComputedStyle(c).lineHeight)))")
+    assert lines == [1, 1, 1, 1], lines
 
     # within the state: colour by rank, in fifths, the top fifth in the highest level's colour
     fills_by_level = p.eval_on_selector_all("#map path.lga", "ps => ps.map(p => p.getAttribute('fill'))")
