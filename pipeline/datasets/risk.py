@@ -670,10 +670,10 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "updated_at": updated_at,
         "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
-        "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
-        "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
         "kind_descriptions": terms.kind_descriptions(res.adopted_terms),
         "all_passed_at_release": all(m["passed_at_release"] for m in months),
+        "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
+        "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
@@ -717,14 +717,6 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
     return docs
 
 
-def month_end(period: str, updated_at: str) -> dict[str, Any]:
-    """`month_end` (the month's last day) and `passed_at_release` (whether it had ended when the data were
-    loaded): a client compares `month_end` with its own today; a forecast month may be past already."""
-    year, month = int(period[:4]), int(period[5:7])
-    end = (date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)).isoformat()
-    return {"month_end": end, "passed_at_release": end < updated_at[:10]}
-
-
 def adopted_terms(md: ModelData) -> tuple[str, ...]:
     """The month terms the registered tests adopted in this build (none: baseline x season)."""
     return tuple((md.months.tests.get("adopted") if md.months is not None else None) or ())
@@ -742,6 +734,14 @@ def basis(res: RiskResult, period: str) -> str:
     """`survey_fit` for a month up to the newest round's fieldwork, `baseline_x_season` after it."""
     last = res.last_survey_month
     return terms.AFTER_SURVEY if last is None or month_index(period) > last else terms.SURVEY_FIT
+
+
+def month_end(period: str, updated_at: str) -> dict[str, Any]:
+    """`month_end` (the month's last day) and `passed_at_release` (whether it had ended when the data were
+    loaded): a client compares `month_end` with its own today; a forecast month may be past already."""
+    year, month = int(period[:4]), int(period[5:7])
+    end = (date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)).isoformat()
+    return {"month_end": end, "passed_at_release": end < updated_at[:10]}
 
 
 def model_version(md: ModelData) -> str:

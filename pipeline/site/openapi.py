@@ -286,12 +286,6 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "model_version": _str("Version of the model that produced the scores."),
         "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
                                     "inside [score_low, score_high] (additive)."),
-        "score_terms": {"type": "array", "items": _str("A term key."), "description": "The terms the scores "
-                        "of this release are made of, in order (additive; docs/model.md): " + ", ".join(
-                            f"`{t.key}` ({t.words})" for t in terms.terms(adopted)) + "."},
-        "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
-                                   description="What each `basis` value means in this release, generated from the "
-                                   "model's declared terms (additive)."),
         "kind_descriptions": _obj({k: _str(f"What a `{k}` month is built from.") for k in terms.KINDS},
                                   description="What each kind of month is built from in this release, generated "
                                   "from the model's declared terms (additive; the same words as the bundle's "
@@ -299,6 +293,12 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "all_passed_at_release": {"type": "boolean", "description": "Whether every month of the release, the "
                                   "forecast months included, had ended when the data were loaded (additive): then "
                                   "the release forecasts nothing still to come and the next data load is due."},
+        "score_terms": {"type": "array", "items": _str("A term key."), "description": "The terms the scores "
+                        "of this release are made of, in order (additive; docs/model.md): " + ", ".join(
+                            f"`{t.key}` ({t.words})" for t in terms.terms(adopted)) + "."},
+        "basis_descriptions": _obj({b: _str(f"What a `{b}` month rests on.") for b in terms.BASES},
+                                   description="What each `basis` value means in this release, generated from the "
+                                   "model's declared terms (additive)."),
     }, description="The months the service covers: latest estimated month, forecast horizon, model version. "
        + terms.periods_description(adopted))
     s["StateRisk"] = _obj({

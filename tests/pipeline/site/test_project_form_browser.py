@@ -8,17 +8,22 @@ from typing import Any
 from urllib.parse import urlparse
 
 import httpx
+import pytest
 
+from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 from tests.pipeline.site.screenshots import (
     STATE,
+    chromium_path,
     first_lga_of,
     open_map,
     point_inside,
-    real_browser_marks,
 )
 
-pytestmark = real_browser_marks()
+pytestmark = [
+    *data_marks(),
+    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
+]
 
 
 def test_the_form_projects_a_count_with_the_routes_ratios(chromium: Any, real_site: RealSite) -> None:
