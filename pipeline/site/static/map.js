@@ -591,8 +591,8 @@
       score: r ? r.score : none,
       range: r ? r.score_low + " – " + r.score_high : none,
       level: r ? levelText(r) : none,
-      rank: !r ? none : r.rank ? r.rank + " of " + Object.keys(rows).length + " (80 % range " + r.rank_low + "–" + r.rank_high + ")"
-        : "no figure",
+      rank: !r ? none : !r.rank ? "no figure" : r.rank + " of " + Object.keys(rows).length + (r.rank_low != null
+        ? " (80 % range " + r.rank_low + "–" + r.rank_high + ")" : " (range withheld: the survey cannot rank this state's LGAs)"),
       evidence: !r ? none : r.evidence ? r.evidence + (r.survey_children_2018_band ? " (survey children 2018: " +
         r.survey_children_2018_band + ")" : "") : "no figure",
       population: r ? fmtInt(r.population) : none,
