@@ -171,8 +171,10 @@ def test_the_lga_panel_explains_itself(chromium: Any, real_site: RealSite, width
     p.fill("#project-month", "2024-06")
     p.click("#project-form button[type=submit]")
     p.wait_for_function("document.querySelectorAll('#project-table tbody tr').length === 4", timeout=30_000)
-    lines = p.eval_on_selector_all("#project-table tbody td:first-child", "cs => cs.map(c => "
-                                   "Math.round(c.getBoundingClientRect().height / parseFloat(getComputedStyle(c).lineHeight)))")
+    lines = p.eval_on_selector_all("#project-table tbody td:first-child", """cs => cs.map(c => {
+      const r = document.createRange(); r.selectNodeContents(c);
+      return new Set([...r.getClientRects()].filter(x => x.width > 0).map(x => Math.round(x.top))).size;
+    })""")
     assert lines == [1, 1, 1, 1], lines
 
     # within the state: colour by rank, in fifths, the top fifth in the highest level's colour
