@@ -43,7 +43,7 @@ build: install-run
 	$(BIN)/malaria-risk build --data-dir "$(DATA_DIR)" --out build
 
 key: install-run
-	@key=$$($(BIN)/malaria-risk keys local-test --keys $(KEYS) --key-file $(KEY_FILE)); \
+	@key=$$($(BIN)/malaria-risk keys local-test --keys $(KEYS) --key-file $(KEY_FILE) --org local); \
 	echo; echo "Local test key (all scopes, kept in $(KEY_FILE)): $$key"; echo "Try:"; \
 	echo "  curl -H \"Authorization: Bearer $$key\" \"http://$(HOST):$(PORT)/v1/boundaries/lgas?state=KN\""; \
 	echo "Docs and the risk map: http://$(HOST):$(PORT)/docs/  (paste the key on the map page)"; echo
@@ -64,9 +64,7 @@ run:
 	@$(call phase,build,$(MAKE) --no-print-directory build)
 	@$(call phase,key,$(MAKE) --no-print-directory key)
 	@echo "API and docs:       http://$(HOST):$(PORT)/docs/"
-	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (docs/dashboard.md)"
-	@echo "  Sign in there as $(DASH_ADMIN): you administer the local organisation and can make keys"
-	@echo "  under Settings -> API access. Sign-in codes are printed here, below."
+	@echo "Key dashboard:      http://$(HOST):$(DASH_PORT)/  (docs/dashboard.md; how to sign in follows)"
 	@t0=$$(date +%s%N); \
 	$(BIN)/malaria-risk dashboard --host $(HOST) --port $(DASH_PORT) --keys $(KEYS) --api-url http://$(HOST):$(PORT) \
 		--local-admin $(DASH_ADMIN) & \

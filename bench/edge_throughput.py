@@ -45,6 +45,8 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from tests.conftest import wait_until_up  # noqa: E402  (the checkout on the path first)
+
 SECONDS = int(os.environ.get("BENCH_SECONDS", "6"))
 ROUNDS = max(1, int(os.environ.get("BENCH_ROUNDS", "3")))
 SLICE = max(1, round(SECONDS / ROUNDS))
@@ -67,18 +69,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def wait_up(url: str, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            httpx.get(url, timeout=1)
-            return
-        except httpx.TransportError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.1)
 
 
 def release_root(tmp: Path) -> tuple[Path, str]:
@@ -205,7 +195,7 @@ def main() -> None:
                                "MALARIA_RISK_COUNTERS": str(tmp / "var" / f"counters-{i}.map")},
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             fronts[front] = f"http://127.0.0.1:{port}"
-            wait_up(fronts[front] + "/v1/periods", procs[-1], f"malaria-risk serve --http {front}")
+            wait_until_up(fronts[front] + "/v1/periods", procs[-1], f"malaria-risk serve --http {front}")
         ours = fronts[FRONTS[0]]
 
         nport = free_port()
@@ -214,7 +204,7 @@ def main() -> None:
         procs.append(subprocess.Popen([nginx, "-c", str(tmp / "nginx.conf"), "-p", str(tmp)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         theirs = f"http://127.0.0.1:{nport}"
-        wait_up(theirs + "/" + file_key, procs[-1], "nginx")
+        wait_until_up(theirs + "/" + file_key, procs[-1], "nginx")
 
         auth = {"Authorization": f"Bearer {key}", "Accept-Encoding": "identity"}
         url = f"{ours}/v1/risk/lgas?state={state}&period={period}"

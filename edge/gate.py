@@ -46,6 +46,7 @@ from .routes import (
     DOWNLOAD_FILE,
     PUBLIC_PREFIX,
     RELEASE_ID_RE,
+    ROUTES,
     SCOPES,
     ParamError,
     Route,
@@ -416,6 +417,8 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
     order of checks. The value's scope is checked by the caller: the outcome is remembered for every key."""
     parsed = _parse_query(query, route)
     if isinstance(parsed, tuple):
+        if parsed[0] == "UNKNOWN_PARAMETER":
+            parsed = _taken_elsewhere(parsed, query, route, release)
         return None, *parsed
 
     facts = release.facts
@@ -444,6 +447,41 @@ def _resolve_uncached(query: str, route: Route, release: ReleaseIndex) -> _Outco
 
 
 SUGGESTING = ("UNKNOWN_STATE", "UNKNOWN_LGA")
+
+
+def _taken_elsewhere(problem: tuple[str, str, dict[str, Any]], query: str, route: Route,
+                     release: ReleaseIndex) -> tuple[str, str, dict[str, Any]]:
+    """A parameter this route does not take but another does (`lga` on /v1/risk/lgas): the detail points
+    to that route with a query it would answer, the value as given or, for an LGA given by name, its code
+    (`/v1/history/lgas?lga=NG020006`). Code, status and members stay UNKNOWN_PARAMETER's."""
+    code, detail, members = problem
+    name = str(members.get("parameter", ""))
+    others = [r for r in ROUTES if r is not route and r.param(name) is not None]
+    if not others:
+        return problem
+    given: dict[str, str] = {}
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        try:
+            given.setdefault(_decode(key), _decode(value))
+        except ValueError:
+            continue
+    # a route needing nothing the query lacks, else the first that takes it
+    target = next((r for r in others if all(p.name in given for p in r.params if p.required)), others[0])
+    value = given.get(name, "")
+    if name == "lga" and value:
+        from .names import suggest
+
+        loader = getattr(release, "names", None)
+        found = suggest("UNKNOWN_LGA", value, loader() if loader is not None else None)
+        if len(found) == 1:
+            value = found[0]["lga_code"]
+    shown = value if 0 < len(value) <= 30 else "…"
+    example = f"{target.path}?{name}={shown}"
+    extra = "".join(f"&{p.name}={given[p.name]}" for p in target.params
+                    if p.name != name and p.required and p.name in given and len(given[p.name]) <= 30)
+    takes = ", ".join(f"`{r.path}`" for r in others)
+    return code, f"{detail} {takes} {'takes' if len(others) == 1 else 'take'} it: try `{example}{extra}`.", members
 
 
 def _with_suggestions(e: ParamError, raw: str, release: ReleaseIndex) -> tuple[str, str, dict[str, Any]]:

@@ -13,7 +13,8 @@ The index (JSON, written by pipeline/datasets/boundaries.py):
 
 Matching, in order, the first that finds anything: the value as a code in another case (or
 ISO 3166-2 `NG-KN`); the name, ignoring case, accents, spaces and punctuation ("Akwa-Ibom",
-"akwa ibom") and a trailing "State"/"LGA"; a known variant; then close spellings (difflib).
+"akwa ibom") and a trailing "State"/"LGA"; a known variant; for a state, three or four letters
+that begin its name ("BAU" → BA, Bauchi); then close spellings (difflib).
 Every LGA of a matched name is suggested: several LGAs share a name (Obi, Bassa, Nasarawa…).
 """
 
@@ -29,6 +30,7 @@ from .files import (
 )
 
 MAX_SUGGESTIONS = 8  # an answer stays small (CloudFront: 40 KB for a generated response)
+ABBREVIATION_LENGTHS = (3, 4)  # "BAU", "ADAM": the start of a state's name (two letters are a code)
 MAX_NAME = 60  # longer than any state or LGA name with room: a longer value is no name, and costs no matching
 _SUFFIX = re.compile(r"(state|lga|localgovernmentarea|localgovernment)$")
 
@@ -56,6 +58,7 @@ class Names:
         for variant, code in dict(doc.get("variants", {})).items():
             if code in self.states:
                 self.state_keys.setdefault(normalise(variant), set()).add(str(code))
+        self.state_lists: dict[str, list[str]] = {k: sorted(v) for k, v in self.state_keys.items()}
         self.lgas: dict[str, tuple[str, str]] = {str(c): (str(n), str(s)) for c, n, s in doc.get("lgas", ())}
         self.lga_keys: dict[str, list[str]] = {}
         for code, (name, _) in sorted(self.lgas.items()):
@@ -68,48 +71,16 @@ class Names:
     # -- states -----------------------------------------------------------------------------------
     def state_codes(self, raw: str) -> list[str]:
         """State codes `raw` most likely means, best first; empty when nothing is close."""
-        if len(raw) > MAX_NAME:
-            return []
         upper = raw.strip().upper()
-        if upper.startswith("NG-"):
-            upper = upper[3:]
-        if upper in self.states:
-            return [upper]
-        key = _stem(raw)
-        if not key:
-            return []
-        if key in self.state_keys:
-            return sorted(self.state_keys[key])
-        import difflib
-
-        close = difflib.get_close_matches(key, list(self.state_keys), n=3, cutoff=0.75)
-        out: list[str] = []
-        for k in close:
-            out.extend(c for c in sorted(self.state_keys[k]) if c not in out)
-        return out[:MAX_SUGGESTIONS]
+        return _codes(raw, upper[3:] if upper.startswith("NG-") else upper, self.states,
+                      self.state_lists, n=3, cutoff=0.75, abbreviations=True)
 
     def state_suggestions(self, raw: str) -> list[dict[str, str]]:
         return [{"state_code": c, "state": self.states[c]} for c in self.state_codes(raw)]
 
     # -- LGAs -------------------------------------------------------------------------------------
     def lga_codes(self, raw: str) -> list[str]:
-        if len(raw) > MAX_NAME:
-            return []
-        upper = raw.strip().upper()
-        if upper in self.lgas:
-            return [upper]
-        key = _stem(raw)
-        if not key:
-            return []
-        if key in self.lga_keys:
-            return self.lga_keys[key][:MAX_SUGGESTIONS]
-        import difflib
-
-        close = difflib.get_close_matches(key, list(self.lga_keys), n=4, cutoff=0.8)
-        out: list[str] = []
-        for k in close:
-            out.extend(self.lga_keys[k])
-        return out[:MAX_SUGGESTIONS]
+        return _codes(raw, raw.strip().upper(), self.lgas, self.lga_keys, n=4, cutoff=0.8)
 
     def lga_suggestions(self, raw: str) -> list[dict[str, str]]:
         out = []
@@ -117,6 +88,32 @@ class Names:
             name, state = self.lgas[code]
             out.append({"lga_code": code, "lga": name, "state_code": state, "state": self.states.get(state, state)})
         return out
+
+
+def _codes(raw: str, upper: str, known: Any, keys: dict[str, list[str]], n: int, cutoff: float,
+           abbreviations: bool = False) -> list[str]:
+    """The matching order of the module's docstring, for states and LGAs alike: `upper` as a code, the
+    name's key, (states) an abbreviation the name begins with, then close spellings."""
+    if len(raw) > MAX_NAME:
+        return []
+    if upper in known:
+        return [upper]
+    key = _stem(raw)
+    if not key:
+        return []
+    if key in keys:
+        return keys[key][:MAX_SUGGESTIONS]
+    if abbreviations and len(key) in ABBREVIATION_LENGTHS:
+        # an abbreviation of the name ("BAU" Bauchi, "KAN" Kano, "AKW" Akwa Ibom): the states it begins
+        short = sorted({c for k, codes in keys.items() if k.startswith(key) for c in codes})
+        if short:
+            return short[:MAX_SUGGESTIONS]
+    import difflib
+
+    out: list[str] = []
+    for k in difflib.get_close_matches(key, list(keys), n=n, cutoff=cutoff):
+        out.extend(c for c in keys[k] if c not in out)
+    return out[:MAX_SUGGESTIONS]
 
 
 def sentence(code: str, suggestions: list[dict[str, str]]) -> str:

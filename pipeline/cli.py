@@ -365,11 +365,14 @@ LOCAL_TEST_SCOPES = ("risk_scores", "forecasts", "lga_boundaries")
 @keys.command("local-test", epilog=example("malaria-risk keys local-test --keys var/keys.sqlite"))
 @click.option("--key-file", default="var/local-test-key", show_default=True, type=click.Path(dir_okay=False, path_type=Path),
               help="Where the key is kept between runs, readable by its owner only.")
+@click.option("--org", default=None, help="The organisation the key belongs to (`make run`: the local one, so its "
+              "administrator sees the key in the dashboard's key list).")
 @keys_option
-def keys_local_test(key_file: Path, keys_path: str) -> None:
+def keys_local_test(key_file: Path, keys_path: str, org: str | None) -> None:
     """Print the local test key (all scopes), creating it only when the kept one no longer works.
 
-    Repeated `make run` reuses one key instead of adding a key to the store each time.
+    Repeated `make run` reuses one key instead of adding a key to the store each time; a kept key of
+    another organisation than `--org` is revoked and replaced, so the list shows one local test key.
     """
     from edge.keys import hash_key, looks_like_key
     from edge.stores.sqlite import SQLiteKeyStore
@@ -380,10 +383,12 @@ def keys_local_test(key_file: Path, keys_path: str) -> None:
         record = store.lookup(hash_key(kept))
         if record is not None and record.status(datetime.now(UTC)) == "active" \
                 and set(LOCAL_TEST_SCOPES) <= set(record.scopes):
-            key_file.chmod(0o600)
-            click.echo(kept)
-            return
-    _, key = store.create("local test key", list(LOCAL_TEST_SCOPES), "test")
+            if record.org == org:
+                key_file.chmod(0o600)
+                click.echo(kept)
+                return
+            store.revoke(record.id)
+    _, key = store.create("local test key", list(LOCAL_TEST_SCOPES), "test", org=org)
     key_file.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     tmp = key_file.with_name(key_file.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -645,8 +650,9 @@ def dashboard_cmd(ctx: click.Context, host: str, port: int, api_url: str, base_u
     click.echo(f"dashboard on {settings.base_url}/ (sign-in codes go to: {mailer})", err=True)
     if local_admin:
         service.ensure_local_org(local_admin)
-        click.echo(f"sign in at {settings.base_url}/ as {local_admin}, administrator of the local organisation; "
-                   f"the code is printed here", err=True)
+        click.echo(f"sign in at {settings.base_url}/ as {local_admin}, administrator of the local organisation "
+                   f"(its keys, the local test key among them, are under Settings -> API access); the sign-in code "
+                   f"is printed here", err=True)
     # uvicorn would take X-Forwarded-For from any loopback peer by default: only a named proxy may say who the client is
     proxies = {"proxy_headers": True, "forwarded_allow_ips": forwarded_allow_ips} if forwarded_allow_ips \
         else {"proxy_headers": False}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -16,7 +17,7 @@ session_tmpdir()
 # ... and a copy of DATA_DIR taken at session start (tests/datasnapshot.py)
 DATA_DIR = session_data_dir()
 
-__all__ = ["DATA_DIR", "REPO_ROOT", "data_marks", "needs_data"]
+__all__ = ["DATA_DIR", "REPO_ROOT", "data_marks", "linked_data", "needs_data"]
 
 F = TypeVar("F")
 
@@ -38,3 +39,15 @@ def needs_data(*paths: str) -> Callable[[F], F]:
         return obj
 
     return mark
+
+
+def linked_data(into: Path, *left_out: str | Path) -> Path:
+    """The real data as links under `into`, without the files (or folders) `left_out` (relative to DATA_DIR):
+    a data load lacking them, or one the test then writes a changed copy of them into."""
+    skip = [Path(x) for x in left_out]
+    for path in DATA_DIR.rglob("*"):
+        rel = path.relative_to(DATA_DIR)
+        if path.is_file() and not any(rel == s or s in rel.parents for s in skip):
+            (into / rel).parent.mkdir(parents=True, exist_ok=True)
+            (into / rel).symlink_to(path.resolve())
+    return into

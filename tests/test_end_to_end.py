@@ -21,7 +21,7 @@ from edge.local.app import App
 from edge.stores.sqlite import SQLiteKeyStore
 from pipeline.build import CACHE_DIR, build
 from tests.conftest import LiveServer, seed_fit_cache
-from tests.paths import DATA_DIR, REPO_ROOT, data_marks
+from tests.paths import REPO_ROOT, data_marks, linked_data
 
 PCODE = re.compile(r"^NG0\d{2}\d{3}$")
 LEVELS = {"very_low", "low", "moderate", "high", "very_high"}
@@ -226,13 +226,7 @@ def test_docs_quote_the_figures_of_their_own_release(api: httpx.Client):
 def test_build_without_transmission_inputs_answers_503(real_build: Path, tmp_path: Path):
     """A data load lacking the state rainfall climatology (only the seasons use it) still
     builds every other endpoint, and the transmission endpoints say why they cannot answer."""
-    data = tmp_path / "data"
-    missing = Path("rainfall/nga_state_chirps_climatology_monthly.csv")
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and rel != missing:
-            (data / rel).parent.mkdir(parents=True, exist_ok=True)
-            (data / rel).symlink_to(path.resolve())
+    data = linked_data(tmp_path / "data", "rainfall/nga_state_chirps_climatology_monthly.csv")
     seed_fit_cache(real_build, tmp_path / "build" / CACHE_DIR)
     result = build(data, tmp_path / "build")
     # the season ratios read the seasons: both say why they are missing
@@ -512,7 +506,9 @@ def unzipped(api: httpx.Client, downloads: dict, tmp_path_factory: pytest.TempPa
     out = tmp_path_factory.mktemp("bundle")
     with zipfile.ZipFile(io.BytesIO(_file(api, downloads, "malaria_risk_nigeria.zip"))) as z:
         z.extractall(out)
-    return out
+    # everything in one folder, named by the release
+    assert [p.name for p in out.iterdir()] == [f"malaria-risk-nigeria-{downloads['release_id']}"]
+    return out / f"malaria-risk-nigeria-{downloads['release_id']}"
 
 
 def test_zip_matches_sha256sums_and_the_index(unzipped: Path, downloads: dict):

@@ -23,7 +23,7 @@ from pipeline.release.manifest import Manifest
 from pipeline.sources.rainfall import WFP_SUBNATIONAL
 from tests import s3server
 from tests.conftest import LiveServer, seed_fit_cache
-from tests.paths import DATA_DIR, needs_data
+from tests.paths import DATA_DIR, linked_data, needs_data
 from tests.pipeline.publish.test_job_state import client_of, damage
 from tests.rainfall_files import wfp_from_real_dekads, wfp_lines
 from tests.rainfall_server import Behaviour, serving
@@ -40,12 +40,7 @@ def run(*args: str, env: dict[str, str] | None = None):  # type: ignore[no-untyp
 
 def linked_data_dir(into: Path) -> Path:
     """The real data directory as links (rainfall comes from the fetch)."""
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file():
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            (into / rel).symlink_to(path.resolve())
-    return into
+    return linked_data(into)
 
 
 def snapshot(d: Path) -> dict[str, bytes]:

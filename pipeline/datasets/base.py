@@ -16,7 +16,7 @@ from pipeline.settings import DEFAULT_BASE_URL, DEFAULT_DASHBOARD_URL
 
 if TYPE_CHECKING:
     from pipeline.geography import Geography
-    from pipeline.release.reuse import Reuse
+    from pipeline.release.reuse import Linked, Reuse
     from pipeline.sources.inputs import Inputs
 
 # documents[route_path][tuple of parameter values in the route's param order] = JSON-able dict
@@ -49,17 +49,6 @@ class BuildContext:
             from pipeline.sources.inputs import Inputs
 
             self.inputs = Inputs(self.data_dir, self.geography)
-
-
-@dataclass(frozen=True)
-class Linked:
-    """A file whose bytes the previous release already holds, made from the same inputs by the same
-    code (`pipeline.release.reuse`): the renderer links that object (and its gzip twin) instead of
-    serialising, compressing and hashing the bytes again."""
-
-    sha256: str
-    size: int
-    gz: tuple[str, int] | None = None  # the gzip twin's (SHA-256, size) in the previous release
 
 
 @dataclass(frozen=True)

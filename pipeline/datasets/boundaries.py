@@ -11,41 +11,16 @@ from typing import Any
 
 import numpy as np
 import orjson
-import shapely
 
 from edge.files import NAMES_KEY
 from pipeline import cache
 from pipeline.datasets.base import BuildContext, Produced
+from pipeline.datasets.map_outlines import GEOJSON, map_outlines
 from pipeline.datasets.names import names_file
+from pipeline.datasets.outline_geometry import COORDINATE_DECIMALS, SOURCE, geometry_json
 from pipeline.geography import Geography
 
 ROUTE = "/v1/boundaries/lgas"
-
-# Coordinates are published at the simplified file's precision (~1 m); more digits would
-# only add bytes, fewer would move shared edges apart.
-COORDINATE_DECIMALS = 5
-
-SOURCE = (
-    "LGA outlines: eHealth Africa / GRID3 Nigeria LGA boundaries (eHA GeoServer layer "
-    "sv_local_government_areas, 2019), simplified with shared edges kept (tolerance 0.002 degrees). "
-    "Upstream eHA/GRID3 boundary data are usually released under CC BY 4.0; the licence of the copy "
-    "used here is not verified. Credit: eHealth Africa, GRID3 Nigeria. LGA codes (lgaCode) and names "
-    "are OCHA COD-AB Nigeria p-codes and names (OCHA / OSGOF, CC BY-IGO); each OCHA LGA is linked to "
-    "the eHA outline containing its OCHA centroid, or by name within the state where position is ambiguous."
-)
-
-
-def geometry_json(geometries: np.ndarray, decimals: int = COORDINATE_DECIMALS) -> list[dict[str, Any]]:
-    """GeoJSON geometry objects (nested coordinate lists), rounded and oriented.
-
-    Exterior rings are made counter-clockwise as RFC 7946 recommends, since some web
-    map libraries fill by winding order. Rounding is done on the coordinate array in
-    one vectorised call; GEOS then writes the JSON.
-    """
-    oriented = shapely.orient_polygons(np.asarray(geometries, dtype=object), exterior_cw=False)
-    rounded = shapely.transform(oriented, lambda xy: np.round(xy, decimals))
-    return [orjson.loads(text) for text in shapely.to_geojson(rounded)]
-
 
 def feature_collections(geography: Geography) -> dict[tuple[str, ...], dict[str, Any]]:
     """One FeatureCollection per state code, features sorted by lgaCode."""
@@ -68,14 +43,12 @@ def produce(ctx: BuildContext) -> Produced:
     # builds (pipeline.cache), so a new month does not orient, round and simplify 774 outlines again
     return cache.cached("boundaries", ctx.data_dir, ["admin"],
                         cache.code_of("pipeline.datasets.boundaries", "pipeline.datasets.map_outlines",
-                                      "pipeline.datasets.names", "pipeline.datasets.base", "pipeline.geography",
+                                      "pipeline.datasets.outline_geometry", "pipeline.datasets.names", "pipeline.datasets.base", "pipeline.geography",
                                       "pipeline.sources", "edge"),
                         lambda: outlines(ctx.geography), local=True)
 
 
 def outlines(geography: Geography) -> Produced:
-    from pipeline.datasets.map_outlines import GEOJSON, map_outlines  # it builds on this module
-
     states = sorted(geography.states["state_code"].to_list())
     return Produced(
         dataset="geography",
@@ -87,4 +60,4 @@ def outlines(geography: Geography) -> Produced:
     )
 
 
-__all__ = ["ROUTE", "SOURCE", "feature_collections", "geometry_json", "produce"]
+__all__ = ["COORDINATE_DECIMALS", "ROUTE", "SOURCE", "feature_collections", "geometry_json", "produce"]

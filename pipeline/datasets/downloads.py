@@ -21,12 +21,20 @@ import orjson
 import polars as pl
 import shapely
 
-from edge.routes import BUNDLE_ZIP, BY_PATH, CSV, DOWNLOAD_FILE, GEOJSON, JSON, SCOPES
+from edge.routes import BUNDLE_ZIP, CSV, DOWNLOAD_FILE, GEOJSON, JSON
 from pipeline import cache
 from pipeline.attribution import BUNDLE_SOURCES, Artefact, artefact_terms, resource_licences
 from pipeline.datasets.base import BuildContext, Documents, Produced, StaticFiles
 from pipeline.datasets.boundaries import SOURCE as OUTLINE_SOURCE
 from pipeline.datasets.boundaries import geometry_json
+from pipeline.datasets.bundle_scopes import (
+    DESCRIPTION_FILES,
+    TABLE_ROUTES,
+    download_scope_map,
+    download_scope_text,
+    scopes_for,
+    scopes_of_routes,
+)
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
 from pipeline.settings import DEFAULT_BASE_URL
@@ -37,6 +45,9 @@ ZIP = "application/zip"
 MARKDOWN = "text/markdown; charset=utf-8"
 TEXT = "text/plain; charset=utf-8"
 ZIP_NAME = BUNDLE_ZIP
+# the scope rule lives in pipeline.datasets.bundle_scopes (the OpenAPI document reads it too)
+__all__ = ["DESCRIPTION_FILES", "TABLE_ROUTES", "download_scope_map", "download_scope_text", "scopes_for",
+           "scopes_of_routes"]
 PACKAGE_NAME = "malaria-risk-nigeria"
 # GeoParquet 1.1: WKB geometry plus a `geo` key in the file metadata; no CRS member means
 # OGC:CRS84 (longitude/latitude on WGS 84), which is what the outlines are in.
@@ -111,7 +122,8 @@ OWN_FIELDS: dict[str, str] = {
                       "(peak month = 1). Modelled: the season fitted to routine case data (docs: seasons).",
     "typical_rainfall_mm": "Usual rainfall in this calendar month, mm (downscaled from state CHIRPS).",
     "high_season": "true when the month is one of the season's high months.",
-    "area_type": "`state` or `national`; national rows have no state_code.",
+    "area_type": "`state` or `national`; national rows have state_code `NG` (Nigeria, ISO 3166-1), so they "
+                 "cannot be mistaken for Nasarawa (`NA`) by a reader that takes empty cells and `NA` as missing.",
     "admin1_pcode": "OCHA COD-AB admin-1 p-code of the state.",
     "eha_code": "eHealth Africa / GRID3 LGA code of the outline the LGA is linked to.",
     "density_per_km2": "People per km² (population / area_km2).",
@@ -127,7 +139,10 @@ OWN_FIELDS: dict[str, str] = {
 
 # Primary keys of the tables (unique and never empty in every build; checked by `frictionless validate`)
 # and their foreign keys: every LGA row points at the gazetteer, every state row at context_state.
-# National rows (state_code empty) are keyed by the state name "Nigeria".
+# National rows (state_code `NG`, NATIONAL_CODE) are keyed by the state name "Nigeria"; their tables point at
+# context_state only from the state rows, so they declare no foreign key on state_code (Frictionless has
+# no partial keys).
+NATIONAL_CODE = "NG"
 PRIMARY_KEYS: dict[str, tuple[str, ...]] = {
     "risk_lga_month": ("lga_code", "period"),
     "risk_state_month": ("state_code", "period"),
@@ -151,10 +166,8 @@ FOREIGN_KEYS: dict[str, tuple[dict[str, Any], ...]] = {
     "smc_lga": (_TO_GAZETTEER, _TO_STATES),
     "smc_state": (_TO_STATES,),
     "transmission_lga_month": (_TO_GAZETTEER, _TO_STATES),
-    "transmission_state_month": (_TO_STATES,),
     "season_ratio_lga": (_TO_GAZETTEER, _TO_STATES),
     "season_ratio_state": (_TO_STATES,),
-    "survey_trend": (_TO_STATES,),
     "gazetteer": (_TO_STATES,),
 }
 
@@ -195,72 +208,6 @@ def bundle_artefact(stem: str) -> Artefact:
 
 
 TABLE_SOURCES: dict[str, tuple[str, ...]] = {stem: bundle_artefact(stem).sources for stem in BUNDLE_SOURCES}
-
-
-# Which endpoints each table and outline file is made from (the documents `tables` and `outline_files`
-# read), and so which scopes a key needs to download it: the union of those routes' scopes in the
-# route table. The one rule for a bundle file's scopes; the renderer records them in the manifest
-# (and the publisher in the pointer), where the edge reads them (docs/downloads.md#scopes).
-# risk tables mix estimated and forecast months, so they need both scopes.
-TABLE_ROUTES: dict[str, tuple[str, ...]] = {
-    "risk_lga_month": ("/v1/risk/lgas", "/v1/forecasts/lgas"),
-    "risk_state_month": ("/v1/risk/states", "/v1/forecasts/states"),
-    "context_lga": ("/v1/context/lgas",),
-    "context_state": ("/v1/context/states",),
-    "transmission_lga_month": ("/v1/transmission/lgas",),
-    "transmission_state_month": ("/v1/transmission/states",),
-    "survey_trend": ("/v1/transmission/states",),
-    "season_ratio_lga": ("/v1/transmission/ratios/lgas",),
-    "season_ratio_state": ("/v1/transmission/ratios/states",),
-    "smc_lga": ("/v1/transmission/smc/lgas",),
-    "smc_state": ("/v1/transmission/smc/states",),
-    # codes and names, population, area and urban class: the fields /v1/context/lgas serves
-    "gazetteer": ("/v1/context/lgas",),
-    "lga_outlines": ("/v1/boundaries/lgas",),
-    "state_outlines": ("/v1/boundaries/lgas",),  # dissolved from the LGA outlines
-}
-# Files that describe the bundle (names, columns, checksums, licences) and hold no row of any table:
-# any valid key may read them, as it may read the /v1/downloads index that lists them.
-DESCRIPTION_FILES = ("datapackage.json", "README.md", "SHA256SUMS")
-
-
-def scopes_of_routes(paths: Iterable[str]) -> tuple[str, ...]:
-    """The scopes the route table gives these endpoints, in the table's scope order."""
-    wanted = {BY_PATH[p].scope for p in paths}
-    return tuple(s for s in SCOPES if s in wanted)
-
-
-def scopes_for(name: str, contents: Iterable[tuple[str, ...]] = ()) -> tuple[str, ...]:
-    """The scopes a bundle file needs: its table's (by stem), none for a description file, the union
-    of `contents` for the zip; a file this rule does not know needs every scope (fail closed)."""
-    if name in DESCRIPTION_FILES:
-        return ()
-    if name == ZIP_NAME:
-        held = {s for c in contents for s in c}
-        return tuple(s for s in SCOPES if s in held) if contents else SCOPES
-    stem = name.split(".", 1)[0]
-    return scopes_of_routes(TABLE_ROUTES[stem]) if stem in TABLE_ROUTES else SCOPES
-
-
-def download_scope_map() -> dict[str, list[str]]:
-    """File stem (or name) -> the scopes it needs, for the OpenAPI document and the docs (the rule above)."""
-    out = {stem: list(scopes_of_routes(paths)) for stem, paths in TABLE_ROUTES.items()}
-    out.update({name: [] for name in DESCRIPTION_FILES})
-    out[ZIP_NAME] = list(SCOPES)
-    return out
-
-
-def download_scope_text() -> str:
-    """The rule in one paragraph: which files need which scopes."""
-    by_scopes: dict[tuple[str, ...], list[str]] = {}
-    for stem, scopes in download_scope_map().items():
-        by_scopes.setdefault(tuple(scopes), []).append(f"`{stem}`")
-    def both(items: list[str]) -> str:
-        return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-    parts = [f"{', '.join(names)}: {both([f'`{s}`' for s in scopes]) if scopes else 'any valid key'}"
-             for scopes, names in by_scopes.items()]
-    return "What each file needs (by file name, before the extension): " + "; ".join(parts) + "."
 
 
 @dataclass(frozen=True)
@@ -355,14 +302,15 @@ def transmission_tables(docs: Mapping[str, dict]) -> tuple[pl.DataFrame, pl.Data
 
     states_doc = docs["/v1/transmission/states"][()]
     national = states_doc["national"]
-    areas = [{"area_type": "national", "state_code": None, "state": "Nigeria", "zone": None,
+    areas = [{"area_type": "national", "state_code": NATIONAL_CODE, "state": "Nigeria", "zone": None,
               **national["season"]}]
     areas += [{"area_type": "state", "state_code": s["state_code"], "state": s["state"], "zone": s.get("zone"),
                **s["season"]} for s in states_doc["states"]]
     state = pl.from_dicts(areas, infer_schema_length=None)
     state = _ordered(_monthly(state, ("seasonal_index",)), "transmission_state_month", drop=("high_months",))
 
-    trend = [{"area_type": "national", "state_code": None, "state": "Nigeria", **e} for e in national["survey_trend"]]
+    trend = [{"area_type": "national", "state_code": NATIONAL_CODE, "state": "Nigeria", **e}
+             for e in national["survey_trend"]]
     for s in states_doc["states"]:
         trend += [{"area_type": "state", "state_code": s["state_code"], "state": s["state"], **e}
                   for e in s["survey_trend"]]
@@ -479,7 +427,8 @@ def parquet_bytes(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
+def full_tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
+    """Every table with every field the documents have."""
     docs = _docs(produced)
     have = {p.dataset for p in produced}
     if "risk" not in have or "context" not in have:
@@ -502,7 +451,15 @@ def tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
     if "smc" in have:
         out["smc_lga"], out["smc_state"] = smc_tables(docs)
     out["gazetteer"] = gazetteer(geography)
-    return {name: _typed_nulls(df) for name, df in out.items()}
+    return out
+
+
+def empty_columns(frames: Mapping[str, pl.DataFrame]) -> dict[str, list[str]]:
+    """Per table, the columns null in every row: a figure no source has for this table, such as the
+    LGA-only ranges in the state table, or a survey range no round gives. They are left out of the bundle,
+    as no reader can type a column from empty cells (polars and duckdb read it as text whatever
+    datapackage.json declares); the README and `x-columns-left-out` list them (docs/downloads.md)."""
+    return {name: [c for c in df.columns if df[c].null_count() == df.height] for name, df in frames.items()}
 
 
 def _schema_types() -> dict[str, pl.DataType]:
@@ -761,8 +718,45 @@ def how_values_were_made(model_version: str | None, season_method: Mapping[str, 
             f"State figures are population-weighted from their LGAs. {season}")
 
 
+def months_of(periods: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the bundle says of its months (README and datapackage.json `x-months`), from /v1/periods: what
+    each kind is built from (pipeline.model.terms, the one wording) and whether each had ended at the load."""
+    if not periods:
+        return {}
+    return {
+        "last_estimated": periods["last_estimated"], "last_forecast": periods["last_forecast"],
+        "kind_descriptions": periods.get("kind_descriptions", {}),
+        "all_passed_at_release": periods.get("all_passed_at_release"),
+        "months": [{k: m.get(k) for k in ("period", "kind", "basis", "month_end", "passed_at_release")}
+                   for m in periods["months"]],
+    }
+
+
+def months_section(months: Mapping[str, Any], left_out: Mapping[str, list[str]]) -> list[str]:
+    """The README's "Months" section: kinds, whether they have passed, and the columns left out."""
+    lines: list[str] = []
+    if months:
+        lines += ["## Months", "",
+                  f"Estimated months run to {months['last_estimated']}, forecast months to {months['last_forecast']} "
+                  "(`kind` in the risk tables; `x-months` in datapackage.json lists every month with `month_end` "
+                  "and `passed_at_release`).", ""]
+        lines += [f"- `{kind}`: {words}." for kind, words in months["kind_descriptions"].items()]
+        if months.get("all_passed_at_release"):
+            lines += ["", "Every month of this release, the forecast months included, had ended when the data were "
+                      "loaded: the release forecasts nothing still to come; a newer release may exist."]
+        lines.append("")
+    gone = {t: cols for t, cols in left_out.items() if cols}
+    if gone:
+        lines += ["## Columns left out", "",
+                  "A column empty in every row of a table is left out of that table (no reader could type it from "
+                  "empty cells); the API serves these fields as null:", ""]
+        lines += [f"- `{t}`: " + ", ".join(f"`{c}`" for c in cols) for t, cols in gone.items()]
+        lines.append("")
+    return lines
+
+
 def readme(release_id: str, model_version: str | None, updated_at: str, files: list[BundleFile],
-           base_url: str = DEFAULT_BASE_URL, made: str | None = None) -> bytes:
+           base_url: str = DEFAULT_BASE_URL, made: str | None = None, extra: Iterable[str] = ()) -> bytes:
     from pipeline.attribution import (
         DERIVED_LICENCE,
         DERIVED_LICENCE_TERMS,
@@ -797,6 +791,7 @@ def readme(release_id: str, model_version: str | None, updated_at: str, files: l
         "Context figures are survey and modelled values and are not score inputs. "
         "Empty cells are nulls: the sources hold no figure there. Details: /docs/model.html, "
         "/docs/seasons.html, /docs/context.html, /docs/geography.html and /docs/downloads.html.", "",
+        *extra,
         "## Sources and licences", "",
         "Each source keeps its own licence; credit them when you use the data.", "",
     ]
@@ -810,15 +805,21 @@ def sha256sums(files: Iterable[BundleFile]) -> bytes:
     return "".join(f"{_sha256(f.data)}  {f.name}\n" for f in files).encode("utf-8")
 
 
-def zip_bytes(files: Iterable[BundleFile], updated_at: str) -> bytes:
-    """Every file flat in one zip; text deflated, Parquet stored (already compressed). Fixed
-    timestamps, so the same files give the same zip."""
+def folder_name(release_id: str) -> str:
+    """The one folder the zip unpacks into: the package and its release."""
+    return f"{PACKAGE_NAME}-{release_id}"
+
+
+def zip_bytes(files: Iterable[BundleFile], updated_at: str, folder: str = "") -> bytes:
+    """Every file in one folder of one zip (unpacking it leaves one folder, not 27 files, where it is
+    unpacked); text deflated, Parquet stored (already compressed). Fixed timestamps, so the same files give
+    the same zip."""
     stamp = (int(updated_at[0:4]), int(updated_at[5:7]), int(updated_at[8:10]),
              int(updated_at[11:13]), int(updated_at[14:16]), int(updated_at[17:19]))
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for f in files:
-            info = zipfile.ZipInfo(f.name, date_time=stamp)
+            info = zipfile.ZipInfo(f"{folder}/{f.name}" if folder else f.name, date_time=stamp)
             info.external_attr = 0o644 << 16
             packed = f.media_type in (PARQUET, ZIP)
             info.compress_type = zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED
@@ -839,7 +840,7 @@ def index_document(release_id: str, model_version: str | None, files: Iterable[B
 
 def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
            describe: Callable[[str], dict[str, Any]] | None = None, base_url: str = DEFAULT_BASE_URL,
-           made: str | None = None) -> Produced:
+           made: str | None = None, extra: Iterable[str] = ()) -> Produced:
     """The bundle as a producer's output: data files now, the files naming the release id at stamp time."""
 
     def stamp(release_id: str) -> tuple[Documents, StaticFiles]:
@@ -848,12 +849,13 @@ def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
             own.append(BundleFile("datapackage.json", JSON,
                                   orjson.dumps(describe(release_id), option=orjson.OPT_INDENT_2),
                                   "Frictionless Data Package: every file, column, type, unit, source and licence."))
-        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files, base_url, made),
+        own.append(BundleFile("README.md", MARKDOWN, readme(release_id, model_version, updated_at, files, base_url, made,
+                                                           extra),
                               "What the bundle is, the release id, model version, citation, sources, licences "
                               "and how the values were made."))
         own.append(BundleFile("SHA256SUMS", TEXT, sha256sums(own), "SHA-256 of every other file."))
-        own.append(BundleFile(ZIP_NAME, ZIP, zip_bytes(own, updated_at), "Every file above in one zip.",
-                              zip_scopes))
+        own.append(BundleFile(ZIP_NAME, ZIP, zip_bytes(own, updated_at, folder_name(release_id)),
+                              f"Every file above in one zip, in the folder {folder_name(release_id)}/.", zip_scopes))
         out = {DOWNLOAD_FILE.key(f.name): (f.media_type, f.data) for f in own[len(files):]}
         return {ROUTE: {(): index_document(release_id, model_version, own)}}, out
 
@@ -869,8 +871,11 @@ def bundle(files: list[BundleFile], updated_at: str, model_version: str | None,
 def produce(ctx: BuildContext) -> Produced:
     produced: list[Produced] = ctx.produced
     model_version = next((p.model_version for p in produced if p.model_version), None)
-    frames = tables(produced, ctx.geography)
+    full = full_tables(produced, ctx.geography)
+    left_out = empty_columns(full)
+    frames = {name: _typed_nulls(df.drop(left_out[name])) for name, df in full.items()}
     docs = _docs(produced)
+    months = months_of((docs.get("/v1/periods") or {}).get(()))
     # the outlines (GeoJSON, GeoParquet) are made of the boundaries' documents, themselves of admin/ only:
     # kept between builds like the boundaries (pipeline.cache)
     outlines = cache.cached("bundle-outlines", ctx.data_dir, ["admin"],
@@ -881,11 +886,15 @@ def produce(ctx: BuildContext) -> Produced:
     notes = _field_notes(produced)
 
     def describe(release_id: str) -> dict[str, Any]:
-        return datapackage(release_id, model_version, ctx.updated_at, frames, files, notes, ctx.base_url)
+        package = datapackage(release_id, model_version, ctx.updated_at, frames, files, notes, ctx.base_url)
+        package["x-months"] = months
+        package["x-columns-left-out"] = {t: cols for t, cols in left_out.items() if cols}
+        return package
 
     states_doc = docs.get("/v1/transmission/states", {}).get(())
     made = how_values_were_made(
         model_version, (states_doc or {}).get("method"),
         [s["state"] for s in (states_doc or {}).get("states", []) if s["season"].get("fitted_without_own_series")],
         (docs.get("/v1/periods", {}).get(()) or {}).get("score_terms"))
-    return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url, made)
+    return bundle(files, ctx.updated_at, model_version, describe, ctx.base_url, made,
+                  months_section(months, left_out))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import shapely
 
-from pipeline.datasets.boundaries import SOURCE, geometry_json
+from pipeline.datasets.outline_geometry import SOURCE, geometry_json
 from pipeline.geography import Geography
 
 GEOJSON = "application/geo+json"

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace
+from datetime import date, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -698,9 +699,10 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "/v1/forecasts/states": {},
         "/v1/forecasts/lgas": {},
     }
-    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p], "basis": basis(res, p)}
-              for p in res.estimated]
-    months += [{"period": p, "kind": "forecast", "provisional": False, "basis": basis(res, p)} for p in res.forecast]
+    months = [{"period": p, "kind": "estimated", "provisional": res.provisional[p], "basis": basis(res, p),
+               **month_end(p, updated_at)} for p in res.estimated]
+    months += [{"period": p, "kind": "forecast", "provisional": False, "basis": basis(res, p),
+                **month_end(p, updated_at)} for p in res.forecast]
     docs["/v1/periods"][()] = {
         "last_estimated": res.estimated[-1],
         "last_forecast": res.forecast[-1],
@@ -708,6 +710,8 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "updated_at": updated_at,
         "model_version": res.model_version,
         "score_range_level": model.RANGE_LEVEL,
+        "kind_descriptions": terms.kind_descriptions(res.adopted_terms),
+        "all_passed_at_release": all(m["passed_at_release"] for m in months),
         "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
         "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
         "drift_after_last_survey": drift_after_last_survey(res),
@@ -781,6 +785,14 @@ def basis(res: RiskResult, period: str) -> str:
     """`survey_fit` for a month up to the newest round's fieldwork, `baseline_x_season` after it."""
     last = res.last_survey_month
     return terms.AFTER_SURVEY if last is None or month_index(period) > last else terms.SURVEY_FIT
+
+
+def month_end(period: str, updated_at: str) -> dict[str, Any]:
+    """`month_end` (the month's last day) and `passed_at_release` (whether it had ended when the data were
+    loaded): a client compares `month_end` with its own today; a forecast month may be past already."""
+    year, month = int(period[:4]), int(period[5:7])
+    end = (date(year + month // 12, month % 12 + 1, 1) - timedelta(days=1)).isoformat()
+    return {"month_end": end, "passed_at_release": end < updated_at[:10]}
 
 
 def model_version(md: ModelData) -> str:

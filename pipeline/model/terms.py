@@ -111,6 +111,31 @@ def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
     raise ValueError(f"unknown basis {basis!r}; known: {BASES}")
 
 
+KINDS = (ESTIMATED, FORECAST)
+
+
+def kind_words(kind: str, adopted: Iterable[str] = ()) -> str:
+    """What a month of that `kind` is built from: the one wording of /v1/periods `kind_descriptions`, the
+    bundle's README and datapackage.json (change it here, it changes everywhere). What the baseline does
+    after the newest survey round is `basis_words`' to say."""
+    if kind == ESTIMATED:
+        return ("a month up to the latest month with recorded rainfall (the rainfall decides which months are "
+                f"estimated); its score is {made_of(ESTIMATED, adopted)}. Its `basis` says what the baseline rests "
+                f"on: the household survey rounds before and after the month (`{SURVEY_FIT}`), or, after the newest "
+                f"round, that round's level carried on with its range widening every month (`{AFTER_SURVEY}`; "
+                "`basis_descriptions`)")
+    if kind == FORECAST:
+        return ("one of the 1 to 4 months after the latest estimated month; no rainfall of it is known or forecast: "
+                f"its score is {made_of(FORECAST, adopted)}, the baseline carried on from the newest survey round as "
+                "in an estimated month after it")
+    raise ValueError(f"unknown kind {kind!r}; known: {KINDS}")
+
+
+def kind_descriptions(adopted: Iterable[str] = ()) -> dict[str, str]:
+    adopted = tuple(adopted)
+    return {k: kind_words(k, adopted) for k in KINDS}
+
+
 def periods_description(adopted: Iterable[str] = ()) -> str:
     """The /v1/periods route description (route table summary + this, in the OpenAPI document and
     the API reference)."""

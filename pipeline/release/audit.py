@@ -283,6 +283,7 @@ SVG_ELEMENT_TEXT = re.compile(r"<([a-zA-Z][a-zA-Z0-9]*)\b([^>]*)>([^<]*)")
 TABLE = re.compile(r"<table\b.*?</table>", re.S | re.I)
 ROW = re.compile(r"<tr\b.*?</tr>", re.S | re.I)
 CELL = re.compile(r"<t[dh]\b[^>]*>(.*?)</t[dh]>", re.S | re.I)
+ROW_CODE = re.compile(r"<tr\b[^>]*\bdata-code=\"([A-Za-z0-9]+)\"", re.I)  # a row that names its area
 TAG = re.compile(r"<[^>]+>")
 TEXT = re.compile(r"<text\b[^>]*>([^<]*)</text>", re.I)
 POINT_ATTRS = ("d", "points")
@@ -663,13 +664,24 @@ def _cell_number(cell: str) -> float:
 
 
 def html_runs(text: str, names: Mapping[str, str] | None = None) -> Iterator[Run]:
-    """Table rows and columns (numeric cells), and any inline SVG."""
+    """Table rows and columns (numeric cells), and any inline SVG. A table whose rows each name a
+    different area (`<tr data-code="NG020001">`, as the map's printed tables do) holds a cross-section
+    in each column, compared area by area as a CSV table's column with an area column is; a table whose
+    rows repeat an area (one area's months) stays a sequence."""
     for t, table in enumerate(TABLE.findall(text)):
-        rows = [[_cell_number(c) for c in CELL.findall(r)] for r in ROW.findall(table)]
+        found = ROW.findall(table)
+        rows = [[_cell_number(c) for c in CELL.findall(r)] for r in found]
+        codes = [(m.group(1) if (m := ROW_CODE.match(r)) else "") for r in found]
+        named = np.array([bool(c) for c in codes], dtype=bool)
+        keyed = named.any() and len({c for c in codes if c}) == int(named.sum())
         for i, row in enumerate(rows):
             yield from _runs(f"table {t} row {i}", np.array(row))
         for j in range(max((len(r) for r in rows), default=0)):
-            yield from _runs(f"table {t} column {j}", np.array([r[j] if j < len(r) else np.nan for r in rows]))
+            column = np.array([r[j] if j < len(r) else np.nan for r in rows])
+            if keyed:
+                yield from _keyed(f"table {t} column {j}", column, codes, named)
+            else:
+                yield from _runs(f"table {t} column {j}", column)
     if "<svg" in text:
         yield from svg_runs(text, "inline svg ", names)
 

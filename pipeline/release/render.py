@@ -34,11 +34,11 @@ from edge.routes import (
     Route,
     route_values,
 )
-from pipeline.datasets.base import Linked, Produced, Rendered
+from pipeline.datasets.base import Produced, Rendered
 from pipeline.errors import RenderError, StaleReuse
 from pipeline.release import catalogue, tabular
 from pipeline.release.manifest import Manifest, sha256_hex
-from pipeline.release.reuse import Reuse, record
+from pipeline.release.reuse import Linked, Reuse, record
 from pipeline.release.store import locked
 from pipeline.release.tree import (
     clean_killed_builds,

@@ -31,14 +31,26 @@ import contextlib
 import hashlib
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from pipeline import buildkey
-from pipeline.datasets.base import Linked
 from pipeline.release.manifest import Manifest
+
+
+@dataclass(frozen=True)
+class Linked:
+    """A file whose bytes the previous release already holds, made from the same inputs by the same
+    code (this module): the renderer links that object (and its gzip twin) instead of
+    serialising, compressing and hashing the bytes again."""
+
+    sha256: str
+    size: int
+    gz: tuple[str, int] | None = None  # the gzip twin's (SHA-256, size) in the previous release
+
 
 KEYS_FILE = "document-keys.json"
 FORMAT = "malaria-risk document keys 1"

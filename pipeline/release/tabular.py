@@ -20,7 +20,8 @@ import orjson
 import polars as pl
 
 from edge.routes import BY_PATH
-from pipeline.datasets.base import Linked, Rendered
+from pipeline.datasets.base import Rendered
+from pipeline.release.reuse import Linked
 
 if TYPE_CHECKING:
     from pipeline.release.reuse import Reuse

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from edge.routes import DOWNLOAD_FILE, PRECOMPRESSED_SUFFIXES
-from pipeline.datasets.base import Linked
 from pipeline.errors import RenderError, StaleReuse
 from pipeline.release.manifest import MANIFEST_NAME, Manifest, file_entry
+from pipeline.release.reuse import Linked
 from pipeline.release.store import Store, _pid_alive, sha256_hex
 
 Progress = Callable[[str, int, int], None]

@@ -110,7 +110,7 @@ def release_figures(produced: Iterable[Produced]) -> dict[str, Any]:
     periods = docs.get("/v1/periods")
     for name in ("last_estimated", "last_forecast", "model_version", "updated_at"):
         figures[f"periods.{name}"] = (periods or {}).get(name, NOT_IN_RELEASE)
-    from pipeline.datasets.downloads import download_scope_text
+    from pipeline.datasets.bundle_scopes import download_scope_text
 
     figures["downloads.scopes"] = download_scope_text()  # the rule the renderer records, in words
     transmission = docs.get("/v1/transmission/states")

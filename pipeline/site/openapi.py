@@ -278,6 +278,11 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "period": PERIOD, "kind": _str("Kind of month.", enum=["estimated", "forecast"]),
         "provisional": {"type": "boolean", "description": terms.provisional_words(adopted)},
         "basis": BASIS,
+        "month_end": _str("The month's last day (additive): the month has passed once a client's own date is later.",
+                          format="date"),
+        "passed_at_release": {"type": "boolean", "description": "Whether the month had ended when the data were "
+                              "loaded (`updated_at`; additive). A forecast month can be past: forecasts are made "
+                              "from the data of the load, not revised as months go by."},
     })
     s["PeriodIndex"] = _obj({
         "last_estimated": {**PERIOD, "description": "Most recent month with recorded rainfall."},
@@ -291,6 +296,13 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "model_version": _str("Version of the model that produced the scores."),
         "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
                                     "inside [score_low, score_high] (additive)."),
+        "kind_descriptions": _obj({k: _str(f"What a `{k}` month is built from.") for k in terms.KINDS},
+                                  description="What each kind of month is built from in this release, generated "
+                                  "from the model's declared terms (additive; the same words as the bundle's "
+                                  "README and datapackage.json)."),
+        "all_passed_at_release": {"type": "boolean", "description": "Whether every month of the release, the "
+                                  "forecast months included, had ended when the data were loaded (additive): then "
+                                  "the release forecasts nothing still to come and the next data load is due."},
         "score_terms": {"type": "array", "items": _str("A term key."), "description": "The terms the scores "
                         "of this release are made of, in order (additive; docs/model.md): " + ", ".join(
                             f"`{t.key}` ({t.words})" for t in terms.terms(adopted)) + "."},
@@ -319,40 +331,29 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "population": _int("People living in the LGA."),
         **evidence_fields, **rank_fields,
     }, description="One LGA's risk for one month.")
-    s["StateRiskReport"] = _obj({
-        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
-        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk "
-                   "first; ties broken by `state_code`."},
-        "basis": BASIS,
-    }, description="Risk of every state for one estimated month.")
-    s["LgaRiskReport"] = _obj({
-        "period": PERIOD, "kind": _str("Always `estimated`.", const="estimated"),
-        "state_code": STATE_CODE, "state": _str("State name."),
-        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest "
-                 "risk first; ties broken by `lga_code`."},
-        "basis": BASIS,
-    }, description="Risk of every LGA of one state for one estimated month.")
-    s["StateForecast"] = _obj({
-        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
-        "states": {"type": "array", "items": _ref("StateRisk"), "description": "All states, highest risk first; "
-                   "ties broken by `state_code`."},
-        "basis": BASIS,
-    })
-    s["StateForecastResponse"] = _obj({
-        "forecasts": {"type": "array", "items": _ref("StateForecast"), "minItems": 1, "maxItems": 4,
-                      "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="State forecasts, one report per forecast month.")
-    s["LgaForecast"] = _obj({
-        "period": PERIOD, "kind": _str("Always `forecast`.", const="forecast"),
-        "state_code": STATE_CODE, "state": _str("State name."),
-        "lgas": {"type": "array", "items": _ref("LgaRisk"), "description": "Every LGA of the state, highest risk "
-                 "first; ties broken by `lga_code`."},
-        "basis": BASIS,
-    })
-    s["LgaForecastResponse"] = _obj({
-        "forecasts": {"type": "array", "items": _ref("LgaForecast"), "minItems": 1, "maxItems": 4,
-                      "description": "One report per month after the latest estimated month, nearest first."},
-    }, description="LGA forecasts of one state, one report per forecast month.")
+    def report(kind: str, lgas: bool) -> dict[str, Schema]:
+        """A month's report: the states (or one state's LGAs), highest risk first."""
+        area = {"state_code": STATE_CODE, "state": _str("State name.")} if lgas else {}
+        rows, ref, what, tie = (("lgas", "LgaRisk", "Every LGA of the state", "lga_code") if lgas
+                                else ("states", "StateRisk", "All states", "state_code"))
+        return {"period": PERIOD, "kind": _str(f"Always `{kind}`.", const=kind), **area,
+                rows: {"type": "array", "items": _ref(ref), "description": f"{what}, highest risk first; ties "
+                       f"broken by `{tie}`."},
+                "basis": BASIS}
+
+    def forecasts(ref: str) -> dict[str, Schema]:
+        return {"forecasts": {"type": "array", "items": _ref(ref), "minItems": 1, "maxItems": 4,
+                              "description": "One report per month after the latest estimated month, nearest first."}}
+
+    s["StateRiskReport"] = _obj(report("estimated", False), description="Risk of every state for one estimated month.")
+    s["LgaRiskReport"] = _obj(report("estimated", True),
+                              description="Risk of every LGA of one state for one estimated month.")
+    s["StateForecast"] = _obj(report("forecast", False))
+    s["StateForecastResponse"] = _obj(forecasts("StateForecast"),
+                                      description="State forecasts, one report per forecast month.")
+    s["LgaForecast"] = _obj(report("forecast", True))
+    s["LgaForecastResponse"] = _obj(forecasts("LgaForecast"),
+                                    description="LGA forecasts of one state, one report per forecast month.")
     s["ContextSource"] = _obj({
         "name": _str("Origin of the coverage figures, with licences."),
         "coverage_year": _nullable("integer", "Year the net and treatment figures describe."),
@@ -436,12 +437,12 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
     s["TransmissionCheck"] = _obj({
         "series": _int("How many independent case series were compared."),
         "states": {"type": "array", "items": {"type": "string"}, "description": "Names of the states checked."},
-        "median_correlation": {"type": ["number", "null"], "description": "Median correlation (Pearson r, "
-                               "-1 to 1) between the season predicted out of sample and each recorded case series."},
-        "mean_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted and "
-                            "recorded season start and end, months."},
-        "mean_months_peak_is_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
-                                    "and recorded peak month, months."},
+        "median_correlation": _nullable("number", "Median correlation (Pearson r, "
+                               "-1 to 1) between the season predicted out of sample and each recorded case series."),
+        "mean_months_off": _nullable("number", "Mean distance between predicted and "
+                            "recorded season start and end, months."),
+        "mean_months_peak_is_off": _nullable("number", "Mean distance between predicted "
+                                    "and recorded peak month, months."),
         "cross_validation": _str("How the figures were made out of sample (additive)."),
         "season_rule": _str("The season rule published (additive): `model_5` whenever dated case series exist, `model_4` with case records only; the "
                             "others are refitted in the same folds as its comparison.",
@@ -454,16 +455,16 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                                  "additive)."),
         "dated_states": {"type": "array", "items": {"type": "string"},
                          "description": "States with dated series (additive)."},
-        "mean_centre_months_off": {"type": ["number", "null"], "description": "Mean distance between predicted "
-                                   "and recorded season centres, months (additive)."},
-        "mean_best_4_month_share_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
-                                          "share of a year's cases in its best 4 months (additive)."},
-        "mean_trough_to_peak_error": {"type": ["number", "null"], "description": "Mean absolute error of the "
-                                      "lowest month as a share of the peak (additive)."},
-        "recorded_median_trough_to_peak": {"type": ["number", "null"], "description": "Median over the recorded "
-                                           "series of the lowest month as a share of the peak month."},
-        "recorded_max_best_4_month_share": {"type": ["number", "null"], "description": "Largest share of a "
-                                            "year's recorded cases falling in its best 4 months, over the series."},
+        "mean_centre_months_off": _nullable("number", "Mean distance between predicted "
+                                   "and recorded season centres, months (additive)."),
+        "mean_best_4_month_share_error": _nullable("number", "Mean absolute error of the "
+                                          "share of a year's cases in its best 4 months (additive)."),
+        "mean_trough_to_peak_error": _nullable("number", "Mean absolute error of the "
+                                      "lowest month as a share of the peak (additive)."),
+        "recorded_median_trough_to_peak": _nullable("number", "Median over the recorded "
+                                           "series of the lowest month as a share of the peak month."),
+        "recorded_max_best_4_month_share": _nullable("number", "Largest share of a "
+                                            "year's recorded cases falling in its best 4 months, over the series."),
         "by_band": {"type": "object", "description": "The same figures for north, middle_belt and south "
                     "(additive)."},
         "levels": {"type": "object", "description": "Every measure by level (archetype_groups, dated_states, "
@@ -1125,7 +1126,7 @@ def _content(route: Route) -> Schema:
 
 def _download_file_operation() -> Schema:
     """The bundle files: path segments, not query values, so they sit outside the route table's Route type."""
-    from pipeline.datasets.downloads import download_scope_map, download_scope_text
+    from pipeline.datasets.bundle_scopes import download_scope_map, download_scope_text
 
     by_status: dict[int, list[Problem]] = {}
     for p in _codes(DOWNLOAD_SCOPE, DOWNLOAD_FILE.errors):

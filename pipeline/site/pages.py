@@ -46,6 +46,7 @@ from pipeline.errors import SiteError
 from pipeline.model import terms
 from pipeline.settings import DEFAULT_DASHBOARD_URL, REPO_ROOT
 from pipeline.site.figures import FRESHNESS, NOT_IN_RELEASE, release_figures, substitute
+from pipeline.site.latest import Latest, latest_month
 from pipeline.site.openapi import (
     PATH_LEVEL_CODES,
     RESPONSE_SCHEMA,
@@ -71,6 +72,9 @@ DOC_ORDER = ("quickstart", "keys", "geography", "context", "model", "seasons", "
 # the infrastructure). A public page's link to one is shown as text.
 OPERATOR_PAGES = ("architecture", "operations", "data-load", "deploy", "monitoring", "runbook", "limits", "dashboard",
                   "local-releases")
+SITE_NAME = "Malaria risk data service for Nigeria"  # the landing page's title, and every other title's suffix
+# Pages named in the menu's row; the others are behind its "More pages" disclosure (base.html)
+PRIMARY_NAV = ("quickstart", "map", "api")
 JS = "text/javascript; charset=utf-8"
 PNG = "image/png"
 # Front-end libraries, from pipeline/site/node_modules (npm ci, pinned by package-lock.json):
@@ -272,10 +276,7 @@ def examples_from(produced: Iterable[Produced]) -> dict[str, tuple[str, str, boo
     and the latest estimated month where a period is, so the page shows what a reader's
     first request returns.
     """
-    docs: dict[str, dict[tuple[str, ...], Any]] = {}
-    for p in produced:
-        for path, by_key in p.documents.items():
-            docs.setdefault(path, {}).update(by_key)
+    docs = _documents(produced)
     out: dict[str, tuple[str, str, bool]] = {}
     for route in ROUTES:
         documents = docs.get(route.path)
@@ -465,12 +466,14 @@ def render_site(
     states: Sequence[StateRow] = (),
     dashboard_url: str = DEFAULT_DASHBOARD_URL,
     facts: Mapping[str, Any] | None = None,
+    latest: Latest | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug.
 
     `assets` are further files served as they are (the map's script, the vendored
     libraries), keyed relative to `docs/`; `examples` are example responses per route
-    path; `states` fill the state-codes table and the `state` enum of the OpenAPI document.
+    path; `states` fill the state-codes table and the `state` enum of the OpenAPI document; `latest`, the
+    latest estimated month, is printed by the map page (every state) and one page per state (its LGAs).
     """
     markdown = {slug: text for slug, text in markdown.items() if slug not in OPERATOR_PAGES}
     slugs = [s for s in markdown if s not in GENERATED]
@@ -497,7 +500,7 @@ def render_site(
     nav += [item("attribution", "Data sources and licences")]
     # how old the data are (figures.FRESHNESS); absent facts read as not in this release
     shown_facts: dict[str, Any] = {name: (facts or {}).get(name, NOT_IN_RELEASE) for name in FRESHNESS}
-    common = {"updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
+    common = {"site_name": SITE_NAME, "primary_nav": PRIMARY_NAV, "updated_at": updated_at, "scopes": SCOPES, "problem_json": PROBLEM_JSON, "example_items": EXAMPLE_ITEMS,
               "analyst_nav": nav, "dashboard_url": dashboard_url,
               "facts": shown_facts}
     shared = {"endpoints": endpoints(examples, adopted), "catalogue": catalogue(), "sources": SOURCES,
@@ -512,17 +515,29 @@ def render_site(
         html = env.get_template(template).render(**common, **shared, current=name, nav=nav, **extra)
         files[f"{PUBLIC_PREFIX}{name}.html"] = (HTML, html.encode())
 
-    put("index", "index.html", title="Malaria risk data service for Nigeria", intro=intro("index"))
+    put("index", "index.html", title=SITE_NAME, intro=intro("index"))
     put("api", "api.html", title=pages["api"].title if "api" in pages else "API reference", intro=intro("api"),
         toc=pages["api"].headings if "api" in pages else (), schemas=schema_tables(doc))
     put("errors", "errors.html", title="Errors", intro=intro("errors"))
     put("attribution", "attribution.html", title="Data sources and licences", intro=intro("attribution"))
     levels = level_bands()
-    put("map", "map.html", title="Risk map", levels=levels,
+    last_forecast = str(shown_facts["data.last_forecast"])
+    month_words = ""
+    if latest is not None and latest.basis in terms.BASES:
+        month_words = f"{latest.period} is {terms.basis_words(latest.basis, adopted)}."
+    month_words = month_words[:1].upper() + month_words[1:]
+    page_facts = {"latest": latest, "month_words": month_words,
+                  "passed_at_release": bool(re.fullmatch(r"\d{4}-\d{2}", last_forecast)) and updated_at[:7] > last_forecast}
+    put("map", "map.html", title="Risk map", levels=levels, **page_facts,
         map_config=Markup(orjson.dumps({"levels": levels, "base": BASE, "last_estimated": shown_facts["data.last_estimated"],
                                         "last_forecast": shown_facts["data.last_forecast"],
                                         "month_labels": terms.month_labels(adopted)})
                           .decode().replace("<", "\\u003c")))
+    if latest is not None:  # one page per state: its LGAs in the latest month, linked from the map page's table
+        for row in latest.states:
+            if row["state_code"] in latest.lgas:
+                put(f"map/{row['state_code']}", "map_state.html", title=f"Risk in {row['state']}'s LGAs, {latest.period}",
+                    state=row, rows=latest.lgas[row["state_code"]], **page_facts)
     put("state-codes", "state_codes.html", title="State codes", intro=intro("state-codes"), states=states)
     for slug in doc_slugs:
         put(slug, "page.html", title=pages[slug].title, page=pages[slug])
@@ -598,6 +613,14 @@ def state_rows(geography: Any) -> list[StateRow]:
             for r in states.iter_rows(named=True)]
 
 
+def _documents(produced: Iterable[Produced]) -> dict[str, dict[tuple[str, ...], Any]]:
+    out: dict[str, dict[tuple[str, ...], Any]] = {}
+    for p in produced:
+        for path, by_key in p.documents.items():
+            out.setdefault(path, {}).update(by_key)
+    return out
+
+
 def read_markdown(docs_dir: Path) -> dict[str, str]:
     """docs/*.md keyed by slug (file stem). Only flat files: the site has no sub-folders."""
     return {p.stem: p.read_text(encoding="utf-8") for p in sorted(docs_dir.glob("*.md"))}
@@ -617,5 +640,6 @@ def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Pa
         states=state_rows(ctx.geography),
         dashboard_url=ctx.dashboard_url,
         facts={name: figures[name] for name in FRESHNESS},
+        latest=latest_month(_documents(ctx.produced), level_bands()),
     )
     return Produced(dataset="site", documents={}, files=files)

@@ -68,3 +68,12 @@ def read_text_columns(path: Path, columns: list[str]) -> pl.DataFrame:
     if missing:
         raise InputError(path, f"missing column(s) {', '.join(missing)}; found {', '.join(raw.columns)}")
     return raw.select(columns).with_columns(pl.col(c).str.strip_chars() for c in columns)
+
+
+def require_rows(path: Path, frame: pl.DataFrame, checks: list[tuple[pl.Expr, str]]) -> None:
+    """The first of `checks` (condition of a bad row, reason) that a row meets fails the file, naming the
+    row (the frame's `row` column, the CSV line)."""
+    for cond, reason in checks:
+        bad = frame.filter(cond)
+        if bad.height:
+            raise InputError(path, reason, row=int(bad["row"][0]))

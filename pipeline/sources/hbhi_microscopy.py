@@ -14,8 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import read_text_columns, require_rows
 
 LGA_CSV = Path("malaria") / "hbhi_lga_pfpr_2018" / "lga_2018_microscopy_with_state.csv"
 SURVEY_YEAR = 2018
@@ -42,10 +41,7 @@ def read_lga_children(path: Path) -> pl.DataFrame:
         (~pl.col("lga").is_first_distinct(), "LGA appears more than once"),
         (pl.col("positivity").is_null() | ~pl.col("positivity").is_between(0, 1), "p_test is not a share 0..1"),
     ]
-    for cond, reason in checks:
-        bad = out.filter(cond)
-        if bad.height:
-            raise InputError(path, reason, row=int(bad["row"][0]))
+    require_rows(path, out, checks)
     return out
 
 

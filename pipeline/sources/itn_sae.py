@@ -16,7 +16,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import read_text_columns, require_rows
 
 SAE_CSV = Path("malaria") / "uw_sae_nga_itn" / "NGA_ML_NETC_C_ITN_sae_2018_2024.csv"
 INDICATOR = "ML_NETC_C_ITN"
@@ -53,10 +53,7 @@ def read_itn_sae(path: Path) -> pl.DataFrame:
         ((pl.col("low") > pl.col("mean")) | (pl.col("mean") > pl.col("high")), "Mean lies outside its interval"),
         (~pl.struct("year", "name").is_first_distinct(), "area appears twice in one year"),
     ]
-    for cond, reason in checks:
-        bad = typed.filter(cond)
-        if bad.height:
-            raise InputError(path, reason, row=int(bad["row"][0]))
+    require_rows(path, typed, checks)
 
     states = sorted(set(typed.filter(pl.col("admin") == 1)["name"]), key=len, reverse=True)
     lgas = typed.filter(pl.col("admin") == 2)

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import read_text_columns, require_rows
 
 LGA_CSV = Path("malaria") / "map_2022_irs_effective_treatment" / "lga_map2022_irs_effective_treatment.csv"
 YEAR = 2022
@@ -41,8 +40,5 @@ def read_lga_irs(path: Path) -> pl.DataFrame:
         (pl.col("pixels").is_null() | (pl.col("pixels") < 1), "irs_pixels is not a positive whole number"),
         (~pl.col("eha_code").is_first_distinct(), "lga_code appears more than once"),
     ]
-    for cond, reason in checks:
-        bad = out.filter(cond)
-        if bad.height:
-            raise InputError(path, reason, row=int(bad["row"][0]))
+    require_rows(path, out, checks)
     return out

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import read_text_columns, require_rows
 
 CLUSTERS_CSV = Path("malaria") / "ndhs2018_cluster_counts" / "ndhs2018_clusters_per_state.csv"
 SURVEY_YEAR = 2018
@@ -38,8 +37,5 @@ def read_state_clusters(path: Path) -> pl.DataFrame:
          "clusters_with_child_12_23m is not urban_clusters + rural_clusters"),
         (~pl.col("state").is_first_distinct(), "state appears more than once"),
     ]
-    for cond, reason in checks:
-        bad = out.filter(cond)
-        if bad.height:
-            raise InputError(path, reason, row=int(bad["row"][0]))
+    require_rows(path, out, checks)
     return out

@@ -14,7 +14,7 @@ from pathlib import Path
 import polars as pl
 
 from pipeline.errors import InputError
-from pipeline.sources._csv import read_text_columns
+from pipeline.sources._csv import read_text_columns, require_rows
 
 CLUSTERS_CSV = Path("malaria") / "numalaria_urban_clusters" / "multivariate_analysis_dataset.csv"
 SURVEY_YEARS = (2010, 2015, 2018)
@@ -48,10 +48,7 @@ def read_urban_clusters(path: Path) -> pl.DataFrame:
          "child_6_59_tested_malaria is not a whole number >= 0"),
         (~pl.struct("survey_year", "cluster").is_first_distinct(), "cluster appears twice in one survey"),
     ]
-    for cond, reason in checks:
-        bad = out.filter(cond)
-        if bad.height:
-            raise InputError(path, reason, row=int(bad["row"][0]))
+    require_rows(path, out, checks)
     return out.drop("child_6_59_tested_malaria").with_columns(pl.col("children").cast(pl.Int64))
 
 

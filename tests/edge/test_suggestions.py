@@ -53,6 +53,8 @@ def named(tmp_path: Path) -> Any:
     ("state=Kano", ["KN"]), ("state=kano", ["KN"]), ("state=KANO%20STATE", ["KN"]), ("state=Katsna", ["KT"]),
     ("state=Nassarawa", ["NA"]), ("state=Akwa-Ibom", ["AK"]), ("state=Abuja", ["FC"]), ("state=FCT", ["FC"]),
     ("state=NG-KN", ["KN"]),
+    # three or four letters that begin a name
+    ("state=KAN", ["KN"]), ("state=kat", ["KT"]), ("state=AKW", ["AK"]), ("state=NASS", ["NA"]), ("state=BEN", ["BE"]),
 ])
 def test_a_state_name_suggests_its_code(named: Any, store: Any, all_scopes_key: str, query: str, codes: list[str]):
     resp = get(named, store, "/v1/history/states", query, all_scopes_key)
@@ -82,6 +84,34 @@ def test_an_lga_name_suggests_its_codes_with_their_state(named: Any, store: Any,
     for s in doc["suggestions"]:
         assert set(s) == {"lga_code", "lga", "state_code", "state"}
         assert s["lga_code"] in doc["detail"] and s["state"] in doc["detail"]
+
+
+def test_three_letters_of_bauchi_suggest_ba(tmp_path: Path, store: Any, all_scopes_key: str):
+    """`BAU` is no code (Bauchi is `BA`) and too short for a close spelling: it begins Bauchi's name."""
+    index = {**INDEX, "states": [*INDEX["states"], ["BA", "Bauchi"], ["BY", "Bayelsa"]]}
+    release = release_with(tmp_path, orjson.dumps(index))
+    doc = problem(get(release, store, "/v1/history/states", "state=BAU", all_scopes_key))
+    assert doc["code"] == "UNKNOWN_STATE" and doc["suggestions"] == [{"state_code": "BA", "state": "Bauchi"}]
+    assert "Did you mean `BA` (Bauchi)?" in doc["detail"]
+    # "BA" alone is a code already; "BAY" begins Bayelsa only
+    assert problem(get(release, store, "/v1/history/states", "state=BAY", all_scopes_key))["suggestions"] == [
+        {"state_code": "BY", "state": "Bayelsa"}]
+
+
+def test_a_parameter_another_route_takes_points_there(named: Any, store: Any, all_scopes_key: str):
+    """`lga` on /v1/risk/lgas: still UNKNOWN_PARAMETER (400), and the detail names the route that takes it,
+    with the LGA's code for a name that means one LGA."""
+    doc = problem(get(named, store, "/v1/risk/lgas", "state=KN&lga=Bunkure", all_scopes_key))
+    assert doc["status"] == 400 and doc["code"] == "UNKNOWN_PARAMETER" and doc["parameter"] == "lga"
+    assert "`/v1/history/lgas?lga=NG020006`" in doc["detail"], doc["detail"]
+    assert doc["detail"].startswith("`lga` is not a parameter of /v1/risk/lgas")
+    # a name of two LGAs stays as given; a parameter no route takes gets no pointer
+    assert "`/v1/history/lgas?lga=Obi`" in problem(get(named, store, "/v1/risk/lgas", "state=KN&lga=Obi",
+                                                       all_scopes_key))["detail"]
+    assert "try" not in problem(get(named, store, "/v1/risk/lgas", "state=KN&foo=1", all_scopes_key))["detail"]
+    # `state` on the national route: the routes that take it
+    detail = problem(get(named, store, "/v1/risk/states", "state=KN", all_scopes_key))["detail"]
+    assert "`/v1/risk/lgas`" in detail and "try `" in detail
 
 
 def test_nothing_close_answers_as_before(named: Any, store: Any, all_scopes_key: str):

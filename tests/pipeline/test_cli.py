@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -169,6 +170,28 @@ def test_local_test_key_is_reused_and_kept_owner_only(tmp_path: Path):
     assert fresh != first and key_file.read_text().strip() == fresh
     assert cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip() == fresh
     assert len(SQLiteKeyStore(db).list()) == 2
+
+
+def test_local_test_key_is_listed_in_the_local_organisation(tmp_path: Path):
+    """`make run` makes the key with `--org local`: its administrator sees it in the dashboard's key list; a
+    key kept from before (no organisation) is replaced once, so the store holds one working local test key."""
+    from dashboard.app import build as build_dashboard
+    from dashboard.service import LOCAL_ORG, Space
+    from dashboard.settings import DashboardSettings
+
+    db, key_file = tmp_path / "var" / "keys.sqlite", tmp_path / "var" / "local-test-key"
+    old = cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file)).stdout.strip()
+    key = cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file), "--org", LOCAL_ORG).stdout.strip()
+    assert key != old and looks_like_key(key)
+    store = SQLiteKeyStore(db)
+    assert store.lookup(hash_key(old)).status(datetime.now(UTC)) == "revoked"  # type: ignore[union-attr]
+    assert cli("keys", "local-test", "--keys", str(db), "--key-file", str(key_file), "--org", LOCAL_ORG
+               ).stdout.strip() == key
+    service, _ = build_dashboard(DashboardSettings(store=f"sqlite:{db}", dashboard="", counters=None, mailer="console",
+                                                   base_url="http://127.0.0.1:1", api_url="http://127.0.0.1:2"))
+    service.ensure_local_org("admin@example.org")
+    listed = service.list_keys("admin@example.org", Space("org", LOCAL_ORG))
+    assert [(k["name"], k["hint"][-4:]) for k in listed if k["status"] == "active"] == [("local test key", key[-4:])]
 
 
 def test_build_progress_is_one_line_per_step_in_a_log() -> None:

@@ -31,7 +31,7 @@ import polars as pl
 import pytest
 
 from pipeline.sources.dated_cases import DATED_LGA_CASES, read_raw_dated
-from tests.paths import DATA_DIR, data_marks
+from tests.paths import DATA_DIR, data_marks, linked_data
 
 pytestmark = data_marks(DATED_LGA_CASES)
 
@@ -400,14 +400,7 @@ def test_no_dated_row_in_any_release_file(real_build: Path) -> None:
 
 @pytest.fixture(scope="module")
 def data_without_dated_series(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    data = tmp_path_factory.mktemp("nodated") / "data"
-    skip = Path(DATED_LGA_CASES)
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and skip not in rel.parents:
-            (data / rel).parent.mkdir(parents=True, exist_ok=True)
-            (data / rel).symlink_to(path.resolve())
-    return data
+    return linked_data(tmp_path_factory.mktemp("nodated") / "data", DATED_LGA_CASES)
 
 
 def test_build_without_the_dated_series(data_without_dated_series: Path) -> None:

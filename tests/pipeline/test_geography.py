@@ -218,40 +218,34 @@ def _cw(ocha_rows: list[tuple], polys: list[tuple]):
     return {r["lga_code"]: (r["eha_code"], r["method"]) for r in cw.iter_rows(named=True)}
 
 
-def test_crosswalk_position_beats_spelling() -> None:
-    # Two centroids each alone in the other's name: position wins (the p-code means OCHA's place).
-    got = _cw(
-        [("P1", "North", "AA", 0.5, 0.5), ("P2", "South", "AA", 1.5, 0.5)],
-        [("E1", "South", "AA", 0, 0), ("E2", "North", "AA", 1, 0)],
-    )
-    assert got == {"P1": ("E1", "centroid"), "P2": ("E2", "centroid")}
+# name, OCHA LGAs ("code name state lon lat"), eHA unit squares ("code name state x y"), the links wanted
+# ("lga eha method"); "_" stands for a space in a name
+CROSSWALK_CASES = {
+    # two centroids each alone in the other's name: position wins (the p-code means OCHA's place)
+    "position beats spelling": ("P1 North AA 0.5 0.5, P2 South AA 1.5 0.5", "E1 South AA 0 0, E2 North AA 1 0",
+                                "P1 E1 centroid, P2 E2 centroid"),
+    "shared polygon and outside fall back to name": (
+        "P1 Alpha AA 0.5 0.5, P2 Beta-West AA 0.6 0.6, P3 Gamma AA 9 9",
+        "E1 Alpha AA 0 0, E2 Beta_West AA 1 0, E3 gamma AA 2 0", "P1 E1 name, P2 E2 name, P3 E3 name"),
+    # the centroid of P1 lies in a polygon of another state: only its own state counts
+    "polygons of other states ignored": ("P1 Same AA 0.5 0.5, P2 Same BB 5.5 0.5", "E1 Same BB 0 0, E2 Same AA 5 0",
+                                         "P1 E2 name, P2 E1 name"),
+    # the Osun pattern: A's centroid alone in B's polygon, B and C share C's polygon, A's own polygon
+    # unclaimed; everything ends up matched by name
+    "unclaimed polygon releases the chain": ("PA A AA 1.5 0.5, PB B AA 2.4 0.5, PC C AA 2.6 0.5",
+                                             "EA A AA 0 0, EB B AA 1 0, EC C AA 2 0", "PA EA name, PB EB name, PC EC name"),
+}
 
 
-def test_crosswalk_shared_polygon_and_outside_fall_back_to_name() -> None:
-    got = _cw(
-        [("P1", "Alpha", "AA", 0.5, 0.5), ("P2", "Beta-West", "AA", 0.6, 0.6), ("P3", "Gamma", "AA", 9, 9)],
-        [("E1", "Alpha", "AA", 0, 0), ("E2", "Beta West", "AA", 1, 0), ("E3", "gamma", "AA", 2, 0)],
-    )
-    assert got == {"P1": ("E1", "name"), "P2": ("E2", "name"), "P3": ("E3", "name")}
+def _spec(text: str) -> list[tuple]:
+    rows = [part.split() for part in text.split(", ")]
+    return [(r[0], r[1].replace("_", " "), r[2], *(float(x) for x in r[3:])) for r in rows]
 
 
-def test_crosswalk_ignores_polygons_of_other_states() -> None:
-    # The centroid of P1 lies in a polygon of another state: only its own state counts.
-    got = _cw(
-        [("P1", "Same", "AA", 0.5, 0.5), ("P2", "Same", "BB", 5.5, 0.5)],
-        [("E1", "Same", "BB", 0, 0), ("E2", "Same", "AA", 5, 0)],
-    )
-    assert got == {"P1": ("E2", "name"), "P2": ("E1", "name")}
-
-
-def test_crosswalk_unclaimed_polygon_releases_chain() -> None:
-    # The Osun pattern: A's centroid alone in B's polygon, B and C share C's polygon,
-    # A's own polygon unclaimed. Everything ends up matched by name.
-    got = _cw(
-        [("PA", "A", "AA", 1.5, 0.5), ("PB", "B", "AA", 2.4, 0.5), ("PC", "C", "AA", 2.6, 0.5)],
-        [("EA", "A", "AA", 0, 0), ("EB", "B", "AA", 1, 0), ("EC", "C", "AA", 2, 0)],
-    )
-    assert got == {"PA": ("EA", "name"), "PB": ("EB", "name"), "PC": ("EC", "name")}
+@pytest.mark.parametrize("case", list(CROSSWALK_CASES))
+def test_crosswalk_links_each_lga(case: str) -> None:
+    ocha, eha, want = CROSSWALK_CASES[case]
+    assert _cw(_spec(ocha), _spec(eha)) == {r[0]: (r[1], r[2]) for r in (w.split() for w in want.split(", "))}
 
 
 def test_crosswalk_unresolvable_fails_loudly() -> None:

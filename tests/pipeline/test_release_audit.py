@@ -25,6 +25,7 @@ from pipeline.release.audit import (
     References,
     audit,
     audit_release,
+    file_runs,
     held_out_seasons,
     references_from_tables,
     restricted_references,
@@ -119,6 +120,34 @@ def test_each_kind_of_leak_is_found_and_clean_arrays_are_not(tmp_path: Path, tab
     assert all(f.correlation > 0.97 for f in found)
     svg = [f for f in found if f.file == "fig.svg"]
     assert len(svg) == 1 and "profile" in svg[0].reference  # the clean curve beside it is not flagged
+
+
+def _html_table(codes: list[str], values: list[float]) -> str:
+    rows = "".join(f'<tr data-code="{c}"><td>{c}</td><td>{v:.4f}</td></tr>' for c, v in zip(codes, values, strict=True))
+    return f"<html><body><table><thead><tr><th>Area</th><th>Score</th></tr></thead><tbody>{rows}</tbody></table></body></html>"
+
+
+def test_an_html_table_of_named_rows_is_a_cross_section(tmp_path: Path, table: pl.DataFrame, refs: References) -> None:
+    """Rows naming different areas (the map's printed tables): each column is compared area by area, as a
+    CSV column beside `lga_code` is. A monotone column (a ranking) matches no stretch of any series; one
+    month of every LGA is found; an area's months in rows that all name it are still a sequence."""
+    root = tmp_path / "r"
+    root.mkdir()
+    rng = np.random.default_rng(3)
+    ranked = sorted(rng.uniform(0.05, 0.4, len(LGAS)), reverse=True)  # highest first, like a risk table
+    (root / "ranked.html").write_text(_html_table(list(LGAS), ranked))
+    month = table.filter(pl.col("year") == "2021", pl.col("month") == "7")
+    (root / "month.html").write_text(_html_table(month["lga_code"].to_list(),
+                                                 (month["confirmed_uncomplicated"].cast(pl.Float64) / 7).to_list()))
+    a = _series(table, LGAS[4])[12:36]
+    (root / "one_area.html").write_text(_html_table([LGAS[4]] * len(a), list(a / 100)))
+    found = {f.file: f for f in audit_release(root, refs)}
+    assert set(found) == {"month.html", "one_area.html"}, found
+    assert "2021-07 (across the same 15 LGAs)" in found["month.html"].reference
+    assert found["one_area.html"].reference.startswith(f"lga_code {LGAS[4]} confirmed_uncomplicated")
+    # the same ranked column without row names is compared as a sequence (the rule before)
+    runs = [r for _, r in file_runs("x.html", _html_table(list(LGAS), ranked).replace(" data-code=", " data-x=").encode())]
+    assert runs and all(not r.keys for r in runs)
 
 
 def test_a_model_curve_of_the_same_area_that_does_not_reproduce_the_rows_passes(tmp_path: Path, table: pl.DataFrame,

@@ -14,6 +14,9 @@
   "use strict";
 
   var KEY_STORE = "malaria-risk.api-key";
+  // the interactive part is hidden in the page as served: without this script a reader sees the
+  // explanation and the server-printed table of the latest month, not dead buttons
+  document.getElementById("map-app").hidden = false;
   var config = JSON.parse(document.getElementById("map-config").textContent);
   var LEVELS = config.levels; // [{level, label, colour, lower, upper}]
   var COLOUR = {};
@@ -87,6 +90,20 @@
   function levelLabel(level) {
     var l = LEVELS.find(function (x) { return x.level === level; });
     return l ? l.label : (level || "no figure");
+  }
+  function levelOf(score) {
+    var found = LEVELS[0];
+    LEVELS.forEach(function (l) { if (score >= l.lower) found = l; });
+    return found;
+  }
+  /** "moderate to high" where the 80 % range reaches into another level than the score's alone. */
+  function levelsSpanned(r) {
+    var lo = levelOf(r.score_low), hi = levelOf(r.score_high);
+    return lo.level === hi.level ? "" : lo.label + " to " + hi.label;
+  }
+  function levelText(r) {
+    var span = levelsSpanned(r);
+    return levelLabel(r.level) + (span ? " (80 % range: " + span + ")" : "");
   }
   function isForecast(period) { return state.kinds[period] === "forecast"; }
   // the words come from the model's declared terms (pipeline.model.terms.month_labels), via the page
@@ -248,10 +265,20 @@
 
   // --- the map ---------------------------------------------------------------------------
 
+  /** A state's LGAs by rank within the state, in fifths (top fifth in the highest level's colour): within
+   * one state most LGAs may share a level, and the order still says where to look first. */
+  function rankColour(row, rows) {
+    if (!row || !row.rank) return NO_DATA;
+    var n = Object.keys(rows).length;
+    var fifth = Math.min(LEVELS.length - 1, Math.floor((row.rank - 1) * LEVELS.length / Math.max(1, n)));
+    return LEVELS[LEVELS.length - 1 - fifth].colour;
+  }
+
   function styleFor(code) {
-    var row = (rowsFor(state.stateFilter, state.period) || {})[code];
+    var rows = rowsFor(state.stateFilter, state.period) || {}, row = rows[code];
+    var byRank = state.byRank && state.stateFilter;
     return {
-      fillColor: row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
+      fillColor: byRank ? rankColour(row, rows) : row && COLOUR[row.level] ? COLOUR[row.level] : NO_DATA,
       fillOpacity: 0.9,
       color: code === state.selected ? "#000000" : "#ffffff",
       weight: code === state.selected ? 2.5 : 0.6,
@@ -364,6 +391,10 @@
   }
 
   function recolour() {
+    // the legend says what the colours mean now: ranks within the chosen state, or levels
+    var byRank = !!(state.byRank && state.stateFilter);
+    $("rank-legend").hidden = !byRank;
+    $("level-legend").hidden = byRank;
     if (!state.map) return;
     Object.keys(state.layers).forEach(function (code) { state.layers[code].setStyle(styleFor(code)); });
     state.statesLayer.setStyle(stateStyle);
@@ -436,6 +467,10 @@
     select.disabled = false;
     select.addEventListener("change", function () { setState(select.value); });
     $("lga-select").addEventListener("change", function () { if (this.value) selectLga(this.value); });
+    $("by-rank").addEventListener("change", function () {
+      state.byRank = this.checked;
+      recolour();
+    });
     fillLgaSelect();
   }
 
@@ -580,7 +615,11 @@
       lga_code: code, period: monthText(state.period),
       score: r ? r.score : none,
       range: r ? r.score_low + " – " + r.score_high : none,
-      level: r ? levelLabel(r.level) : none,
+      level: r ? levelText(r) : none,
+      rank: !r ? none : !r.rank ? "no figure" : r.rank + " of " + Object.keys(rows).length + (r.rank_low != null
+        ? " (80 % range " + r.rank_low + "–" + r.rank_high + ")" : " (range withheld: the survey cannot rank this state's LGAs)"),
+      evidence: !r ? none : r.evidence ? r.evidence + (r.survey_children_2018_band ? " (survey children 2018: " +
+        r.survey_children_2018_band + ")" : "") : "no figure",
       population: r ? fmtInt(r.population) : none,
       is_urban: !r ? none : r.is_urban === true ? "urban" : r.is_urban === false ? "not urban" : "no figure",
     };
@@ -593,6 +632,10 @@
     box.querySelector('[data-field="range"]').dataset.low = r ? data(r.score_low) : "";
     box.querySelector('[data-field="range"]').dataset.high = r ? data(r.score_high) : "";
     box.querySelector('[data-field="level"]').dataset.value = r ? data(r.level) : "";
+    box.querySelector('[data-field="rank"]').dataset.value = r ? data(r.rank) : "";
+    box.querySelector('[data-field="rank"]').dataset.low = r ? data(r.rank_low) : "";
+    box.querySelector('[data-field="rank"]').dataset.high = r ? data(r.rank_high) : "";
+    box.querySelector('[data-field="evidence"]').dataset.value = r ? data(r.evidence) : "";
     box.querySelector('[data-field="population"]').dataset.value = r ? data(r.population) : "";
     box.querySelector('[data-field="is_urban"]').dataset.value = r ? data(r.is_urban) : "";
   }
@@ -602,8 +645,8 @@
     var details = $("map-table");
     if (!details.open) return; // built when opened
     var view = state.stateFilter, rows = rowsFor(view, state.period) || {};
-    var head = view ? ["LGA", "State", "LGA code", "Score", "Likely range", "Level"]
-      : ["State", "Zone", "State code", "Score", "Likely range", "Level"];
+    var head = view ? ["LGA", "State", "LGA code", "Score", "80 % range", "Level"]
+      : ["State", "Zone", "State code", "Score", "80 % range", "Level"];
     var tr = document.createElement("tr");
     head.forEach(function (h) { var th = document.createElement("th"); th.textContent = h; tr.appendChild(th); });
     details.querySelector("thead").textContent = "";
@@ -619,7 +662,7 @@
     codes.forEach(function (c) {
       var r = rows[c], row = document.createElement("tr");
       var first = view ? [state.gazetteer[c].lga, state.stateNames[view]] : [state.stateNames[c], r ? r.zone : ""];
-      first.concat([c, r ? r.score : "", r ? r.score_low + " – " + r.score_high : "", r ? levelLabel(r.level) : ""])
+      first.concat([c, r ? r.score : "", r ? r.score_low + " – " + r.score_high : "", r ? levelText(r) : ""])
         .forEach(function (v) { var td = document.createElement("td"); td.textContent = v; row.appendChild(td); });
       frag.appendChild(row);
     });
@@ -765,15 +808,15 @@
     $("history-request").textContent = "GET " + csv;
     $("history-note").textContent = months.length
       ? "Modelled score (0 to 1) each month, " + months[0].period + " to " + months[months.length - 1].period +
-        ", with its likely range shaded (score_low to score_high)" +
+        ", with its 80 % range shaded (score_low to score_high)" +
         (forecasts ? "; the " + forecasts + " forecast months are dashed" : "") +
         ". The dotted line marks the month on the map." +
         (state.forecastScope === false ? " Forecast months need a key with the forecasts scope." : "")
       : "This release has no monthly scores for this area.";
     var datasets = [
-      { label: "likely range, low", data: months.map(function (m) { return num(m.score_low); }),
+      { label: "80 % range, low", data: months.map(function (m) { return num(m.score_low); }),
         borderWidth: 0, pointRadius: 0, fill: false },
-      { label: "Likely range", data: months.map(function (m) { return num(m.score_high); }),
+      { label: "80 % range", data: months.map(function (m) { return num(m.score_high); }),
         borderWidth: 0, pointRadius: 0, backgroundColor: "rgba(59, 110, 165, 0.25)", fill: "-1" },
       { label: "Score, estimated", data: months.map(function (m, i) { return i <= lastEstimated ? num(m.score) : null; }),
         borderColor: "#1d2330", backgroundColor: "#1d2330", borderWidth: 1.5, pointRadius: 0 },
@@ -792,7 +835,9 @@
         scales: {
           // from zero to a little above the highest value, so a low-risk area's months are not a flat line
           y: { min: 0, suggestedMax: 0.1, title: { display: true, text: "risk score (0 to 1)" } },
-          x: { ticks: { autoSkip: true, maxTicksLimit: 12, maxRotation: 0 } },
+          // one label ("2026-06") per 80 px at most, so they never run together on a phone
+          x: { ticks: { autoSkip: true, autoSkipPadding: 16, maxRotation: 0,
+            maxTicksLimit: Math.max(3, Math.min(12, Math.floor($("history-chart").parentNode.clientWidth / 80))) } },
         },
         plugins: {
           // lines as lines, the band as a block; the band's lower edge has no entry of its own

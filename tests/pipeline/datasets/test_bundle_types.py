@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import zipfile
 from pathlib import Path
 
 import duckdb
+import orjson
 import pandas as pd
 import polars as pl
 import pytest
@@ -74,14 +76,21 @@ def read_kinds(csv: Path) -> dict[str, dict[str, str]]:
     return out
 
 
-def mismatches(csv: Path, reference: pl.DataFrame) -> list[str]:
+def mismatches(csv: Path, reference: pl.DataFrame | dict[str, str]) -> list[str]:
+    """What each tool, with its defaults, reads otherwise than `reference` types it (a frame, or column ->
+    kind): none but what no CSV reader can (docs/downloads.md)."""
     wrong = []
     raw = pl.read_csv(csv, infer_schema=False)
+    wants = reference if isinstance(reference, dict) else {c: kind(t) for c, t in reference.schema.items()}
     for tool, kinds in read_kinds(csv).items():
-        for col, dtype in reference.schema.items():
-            want, got = kind(dtype), kinds[col]
-            if reference[col].null_count() == reference.height:
-                continue  # nothing to type from (docs/downloads.md)
+        if list(kinds) != list(wants):
+            wrong.append(f"{csv.name}: {tool} reads the columns {list(kinds)}, not {list(wants)}")
+            continue
+        for col, want in wants.items():
+            got = kinds[col]
+            if raw[col].null_count() == raw.height:
+                wrong.append(f"{csv.name}: {col} is empty in every row: no reader can type it")
+                continue
             if got == want or (want == "float" and got == "float-whole"):
                 continue
             if want == "int" and got in ("float", "float-whole") and tool in ("pandas", "readr"):
@@ -126,3 +135,70 @@ def test_a_long_risk_table_reads_typed_in_every_tool(tmp_path: Path):
 def test_every_bundle_csv_reads_typed_in_every_tool(real_build: Path, stem: str):
     downloads = real_build / "current" / "downloads"
     assert mismatches(downloads / f"{stem}.csv", pl.read_parquet(downloads / f"{stem}.parquet")) == []
+
+
+# Table Schema types -> the kinds above (a yearmonth is text in every reader)
+PACKAGE_KINDS = {"integer": "int", "number": "float", "boolean": "bool", "string": "str", "yearmonth": "str"}
+
+
+@pytest.fixture(scope="module")
+def unzipped(real_build: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The bundle as a reader gets it: the zip, unpacked where they are."""
+    out = tmp_path_factory.mktemp("unzipped")
+    with zipfile.ZipFile(real_build / "current" / "downloads" / d.ZIP_NAME) as z:
+        z.extractall(out)
+    folders = list(out.iterdir())
+    assert len(folders) == 1 and folders[0].is_dir(), folders  # one folder, not 27 files where it is unpacked
+    assert folders[0].name.startswith(d.PACKAGE_NAME + "-")
+    return folders[0]
+
+
+@needs_data()
+def test_every_bundle_table_reads_as_datapackage_declares(unzipped: Path):
+    """Each CSV of the unpacked zip, read with the defaults of pandas, polars and duckdb (and R where it is
+    here), has the columns, in order, and the types datapackage.json declares; no column is empty in every row."""
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    tables = [r for r in package["resources"] if r["path"].endswith(".csv")]
+    assert {r["name"] for r in tables} == set(d.LEAD)
+    wrong: list[str] = []
+    for res in tables:
+        wrong += mismatches(unzipped / res["path"], {f["name"]: PACKAGE_KINDS[f["type"]] for f in res["schema"]["fields"]})
+    assert wrong == []
+    # what was left out is said, and was empty
+    left = package["x-columns-left-out"]
+    for table, cols in left.items():
+        assert not set(cols) & {f["name"] for r in tables if r["name"] == table for f in r["schema"]["fields"]}
+        assert all(f"`{c}`" in (unzipped / "README.md").read_text() for c in cols)
+
+
+@needs_data()
+@pytest.mark.parametrize("stem", ["transmission_state_month", "survey_trend"])
+def test_national_rows_and_nasarawa_stay_apart_under_pandas_defaults(unzipped: Path, stem: str):
+    df = pd.read_csv(unzipped / f"{stem}.csv")
+    national = df[df["area_type"] == "national"]
+    assert len(national) and (national["state_code"] == d.NATIONAL_CODE).all() and (national["state"] == "Nigeria").all()
+    # pandas takes Nasarawa's `NA` for missing: those rows, and only those, are Nasarawa's
+    missing = df[df["state_code"].isna()]
+    assert len(missing) and set(missing["state"]) == {"Nasarawa"}
+    kept = pd.read_csv(unzipped / f"{stem}.csv", keep_default_na=False, na_values=[""])
+    assert set(kept.loc[kept["state"] == "Nasarawa", "state_code"]) == {"NA"}
+
+
+@needs_data()
+def test_the_bundle_says_which_months_have_passed_and_what_each_kind_is(unzipped: Path, real_build: Path):
+    from pipeline.model import terms
+
+    package = orjson.loads((unzipped / "datapackage.json").read_bytes())
+    periods = orjson.loads((real_build / "current" / "v1" / "periods.json").read_bytes())
+    months = package["x-months"]
+    assert months["months"] == [{k: m[k] for k in ("period", "kind", "basis", "month_end", "passed_at_release")}
+                                for m in periods["months"]]
+    assert months["kind_descriptions"] == periods["kind_descriptions"]
+    adopted = terms.adopted_from(periods["score_terms"])
+    assert set(months["kind_descriptions"]) == set(terms.KINDS)
+    assert months["kind_descriptions"]["forecast"] == terms.kind_words("forecast", adopted)
+    loaded = periods["updated_at"][:10]
+    assert [m["passed_at_release"] for m in months["months"]] == [m["month_end"] < loaded for m in months["months"]]
+    assert months["all_passed_at_release"] == all(m["passed_at_release"] for m in months["months"])
+    readme = (unzipped / "README.md").read_text()
+    assert "## Months" in readme and months["kind_descriptions"]["estimated"] in readme

@@ -81,7 +81,7 @@ def test_transmission_is_one_row_per_area_and_calendar_month():
     assert lga["typical_rainfall_mm"].to_list() == [float(i) for i in range(12)]
     assert lga.filter(pl.col("high_season"))["month"].to_list() == [8, 9, 10]
     assert state.height == 24 and state["area_type"].unique(maintain_order=True).to_list() == ["national", "state"]
-    assert state.filter(pl.col("area_type") == "national")["state_code"].null_count() == 12
+    assert state.filter(pl.col("area_type") == "national")["state_code"].to_list() == [d.NATIONAL_CODE] * 12 == ["NG"] * 12
     assert survey.columns[:7] == list(d.LEAD["survey_trend"]) and survey.height == 2
     assert survey.filter(pl.col("area_type") == "state")["urban"].to_list() == [None]
 
@@ -119,9 +119,11 @@ def test_stamp_names_the_release_and_checksums_cover_every_file():
         assert f["path"] == f"/v1/downloads/20261122T100000Z-0123abcd/{f['name']}"
     assert b"20261122T100000Z-0123abcd" in extra["downloads/README.md"][1]
     with zipfile.ZipFile(io.BytesIO(extra["downloads/malaria_risk_nigeria.zip"][1])) as z:
-        assert z.namelist() == ["gazetteer.csv", "datapackage.json", "README.md", "SHA256SUMS"]
-        assert z.getinfo("gazetteer.csv").date_time == (2026, 11, 22, 10, 0, 0)
-        sums = z.read("SHA256SUMS").decode().splitlines()
+        # one folder, named by the package and the release: unpacking it leaves one folder where it is unpacked
+        folder = "malaria-risk-nigeria-20261122T100000Z-0123abcd/"
+        assert z.namelist() == [folder + n for n in ("gazetteer.csv", "datapackage.json", "README.md", "SHA256SUMS")]
+        assert z.getinfo(folder + "gazetteer.csv").date_time == (2026, 11, 22, 10, 0, 0)
+        sums = z.read(folder + "SHA256SUMS").decode().splitlines()
     assert sums[0] == hashlib.sha256(files[0].data).hexdigest() + "  gazetteer.csv" and len(sums) == 3
     again = produced.stamp("20261122T100000Z-0123abcd")[1]
     assert again == extra  # the same release id gives the same bytes

@@ -83,7 +83,9 @@ def test_facts_and_periods(produced):
     est = [risk.period_of(i) for i in range(risk.month_index("2018-01"), risk.month_index("2019-06") + 1)]
     assert produced.dataset == "risk" and produced.model_version == model.MODEL_VERSION
     assert produced.facts == {"estimated": est, "forecast": ["2019-07", "2019-08", "2019-09", "2019-10"]}
-    p = produced.documents["/v1/periods"][()]
+    p = dict(produced.documents["/v1/periods"][()])
+    # what each kind of month is built from, and whether every month had passed at the load (additive)
+    passed = {k: p.pop(k) for k in ("kind_descriptions", "all_passed_at_release")}
     assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
                        "score_terms", "basis_descriptions", "drift_after_last_survey"]
     # two states a round: too few to fit a drift, which so gains nothing and is not applied (docs/range-protocol.md)
@@ -92,7 +94,13 @@ def test_facts_and_periods(produced):
     assert p["basis_descriptions"] == {b: terms.basis_words(b) for b in terms.BASES}
     assert p["score_range_level"] == model.RANGE_LEVEL == 0.8
     assert (p["last_estimated"], p["last_forecast"]) == ("2019-06", "2019-10")
-    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"]}
+    assert p["months"][0] == {"period": "2018-01", "kind": "estimated", "provisional": False, "basis": p["months"][0]["basis"],
+                              "month_end": "2018-01-31", "passed_at_release": True}
+    # loaded on 2019-07-02: the estimated months had ended, no forecast month had; February's end in a leap year
+    assert [m["passed_at_release"] for m in p["months"]] == [m["kind"] == "estimated" for m in p["months"]]
+    assert passed["all_passed_at_release"] is False
+    assert [m["month_end"] for m in p["months"] if m["period"] in ("2018-02", "2019-10")] == ["2018-02-28", "2019-10-31"]
+    assert passed["kind_descriptions"] == terms.kind_descriptions() and set(passed["kind_descriptions"]) == set(terms.KINDS)
     # basis: within the survey rounds first, then (from the month after the newest round's fieldwork) after them
     bases = [m["basis"] for m in p["months"]]
     assert set(bases) <= set(terms.BASES) and bases == sorted(bases, key=terms.BASES.index)
@@ -263,14 +271,10 @@ def test_real_data_without_the_2021_round(tmp_path, real_fits):
     import orjson
 
     from pipeline.geography import load_geography
+    from tests.paths import linked_data
 
-    data = tmp_path / "data"
     survey = Path("malaria/survey_positivity_u5.csv")
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and rel != survey:
-            (data / rel).parent.mkdir(parents=True, exist_ok=True)
-            (data / rel).symlink_to(path.resolve())
+    data = linked_data(tmp_path / "data", survey)
     lines = (DATA_DIR / survey).read_text().splitlines()
     kept = [lines[0]] + [ln for ln in lines[1:] if not ln.startswith("2021")]
     assert len(kept) < len(lines)

@@ -124,13 +124,16 @@ def _state_keys(geo) -> dict[str, str]:
     return {c: "".join(ch for ch in n.lower() if ch.isalpha()) for c, n in geo.states.select("state_code", "state").iter_rows()} | {"FC": "fc"}
 
 
+def _survey_of(real) -> tuple[dict, dict, dict[str, str]]:
+    """The real /v1/transmission/states document, the source's approximate counts and the state keys."""
+    geo, produced, _ = real
+    return produced.documents["/v1/transmission/states"][()], approximate_counts(), _state_keys(geo)
+
+
 @needs_data
 @pytest.mark.slow
 def test_real_no_approximate_count_in_an_exact_field(real) -> None:
-    geo, produced, _ = real
-    doc = produced.documents["/v1/transmission/states"][()]
-    approx = approximate_counts()
-    keys = _state_keys(geo)
+    doc, approx, keys = _survey_of(real)
     areas = [(None, doc["national"]["survey_trend"])] + [(keys[s["state_code"]], s["survey_trend"]) for s in doc["states"]]
     checked = 0
     for area, entries in areas:
@@ -148,10 +151,7 @@ def test_real_no_approximate_count_in_an_exact_field(real) -> None:
 @needs_data
 @pytest.mark.slow
 def test_real_2018_state_entries_carry_lower_bounds(real) -> None:
-    geo, produced, _ = real
-    doc = produced.documents["/v1/transmission/states"][()]
-    approx = approximate_counts()
-    keys = _state_keys(geo)
+    doc, approx, keys = _survey_of(real)
     settled = 0
     for s in doc["states"]:
         e18 = next(e for e in s["survey_trend"] if e["survey_year"] == 2018)

@@ -773,6 +773,13 @@ def test_prune_keeps_newest_current_and_previous(
     assert s3.prune(client, target, 0) == []
 
 
+def publish_three(client: Any, target: s3.Target, root: Path) -> None:
+    """Releases r1, r2 and r3 (two files each, of different bytes), published in turn: r3 current."""
+    for i, rid in enumerate(["r1", "r2", "r3"]):
+        make_release(root, rid, n=2, seed=str(i))
+        publish(client, target, root, rid)
+
+
 def test_stored_objects_go_only_when_no_kept_release_holds_them(
     s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
 ) -> None:
@@ -780,9 +787,7 @@ def test_stored_objects_go_only_when_no_kept_release_holds_them(
 
     from pipeline.publish.s3.remote import collect_objects
 
-    for i, rid in enumerate(["r1", "r2", "r3"]):
-        make_release(tmp_path, rid, n=2, seed=str(i))
-        publish(client, target, tmp_path, rid)
+    publish_three(client, target, tmp_path)
     shas = {rid: set(object_names(Manifest.load(tmp_path / "releases" / rid))) for rid in ("r1", "r2", "r3")}
     before = keys_under(s3_server, target, target.objects_prefix)
     assert before == {target.stored_key(x) for x in shas["r1"] | shas["r2"] | shas["r3"]}
@@ -969,9 +974,7 @@ def release_list(server: S3Server, target: s3.Target) -> dict[str, Any]:
 def test_release_list_follows_publish_rollback_and_prune(
     s3_server: S3Server, client: Any, target: s3.Target, tmp_path: Path
 ) -> None:
-    for i, rid in enumerate(["r1", "r2", "r3"]):
-        make_release(tmp_path, rid, n=2, seed=str(i))
-        publish(client, target, tmp_path, rid)
+    publish_three(client, target, tmp_path)
     doc = release_list(s3_server, target)
     assert doc["current"] == "r3" and [r["release_id"] for r in doc["releases"]] == ["r3", "r2", "r1"]
     assert [r["current"] for r in doc["releases"]] == [True, False, False]

@@ -141,23 +141,11 @@ def test_the_next_build_heals_a_damaged_file_and_blames_nothing(tmp_path: Path):
 
 
 def test_a_killed_build_leaves_a_temporary_directory_that_the_next_build_removes(tmp_path: Path):
-    import signal
-    import subprocess
-    import sys
+    from tests.pipeline.release.killed import killed
 
     render_release(tmp_path, synthetic_produced(), T1)
-    script = (
-        "import os, signal, sys\n"
-        "from pathlib import Path\n"
-        "from pipeline.release.render import render_release\n"
-        "from tests.conftest import synthetic_produced\n"
-        "def die(label, done, total):\n"
-        "    if label == 'verifying':\n"
-        "        os.kill(os.getpid(), signal.SIGKILL)\n"
-        f"render_release(Path({str(tmp_path)!r}), synthetic_produced(), {T2!r}, progress=die)\n"
-    )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=Path(__file__).resolve().parents[3])
-    assert proc.returncode == -signal.SIGKILL
+    die = "def die(label, done, total):\n    if label == 'verifying':\n        os.kill(os.getpid(), signal.SIGKILL)\n"
+    assert killed(die + f"render_release(Path({str(tmp_path)!r}), synthetic_produced(), {T2!r}, progress=die)\n")
     left = [p.name for p in (tmp_path / "releases").iterdir() if p.name.startswith(".tmp-")]
     assert len(left) == 1  # the killed build's files, never renamed into place
     third = render_release(tmp_path, synthetic_produced(), "2026-11-22T12:00:00Z")

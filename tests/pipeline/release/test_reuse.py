@@ -15,6 +15,7 @@ from pipeline.release.manifest import Manifest
 from pipeline.release.render import render_release
 from pipeline.release.store import Store
 from tests.conftest import DATA_DIR, seed_fit_cache, synthetic_produced
+from tests.paths import linked_data
 
 T1, T2 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z"
 CHIRPS = Path("rainfall/nga_state_chirps_monthly_1981_2026.csv")
@@ -115,11 +116,7 @@ def test_a_damaged_object_the_keys_name_is_made_again_and_the_release_is_the_one
 
 def load_without_last_month(into: Path) -> None:
     """The real data as links, the monthly rainfall without its last month (the month before)."""
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and rel != CHIRPS:
-            (into / rel).parent.mkdir(parents=True, exist_ok=True)
-            (into / rel).symlink_to(path.resolve())
+    linked_data(into, CHIRPS)
     lines = (DATA_DIR / CHIRPS).read_text().splitlines(keepends=True)
     col = lines[0].strip().split(",").index("month")
     last = max(r.split(",")[col] for r in lines[1:])

@@ -5,9 +5,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import os
-import signal
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -21,7 +19,7 @@ from pipeline.release.manifest import MANIFEST_NAME, Manifest
 from pipeline.release.render import render_release
 from pipeline.release.store import Store
 from tests.conftest import DATA_DIR, synthetic_produced
-from tests.paths import REPO_ROOT
+from tests.pipeline.release.killed import killed
 
 T1, T2, T3 = "2026-11-22T10:00:00Z", "2026-11-22T11:00:00Z", "2026-11-22T12:00:00Z"
 
@@ -128,12 +126,7 @@ def _month(i: int) -> list:
 
 def test_a_build_killed_while_writing_objects_leaves_a_sound_store_the_next_run_completes(tmp_path: Path):
     render_release(tmp_path, synthetic_produced(), T1)
-    script = (
-        "import os, signal\n"
-        "from pathlib import Path\n"
-        "from pipeline.release import store\n"
-        "from pipeline.release.render import render_release\n"
-        "from tests.conftest import synthetic_produced\n"
+    assert killed(
         "produced = synthetic_produced()\n"
         "produced[2].documents['/v1/periods'][()] = {'month': 7}\n"
         "count = [0]\n"
@@ -147,8 +140,6 @@ def test_a_build_killed_while_writing_objects_leaves_a_sound_store_the_next_run_
         "store.Store.put = put\n"
         f"render_release(Path({str(tmp_path)!r}), produced, {T2!r})\n"
     )
-    proc = subprocess.run([sys.executable, "-c", script], cwd=REPO_ROOT)
-    assert proc.returncode == -signal.SIGKILL
     store = Store(tmp_path)
     # whatever the kill interrupted: every object under a real name holds exactly its bytes
     real = [e for e in store.objects() if not e.name.startswith(".")]

@@ -60,6 +60,17 @@ def chromium_path() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def real_browser_marks() -> list[Any]:
+    """Marks of a test that drives Chromium against the real build: slow and skipped, with a reason, when
+    the real data or the browser is absent."""
+    import pytest
+
+    from tests.paths import data_marks
+
+    return [*data_marks(),
+            pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)")]
+
+
 @contextmanager
 def browser() -> Iterator[Any]:
     """A headless Debian Chromium under Playwright; no browser download, no sandbox (root in CI)."""

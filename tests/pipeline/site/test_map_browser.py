@@ -20,26 +20,22 @@ import pytest
 from edge.routes import BY_PATH
 from pipeline.attribution import SOURCES
 from pipeline.settings import DEFAULT_DASHBOARD_URL
-from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
 from tests.pipeline.site.screenshots import (
     KEY_STORE,
     LAPTOPS,
     PHONES,
     STATE,
-    chromium_path,
     first_lga_of,
     open_map,
     overflow,
     phone_context,
     point_inside,
+    real_browser_marks,
     take,
 )
 
-pytestmark = [
-    *data_marks(),  # slow, and skipped with a reason when the real data is absent
-    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
-]
+pytestmark = real_browser_marks()  # slow, and skipped with a reason when the real data or Chromium is absent
 
 STATES = 37
 FIRST_PAINT_MAX_REQUESTS = 2  # API requests: the period index and one month of state risk (outlines: a site file)
@@ -366,8 +362,8 @@ def assert_history_drawn(drawn: dict[str, Any], months: list[dict[str, Any]], pa
     """The chart's series and its table view hold the route's months, in order, value for value."""
     assert drawn["labels"] == [m["period"] for m in months]
     sets = drawn["sets"]
-    assert sets["likely range, low"] == [m["score_low"] for m in months]
-    assert sets["Likely range"] == [m["score_high"] for m in months]
+    assert sets["80 % range, low"] == [m["score_low"] for m in months]
+    assert sets["80 % range"] == [m["score_high"] for m in months]
     forecast = sets.get("Score, forecast", [None] * len(months))
     # each month's score is on the estimated line, or (forecast months) on the dashed one
     scores = [e if m["kind"] != "forecast" else f for m, e, f in zip(months, sets["Score, estimated"], forecast, strict=True)]
@@ -398,9 +394,9 @@ def test_history_chart_draws_the_history_routes_numbers(watched: Watched, real_s
     assert page.text_content("#history-title") == f"Risk score over time: {lga_history['lga']}, {lga_history['state']}"
     # the legend shows what the caption describes, and nothing else
     note = page.text_content("#history-note")
-    assert drawn["legend"] == ["Likely range", "Score, estimated", "Score, forecast"]
+    assert drawn["legend"] == ["80 % range", "Score, estimated", "Score, forecast"]
     assert drawn["dashed"] == [False, False, True]  # the forecast entry is dashed, like its line
-    assert "likely range shaded" in note and "forecast months are dashed" in note
+    assert "80 % range shaded" in note and "forecast months are dashed" in note
     assert f"{sum(m['kind'] == 'forecast' for m in lga_history['months'])} forecast months" in note
     # the history as CSV is the route's own CSV answer
     name, body = downloaded(page, "#history-csv")
@@ -419,7 +415,7 @@ def test_history_without_the_forecasts_scope_shows_the_estimated_months(chromium
     drawn = wait_for_history(page, STATE)
     estimated = api(real_site, "/v1/history/states", state=STATE)["months"]
     assert_history_drawn(drawn, estimated, page)
-    assert drawn["legend"] == ["Likely range", "Score, estimated"]
+    assert drawn["legend"] == ["80 % range", "Score, estimated"]
     note = page.text_content("#history-note")
     assert "dashed" not in note and "need a key with the forecasts scope" in note
     # the one refused request is the browser's report of the 403 that told the map so

@@ -13,14 +13,14 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.paths import data_marks
 from tests.pipeline.site.conftest import RealSite
-from tests.pipeline.site.screenshots import chromium_path, open_map, phone_context
+from tests.pipeline.site.screenshots import (
+    open_map,
+    phone_context,
+    real_browser_marks,
+)
 
-pytestmark = [
-    *data_marks(),
-    pytest.mark.skipif(chromium_path() is None, reason="chromium is not installed (Debian package `chromium`)"),
-]
+pytestmark = real_browser_marks()
 
 BUDGET = 150_000  # bytes for the first view, and again for choosing a state (docs/map.md)
 VIEWS = (("phone", 360, 740), ("laptop", 1280, 800))

@@ -15,7 +15,7 @@ from pipeline.sources.checks import (
     plausible_upper,
 )
 from pipeline.sources.rainfall import CHIRPS_MONTHLY, read_recorded_rainfall
-from tests.paths import DATA_DIR, needs_data
+from tests.paths import DATA_DIR, linked_data, needs_data
 from tests.rainfall_files import LGAS, STATES, wfp_file, wfp_lines, wfp_row
 from tests.small_geography import small_geo
 
@@ -107,12 +107,18 @@ def test_every_state_and_lga_of_the_geography_is_required(tmp_path: Path):
     assert "unknown state p-code 'NG099'" in e.value.reason and e.value.row is not None
 
 
+def set_field(lines: list[str], start: str, index: int, value: str) -> int:
+    """Set one comma-separated field of the first line holding `start` (in place); its 1-based row number."""
+    row = line_of(lines, start)
+    fields = lines[row - 1].split(",")
+    fields[index] = value
+    lines[row - 1] = ",".join(fields)
+    return row
+
+
 def test_a_value_outside_its_band_is_refused_with_its_row(tmp_path: Path):
     lines = wfp_lines()
-    i = line_of(lines, "2019-08-11,1,101,NG026")
-    fields = lines[i - 1].split(",")
-    fields[5] = "99999999"
-    lines[i - 1] = ",".join(fields)
+    i = set_field(lines, "2019-08-11,1,101,NG026", 5, "99999999")
     with pytest.raises(InputError) as e:
         check_wfp_file(write(tmp_path / "w.csv", lines))
     assert e.value.row == i and "NG026 2019-08" in e.value.reason and "plausible band" in e.value.reason
@@ -158,10 +164,7 @@ def test_real_series_passes_and_a_keying_error_fails(tmp_path: Path):
     osun = line_of(lines, "NG030,Osun,2024-10,")
     assert float(lines[osun - 1].split(",")[3]) > 500
     # ... and 99,999,999 mm in an ordinary month fails, naming its row
-    j = line_of(lines, "NG020,Kano,2025-08,")
-    fields = lines[j - 1].split(",")
-    fields[3] = "99999999"
-    lines[j - 1] = ",".join(fields)
+    j = set_field(lines, "NG020,Kano,2025-08,", 3, "99999999")
     with pytest.raises(InputError) as e:
         check_rainfall_file(write(tmp_path / "c.csv", lines))
     assert e.value.row == j and "NG020 2025-08" in e.value.reason
@@ -176,12 +179,7 @@ def test_data_check_command_on_the_real_directory_and_a_broken_copy(tmp_path: Pa
     ok = CliRunner().invoke(main, ["data", "check", "--data-dir", str(DATA_DIR)])
     assert ok.exit_code == 0, ok.output
     assert "ok: 37 states, 774 LGAs" in ok.output and "1981-01..2026-06" in ok.output
-    data = tmp_path / "data"
-    for path in DATA_DIR.rglob("*"):
-        rel = path.relative_to(DATA_DIR)
-        if path.is_file() and rel != Path(CHIRPS_MONTHLY):
-            (data / rel).parent.mkdir(parents=True, exist_ok=True)
-            (data / rel).symlink_to(path.resolve())
+    data = linked_data(tmp_path / "data", CHIRPS_MONTHLY)
     lines = (DATA_DIR / CHIRPS_MONTHLY).read_text().splitlines()
     lines.append(lines[-1])  # the newest row twice
     (data / CHIRPS_MONTHLY).write_text("\n".join(lines) + "\n")
