@@ -726,6 +726,7 @@ def months_of(periods: Mapping[str, Any] | None) -> dict[str, Any]:
     return {
         "last_estimated": periods["last_estimated"], "last_forecast": periods["last_forecast"],
         "kind_descriptions": periods.get("kind_descriptions", {}),
+        "season_after_survey": periods.get("season_after_survey"),
         "all_passed_at_release": periods.get("all_passed_at_release"),
         "months": [{k: m.get(k) for k in ("period", "kind", "basis", "month_end", "passed_at_release")}
                    for m in periods["months"]],
@@ -741,6 +742,8 @@ def months_section(months: Mapping[str, Any], left_out: Mapping[str, list[str]])
                   "(`kind` in the risk tables; `x-months` in datapackage.json lists every month with `month_end` "
                   "and `passed_at_release`).", ""]
         lines += [f"- `{kind}`: {words}." for kind, words in months["kind_descriptions"].items()]
+        if (months.get("season_after_survey") or {}).get("description"):
+            lines += ["", months["season_after_survey"]["description"]]
         if months.get("all_passed_at_release"):
             lines += ["", "Every month of this release, the forecast months included, had ended when the data were "
                       "loaded: the release forecasts nothing still to come; a newer release may exist."]

@@ -685,7 +685,18 @@ def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
     return [{"evidence": lv[k], "survey_children_2018_band": band[k]} for k in range(len(rows))]
 
 
-def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[str, dict[tuple[str, ...], Any]]:
+def season_after_survey(check: dict[str, Any]) -> dict[str, Any]:
+    """/v1/periods `season_after_survey` (additive): what the season factor of a month after the newest
+    survey round is, machine-readably, with its plain sentence and the check that decided it."""
+    m6 = check.get("model_6") or {}
+    source = m6.get("estimated_months") or terms.TYPICAL_SEASON
+    rr = m6.get("recorded_rain") or {}
+    return {"source": source, "description": terms.season_after_survey_words(source),
+            "recorded_rain_gain": rr.get("lga_gain"), "recorded_rain_minimum_gain": rr.get("minimum_gain")}
+
+
+def build_documents(geo: Geography, res: RiskResult, updated_at: str,
+                    season_check: dict[str, Any] | None = None) -> dict[str, dict[tuple[str, ...], Any]]:
     states = geo.states.sort("state_code")
     lgas = geo.lgas
     state_static = [
@@ -715,6 +726,7 @@ def build_documents(geo: Geography, res: RiskResult, updated_at: str) -> dict[st
         "score_terms": [t.key for t in terms.terms(res.adopted_terms)],
         "basis_descriptions": {b: terms.basis_words(b, res.adopted_terms) for b in terms.BASES},
         "drift_after_last_survey": drift_after_last_survey(res),
+        "season_after_survey": season_after_survey(season_check or {}),
     }
     st_est = _records(state_static, res.state)
     for j, p in enumerate(res.estimated):
@@ -812,7 +824,7 @@ def model_run(ctx: BuildContext) -> tuple[ModelData, RiskResult]:
 
 def produce(ctx: BuildContext) -> Produced:
     md, res = model_run(ctx)
-    docs = build_documents(ctx.geography, res, ctx.updated_at)
+    docs = build_documents(ctx.geography, res, ctx.updated_at, md.season.check)
     return Produced(
         dataset="risk",
         documents=docs,

@@ -114,6 +114,26 @@ def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
 KINDS = (ESTIMATED, FORECAST)
 
 
+# What the season factor of a month after the newest survey round is (model 6's recorded-rain check,
+# docs/model-6-protocol.md item 5): the typical season of the calendar month, or that month's own rain.
+TYPICAL_SEASON = "typical_season"
+RECORDED_RAIN = "recorded_rain"
+SEASON_SOURCES = (TYPICAL_SEASON, RECORDED_RAIN)
+
+
+def season_after_survey_words(source: str = TYPICAL_SEASON) -> str:
+    """The one plain sentence of what a month after the newest survey round is (the periods document, the
+    map pages and the bundle README)."""
+    if source == TYPICAL_SEASON:
+        return ("Months after the last survey round are projections with a typical season: the last round's level "
+                "times the usual season of that calendar month; no month reads its own year's rain (driving the "
+                "season by each month's recorded rain did not earn its place in model 6's check).")
+    if source == RECORDED_RAIN:
+        return ("Months after the last survey round are projections whose season reads that month's recorded rain, "
+                "times the last round's level.")
+    raise ValueError(f"unknown season source {source!r}; known: {SEASON_SOURCES}")
+
+
 def kind_words(kind: str, adopted: Iterable[str] = ()) -> str:
     """What a month of that `kind` is built from: the one wording of /v1/periods `kind_descriptions`, the
     bundle's README and datapackage.json (change it here, it changes everywhere). What the baseline does

@@ -296,6 +296,17 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "model_version": _str("Version of the model that produced the scores."),
         "score_range_level": _share("Probability that a survey of the area in that month would measure a value "
                                     "inside [score_low, score_high] (additive)."),
+        "season_after_survey": _obj({
+            "source": _str("What the season factor of a month after the newest survey round reads: "
+                           "`typical_season` (the usual season of its calendar month) or `recorded_rain` (that "
+                           "month's own rain), as model 6's registered check decided (additive).",
+                           enum=list(terms.SEASON_SOURCES)),
+            "description": _str("The same, in one plain sentence."),
+            "recorded_rain_gain": _nullable("number", "The check's gain in median LGA month-to-month r from "
+                                            "driving the season by recorded rain (out of sample); null without "
+                                            "dated series."),
+            "recorded_rain_minimum_gain": _nullable("number", "The registered minimum gain (0.03)."),
+        }, description="Months after the last survey: typical season or recorded rain (additive)."),
         "kind_descriptions": _obj({k: _str(f"What a `{k}` month is built from.") for k in terms.KINDS},
                                   description="What each kind of month is built from in this release, generated "
                                   "from the model's declared terms (additive; the same words as the bundle's "

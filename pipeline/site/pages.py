@@ -467,6 +467,7 @@ def render_site(
     dashboard_url: str = DEFAULT_DASHBOARD_URL,
     facts: Mapping[str, Any] | None = None,
     latest: Latest | None = None,
+    season_after_survey: str | None = None,
 ) -> dict[str, tuple[str, bytes]]:
     """Every file of the site, keyed by release key (`docs/…`), from Markdown texts keyed by slug.
 
@@ -526,7 +527,7 @@ def render_site(
     if latest is not None and latest.basis in terms.BASES:
         month_words = f"{latest.period} is {terms.basis_words(latest.basis, adopted)}."
     month_words = month_words[:1].upper() + month_words[1:]
-    page_facts = {"latest": latest, "month_words": month_words,
+    page_facts = {"latest": latest, "month_words": month_words, "season_after_survey": season_after_survey,
                   "passed_at_release": bool(re.fullmatch(r"\d{4}-\d{2}", last_forecast)) and updated_at[:7] > last_forecast}
     put("map", "map.html", title="Risk map", levels=levels, **page_facts,
         map_config=Markup(orjson.dumps({"levels": levels, "base": BASE, "last_estimated": shown_facts["data.last_estimated"],
@@ -641,5 +642,7 @@ def produce(ctx: BuildContext, docs_dir: Path = REPO_ROOT / "docs", site_dir: Pa
         dashboard_url=ctx.dashboard_url,
         facts={name: figures[name] for name in FRESHNESS},
         latest=latest_month(_documents(ctx.produced), level_bands()),
+        season_after_survey=((_documents(ctx.produced).get("/v1/periods") or {}).get(()) or {})
+        .get("season_after_survey", {}).get("description"),
     )
     return Produced(dataset="site", documents={}, files=files)
