@@ -140,6 +140,30 @@ def smooth_log(p: np.ndarray) -> np.ndarray:
     return s - s.mean(axis=-1, keepdims=True)
 
 
+def lag_matrix(mu: float, sigma: float) -> np.ndarray:
+    """[12, 12] the circular lag kernel as a matrix: v = u @ L, L[m, (m + j) % 12] = w_j."""
+    out = np.zeros((MONTHS, MONTHS))
+    m = np.arange(MONTHS)
+    for j, wj in enumerate(lag_weights(mu, sigma)):
+        out[m, (m + j) % MONTHS] += wj
+    return out
+
+
+def _grid_scores(u: np.ndarray, kernels: np.ndarray, W: np.ndarray, bs: np.ndarray, target: np.ndarray
+                 ) -> np.ndarray:
+    """[k, b] the fitting loss of every lag kernel and background at once, for one h: with each row's drive
+    scaled to mean 1, the profile b + v/mean(v) rescaled to mean 1 is (b + v')/(b + 1); the states' smoothed
+    log profiles, centred, lose the constant 1/(b + 1), so only log(b + smooth(W v')) is needed."""
+    v = np.einsum("rm,kmn->krn", u, kernels)
+    m = v.mean(axis=2, keepdims=True)
+    vn = np.where(m > 0, v / np.where(m > 0, m, 1.0), 1.0)  # a row with nothing is flat, as profiles() has it
+    sv = np.einsum("sr,krn->ksn", W, vn)
+    sm = (np.roll(sv, 1, axis=-1) + sv + np.roll(sv, -1, axis=-1)) / 3
+    lg = np.log(np.clip(bs[:, None, None, None] + sm[None], 1e-9, None))  # [b, k, s, 12]
+    lg = lg - lg.mean(axis=-1, keepdims=True)
+    return ((lg - target[None, None]) ** 2).mean(axis=(2, 3)).T
+
+
 def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
         recorded: np.ndarray) -> KernelFit:
     """The four constants that make the training states' predicted profiles closest to their recorded
@@ -157,19 +181,16 @@ def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.nd
     scores: dict[tuple[float, ...], float] = {}
     extended = [0, 0, 0, 0]
     while True:
+        pairs = list(product(grids[1], grids[2]))
+        bs = np.array(grids[3], dtype=float)
+        kernels = np.stack([lag_matrix(mu, sigma) for mu, sigma in pairs])  # [k, 12, 12]
         for h in grids[0]:
-            u = drive(R, S, h)
-            for mu, sigma in product(grids[1], grids[2]):
-                v = lagged(u, mu, sigma)
-                m = v.mean(axis=1, keepdims=True)
-                vn = v / np.where(m > 0, m, 1.0)
-                for b in grids[3]:
-                    key = (h, mu, sigma, b)
-                    if key in scores:
-                        continue
-                    p = _mean_one(b + vn)
-                    sp = W @ p
-                    scores[key] = float(((smooth_log(sp) - target) ** 2).mean())
+            if all((h, mu, sg, b) in scores for mu, sg in pairs for b in grids[3]):
+                continue
+            sc = _grid_scores(drive(R, S, h), kernels, W, bs, target)  # [k, b]
+            for k, (mu, sg) in enumerate(pairs):
+                for j, b in enumerate(grids[3]):
+                    scores.setdefault((h, mu, sg, b), float(sc[k, j]))
         best = min(scores, key=lambda k: (round(scores[k], 12), k))
         moved = False
         for j in range(4):

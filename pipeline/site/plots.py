@@ -140,7 +140,8 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
     for s in report.get("seasons", {}).get("rain_and_season", []):
         top = max(s["rain_mm"]) or 1.0
         win = set(s["peak_window"])
-        rain_panels.append((f'{s["state"]} ({s["season_class"]})', {
+        # the panel's title is the state's name alone, so the line belongs to that area (the audit reads it so)
+        rain_panels.append((s["state"], {
             "peak_window": {"low": [0.0] * 12, "high": [1.0 if m + 1 in win else 0.0 for m in range(12)]},
             "rain_over_peak": [round(v / top, 3) for v in s["rain_mm"]],
             "published": s["seasonal_index"]}))

@@ -247,3 +247,45 @@ def test_strict_windows_widen_with_every_flatter_class(errors, data) -> None:
     assert k["weak"] == 6 or k["weak"] > k["moderate"]
     loose = S.half_widths(np.array(errors), np.array(classes))
     assert all(k[c] >= loose[c] for c in S.CLASSES)
+
+
+def _fit_by_loop(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
+                 recorded: np.ndarray) -> dict[tuple[float, ...], float]:
+    """The fitting loss of every point of the protocol's base grid, point by point (the reference the
+    vectorised fit must equal)."""
+    W = np.zeros((len(groups), len(rain)))
+    for i, (idx, w) in enumerate(groups):
+        W[i, idx] = w / w.sum()
+    target = R.smooth_log(recorded)
+    out = {}
+    for h in R.GRID_H_MM:
+        for mu in R.GRID_MU:
+            for sg in R.GRID_SIGMA:
+                for b in R.GRID_B:
+                    p = R.profiles(rain, suit, h, mu, sg, b)
+                    out[(h, mu, sg, b)] = float(((R.smooth_log(W @ p) - target) ** 2).mean())
+    return out
+
+
+def test_the_vectorised_fit_equals_the_loss_point_by_point() -> None:
+    rng = np.random.default_rng(11)
+    rain = np.vstack([_rain(p, a) for p in (4, 6, 8) for a in rng.uniform(40, 400, 2)]) * rng.uniform(0.5, 1.5, (6, 12))
+    rain[0] = 0.0  # a row with no rain at all is flat
+    suit = R.thermal_suitability(24 + rng.normal(0, 3, rain.shape))
+    groups = [(np.array([0, 1]), np.array([1.0, 2.0])), (np.array([2, 3]), np.ones(2)), (np.array([4, 5]), np.ones(2))]
+    recorded = np.abs(rng.normal(1, 0.3, (3, 12)))
+    loop = _fit_by_loop(rain, suit, groups, recorded)
+    kf = R.fit(rain, suit, groups, recorded)
+    best = min(loop, key=lambda k: (round(loop[k], 12), k))
+    if not kf.at_grid_edge and kf.params in loop:
+        assert kf.params == best and kf.loss == pytest.approx(loop[best], rel=1e-9, abs=1e-12)
+    u = R.drive(rain, suit, 50.0)
+    kernels = np.stack([R.lag_matrix(mu, sg) for mu in R.GRID_MU for sg in R.GRID_SIGMA])
+    W = np.zeros((3, 6))
+    for i, (idx, w) in enumerate(groups):
+        W[i, idx] = w / w.sum()
+    sc = R._grid_scores(u, kernels, W, np.array(R.GRID_B), R.smooth_log(recorded))
+    pairs = [(mu, sg) for mu in R.GRID_MU for sg in R.GRID_SIGMA]
+    for k, (mu, sg) in enumerate(pairs):
+        for j, b in enumerate(R.GRID_B):
+            assert sc[k, j] == pytest.approx(loop[(50.0, mu, sg, b)], rel=1e-9, abs=1e-12)
