@@ -99,8 +99,13 @@ def synthetic_produced(with_transmission: bool = True) -> list[Produced]:
     site = Produced("site", {}, files={"docs/index.html": ("text/html; charset=utf-8", b"<h1>docs</h1>"),
                                        "docs/openapi.json": ("application/json", b"{}")})
     # the validation producer always ships its plots (empty ones say why), which the docs pages show
-    validation = Produced("validation", {}, files={f"docs/figures/{name}": ("image/svg+xml", svg.encode())
-                                                   for name, svg in validation_plots({}).items()})
+    # (and the ratios producer its scorecard plot, which the skill page shows)
+    from pipeline.datasets.ratios import SKILL_PLOT
+    from pipeline.site.plots import skill_plot
+
+    validation = Produced("validation", {}, files={**{f"docs/figures/{name}": ("image/svg+xml", svg.encode())
+                                                      for name, svg in validation_plots({}).items()},
+                                                   SKILL_PLOT: ("image/svg+xml", skill_plot({}).encode())})
     smc = Produced(
         "smc",
         {

@@ -524,6 +524,9 @@ RATIO_NOTES = {
     "low": "Lower end of the 80 % range of the ratio (a ratio of case counts), from out-of-sample errors in "
            "whole-state cross-validation on dated case series; empty where none was run.",
     "high": "Upper end of the 80 % range of the ratio (a ratio of case counts); empty where none was run.",
+    **{f"q{q}": f"The ratio's {q} % quantile (a ratio of case counts): the ratio times the split-conformal quantile "
+                f"of out-of-sample errors in whole-state cross-validation on dated case series; empty where none "
+                f"was run. Modelled." for q in (10, 25, 50, 75, 90)},
 }
 TABLE_FIELDS: dict[str, dict[str, tuple[str, str]]] = {
     t: {c: (note, "ratio of case counts") for c, note in RATIO_NOTES.items()}

@@ -487,23 +487,43 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
     ratio = (I(m+h) / I(m)) ** alpha[class][h], or 1 where the fallback class takes persistence; the
     quantiles q10..q90 = ratio x exp(residual quantile) (low, high = q10, q90); null without a scorecard."""
     ix = np.clip(np.atleast_2d(np.asarray(index, dtype=float)), INDEX_FLOOR, None)
+    hs = np.asarray(horizons)
+    H = len(hs)
+    cls_arr = np.asarray(list(classes), dtype=object)
+    n = len(cls_arr)
+    # [n, 12, H] every area's ratio at once: alpha and the fallback per class and horizon, then the
+    # quantiles as ratio x exp(residual quantile); the records are only written out below
+    alpha = np.ones((n, H))
+    fb = np.zeros((n, H), dtype=bool)
+    qexp = np.full((n, H, len(QUANTILE_FIELDS)), np.nan)
+    if pub is not None:
+        for c in set(cls_arr.tolist()):
+            rows = cls_arr == c
+            alpha[rows] = pub.alpha[c]
+            fb[rows] = [c == FALLBACK_CLASS and f for f in pub.fallback]
+            qc = np.asarray(pub.q[c], dtype=float)
+            ok = np.isfinite(qc).all(axis=1)
+            qexp[np.ix_(rows, ok)] = np.exp(qc[ok])
+    m = np.arange(MONTHS)
+    future = ix[:, (m[:, None] + hs[None, :]) % MONTHS]  # [n, 12, H]
+    val = np.where(fb[:, None, :], 1.0, (future / ix[:, :, None]) ** alpha[:, None, :])
+    ratio = np.round(val, decimals).tolist()
+    quant = np.round(val[..., None] * qexp[:, None, :, :], decimals)
+    has_q = np.isfinite(qexp).all(axis=2)  # [n, H]
+    quant_l = quant.tolist()
     out = []
-    for i, cls in enumerate(classes):
+    for i in range(n):
+        cls = cls_arr[i]
         recs = []
-        for m in range(MONTHS):
+        for mm in range(MONTHS):
             for k, h in enumerate(horizons):
-                fb = pub is not None and cls == FALLBACK_CLASS and pub.fallback[k]
-                a = 1.0 if pub is None else pub.alpha[cls][k]
-                val = 1.0 if fb else float((ix[i, (m + h) % MONTHS] / ix[i, m]) ** a)
-                qv: list[float | None] = [None] * len(QUANTILE_FIELDS)
-                if pub is not None and np.isfinite(pub.q[cls][k]).all():
-                    qv = [round(val * float(np.exp(x)), decimals) for x in pub.q[cls][k]]
+                qv: list[float | None] = quant_l[i][mm][k] if has_q[i, k] else [None] * len(QUANTILE_FIELDS)
                 beats = None if pub is None else pub.verdicts[cls][k][0]
-                recs.append({"start_month": m + 1, "horizon": h, "ratio": round(val, decimals),
+                recs.append({"start_month": mm + 1, "horizon": int(h), "ratio": ratio[i][mm][k],
                              "low": qv[0], "high": qv[-1], **dict(zip(QUANTILE_FIELDS, qv, strict=True)),
                              "beats_persistence": beats, "insufficient_skill": beats is not True,
-                             "forecast": "persistence" if fb else "projected",
-                             "base_months": 1 if fb or pub is None else pub.base_months[k]})
+                             "forecast": "persistence" if fb[i, k] else "projected",
+                             "base_months": 1 if fb[i, k] or pub is None else pub.base_months[k]})
         out.append(recs)
     return out
 

@@ -305,7 +305,8 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
             "recorded_rain_gain": _nullable("number", "The check's gain in median LGA month-to-month r from "
                                             "driving the season by recorded rain (out of sample); null without "
                                             "dated series."),
-            "recorded_rain_minimum_gain": _nullable("number", "The registered minimum gain (0.03)."),
+            "recorded_rain_minimum_gain": _nullable("number", "The registered minimum gain in median "
+                                                    "month-to-month correlation r (0.03)."),
         }, description="Months after the last survey: typical season or recorded rain (additive)."),
         "kind_descriptions": _obj({k: _str(f"What a `{k}` month is built from.") for k in terms.KINDS},
                                   description="What each kind of month is built from in this release, generated "

@@ -15,6 +15,7 @@ PANEL_W, PANEL_H = 230, 150
 PAD_L, PAD_R, PAD_T, PAD_B = 34, 8, 22, 24
 COLS = 3
 MONTH_LETTERS = "JFMAMJJASOND"
+MONTHS = 12
 STYLE = {
     "archetype_band": ("#bbbbbb", ""),
     "archetype_profile": ("#555555", "1 2"),
@@ -35,7 +36,7 @@ LABELS = {
     "peak_window": "80 % peak window (the months shaded)",
     "rain_over_peak": "rain climatology, share of its wettest month (CHIRPS)",
 }
-Band = dict[str, list[float]]
+Band = dict[str, list[float]]  # a filled band ("low", "high"), or months shaded whole ("months": 0-11)
 
 
 def _fmt(v: float) -> str:
@@ -45,7 +46,8 @@ def _fmt(v: float) -> str:
 def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | None] | Band], ymin: float, ymax: float,
            xlabels: Sequence[str]) -> list[str]:
     w, h = PANEL_W - PAD_L - PAD_R, PANEL_H - PAD_T - PAD_B
-    n = max(len(v["low"]) if isinstance(v, dict) else len(v) for v in series.values())
+    n = max(MONTHS if isinstance(v, dict) and "months" in v else len(v["low"]) if isinstance(v, dict) else len(v)
+            for v in series.values())
     out = [f'<text x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + 14)}" font-size="11" font-weight="bold">{escape(title)}</text>',
            f'<rect x="{_fmt(x0 + PAD_L)}" y="{_fmt(y0 + PAD_T)}" width="{w}" height="{h}" fill="none" stroke="#ccc"/>']
     for frac in (0.0, 0.5, 1.0):
@@ -64,6 +66,14 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
 
     for name, vals in series.items():
         colour, dash = STYLE.get(name, ("#444", ""))
+        if isinstance(vals, dict) and "months" in vals:  # months shaded whole (a window), not a curve
+            step_w = w / max(n - 1, 1)
+            for k in vals["months"]:
+                x = x0 + PAD_L + step_w * (k - 0.5)
+                left, right = max(x, x0 + PAD_L), min(x + step_w, x0 + PAD_L + w)
+                out.append(f'<rect x="{_fmt(left)}" y="{_fmt(y0 + PAD_T)}" width="{_fmt(right - left)}" height="{h}" '
+                           f'fill="{colour}" fill-opacity="0.6" stroke="none"/>')
+            continue
         if isinstance(vals, dict):  # a band: filled between its low and high edges
             ring = [xy(k, v) for k, v in enumerate(vals["high"])] + [xy(k, v) for k, v in reversed(list(enumerate(vals["low"])))]
             out.append(f'<polygon fill="{colour}" fill-opacity="0.5" stroke="none" points="{" ".join(ring)}"/>')
@@ -142,7 +152,7 @@ def validation_plots(report: dict[str, Any]) -> dict[str, str]:
         win = set(s["peak_window"])
         # the panel's title is the state's name alone, so the line belongs to that area (the audit reads it so)
         rain_panels.append((s["state"], {
-            "peak_window": {"low": [0.0] * 12, "high": [1.0 if m + 1 in win else 0.0 for m in range(12)]},
+            "peak_window": {"months": [m for m in range(12) if m + 1 in win]},
             "rain_over_peak": [round(v / top, 3) for v in s["rain_mm"]],
             "published": s["seasonal_index"]}))
     return {

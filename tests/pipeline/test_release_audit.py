@@ -378,6 +378,9 @@ class TestRealData:
         assert declared_states == set(dated_states)
         assert states_doc["national"]["season"]["fitted_without_own_series"] is False
         pop = geo.lgas.sort("lga_code")["population"].cast(pl.Float64).to_numpy()
+        if "model_6" in states_doc["method"]["check"]:
+            self._model_6_declared_seasons(release, states_doc, sm, geo, dated_states, pop)
+            return
         assert states_doc["method"]["check"]["model_5"]["release_method"] == "model_4"
         for s in dated_states:
             mine = areas.state == s
@@ -406,6 +409,39 @@ class TestRealData:
             state_season = next(x["season"] for x in states_doc["states"] if x["state_code"] == s)
             np.testing.assert_allclose(state_season["seasonal_index"],
                                        np.round(season_cv.weighted_profile(expect, w), 3), atol=5e-4 + 1e-9)
+        others = [p for p in (release / "v1/transmission/lgas").glob("*.json") if p.stem not in dated_states]
+        assert others and not any(r["fitted_without_own_series"] for p in others
+                                  for r in orjson.loads(p.read_bytes())["lgas"])
+
+
+    @staticmethod
+    def _model_6_declared_seasons(release: Path, states_doc: dict[str, Any], sm: Any, geo: Any,
+                                  dated_states: list[str], pop: np.ndarray) -> None:
+        """Model 6: each dated state's LGAs publish what the registered rule picks, and fits, on the other
+        six dated states alone (pipeline.model.season5.held_out_index on a fresh copy of the inputs: none of
+        the release's documents or of the build's fitted objects is read), smoothed and at their published
+        level; the state's season is their population-weighted mean."""
+        from pipeline.datasets.transmission import _season5_data_for
+        from pipeline.model import season5, season_cv
+        from pipeline.sources.inputs import Inputs
+
+        d = _season5_data_for(Inputs(DATA_DIR, geo), geo, sm)
+        assert d is not None and d.protocol >= 6
+        for s in dated_states:
+            held = season5.held_out_index(d, "selection", [s])
+            mine = np.array([sm.lga_codes[i] for i in range(len(sm.lga_codes)) if d.area_state[i] == s])
+            rows = d.area_state == s
+            expect = np.round(held[rows], 3)
+            doc = orjson.loads((release / f"v1/transmission/lgas/{s}.json").read_bytes())
+            published = {r["lga_code"]: r for r in doc["lgas"]}
+            assert set(published) == set(mine)
+            for code, e in zip(mine, expect, strict=True):
+                assert published[code]["fitted_without_own_series"] is True
+                np.testing.assert_allclose(published[code]["seasonal_index"], e, atol=5e-4 + 1e-9, err_msg=code)
+            state_season = next(x["season"] for x in states_doc["states"] if x["state_code"] == s)
+            w = pop[rows] / pop[rows].sum()
+            np.testing.assert_allclose(state_season["seasonal_index"],
+                                       np.round(season_cv.weighted_profile(expect, w), 3), atol=1e-3 + 1e-9)
         others = [p for p in (release / "v1/transmission/lgas").glob("*.json") if p.stem not in dated_states]
         assert others and not any(r["fitted_without_own_series"] for p in others
                                   for r in orjson.loads(p.read_bytes())["lgas"])

@@ -40,9 +40,11 @@ def test_periods_map_and_bundle_say_the_same(real_build: Path) -> None:
     assert said["source"] == trans["method"]["check"]["model_6"]["estimated_months"]
     assert said["description"] == terms.season_after_survey_words(said["source"])
     page = (root / "docs/map.html").read_text()
-    # outside the <noscript> and the script-only app: read without JavaScript too
-    lead = html.unescape(page[:page.index('<div id="map-app"')])
-    assert said["description"] in lead
+    # after the latest month's table (outside the script-only app and the <noscript>): read with and
+    # without JavaScript
+    at = page.index('id="season-after-survey"')
+    assert at > page.index('<section id="latest"') > page.index("</noscript>")
+    assert said["description"] in html.unescape(page[at:page.index("</p>", at)])
     readme = next(root.glob("downloads/**/README.md")).read_text()
     assert said["description"] in readme
     pkg = json.loads(next(root.glob("downloads/**/datapackage.json")).read_text())

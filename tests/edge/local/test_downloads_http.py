@@ -50,11 +50,14 @@ def test_zip_holds_every_file_and_matches_sha256sums(client: httpx.Client, all_s
     sums = client.get(by_name["SHA256SUMS"]["path"], headers=_auth(all_scopes_key)).text
     listed = dict(reversed(line.split("  ", 1)) for line in sums.splitlines())
     with zipfile.ZipFile(io.BytesIO(raw)) as z:
-        members = z.namelist()
+        # the zip unpacks into one folder named by the release (docs/downloads.md)
+        folder = f"malaria-risk-nigeria-{doc['release_id']}/"
+        assert all(m.startswith(folder) for m in z.namelist())
+        members = [m[len(folder):] for m in z.namelist()]
         assert set(members) == set(by_name) - {"malaria_risk_nigeria.zip"}
         assert set(listed) == set(members) - {"SHA256SUMS"}
         for name, digest in listed.items():
-            assert hashlib.sha256(z.read(name)).hexdigest() == digest == by_name[name]["sha256"]
+            assert hashlib.sha256(z.read(folder + name)).hexdigest() == digest == by_name[name]["sha256"]
     readme = client.get(by_name["README.md"]["path"], headers=_auth(all_scopes_key)).text
     assert doc["release_id"] in readme and "test-1" in readme
 

@@ -87,7 +87,7 @@ def test_facts_and_periods(produced):
     # what each kind of month is built from, and whether every month had passed at the load (additive)
     passed = {k: p.pop(k) for k in ("kind_descriptions", "all_passed_at_release")}
     assert list(p) == ["last_estimated", "last_forecast", "months", "updated_at", "model_version", "score_range_level",
-                       "score_terms", "basis_descriptions", "drift_after_last_survey"]
+                       "score_terms", "basis_descriptions", "drift_after_last_survey", "season_after_survey"]
     # two states a round: too few to fit a drift, which so gains nothing and is not applied (docs/range-protocol.md)
     assert p["drift_after_last_survey"] == {"applied": False, "logit_per_year": 0.0}
     assert p["score_terms"] == [t.key for t in terms.terms()]  # no month term in the synthetic data
