@@ -68,8 +68,8 @@ def _panel(x0: float, y0: float, title: str, series: dict[str, Sequence[float | 
         colour, dash = STYLE.get(name, ("#444", ""))
         if isinstance(vals, dict) and "months" in vals:  # months shaded whole (a window), not a curve
             step_w = w / max(n - 1, 1)
-            for k in vals["months"]:
-                x = x0 + PAD_L + step_w * (k - 0.5)
+            for mo in vals["months"]:
+                x = x0 + PAD_L + step_w * (mo - 0.5)
                 left, right = max(x, x0 + PAD_L), min(x + step_w, x0 + PAD_L + w)
                 out.append(f'<rect x="{_fmt(left)}" y="{_fmt(y0 + PAD_T)}" width="{_fmt(right - left)}" height="{h}" '
                            f'fill="{colour}" fill-opacity="0.6" stroke="none"/>')
