@@ -496,8 +496,7 @@ def select(d: Data, train: frozenset[str], methods: Sequence[str]) -> tuple[dict
     tuned = {m: tune(d, m, train) for m in methods}
     if d.protocol >= 6:
         best = simplest_within_margin(methods, {m: tuned[m].loss for m in methods},
-                                      {m: fold_bias(d, m, train, tuned[m].hyper if m not in RAIN_METHODS
-                                                    and m != "model_4" else ()) for m in methods})
+                                      {m: fold_bias(d, m, train, tuned[m].hyper) for m in methods})
     else:
         best = min(methods, key=lambda m: (round(tuned[m].loss, 12), METHODS.index(m)))
     d._cache[key] = (tuned, best)
@@ -558,17 +557,9 @@ def peak_errors(pred: np.ndarray, rec: np.ndarray) -> np.ndarray:
 # --- metrics ----------------------------------------------------------------------------------------
 
 def month_to_month_r(prof: np.ndarray, cases: np.ndarray, cal: np.ndarray) -> np.ndarray:
-    """Per row: r of recorded log(c_t / c_{t-1}) with predicted log(s(m_t) / s(m_{t-1}))."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        y = np.log(cases[:, 1:] / cases[:, :-1])
-    lp = np.log(prof)
-    yhat = lp[:, cal[1:]] - lp[:, cal[:-1]]
-    out = np.full(len(cases), np.nan)
-    for i in range(len(cases)):  # a row's 47 pairs: a vector op each
-        ok = np.isfinite(y[i])
-        if ok.sum() >= 3:
-            out[i] = pearson_rows(y[i][ok][None], yhat[i][ok][None])[0]
-    return out
+    """Per row: r of recorded log(c_t / c_{t-1}) with predicted log(s(m_t) / s(m_{t-1})): the profile read
+    month by month is a dated prediction."""
+    return dated_month_to_month_r(np.asarray(prof, dtype=float)[:, cal], cases)
 
 
 def state_cases(d: Data) -> np.ndarray:
@@ -788,8 +779,7 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
     suit_t = np.concatenate([suit[:, (d.cal[0] - lag + np.arange(lag)) % MONTHS], suit[:, d.cal]], axis=1)
     ra, rb = np.full(len(d.rec_lga), np.nan), np.full(len(d.rec_lga), np.nan)
     sa, sb = np.full(len(d.dated_states), np.nan), np.full(len(d.dated_states), np.nan)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        norm = d.cases / np.nanmean(d.cases, axis=1, keepdims=True)
+    sc_all = state_cases(d)
     for i, g in enumerate(d.dated_states):
         train = frozenset(d.dated_states) - {g}
         kf = _rain_fit(d, method, train)
@@ -800,15 +790,13 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
         clim = season6.profiles(d.area_rain[area], suit[area], *kf.params)
         ra[rows] = dated_month_to_month_r(dated, d.cases[rows])
         rb[rows] = month_to_month_r(clim, d.cases[rows], d.cal)
-        # the state: its LGAs' cases over their own means, against the population-weighted prediction
+        # the state (its month as state_cases makes it) against the population-weighted prediction
         mine = np.flatnonzero(d.area_state == g)
         w = d.area_pop[mine] / d.area_pop[mine].sum()
         all_dated = season6.dated_series(d.area_rain_months[mine], suit_t[mine], d.area_rain[mine], suit[mine],
                                          *kf.params)[:, lag:]
         all_clim = season6.profiles(d.area_rain[mine], suit[mine], *kf.params)
-        n = np.isfinite(norm[rows]).sum(axis=0)
-        total = np.nansum(np.nan_to_num(norm[rows], nan=0.0), axis=0)
-        sc = np.where(n >= max(1, rows.sum() / 2), total / np.maximum(n, 1), np.nan)[None]
+        sc = sc_all[i][None]
         sa[i] = dated_month_to_month_r((w @ all_dated)[None], sc)[0]
         sb[i] = month_to_month_r((w @ all_clim)[None], sc, d.cal)[0]
     med = {k: _r(float(np.nanmedian(v))) for k, v in (("lga_recorded", ra), ("lga_climatology", rb),
@@ -1140,8 +1128,7 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
                      {c: _r(v, 4) for c, v in scores.items()}, arch_ix, d.protocol, correction,
                      recorded_rain_check(d) if d.protocol >= 6 else None,
                      {m: {"parameters": list(x.hyper), "at_grid_edge": x.at_grid_edge, "inner_loss": _r(x.loss, 4),
-                          "inner_mean_signed_peak_error": _r(fold_bias(d, m, everything, x.hyper if m not in RAIN_METHODS
-                                                                       and m != "model_4" else ()))}
+                          "inner_mean_signed_peak_error": _r(fold_bias(d, m, everything, x.hyper))}
                       for m, x in tuned.items()} if d.protocol >= 6 and method == "selection" else {})
 
 
