@@ -42,7 +42,7 @@ from pipeline.model.seasons import (
     season_from_index,
     trough_to_peak,
 )
-from pipeline.sources import cases, dated_cases, rainfall, survey
+from pipeline.sources import cases, dated_cases, rainfall, survey, temperature
 from pipeline.sources.inputs import Inputs
 from pipeline.sources.names import hbhi_lga_codes
 
@@ -491,6 +491,7 @@ _MEMO: list[tuple[tuple[Any, ...], Any, SeasonModel]] = []  # at most one (key, 
 def _memo_key(data_dir: Path) -> tuple[Any, ...]:
     """The inputs' paths with size and modification time: a changed file is a new fit."""
     files = (rainfall.CHIRPS_CLIMATOLOGY, rainfall.LGA_CLIMATOLOGY, cases.ARCHETYPE_PROFILES, cases.LGA_ARCHETYPES,
+             temperature.LGA_TEMPERATURE,
              *(str(f.relative_to(data_dir)) for f in dated_cases.dated_files(Path(data_dir))))
     out: list[Any] = [str(Path(data_dir).resolve())]
     for f in files:
@@ -512,17 +513,21 @@ def season_model(data_dir: Path, geo: Any, inputs: Inputs | None = None) -> Seas
     The risk producer multiplies its baseline by this same index, so the fit is memoised
     per data directory and geography for the one build that asks twice.
     """
-    key = _memo_key(data_dir)
+    inputs = Inputs(data_dir, geo) if inputs is None else inputs
+    # model 6's recorded-rain check reads the recorded rain of the dated months: those rows, not the file,
+    # are part of the key, so a new month of rainfall does not refit while a revised dated month does
+    rain_key = dated_rain_digest(inputs)
+    key = (*_memo_key(data_dir), rain_key)
     if _MEMO and _MEMO[0][0] == key and _MEMO[0][1] is geo:
         return _MEMO[0][2]
     # kept between builds by the content of what the fit reads (pipeline.cache): a new month of
     # recorded rainfall does not refit it unless the climatology has to come from that series
-    reads = [f for f, *_ in key[1:]] + ["admin"]
+    reads = [f for f, *_ in key[1:-1]] + ["admin"]
     if not (Path(data_dir) / rainfall.CHIRPS_CLIMATOLOGY).exists():
         reads.append("rainfall")
     model = cached("season-model", Path(data_dir), reads,
                    code_of("pipeline.model", "pipeline.sources", "pipeline.geography", __name__),
-                   lambda: _fit_season_model(Path(data_dir), geo, inputs))
+                   lambda: _fit_season_model(Path(data_dir), geo, inputs), extra=rain_key)
     _MEMO[:] = [(key, geo, model)]
     return model
 
@@ -915,6 +920,19 @@ def model_5_check(m5: season5.Published, names: dict[str, str]) -> dict[str, Any
             "release_inner_weak_balanced_accuracy": m5.class_scores,
         },
     }
+
+
+def dated_rain_digest(inputs: Inputs) -> str:
+    """SHA-256 of the recorded state rainfall up to the last dated month (what the recorded-rain check
+    reads); empty without dated series."""
+    import hashlib
+
+    if inputs.dated_cases is None or inputs.dated_cases.height == 0:
+        return ""
+    last = dated_months(inputs.dated_cases)[-1]
+    rows = (inputs.recorded_rainfall.state.filter(pl.col("period") <= f"{last // 100:04d}-{last % 100:02d}")
+            .select("ocha_pcode", "period", "rainfall_mm").sort("ocha_pcode", "period"))
+    return hashlib.sha256(rows.write_csv().encode()).hexdigest()
 
 
 def dated_months(dated_cases: pl.DataFrame) -> list[int]:

@@ -289,3 +289,29 @@ def test_the_vectorised_fit_equals_the_loss_point_by_point() -> None:
     for k, (mu, sg) in enumerate(pairs):
         for j, b in enumerate(R.GRID_B):
             assert sc[k, j] == pytest.approx(loop[(50.0, mu, sg, b)], rel=1e-9, abs=1e-12)
+
+
+def test_the_season_fit_key_reads_the_dated_months_rain_only() -> None:
+    """The season fit is kept between builds by what it reads: a month of rain after the dated series adds
+    nothing to its key, a revised dated month changes it (the recorded-rain check reads it)."""
+    from types import SimpleNamespace
+
+    import polars as pl
+
+    from pipeline.datasets.transmission import dated_rain_digest
+
+    dated = pl.DataFrame({"year": [2020, 2020, 2021], "month": [1, 2, 12], "cases": [1.0, 2.0, 3.0]})
+    periods = [f"{y}-{m:02d}" for y in (2019, 2020, 2021, 2022) for m in range(1, 13)]
+    rain = pl.DataFrame({"ocha_pcode": ["NG001"] * len(periods), "period": periods,
+                         "rainfall_mm": [float(i) for i in range(len(periods))]})
+
+    def key(r: pl.DataFrame) -> str:
+        return dated_rain_digest(SimpleNamespace(dated_cases=dated, recorded_rainfall=SimpleNamespace(state=r)))  # type: ignore[arg-type]
+
+    base = key(rain)
+    later = pl.concat([rain, pl.DataFrame({"ocha_pcode": ["NG001"], "period": ["2023-01"], "rainfall_mm": [9.0]})])
+    assert key(later) == base
+    revised = rain.with_columns(pl.when(pl.col("period") == "2021-06").then(99.0).otherwise(pl.col("rainfall_mm"))
+                                .alias("rainfall_mm"))
+    assert key(revised) != base
+    assert dated_rain_digest(SimpleNamespace(dated_cases=None, recorded_rainfall=None)) == ""  # type: ignore[arg-type]
