@@ -688,7 +688,7 @@ def _evidence_fields(res: RiskResult, rows: np.ndarray) -> list[dict[str, Any]]:
 def season_after_survey(check: dict[str, Any]) -> dict[str, Any]:
     """/v1/periods `season_after_survey` (additive): what the season factor of a month after the newest
     survey round is, machine-readably, with its plain sentence and the check that decided it."""
-    m6 = check.get("model_6") or {}
+    m6 = check.get("model_7") or check.get("model_6") or {}
     source = m6.get("estimated_months") or terms.TYPICAL_SEASON
     rr = m6.get("recorded_rain") or {}
     return {"source": source, "description": terms.season_after_survey_words(source),

@@ -72,7 +72,8 @@ def _area_frames(ctx: BuildContext) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
         raise DatasetUnavailable("SMC planning needs the dekadal state rainfall (" + rainfall.CHIRPS_DEKADAL + ")")
     geo = ctx.geography
     codes = dict(zip(geo.states["ocha_pcode"].to_list(), geo.states["state_code"].to_list(), strict=True))
-    dek = rainfall.read_state_chirps_dekadal(ctx.data_dir)
+    dek = ctx.inputs.state_dekadal
+    assert dek is not None
     dek = dek.filter(pl.col("ocha_pcode").is_in(list(codes))).with_columns(
         pl.col("ocha_pcode").replace_strict(codes).alias("area"))
     state = rs.dekadal_rain_seasons(dek.select("area", "dekad_start", "rain_mm", "provisional"))

@@ -68,7 +68,8 @@ BANDS = {
 RAINFALL_DECIMALS = 1
 MODEL_5 = "model_5"
 MODEL_6 = "model_6"
-CASE_FITTED = (season_cv.MODEL_4, MODEL_5, MODEL_6)  # rules whose index is fitted to cases, not built from rain
+MODEL_7 = "model_7"
+CASE_FITTED = (season_cv.MODEL_4, MODEL_5, MODEL_6, MODEL_7)  # rules whose index is fitted to cases, not built from rain
 SHARE_DECIMALS = 4
 CHECK_DECIMALS = 2
 
@@ -600,7 +601,8 @@ def _season5_data_for(inputs: Inputs, geo: Any, sm: SeasonModel) -> season5.Data
     d = season5_data(inputs, sm.fit.series, sm.fit.dated, areas, units, std, dated_states, sm.lga_codes)
     if d is not None and sm.published5 is not None and sm.published5.protocol >= 6:
         state_clim = inputs.state_climatology if inputs.state_climatology is not None else state_climatology(inputs.data_dir)
-        with_model_6(d, inputs, geo, sm.lga_codes, sm.lga_rain, state_clim)
+        (with_model_7 if sm.published5.protocol >= 7 else with_model_6)(d, inputs, geo, sm.lga_codes, sm.lga_rain,
+                                                                         state_clim)
     return d
 
 
@@ -612,6 +614,67 @@ def with_model_6(d: season5.Data, inputs: Inputs, geo: Geography, lga_codes: lis
     d.area_rain_months = dated_area_rain(inputs, geo, lga_codes, lga_rain,
                                          state_rain_matrix(state_clim, geo.states.sort("state_code")))
     return d
+
+
+def with_model_7(d: season5.Data, inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
+                 state_clim: pl.DataFrame) -> season5.Data:
+    """Model 7 (docs/model-7-protocol.md): model 6's inputs, and the rains' onset of every LGA's state (its
+    climatology for the season, each dated year's own for the recorded-rain check). Without the dekadal
+    rainfall `rain_onset` is not a candidate."""
+    with_model_6(d, inputs, geo, lga_codes, lga_rain, state_clim)
+    d.protocol = 7
+    seasons = state_rain_seasons(inputs, geo)
+    if seasons is not None:
+        d.area_onset, d.area_onset_months = area_onsets(seasons, geo, inputs)
+    return d
+
+
+ONSET_CLIMATE_YEARS = (1991, 2020)  # the climatology period of the published typical_rainfall_mm
+
+
+def state_rain_seasons(inputs: Inputs, geo: Geography) -> pl.DataFrame | None:
+    """Each state's rain season per year from its dekadal CHIRPS (rain_season.dekadal_rain_seasons, keyed
+    by state_code); None without the dekadal file."""
+    from pipeline.model import rain_season
+
+    dek = inputs.state_dekadal
+    if dek is None:
+        return None
+    codes = dict(zip(geo.states["ocha_pcode"].to_list(), geo.states["state_code"].to_list(), strict=True))
+    dek = dek.filter(pl.col("ocha_pcode").is_in(list(codes))).with_columns(
+        pl.col("ocha_pcode").replace_strict(codes).alias("area"))
+    return rain_season.dekadal_rain_seasons(dek.select("area", "dekad_start", "rain_mm", "provisional"))
+
+
+def area_onsets(seasons: pl.DataFrame, geo: Geography, inputs: Inputs) -> tuple[np.ndarray, np.ndarray | None]:
+    """([n, 12] share of each LGA's state's complete climatology years whose rains began in each calendar
+    month, [n, MAX_LAG + T] 1 in the calendar month of each dated year's onset, as dated_area_rain's
+    columns; None without dated series)."""
+    from pipeline.model import season6
+
+    states = geo.states.sort("state_code")["state_code"].to_list()
+    lstate = geo.lgas.sort("lga_code")["state_code"].to_list()
+    y0, y1 = ONSET_CLIMATE_YEARS
+    clim = seasons.filter(pl.col("complete") & pl.col("year").is_between(y0, y1))
+    n_years = clim.group_by("area").len()
+    counts = (clim.filter(pl.col("onset_month").is_not_null()).group_by("area", "onset_month").len()
+              .join(n_years.rename({"len": "n"}), on="area").with_columns((pl.col("len") / pl.col("n")).alias("share")))
+    srow = {c: i for i, c in enumerate(states)}
+    shares = np.zeros((len(states), 12))
+    keep = counts.filter(pl.col("area").is_in(states))
+    shares[[srow[a] for a in keep["area"].to_list()], (keep["onset_month"].to_numpy() - 1)] = keep["share"].to_numpy()
+    rows = [srow[c] for c in lstate]
+    if inputs.dated_cases is None or inputs.dated_cases.height == 0:
+        return shares[rows], None
+    yms = dated_months(inputs.dated_cases)
+    first = yms[0] // 100 * 12 + yms[0] % 100 - 1 - season6.MAX_LAG
+    periods = [f"{(first + k) // 12:04d}-{(first + k) % 12 + 1:02d}" for k in range(season6.MAX_LAG + len(yms))]
+    col = {p: k for k, p in enumerate(periods)}
+    on = seasons.filter(pl.col("onset_date").is_not_null() & pl.col("area").is_in(states)).select(
+        "area", pl.col("onset_date").dt.strftime("%Y-%m").alias("p")).filter(pl.col("p").is_in(periods))
+    months = np.zeros((len(states), len(periods)))
+    months[[srow[a] for a in on["area"].to_list()], [col[p] for p in on["p"].to_list()]] = 1.0
+    return shares[rows], months[rows]
 
 
 def cross_fitted_index(index: np.ndarray, sfit: SeasonFit, area_state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -847,10 +910,10 @@ def run_check(
     harmonic = season_harmonics.fit(units, std, everything, rk, sh)
     d5 = season5_data(inputs, series, dated, areas, units, std, dated_states, lga_codes)
     if d5 is not None:
-        with_model_6(d5, inputs, geo, lga_codes, lga_rain, state_clim)
+        with_model_7(d5, inputs, geo, lga_codes, lga_rain, state_clim)
     m5 = season5.publish(d5) if d5 is not None else None
     if m5 is not None and d5 is not None:
-        rule = MODEL_6 if m5.protocol >= 6 else MODEL_5
+        rule = MODEL_7 if m5.protocol >= 7 else MODEL_6 if m5.protocol >= 6 else MODEL_5
         cv = with_model_5(cv, series, m5, d5, lga_codes, rule)
         sq[rule] = round(season_cv.squared_error(cv.series_pred[rule], series.recorded, series.weight_joint), 4)
     sfit = SeasonFit(series, cv, dated, state_of, zone_of)
@@ -859,7 +922,7 @@ def run_check(
     if m5 is not None:
         check["model_5"] = model_5_check(m5, names_of)
         if m5.protocol >= 6:
-            check["model_6"] = model_6_check(m5)
+            check[f"model_{m5.protocol}"] = model_6_check(m5)
     return params, rule, check, sfit, harmonic, m5
 
 
@@ -932,7 +995,16 @@ def dated_rain_digest(inputs: Inputs) -> str:
     last = dated_months(inputs.dated_cases)[-1]
     rows = (inputs.recorded_rainfall.state.filter(pl.col("period") <= f"{last // 100:04d}-{last % 100:02d}")
             .select("ocha_pcode", "period", "rainfall_mm").sort("ocha_pcode", "period"))
-    return hashlib.sha256(rows.write_csv().encode()).hexdigest()
+    h = hashlib.sha256(rows.write_csv().encode())
+    dek = inputs.state_dekadal
+    if dek is not None:
+        # model 7's onsets: the climatology years and every season year of the dated months (a season year
+        # may run two dekads into the next calendar year); later dekads do not refit
+        end = f"{last // 100 + 2:04d}-01-01"
+        h.update(dek.filter(pl.col("dekad_start").cast(pl.Utf8) < end)
+                 .select("ocha_pcode", "dekad_start", "rain_mm", "provisional").sort("ocha_pcode", "dekad_start")
+                 .write_csv().encode())
+    return h.hexdigest()
 
 
 def dated_months(dated_cases: pl.DataFrame) -> list[int]:
@@ -999,15 +1071,20 @@ def lga_temperature(inputs: Inputs, lga_codes: list[str], lga_rain: np.ndarray) 
 
 
 def model_6_check(m6: season5.Published) -> dict[str, Any]:
-    """`method.check.model_6`: what model 6's protocol (docs/model-6-protocol.md) adds to the nested check in
-    `model_5`: the candidates in the rule's order, the rule, what it picked and with which constants, the
-    class correction, and protocol item 5's recorded-rain check. Summaries and constants only."""
+    """`method.check.model_6` (model 7: `method.check.model_7`): what the protocol (docs/model-6-protocol.md,
+    docs/model-7-protocol.md) adds to the nested check in `model_5`: the candidates in the rule's order,
+    those it may publish, the rule, what it picked and with which constants, the class correction, and
+    protocol item 5's recorded-rain check. Summaries and constants only."""
     corr = m6.class_correction
+    seven = m6.protocol >= 7
+    candidates = season5.METHODS_7 if seven else season5.METHODS_6
     return {
-        "protocol": "docs/model-6-protocol.md (committed before any model-6 result)",
-        "candidates_in_order_of_complexity": list(season5.COMPLEXITY),
+        "protocol": f"docs/model-{m6.protocol}-protocol.md (committed before any model-{m6.protocol} result)",
+        "candidates_in_order_of_complexity": list(candidates),
+        "publishable": list(season5.PUBLISHABLE_7 if seven else candidates),
         "ablations": list(season5.ABLATIONS_6),
-        "selection_rule": "among candidates whose inner mean signed state peak error is within 0.5 month, the "
+        "selection_rule": ("among the publishable candidates " if seven else "among candidates ")
+                          + "whose inner mean signed state peak error is within 0.5 month, the "
                           "simplest whose inner loss ((1 - shape r) + |centre error| / 6 + |trough/peak error|) "
                           f"is at most the least + {season5.SELECTION_MARGIN}",
         "selection_margin": season5.SELECTION_MARGIN,
@@ -1017,6 +1094,10 @@ def model_6_check(m6: season5.Published) -> dict[str, Any]:
         "candidates_on_all_dated_states": m6.release_parameters,
         "rain_kernel_parameters": ["h: half-saturation rain (mm/month)", "mu: lag (months)", "sigma: lag spread (months)",
                                    "b: background cases (share of the mean)"],
+        **({"rain_onset_parameters": ["h: half-saturation rain (mm/month)", "mu: lag (months, from -1)",
+                                      "omega: weight of the rains' onset pulse", "b: background cases (share of the mean)"],
+            "rain_onset_fixed": {"sigma": 1.0, "onset": "AGRHYMET / FEWS NET start of season on each state's dekadal "
+                                 "CHIRPS, share of complete years 1991-2020 by calendar month"}} if seven else {}),
         "thermal_suitability": "relative R0(T) of P. falciparum in Anopheles, Mordecai et al. (2013), Ecology Letters "
                                "16: 22-30, doi:10.1111/ele.12015",
         "class_correction": {lvl: {"amplitude_bias": round(b, 3), "marked_margin": round(m, 3)}

@@ -78,6 +78,10 @@ SEASON_RULE_NAMES = {
     "model_6": "model 6: the candidate the registered rule picks in nested whole-state cross-validation among "
                "rain-driven seasons, model 4 and four references (seasons.check.model_6), smoothed, the class "
                "corrected for its out-of-sample bias, LGAs at their state's season unless LGA deviations repeat",
+    "model_7": "model 7: the candidate the registered rule picks in nested whole-state cross-validation among "
+               "the climate-driven seasons and model 4, the borrowed seasons reported as references "
+               "(seasons.check.model_7), smoothed, the class corrected for its out-of-sample bias, LGAs at their "
+               "state's season unless LGA deviations repeat",
 }
 LGA_SAMPLE_PER_STATE = 2  # dated LGAs plotted per state: the first ones by code (not chosen by fit)
 
@@ -781,7 +785,7 @@ def page_figures(check: dict[str, Any], months: dict[str, Any], rule: str) -> di
 
     return {
         "timing": {r: {lv: {k: ((timing.get(r) or {}).get(lv) or {}).get(k) for k in TIMING_KEYS}
-                       for lv in ("states", "lgas")} for r in dict.fromkeys(("model_3", "model_4", "model_5", "model_6", rule))},
+                       for lv in ("states", "lgas")} for r in dict.fromkeys(("model_3", "model_4", "model_5", "model_6", "model_7", rule))},
         "season_error": {lv: {k: (err.get(lv) or {}).get(k) for k in ("log_sd", "share_inside",
                                                                        "lowest_month_share_inside", "months_below_0_7")}
                          for lv in ("states", "lgas", "archetype_groups")},

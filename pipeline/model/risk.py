@@ -34,8 +34,8 @@ import numpy as np
 import polars as pl
 
 # 4.0: baseline x season (no month term passed its registered test); 4.1 would carry a month term.
-MODEL_VERSION = "survey-season/6.0.0"
-MODEL_VERSION_WITH_MONTH_TERM = "survey-season-rain/6.1.0"
+MODEL_VERSION = "survey-season/7.0.0"
+MODEL_VERSION_WITH_MONTH_TERM = "survey-season-rain/7.1.0"
 RANGE_LEVEL = 0.8
 Z_RANGE = NormalDist().inv_cdf(0.5 + RANGE_LEVEL / 2)  # 1.2816
 # Levels follow the WHO malaria-elimination framework (2017) transmission strata on

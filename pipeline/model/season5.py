@@ -44,12 +44,16 @@ CLASS_SOURCES = ("method", "archetype", "larger", "mean")
 Hyper = tuple[float, ...]
 
 # --- model 6 (docs/model-6-protocol.md) ---
-RAIN_FITTED = ("rain_kernel", "rain_kernel_no_temperature", "rain_blend")
+RAIN_FITTED = ("rain_kernel", "rain_kernel_no_temperature", "rain_blend", "rain_onset")
 RAIN_METHODS = ("rain_crude", *RAIN_FITTED)
-# the candidates in the protocol's order of complexity (simplest first): the selection rule's order
-COMPLEXITY = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_blend", "model_4")
-METHODS_6 = COMPLEXITY
+# the candidates in the protocols' order of complexity (simplest first): the selection rule's order
+COMPLEXITY = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_onset", "rain_blend",
+              "model_4")
+METHODS_6 = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_blend", "model_4")
 ABLATIONS_6 = ("rain_kernel_no_temperature",)  # scored in the same folds, never selectable
+# --- model 7 (docs/model-7-protocol.md): borrowed seasons are references only ---
+METHODS_7 = ("archetype", "national_mean", "rain_crude", "latitude_band", "rain_kernel", "rain_onset", "model_4")
+PUBLISHABLE_7 = ("rain_kernel", "rain_onset", "model_4")
 SELECTION_MARGIN = 0.05  # a more complex candidate must lower the inner loss by more than this
 RECORDED_RAIN_MIN_GAIN = 0.03  # item 5: recorded-rain months must beat the climatology by this in median r
 
@@ -260,6 +264,10 @@ class Data:
     # [n, MAX_LAG + T] each LGA's recorded rain of the dated months and the months before them (the
     # state's CHIRPS total times the LGA's downscaling ratio); column MAX_LAG + t is case column t
     area_rain_months: np.ndarray | None = None
+    # model 7: [n, 12] share of the climatology years whose rains began in each month (the state's dekadal
+    # onset), and [n, MAX_LAG + T] 1 in each dated year's own onset month (columns as area_rain_months)
+    area_onset: np.ndarray | None = None
+    area_onset_months: np.ndarray | None = None
     protocol: int = 5
     _cache: dict[Any, Any] = field(default_factory=dict)
 
@@ -357,7 +365,7 @@ def _rain_fit(d: Data, method: str, train: frozenset[str]) -> Any:
     `rain_blend` shares `rain_kernel`'s fit)."""
     from pipeline.model import season6
 
-    base = "rain_kernel_no_temperature" if method == "rain_kernel_no_temperature" else "rain_kernel"
+    base = method if method in ("rain_kernel_no_temperature", "rain_onset") else "rain_kernel"
     key = ("rainfit", base, train)
     if key not in d._cache:
         states = [s for s in d.dated_states if s in train]
@@ -367,8 +375,17 @@ def _rain_fit(d: Data, method: str, train: frozenset[str]) -> Any:
             groups.append((rows, d.area_pop[rows]))
         rec = d.rec_state[[d.dated_states.index(st) for st in states]]
         assert d.area_rain is not None
-        d._cache[key] = season6.fit(d.area_rain, _suitability(d, base), groups, rec)
+        if base == "rain_onset":
+            d._cache[key] = season6.fit_onset(d.area_rain, _suitability(d, base), _onset(d), groups, rec)
+        else:
+            d._cache[key] = season6.fit(d.area_rain, _suitability(d, base), groups, rec)
     return d._cache[key]
+
+
+def _onset(d: Data) -> np.ndarray:
+    if d.area_onset is None:
+        raise ValueError("model 7's rain_onset needs every area's onset climatology")
+    return d.area_onset
 
 
 def _rain_predict(d: Data, method: str, train: frozenset[str]) -> np.ndarray:
@@ -378,6 +395,8 @@ def _rain_predict(d: Data, method: str, train: frozenset[str]) -> np.ndarray:
     if method == "rain_crude":
         return season6.crude(d.area_rain)
     kf = _rain_fit(d, method, train)
+    if method == "rain_onset":
+        return season6.onset_profiles(d.area_rain, _suitability(d, method), _onset(d), *kf.params)
     out = season6.profiles(d.area_rain, _suitability(d, method), *kf.params)
     if method == "rain_blend":
         # a case-fitted correction, shrunk halfway, only in training states (their own series)
@@ -495,8 +514,10 @@ def select(d: Data, train: frozenset[str], methods: Sequence[str]) -> tuple[dict
         return d._cache[key]
     tuned = {m: tune(d, m, train) for m in methods}
     if d.protocol >= 6:
-        best = simplest_within_margin(methods, {m: tuned[m].loss for m in methods},
-                                      {m: fold_bias(d, m, train, tuned[m].hyper) for m in methods})
+        # model 7: the rule chooses among the publishable candidates only; the others are references
+        pool = [m for m in methods if m in PUBLISHABLE_7] if d.protocol >= 7 else list(methods)
+        best = simplest_within_margin(pool, {m: tuned[m].loss for m in pool},
+                                      {m: fold_bias(d, m, train, tuned[m].hyper) for m in pool})
     else:
         best = min(methods, key=lambda m: (round(tuned[m].loss, 12), METHODS.index(m)))
     d._cache[key] = (tuned, best)
@@ -774,6 +795,8 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
 
     if d.area_rain is None or d.area_rain_months is None:
         return None
+    if method == "rain_onset" and d.area_onset_months is None:
+        return None
     suit = _suitability(d, method)
     lag = season6.MAX_LAG
     suit_t = np.concatenate([suit[:, (d.cal[0] - lag + np.arange(lag)) % MONTHS], suit[:, d.cal]], axis=1)
@@ -785,19 +808,21 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
         kf = _rain_fit(d, method, train)
         rows = d.rec_lga_state == g
         area = d.rec_area[rows]
-        dated = season6.dated_series(d.area_rain_months[area], suit_t[area], d.area_rain[area], suit[area],
-                                     *kf.params)[:, lag:]
-        clim = season6.profiles(d.area_rain[area], suit[area], *kf.params)
-        ra[rows] = dated_month_to_month_r(dated, d.cases[rows])
-        rb[rows] = month_to_month_r(clim, d.cases[rows], d.cal)
+        dated = _dated(d, method, area, suit_t, suit, kf.params)[:, lag:]
+        clim = predict(d, method, train)[area]
+        # both read the same months: a month the recorded-rain series cannot give (model 7's kernel reads the
+        # month after; the last dated month has none) is left out of the climatology's score too
+        cases = np.where(np.isfinite(dated), d.cases[rows], np.nan)
+        ra[rows] = dated_month_to_month_r(dated, cases)
+        rb[rows] = month_to_month_r(clim, cases, d.cal)
         # the state (its month as state_cases makes it) against the population-weighted prediction
         mine = np.flatnonzero(d.area_state == g)
         w = d.area_pop[mine] / d.area_pop[mine].sum()
-        all_dated = season6.dated_series(d.area_rain_months[mine], suit_t[mine], d.area_rain[mine], suit[mine],
-                                         *kf.params)[:, lag:]
-        all_clim = season6.profiles(d.area_rain[mine], suit[mine], *kf.params)
-        sc = sc_all[i][None]
-        sa[i] = dated_month_to_month_r((w @ all_dated)[None], sc)[0]
+        all_dated = _dated(d, method, mine, suit_t, suit, kf.params)[:, lag:]
+        all_clim = predict(d, method, train)[mine]
+        sd = (w @ all_dated)[None]
+        sc = np.where(np.isfinite(sd), sc_all[i][None], np.nan)
+        sa[i] = dated_month_to_month_r(sd, sc)[0]
         sb[i] = month_to_month_r((w @ all_clim)[None], sc, d.cal)[0]
     med = {k: _r(float(np.nanmedian(v))) for k, v in (("lga_recorded", ra), ("lga_climatology", rb),
                                                         ("state_recorded", sa), ("state_climatology", sb))}
@@ -806,6 +831,28 @@ def recorded_rain_check(d: Data, method: str = "rain_kernel") -> dict[str, Any] 
     return {"method": method, "median_month_to_month_r": med, "lga_gain": gain,
             "minimum_gain": RECORDED_RAIN_MIN_GAIN, "lgas": int(np.isfinite(ra).sum()),
             "adopted": bool(gain is not None and gain >= RECORDED_RAIN_MIN_GAIN)}
+
+
+def _dated(d: Data, method: str, rows: np.ndarray, suit_t: np.ndarray, suit: np.ndarray, params: Hyper
+           ) -> np.ndarray:
+    """[rows, MAX_LAG + T] a rain candidate driven by the dated months' recorded rain (and, for
+    `rain_onset`, each year's own onset month)."""
+    from pipeline.model import season6
+
+    assert d.area_rain is not None and d.area_rain_months is not None
+    if method == "rain_onset":
+        assert d.area_onset_months is not None
+        return season6.onset_dated_series(d.area_rain_months[rows], suit_t[rows], d.area_onset_months[rows],
+                                          d.area_rain[rows], suit[rows], _onset(d)[rows], *params)
+    return season6.dated_series(d.area_rain_months[rows], suit_t[rows], d.area_rain[rows], suit[rows], *params)
+
+
+def rain_check_method(d: Data, resolved: str) -> str:
+    """The candidate item 5's check reads: the published one if rain-driven, else model 6's `rain_kernel`
+    or model 7's `rain_onset`."""
+    if d.protocol >= 7:
+        return resolved if resolved in ("rain_kernel", "rain_onset") else "rain_onset"
+    return "rain_kernel"
 
 
 def _fixed(d: Data, method: str) -> Callable[[frozenset[str]], tuple[str, Hyper]]:
@@ -1062,10 +1109,8 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
     """Nested CV, the selection rule (least outer mean loss; ties: METHODS order, the selection last),
     the release fit on every dated state, cross-fitting for the dated states, calibrated windows."""
     if d.protocol >= 6 and methods is METHODS:
-        methods = (*METHODS_6, *ABLATIONS_6)
-    usable = [m for m in methods if not (m == "archetype" and d.arch_profile is None)
-              and not (m.startswith("model_4") and d.m4 is None)
-              and not (m in RAIN_METHODS and d.area_rain is None)]
+        methods = (*(METHODS_7 if d.protocol >= 7 else METHODS_6), *ABLATIONS_6)
+    usable = [m for m in methods if _usable(d, m)]
     res = outer(d, usable)
     summaries = {m: summarise(d, r) for m, r in res.items()}
     order = [*usable, "selection"]
@@ -1126,10 +1171,16 @@ def publish(d: Data, methods: Sequence[str] = METHODS) -> Published:
                      st_sm / st_sm.max(axis=1, keepdims=True), lg_sm / lg_sm.max(axis=1, keepdims=True), hw, errors,
                      summaries, {m: x.chosen for m, x in res.items()}, split, ok, source,
                      {c: _r(v, 4) for c, v in scores.items()}, arch_ix, d.protocol, correction,
-                     recorded_rain_check(d) if d.protocol >= 6 else None,
+                     recorded_rain_check(d, rain_check_method(d, resolved)) if d.protocol >= 6 else None,
                      {m: {"parameters": list(x.hyper), "at_grid_edge": x.at_grid_edge, "inner_loss": _r(x.loss, 4),
                           "inner_mean_signed_peak_error": _r(fold_bias(d, m, everything, x.hyper))}
                       for m, x in tuned.items()} if d.protocol >= 6 and method == "selection" else {})
+
+
+def _usable(d: Data, m: str) -> bool:
+    """A candidate whose inputs this build has."""
+    return not ((m == "archetype" and d.arch_profile is None) or (m.startswith("model_4") and d.m4 is None)
+                or (m in RAIN_METHODS and d.area_rain is None) or (m == "rain_onset" and d.area_onset is None))
 
 
 def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.ndarray:
@@ -1137,10 +1188,8 @@ def held_out_index(d: Data, method: str, states_left_out: Sequence[str]) -> np.n
     `states_left_out` out would publish it: `method`'s hyperparameters tuned and the LGA detail rule
     decided on the remaining dated states only. For checks built on the season (e.g. season ratios)."""
     train = frozenset(d.dated_states) - set(states_left_out)
-    methods = [m for m in (METHODS_6 if d.protocol >= 6 else METHODS)
-               if not (m == "archetype" and d.arch_profile is None)
-               and not (m.startswith("model_4") and d.m4 is None)
-               and not (m in RAIN_METHODS and d.area_rain is None)]
+    methods = [m for m in (METHODS_7 if d.protocol >= 7 else METHODS_6 if d.protocol >= 6 else METHODS)
+               if _usable(d, m)]
     if method == "selection":
         tuned, m = select(d, train, methods)
         hp = tuned[m].hyper

@@ -25,6 +25,13 @@ GRID_B = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0)
 MAX_EXTEND = 3
 CRUDE_FLOOR = 0.5
 
+# Model 7's `rain_onset` (docs/model-7-protocol.md): the kernel may start one month before the monthly
+# total (mu = -1 is a bound of the model), the spread is fixed, and the onset pulse has weight omega >= 0.
+ONSET_LAG_MIN = -1
+ONSET_SIGMA = 1.0
+GRID_MU_ONSET = (-1.0, -0.5, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+GRID_OMEGA = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
+
 
 def _r0(t: np.ndarray) -> np.ndarray:
     """Mordecai et al. (2013)'s R0(T) up to a constant: sqrt(a² bc exp(-mu/PDR) EFD pEA MDR / mu³), mu =
@@ -54,9 +61,10 @@ def thermal_suitability(temp_c: np.ndarray) -> np.ndarray:
     return _r0(np.asarray(temp_c, dtype=float)) / _R0_PEAK
 
 
-def lag_weights(mu: float, sigma: float) -> np.ndarray:
-    """[MAX_LAG + 1] weights of the rain j months back: a Gaussian bump at lag mu, spread sigma."""
-    j = np.arange(MAX_LAG + 1, dtype=float)
+def lag_weights(mu: float, sigma: float, lo: int = 0) -> np.ndarray:
+    """[MAX_LAG + 1 - lo] weights of the rain j = lo..MAX_LAG months back: a Gaussian bump at lag mu,
+    spread sigma (lo < 0: the kernel also reads the month after, model 7's onset kernel)."""
+    j = np.arange(lo, MAX_LAG + 1, dtype=float)
     w = np.exp(-((j - mu) ** 2) / (2 * sigma**2))
     return w / w.sum()
 
@@ -140,11 +148,11 @@ def smooth_log(p: np.ndarray) -> np.ndarray:
     return s - s.mean(axis=-1, keepdims=True)
 
 
-def lag_matrix(mu: float, sigma: float) -> np.ndarray:
+def lag_matrix(mu: float, sigma: float, lo: int = 0) -> np.ndarray:
     """[12, 12] the circular lag kernel as a matrix: v = u @ L, L[m, (m + j) % 12] = w_j."""
     out = np.zeros((MONTHS, MONTHS))
     m = np.arange(MONTHS)
-    for j, wj in enumerate(lag_weights(mu, sigma)):
+    for j, wj in zip(range(lo, MAX_LAG + 1), lag_weights(mu, sigma, lo), strict=True):
         out[m, (m + j) % MONTHS] += wj
     return out
 
@@ -206,3 +214,96 @@ def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.nd
         if not moved:
             edge = any(best[j] == grids[j][-1] for j in range(4)) or any(best[j] == grids[j][0] for j in (0, 2))
             return KernelFit(best[0], best[1], best[2], best[3], loss=scores[best], at_grid_edge=bool(edge))
+
+
+# --- model 7: the rains' onset (docs/model-7-protocol.md) ----------------------------------------------
+
+def onset_drive(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, h: float, omega: float) -> np.ndarray:
+    """[n, T] the drive with the first rains' pulse: S(T) * (R / (R + h) + omega * O), O the share of years
+    whose rains began in that month (or, for a dated series, 1 in the year's own onset month)."""
+    r = np.clip(np.asarray(rain, dtype=float), 0, None)
+    return (r / (r + h) + omega * np.asarray(onset, dtype=float)) * suit
+
+
+def onset_profiles(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, h: float, mu: float, omega: float,
+                   b: float) -> np.ndarray:
+    """[n, 12] `rain_onset`'s profiles (mean 1): b + v / mean(v), v the onset drive through the lag kernel
+    of spread ONSET_SIGMA whose support starts ONSET_LAG_MIN months back."""
+    v = onset_drive(rain, suit, onset, h, omega) @ lag_matrix(mu, ONSET_SIGMA, ONSET_LAG_MIN)
+    m = v.mean(axis=1, keepdims=True)
+    return _mean_one(b + v / np.where(m > 0, m, 1.0))
+
+
+def onset_dated_series(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, clim_rain: np.ndarray,
+                       clim_suit: np.ndarray, clim_onset: np.ndarray, h: float, mu: float, omega: float,
+                       b: float) -> np.ndarray:
+    """[n, T] `rain_onset` month by month from recorded rain and each year's own onset month ([n, T]
+    each): the first MAX_LAG months only feed the kernel, and the last -ONSET_LAG_MIN months lack the
+    month after, so both come out NaN; on the climatology's scale, as `dated_series`."""
+    u = onset_drive(rain, suit, onset, h, omega)
+    w = lag_weights(mu, ONSET_SIGMA, ONSET_LAG_MIN)
+    T = u.shape[1]
+    out = np.full(u.shape, np.nan)
+    stop = T + ONSET_LAG_MIN
+    acc = np.zeros((u.shape[0], stop - MAX_LAG))
+    for j, wj in zip(range(ONSET_LAG_MIN, MAX_LAG + 1), w, strict=True):
+        acc += wj * u[:, MAX_LAG - j:stop - j]
+    vc = onset_drive(clim_rain, clim_suit, clim_onset, h, omega) @ lag_matrix(mu, ONSET_SIGMA, ONSET_LAG_MIN)
+    m = vc.mean(axis=1, keepdims=True)
+    out[:, MAX_LAG:stop] = b + acc / np.where(m > 0, m, 1.0)
+    return out
+
+
+@dataclass(frozen=True)
+class OnsetFit:
+    h: float
+    mu: float
+    omega: float
+    b: float
+    loss: float
+    at_grid_edge: bool
+
+    @property
+    def params(self) -> tuple[float, float, float, float]:
+        return (self.h, self.mu, self.omega, self.b)
+
+
+def fit_onset(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
+              recorded: np.ndarray) -> OnsetFit:
+    """`rain_onset`'s four constants (h, mu, omega, b) by the same criterion as `fit`, on the model-7 grid:
+    h extends both ways, mu, omega and b upward only (their lower ends are bounds of the model)."""
+    grids = [list(GRID_H_MM), list(GRID_MU_ONSET), list(GRID_OMEGA), list(GRID_B)]
+    rows = np.unique(np.concatenate([g[0] for g in groups]))
+    pos = {int(r): k for k, r in enumerate(rows)}
+    R, S, O = rain[rows], suit[rows], onset[rows]
+    W = np.zeros((len(groups), len(rows)))
+    for i, (idx, w) in enumerate(groups):
+        W[i, [pos[int(r)] for r in idx]] = np.asarray(w, dtype=float) / np.sum(w)
+    target = smooth_log(np.asarray(recorded, dtype=float))
+    scores: dict[tuple[float, ...], float] = {}
+    extended = [0, 0, 0, 0]
+    while True:
+        kernels = np.stack([lag_matrix(mu, ONSET_SIGMA, ONSET_LAG_MIN) for mu in grids[1]])  # [k, 12, 12]
+        bs = np.array(grids[3], dtype=float)
+        for h, om in product(grids[0], grids[2]):
+            if all((h, mu, om, b) in scores for mu in grids[1] for b in grids[3]):
+                continue
+            sc = _grid_scores(onset_drive(R, S, O, h, om), kernels, W, bs, target)  # [k, b]
+            for k, mu in enumerate(grids[1]):
+                for j, b in enumerate(grids[3]):
+                    scores.setdefault((h, mu, om, b), float(sc[k, j]))
+        best = min(scores, key=lambda k: (round(scores[k], 12), k))
+        moved = False
+        for j in range(4):
+            g = grids[j]
+            if best[j] == g[-1] and extended[j] < MAX_EXTEND:
+                g.append(g[-1] + 0.5 if j == 1 else g[-1] * 2)
+                extended[j] += 1
+                moved = True
+            elif j == 0 and best[j] == g[0] and extended[j] < MAX_EXTEND:
+                g.insert(0, g[0] / 2)
+                extended[j] += 1
+                moved = True
+        if not moved:
+            edge = any(best[j] == grids[j][-1] for j in range(4)) or best[0] == grids[0][0]
+            return OnsetFit(best[0], best[1], best[2], best[3], loss=scores[best], at_grid_edge=bool(edge))

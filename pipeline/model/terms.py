@@ -114,8 +114,8 @@ def basis_words(basis: str, adopted: Iterable[str] = ()) -> str:
 KINDS = (ESTIMATED, FORECAST)
 
 
-# What the season factor of a month after the newest survey round is (model 6's recorded-rain check,
-# docs/model-6-protocol.md item 5): the typical season of the calendar month, or that month's own rain.
+# What the season factor of a month after the newest survey round is (the recorded-rain check,
+# docs/model-6-protocol.md item 5, re-run by docs/model-7-protocol.md): the typical season of the calendar month, or that month's own rain.
 TYPICAL_SEASON = "typical_season"
 RECORDED_RAIN = "recorded_rain"
 SEASON_SOURCES = (TYPICAL_SEASON, RECORDED_RAIN)
@@ -127,7 +127,7 @@ def season_after_survey_words(source: str = TYPICAL_SEASON) -> str:
     if source == TYPICAL_SEASON:
         return ("Months after the last survey round are projections with a typical season: the last round's level "
                 "times the usual season of that calendar month; no month reads its own year's rain (driving the "
-                "season by each month's recorded rain did not earn its place in model 6's check).")
+                "season by each month's recorded rain did not earn its place in the model's registered check).")
     if source == RECORDED_RAIN:
         return ("Months after the last survey round are projections whose season reads that month's recorded rain, "
                 "times the last round's level.")

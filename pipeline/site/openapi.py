@@ -152,9 +152,9 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "season_trough_to_peak": _share("The smoothed index's quietest month as a share of its peak, 2 decimals "
                                         "(additive)."),
         "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, as a share of the peak month, 2 decimals: "
-                                              "from model 6, the smoothed index's own (`season_trough_to_peak`) "
+                                              "the smoothed index's own (`season_trough_to_peak`) "
                                               "corrected by its out-of-sample bias at the area's level "
-                                              "(`method.check.model_6.class_correction`), a modelled figure; "
+                                              "(`method.check.model_7.class_correction`; model 6: `model_6`), a modelled figure; "
                                               "additive)."),
         "season_start_error_months": _nullable("number", "Mean absolute error of `season_start_month`, months, "
                                                "in whole-state cross-validation on the dated states at this "
@@ -299,7 +299,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "season_after_survey": _obj({
             "source": _str("What the season factor of a month after the newest survey round reads: "
                            "`typical_season` (the usual season of its calendar month) or `recorded_rain` (that "
-                           "month's own rain), as model 6's registered check decided (additive).",
+                           "month's own rain), as the model's registered recorded-rain check decided (additive; docs: model-7-protocol).",
                            enum=list(terms.SEASON_SOURCES)),
             "description": _str("The same, in one plain sentence."),
             "recorded_rain_gain": _nullable("number", "The check's gain in median LGA month-to-month r from "
@@ -458,7 +458,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "cross_validation": _str("How the figures were made out of sample (additive)."),
         "season_rule": _str("The season rule published (additive): `model_5` whenever dated case series exist, `model_4` with case records only; the "
                             "others are refitted in the same folds as its comparison.",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6", "model_7"]),
         "season_rule_cv_squared_error": {"type": "object", "additionalProperties": {"type": "number"},
                                          "description": "Held-out squared error of each season rule (additive)."},
         "folds": _int("States left out in turn (additive)."),
@@ -488,12 +488,18 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                     "(development) states: the published method, the selection rule, the release's "
                     "hyperparameters and every compared method's outer-fold summaries (no profile, no series; "
                     "additive; present when dated series exist; docs: model-5-protocol, model-6-protocol). Its key "
-                    "names the model that introduced it; from model 6 on it runs under the model-6 protocol."},
+                    "names the model that introduced it; it runs under the protocol of the release's model (`model_6` or `model_7`)."},
         "model_6": {"type": "object", "description": "The model-6 protocol's additions: candidates in the selection "
                     "rule's order of complexity, the rule and its margin, the release method and constants, each "
                     "candidate's inner loss on all dated states, the season class's bias correction, and the "
                     "recorded-rain check of protocol item 5 (summaries and constants only; additive; present when "
                     "dated series exist; docs: model-6-protocol)."},
+        "model_7": {"type": "object", "description": "The model-7 protocol's additions, in `model_6`'s shape: "
+                    "candidates in the rule's order of complexity and those it may publish (the borrowed seasons "
+                    "are references only), the rule and its margin, the release method and constants, each "
+                    "candidate's inner loss on all dated states, `rain_onset`'s constants, the season class's bias "
+                    "correction and the recorded-rain check (summaries and constants only; additive; present when "
+                    "dated series exist under model 7; docs: model-7-protocol)."},
         "season_error": {"type": "object", "description": "The published season's out-of-sample log error by "
                          "level, the sd the ranges carry and its coverage summarised over calendar months "
                          "(additive; present when case records exist)."},
@@ -516,7 +522,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "floor_bounds": {"type": "array", "items": SHARE, "minItems": 2, "maxItems": 2,
                          "description": "The floor is kept within these (additive)."},
         "season_rule": _str("The season rule published (additive; docs: seasons).",
-                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6"]),
+                            enum=["model_2", "constant_floor_both_sources", "model_3", "model_4", "model_5", "model_6", "model_7"]),
         "season_model": {"type": "object", "description": "The harmonic season fit of the `model_4` rule: harmonics, covariates, ridge, pooling "
                          "range and shrink, regression coefficients (additive; present when season_rule is "
                          "model_4, whose seasons are fitted to case harmonics rather than a floor and a lag)."},

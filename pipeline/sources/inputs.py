@@ -66,6 +66,14 @@ class Inputs:
         return rainfall.read_state_chirps_climatology(self.data_dir)
 
     @cached_property
+    def state_dekadal(self) -> pl.DataFrame | None:
+        """The dekadal CHIRPS state series (read once: the season fit's onset and SMC planning both read it);
+        None when absent."""
+        if not self.has(rainfall.CHIRPS_DEKADAL):
+            return None
+        return rainfall.read_state_chirps_dekadal(self.data_dir)
+
+    @cached_property
     def lga_climatology(self) -> pl.DataFrame:
         return rainfall.read_lga_climatology(self.data_dir)
 

@@ -305,8 +305,9 @@ def test_the_season_fit_key_reads_the_dated_months_rain_only() -> None:
     rain = pl.DataFrame({"ocha_pcode": ["NG001"] * len(periods), "period": periods,
                          "rainfall_mm": [float(i) for i in range(len(periods))]})
 
-    def key(r: pl.DataFrame) -> str:
-        return dated_rain_digest(SimpleNamespace(dated_cases=dated, recorded_rainfall=SimpleNamespace(state=r)))  # type: ignore[arg-type]
+    def key(r: pl.DataFrame, dek: pl.DataFrame | None = None) -> str:
+        return dated_rain_digest(SimpleNamespace(dated_cases=dated, recorded_rainfall=SimpleNamespace(state=r),  # type: ignore[arg-type]
+                                                 state_dekadal=dek))
 
     base = key(rain)
     later = pl.concat([rain, pl.DataFrame({"ocha_pcode": ["NG001"], "period": ["2023-01"], "rainfall_mm": [9.0]})])
@@ -315,3 +316,14 @@ def test_the_season_fit_key_reads_the_dated_months_rain_only() -> None:
                                 .alias("rainfall_mm"))
     assert key(revised) != base
     assert dated_rain_digest(SimpleNamespace(dated_cases=None, recorded_rainfall=None)) == ""  # type: ignore[arg-type]
+    # model 7's onsets read the dekads up to the season years of the dated months, not later ones
+    from datetime import date
+    days = [date(y, m, d) for y in (2019, 2020, 2021, 2022, 2023, 2024) for m in range(1, 13) for d in (1, 11, 21)]
+    dek = pl.DataFrame({"ocha_pcode": ["NG001"] * len(days), "dekad_start": days,
+                        "rain_mm": [float(i % 30) for i in range(len(days))], "provisional": [False] * len(days)})
+    with_dek = key(rain, dek)
+    assert with_dek != base
+    assert key(rain, dek.filter(pl.col("dekad_start") < date(2024, 1, 1))) == with_dek  # 2024 is after them
+    moved = dek.with_columns(pl.when(pl.col("dekad_start") == date(2020, 4, 11)).then(99.0)
+                             .otherwise(pl.col("rain_mm")).alias("rain_mm"))
+    assert key(rain, moved) != with_dek
