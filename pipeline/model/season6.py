@@ -172,6 +172,16 @@ def _grid_scores(u: np.ndarray, kernels: np.ndarray, W: np.ndarray, bs: np.ndarr
     return ((lg - target[None, None]) ** 2).mean(axis=(2, 3)).T
 
 
+def _state_weights(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """(the rows any state uses, [states, rows] each state's population weights over them, summing to 1)."""
+    rows = np.unique(np.concatenate([g[0] for g in groups]))
+    pos = {int(r): k for k, r in enumerate(rows)}
+    W = np.zeros((len(groups), len(rows)))
+    for i, (idx, w) in enumerate(groups):
+        W[i, [pos[int(r)] for r in idx]] = np.asarray(w, dtype=float) / np.sum(w)
+    return rows, W
+
+
 def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
         recorded: np.ndarray) -> KernelFit:
     """The four constants that make the training states' predicted profiles closest to their recorded
@@ -179,12 +189,8 @@ def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.nd
     extended at an edge at most MAX_EXTEND times. `groups[i]` = (row indices into rain/suit of state i's
     LGAs, their population weights); `recorded[i]` its recorded profile."""
     grids = [list(GRID_H_MM), list(GRID_MU), list(GRID_SIGMA), list(GRID_B)]
-    rows = np.unique(np.concatenate([g[0] for g in groups]))
-    pos = {int(r): k for k, r in enumerate(rows)}
+    rows, W = _state_weights(groups)
     R, S = rain[rows], suit[rows]
-    W = np.zeros((len(groups), len(rows)))
-    for i, (idx, w) in enumerate(groups):
-        W[i, [pos[int(r)] for r in idx]] = np.asarray(w, dtype=float) / np.sum(w)
     target = smooth_log(np.asarray(recorded, dtype=float))
     scores: dict[tuple[float, ...], float] = {}
     extended = [0, 0, 0, 0]
@@ -273,12 +279,8 @@ def fit_onset(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, groups: lis
     """`rain_onset`'s four constants (h, mu, omega, b) by the same criterion as `fit`, on the model-7 grid:
     h extends both ways, mu, omega and b upward only (their lower ends are bounds of the model)."""
     grids = [list(GRID_H_MM), list(GRID_MU_ONSET), list(GRID_OMEGA), list(GRID_B)]
-    rows = np.unique(np.concatenate([g[0] for g in groups]))
-    pos = {int(r): k for k, r in enumerate(rows)}
-    R, S, O = rain[rows], suit[rows], onset[rows]
-    W = np.zeros((len(groups), len(rows)))
-    for i, (idx, w) in enumerate(groups):
-        W[i, [pos[int(r)] for r in idx]] = np.asarray(w, dtype=float) / np.sum(w)
+    rows, W = _state_weights(groups)
+    R, S, On = rain[rows], suit[rows], onset[rows]
     target = smooth_log(np.asarray(recorded, dtype=float))
     scores: dict[tuple[float, ...], float] = {}
     extended = [0, 0, 0, 0]
@@ -288,7 +290,7 @@ def fit_onset(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, groups: lis
         for h, om in product(grids[0], grids[2]):
             if all((h, mu, om, b) in scores for mu in grids[1] for b in grids[3]):
                 continue
-            sc = _grid_scores(onset_drive(R, S, O, h, om), kernels, W, bs, target)  # [k, b]
+            sc = _grid_scores(onset_drive(R, S, On, h, om), kernels, W, bs, target)  # [k, b]
             for k, mu in enumerate(grids[1]):
                 for j, b in enumerate(grids[3]):
                     scores.setdefault((h, mu, om, b), float(sc[k, j]))
