@@ -666,7 +666,7 @@ def targets(seasons_check: dict[str, Any], months: dict[str, Any], rounds: list[
 
 
 MODEL_5_METHODS = ("model_4", "national_mean", "latitude_band", "archetype", "model_4_latitude_pooling", "rain_crude",
-                   "rain_kernel", "rain_kernel_no_temperature", "rain_blend", "selection")
+                   "rain_kernel", "rain_kernel_no_temperature", "rain_blend", "rain_onset", "selection")
 # (key, measure, aim, level, figure key, of key (a count "k of n"), test on the value)
 MODEL_5_AIMS: tuple[tuple[str, str, str, str, str, str | None, Any], ...] = (
     ("state_shape_r", "state shape r, median", ">= 0.85", "states", "median_shape_r", None, lambda v: v >= 0.85),

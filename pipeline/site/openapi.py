@@ -154,7 +154,7 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "season_class_trough_to_peak": _share("The trough/peak reading `season_class` is read from, as a share of the peak month, 2 decimals: "
                                               "the smoothed index's own (`season_trough_to_peak`) "
                                               "corrected by its out-of-sample bias at the area's level "
-                                              "(`method.check.model_7.class_correction`; model 6: `model_6`), a modelled figure; "
+                                              "(`class_correction` in the season check of the release's model, `method.check.model_7`), a modelled figure; "
                                               "additive)."),
         "season_start_error_months": _nullable("number", "Mean absolute error of `season_start_month`, months, "
                                                "in whole-state cross-validation on the dated states at this "

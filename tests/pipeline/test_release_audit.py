@@ -378,7 +378,7 @@ class TestRealData:
         assert declared_states == set(dated_states)
         assert states_doc["national"]["season"]["fitted_without_own_series"] is False
         pop = geo.lgas.sort("lga_code")["population"].cast(pl.Float64).to_numpy()
-        if "model_6" in states_doc["method"]["check"]:
+        if "model_7" in states_doc["method"]["check"] or "model_6" in states_doc["method"]["check"]:
             self._model_6_declared_seasons(release, states_doc, sm, geo, dated_states, pop)
             return
         assert states_doc["method"]["check"]["model_5"]["release_method"] == "model_4"
@@ -417,7 +417,7 @@ class TestRealData:
     @staticmethod
     def _model_6_declared_seasons(release: Path, states_doc: dict[str, Any], sm: Any, geo: Any,
                                   dated_states: list[str], pop: np.ndarray) -> None:
-        """Model 6: each dated state's LGAs publish what the registered rule picks, and fits, on the other
+        """Model 6 and 7: each dated state's LGAs publish what the registered rule picks, and fits, on the other
         six dated states alone (pipeline.model.season5.held_out_index on a fresh copy of the inputs: none of
         the release's documents or of the build's fitted objects is read), smoothed and at their published
         level; the state's season is their population-weighted mean."""

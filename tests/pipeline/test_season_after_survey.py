@@ -21,6 +21,7 @@ def test_the_field_follows_the_registered_check() -> None:
     assert typical["source"] == "typical_season" and "typical season" in typical["description"]
     assert typical["recorded_rain_gain"] == 0.004 and typical["recorded_rain_minimum_gain"] == 0.03
     rain = season_after_survey({"model_6": {"estimated_months": "recorded_rain"}})
+    assert season_after_survey({"model_7": {"estimated_months": "recorded_rain"}})["source"] == "recorded_rain"
     assert rain["source"] == "recorded_rain" and "recorded rain" in rain["description"]
     # without the dated series there is no check: the typical season, and no gain to quote
     assert season_after_survey({}) == {"source": "typical_season",
@@ -37,7 +38,7 @@ def test_periods_map_and_bundle_say_the_same(real_build: Path) -> None:
     periods = json.loads((root / "v1/periods.json").read_text())
     trans = json.loads((root / "v1/transmission/states.json").read_text())
     said = periods["season_after_survey"]
-    assert said["source"] == trans["method"]["check"]["model_6"]["estimated_months"]
+    assert said["source"] == trans["method"]["check"]["model_7"]["estimated_months"]
     assert said["description"] == terms.season_after_survey_words(said["source"])
     page = (root / "docs/map.html").read_text()
     # after the latest month's table (outside the script-only app and the <noscript>): read with and

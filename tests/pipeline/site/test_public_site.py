@@ -22,7 +22,7 @@ PUBLIC = {"smc", "rain-season",  # SMC planning by Nigeria's rule, and the rain-
           "validation", "geography", "context", "survey", "attribution", "changelog", "releases", "state-codes",
           # the scorecard of projected counts and the pre-registered protocols: public, so anyone can
           # check that the published figures follow the method fixed before they were computed
-          "skill", "skill-protocol", "model-5-protocol", "model-6-protocol", "range-protocol"}
+          "skill", "skill-protocol", "model-5-protocol", "model-6-protocol", "model-7-protocol", "range-protocol"}
 DASHBOARD = "https://keys.example.org"
 
 
