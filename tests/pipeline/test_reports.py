@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from pipeline.datasets import risk, validation
 from pipeline.datasets.base import BuildContext
 from pipeline.datasets.validation import binomial_deviance, held_out, spearman
+from pipeline.model.risk import MODEL_VERSION, MODEL_VERSION_WITH_MONTH_TERM
 from pipeline.site.figures import validation_figures
 from tests.paths import DATA_DIR, needs_data
 from tests.pipeline.datasets.test_risk_documents import write_data_dir
@@ -98,7 +99,7 @@ def test_real_validation_report(real_fits):
                                                  and t["pooled_gain_month_to_month_interval"][0] > 0
                                                  and t["pooled_gain_anomaly_interval"][0] > 0)
         assert set(tests["adopted"]) <= {k for k in TERMS if tests[k]["adopted"]}
-        assert r["model_version"].startswith("survey-season-rain/6.1" if tests["adopted"] else "survey-season/6.0")
+        assert r["model_version"] == (MODEL_VERSION_WITH_MONTH_TERM if tests["adopted"] else MODEL_VERSION)
         assert {s["state_code"] for s in r["seasons"]["profiles"]["states"]} == dated_states
         assert len(r["months"]["score_against_cases"]) == len(dated_states)
 
@@ -161,7 +162,7 @@ def test_report_without_the_2021_round_and_without_dated_series(tmp_path):
     assert rows["var_z_2021"]["model_4"] is None and rows["var_z_2021"]["met"] is None
     assert rows["state_shape_r"]["met"] is None and rows["lga_month_to_month_r"]["met"] is None
     assert report["targets"]["judged"] == sum(r["met"] is not None for r in rows.values())
-    assert report["model_version"].startswith("survey-season/6.0")
+    assert report["model_version"] == MODEL_VERSION
     md = render(body)
     assert f"Targets: {report['targets']['met']} of {report['targets']['judged']} met" in md
     assert {f"docs/figures/{n}" for n in ("season_states.svg", "season_lgas.svg", "score_vs_cases.svg")} <= set(p.files)
