@@ -100,7 +100,7 @@ def _levels(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str
 
 def run_cvs(ctx: BuildContext, states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]
             ) -> tuple[dict[str, skill.LevelCV], dict[str, forecast_cv.LevelResult]] | None:
-    """(protocol 1's nested CV, protocol 2's) of both levels on the dated series, or None without them.
+    """(protocol 1's nested CV, protocols 2 and 3's) of both levels on the dated series, or None without them.
 
     Fits of the dated series and the published season: kept between builds by the content of their
     arguments (pipeline.cache), since a new month of rainfall changes neither. Protocol 2's state level
@@ -177,10 +177,15 @@ def protocol_1_report(cvs: dict[str, skill.LevelCV] | None, alpha: list[float]) 
             "beats_persistence": {lv: skill.beats_persistence(cvs[lv]) for lv in levels}}
 
 
-PROTOCOL = "docs/skill-protocol.md, protocol 2 (model 6 ratios), registered before any result"
+PROTOCOL = "docs/skill-protocol.md, protocol 3, registered before any result"
 METHODS = {
-    "published": "what the registered rule chose, made fold by fold (rule, verdicts, fallback and ranges from the "
-                 "training states only)",
+    "published": "what the registered one-count rule chose, made fold by fold (rule, verdicts, fallback and ranges "
+                 "from the training states only): what the map's form and a client given one count issue",
+    "published_several_months": "what a client given the last k months issues: the several-months rule's k-month "
+                                "base where the record carries it, else the one-count forecast, with the "
+                                "one-count quantiles (fold by fold)",
+    "protocol_2": "protocol 2's rule as a procedure (one rule over all freer candidates, the weak-class fallback "
+                  "wherever the class verdict is not true), scored in the same folds",
     "protocol_1": "protocol 1's published method: alpha per horizon chosen from 0.50-2.00, one count",
     "persistence": "the last count carried forward",
     "seasonal_naive": "the count of the same month last year",
@@ -207,7 +212,7 @@ def versions(ctx: BuildContext, series: skill.CaseSeries, states: dict[str, dict
             "digest": hashlib.sha256(counts.tobytes()).hexdigest()[:16]}
     idx = [s["seasonal_index"] for _, s in sorted(states.items())] + [r["seasonal_index"] for _, r in sorted(lgas.items())]
     model = {"season_digest": hashlib.sha256(np.asarray(idx, dtype=float).tobytes()).hexdigest()[:16],
-             "season": "the published seasonal_index of /v1/transmission/*", "ratios": "protocol 2"}
+             "season": "the published seasonal_index of /v1/transmission/*", "ratios": "protocol 3"}
     return data, model
 
 
@@ -231,35 +236,57 @@ def _published_block(p: forecast_cv.Published) -> dict[str, Any]:
             "evidence": forecast_cv.evidence(p),
             "quantiles_log_residual": {c: np.round(q, 4).tolist() for c, q in p.q.items()},
             "zone_skill_vs_simplest": [{m: {z: round(float(v), 3) for z, v in d.items()} for m, d in zs.items()}
-                                       for zs in p.zone_skill]}
+                                       for zs in p.zone_skill],
+            "picks_several_months_by_horizon": p.picks_several_months,
+            "zone_skill_several_months_vs_simplest": [{m: {z: round(float(v), 3) for z, v in d.items()}
+                                                       for m, d in zs.items()} for zs in p.zone_skill_several_months],
+            "pooled_over_classes": [{"months_ahead": h, "beats_persistence": v, "reason": why}
+                                    for h, (v, why) in zip(skill.HORIZONS, p.pooled, strict=False)],
+            "insufficient_skill": [{"season_class": c, "months_ahead": e["months_ahead"], "reason": e["reason"]}
+                                   for c, ev in forecast_cv.evidence(p).items() for e in ev
+                                   if e["beats_persistence"] is not True]}
 
 
 def aims(cards: dict[str, dict[str, Any]], p1: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The issue's aims, before (protocol 1 as it published, in its nested CV) and after (the rule)."""
+    """The issue's aims, before (protocol 2's rule, scored in the same folds; protocol 1 as it published, in
+    its own nested CV, beside it) and after (protocol 3's one-count rule; the several-months one beside)."""
     want = {1: 0.08, 2: 0.16, 3: 0.23, 4: 0.28}
     out = []
     lg = {h["months_ahead"]: h for h in cards["lgas"]["horizons"]}
     stt = {h["months_ahead"]: h for h in cards["states"]["horizons"]}
     before = {e["months_ahead"]: e for e in p1["levels"]["lgas"]["horizons"]} if p1 else {}
     for h, aim in want.items():
-        pub = lg[h]["all"]["methods"]["published"]
-        weak = lg[h]["by_season_class"].get("weak", {}).get("methods", {}).get("published", {})
-        spub = stt[h]["all"]["methods"]["published"]
+        m = lg[h]["all"]["methods"]
+        pub, p2, sev = m["published"], m[forecast_cv.PROTOCOL_2], m[forecast_cv.SEVERAL]
+        weak_m = lg[h]["by_season_class"].get("weak", {}).get("methods", {})
+        weak = weak_m.get("published", {})
+        sm = stt[h]["all"]["methods"]
+        spub, sp2 = sm["published"], sm[forecast_cv.PROTOCOL_2]
         b = before.get(h, {}).get("projected_published", {})
         cov = [pub["coverage_80"], pub["coverage_50"], spub["coverage_80"], spub["coverage_50"]]
         out.append({
             "months_ahead": h,
-            "vs_persistence": {"before": b.get("skill_vs_persistence"), "after": pub["skill_vs_persistence"],
+            "vs_persistence": {"before": p2["skill_vs_persistence"], "after": pub["skill_vs_persistence"],
+                               "protocol_1": b.get("skill_vs_persistence"),
+                               "several_months": sev["skill_vs_persistence"],
                                "aim": aim, "met": (pub["skill_vs_persistence"] or -9) >= aim},
-            "weak_vs_persistence": {"after": weak.get("skill_vs_persistence"), "aim": -0.02,
+            "weak_vs_persistence": {"before": weak_m.get(forecast_cv.PROTOCOL_2, {}).get("skill_vs_persistence"),
+                                    "after": weak.get("skill_vs_persistence"), "aim": -0.02,
                                     "met": weak.get("skill_vs_persistence") is None
                                     or weak["skill_vs_persistence"] >= -0.02},
-            "coverage": {"before_lga_80": b.get("coverage_80"),
+            "coverage": {"before_lga_80": p2["coverage_80"],
+                         "before": {"lga_80": p2["coverage_80"], "lga_50": p2["coverage_50"],
+                                    "state_80": sp2["coverage_80"], "state_50": sp2["coverage_50"]},
+                         "several_months": {"lga_80": sev["coverage_80"], "lga_50": sev["coverage_50"],
+                                            "state_80": sm[forecast_cv.SEVERAL]["coverage_80"],
+                                            "state_50": sm[forecast_cv.SEVERAL]["coverage_50"]},
                          "after": {"lga_80": cov[0], "lga_50": cov[1], "state_80": cov[2], "state_50": cov[3]},
                          "met": all(c is not None for c in cov)
                          and abs(cov[0] - 0.8) <= 0.05 and abs(cov[2] - 0.8) <= 0.05
                          and abs(cov[1] - 0.5) <= 0.05 and abs(cov[3] - 0.5) <= 0.05},
             "vs_seasonal_adjustment_k3": {"published": pub["skill_vs_seasonal_adjustment_k3"],
+                                          "before": p2["skill_vs_seasonal_adjustment_k3"],
+                                          "several_months": sev["skill_vs_seasonal_adjustment_k3"],
                                           "projected_a1": lg[h]["all"]["methods"]["projected_a1"][
                                               "skill_vs_seasonal_adjustment_k3"]},
         })
@@ -269,16 +296,21 @@ def aims(cards: dict[str, dict[str, Any]], p1: dict[str, Any] | None) -> list[di
 def skill_report(ctx: BuildContext, cv2: dict[str, forecast_cv.LevelResult] | None,
                  pub: dict[str, forecast_cv.Published] | None, p1: dict[str, Any],
                  states: dict[str, dict[str, Any]], lgas: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    """docs/skill.json: protocol 2's scorecard (summaries only) with protocol 1's beside it."""
+    """docs/skill.json: protocol 3's scorecard (summaries only), protocol 2's rule scored beside it in the same
+    folds, and protocol 1's report."""
     base: dict[str, Any] = {
         "protocol": PROTOCOL, "methods": METHODS,
         "candidates": {"alpha": list(forecast_cv.ALPHA_GRID), "base_months": list(forecast_cv.K_GRID),
                        "simplest": forecast_cv.SIMPLEST, "freer": list(forecast_cv.FREER),
+                       "freer_one_count": list(forecast_cv.ONE_COUNT),
+                       "freer_several_months": list(forecast_cv.SEVERAL_MONTHS),
                        "margin_in_every_zone": forecast_cv.MARGIN,
                        "min_states_per_class_claim": forecast_cv.MIN_CLASS_STATES},
-        "cross_validation": "doubly nested leave-one-whole-state-out on the dated series: in each outer fold the rule, "
-                            "the per-class verdicts, the weak-class fallback and the split-conformal quantiles come from "
-                            "the training states' own leave-one-state-out residuals",
+        "cross_validation": "doubly nested leave-one-whole-state-out on the dated series: in each outer fold the rules, "
+                            "the per-class verdicts (a class from fewer than 3 training states takes the verdict pooled "
+                            "over classes), the weak-class fallback (only on a false verdict) and the split-conformal "
+                            "quantiles come from the training states' own leave-one-state-out residuals; a published "
+                            "claim needs series of its class from 3 states counted over the outer folds",
         "metrics": "skill = 1 - MSE / MSE(reference) on log cases; WIS (five quantiles) and CRPS from the quantiles "
                    "(scoringrules), on log cases; coverage_50 and coverage_80 = share of observed counts inside the "
                    "q25-q75 and q10-q90 intervals",
@@ -304,12 +336,14 @@ def produce(ctx: BuildContext) -> Produced:
     pub = None
     if cv2 is not None:
         pl_ = forecast_cv.published(cv2["lgas"])
-        pub = {"lgas": pl_, "states": forecast_cv.published(cv2["states"], pl_.picks)}
+        pub = {"lgas": pl_, "states": forecast_cv.published(cv2["states"], {
+            forecast_cv.PUBLISHED: pl_.picks, forecast_cv.SEVERAL: pl_.picks_several_months})}
     method = {"description": DESCRIPTION,
               "alpha_by_horizon": pub["lgas"].alpha["moderate"] if pub else [1.0] * len(skill.HORIZONS),
               "alpha_by_class": pub["lgas"].alpha if pub else None,
               "base_months_by_horizon": pub["lgas"].base_months if pub else [1] * len(skill.HORIZONS),
               "forecast_by_horizon": pub["lgas"].picks if pub else None,
+              "forecast_several_months_by_horizon": pub["lgas"].picks_several_months if pub else None,
               "quantile_levels": list(forecast_cv.QUANTILE_LEVELS),
               "range": "80 %: low = q10, high = q90", "season_class": "the season's published class where it has one, "
               "else by trough/peak of the index (< 0.50 marked, 0.50-0.70 moderate, >= 0.70 weak)",

@@ -1,6 +1,8 @@
-"""Protocol 2 of the season ratios (docs/skill-protocol.md, "Protocol 2"): references, freer candidates,
-the zone-wise selection rule, per-class claims with the weak-class fallback, split-conformal quantiles
-and proper scores, all in doubly nested whole-state cross-validation.
+"""Protocols 2 and 3 of the season ratios (docs/skill-protocol.md): references, freer candidates, the
+zone-wise selection rule (protocol 3: one rule for a single count, one for several past months), per-class
+claims with the weak-class fallback, split-conformal quantiles and proper scores, all in doubly nested
+whole-state cross-validation. Protocol 2's rule is kept as a scored method, so before and after are
+measured on the same triples.
 
 Why doubly nested: the rule that picks the published method, the per-class verdicts and the ranges are
 themselves choices made from data, so inside each outer fold they are made from the training states'
@@ -41,9 +43,13 @@ SIMPLEST = "projected_a1"
 FALLBACK_CLASS = "weak"
 REFERENCES = ("persistence", "seasonal_naive", "flat", "seasonal_adjustment_k1", "seasonal_adjustment_k2",
               "seasonal_adjustment_k3", SIMPLEST)
-FREER = ("projected_alpha", "projected_alpha_class", "seasonal_adjustment_k", "seasonal_adjustment_k2",
-         "seasonal_adjustment_k3")
-PUBLISHED = "published"
+ONE_COUNT = ("projected_alpha", "projected_alpha_class")  # protocol 3: the rule for a single count
+SEVERAL_MONTHS = ("seasonal_adjustment_k", "seasonal_adjustment_k2", "seasonal_adjustment_k3")  # alpha 1, k months
+FREER = ONE_COUNT + SEVERAL_MONTHS  # protocol 2: one rule over all five
+PUBLISHED = "published"  # protocol 3, one count: the records' ratio and quantiles
+SEVERAL = "published_several_months"  # protocol 3, a client given the last k months
+PROTOCOL_2 = "protocol_2"  # protocol 2's rule as a procedure, scored in the same folds
+RULES = (PUBLISHED, SEVERAL, PROTOCOL_2)
 
 
 @dataclass(frozen=True)
@@ -180,13 +186,13 @@ def zone_skill(resid: np.ndarray, ref: np.ndarray, zone: np.ndarray, k: int) -> 
     return out
 
 
-def select(resids: Mapping[str, np.ndarray], zone: np.ndarray, horizons: Sequence[int] = HORIZONS
-           ) -> tuple[list[str], list[dict[str, dict[str, float]]]]:
+def select(resids: Mapping[str, np.ndarray], zone: np.ndarray, horizons: Sequence[int] = HORIZONS,
+           freer: Sequence[str] = FREER) -> tuple[list[str], list[dict[str, dict[str, float]]]]:
     """Per horizon, the registered rule: a freer candidate only if it beats the simplest by MARGIN in every
     zone with series (largest smallest-zone skill among those that do); else the simplest."""
     picks, detail = [], []
     for k in range(len(horizons)):
-        zs = {name: zone_skill(resids[name], resids[SIMPLEST], zone, k) for name in FREER}
+        zs = {name: zone_skill(resids[name], resids[SIMPLEST], zone, k) for name in freer}
         ok = {name: min(v.values()) for name, v in zs.items() if v and all(x >= MARGIN for x in v.values())}
         picks.append(max(ok, key=lambda x: ok[x]) if ok else SIMPLEST)
         detail.append(zs)
@@ -196,32 +202,70 @@ def select(resids: Mapping[str, np.ndarray], zone: np.ndarray, horizons: Sequenc
 Verdict = tuple[bool | None, str]
 
 
+def _verdict(method: np.ndarray, pers: np.ndarray, ok: np.ndarray, state: np.ndarray) -> Verdict:
+    """One verdict over the `ok` triples [n, T] of one horizon: pooled skill > 0 and more than half of the
+    states there with a skill > 0; None with the reason below MIN_CLASS_STATES states."""
+    states = sorted(set(state[ok.any(axis=1)].tolist()))
+    if len(states) < MIN_CLASS_STATES:
+        return None, f"series of the class from {len(states)} states; {MIN_CLASS_STATES} needed"
+    pooled = 1 - float(np.mean(method[ok] ** 2)) / float(np.mean(pers[ok] ** 2))
+    wins = sum(int(np.mean(method[ok & (state == s)[:, None]] ** 2) < np.mean(pers[ok & (state == s)[:, None]] ** 2))
+               for s in states)
+    return bool(pooled > 0 and 2 * wins > len(states)), \
+        f"pooled skill {pooled:+.3f} over {len(states)} states, {wins} of them above 0"
+
+
 def verdicts(method: np.ndarray, pers: np.ndarray, classes: np.ndarray, state: np.ndarray,
              horizons: Sequence[int] = HORIZONS) -> dict[str, list[Verdict]]:
-    """Per class, per horizon: (beats_persistence, reason) from out-of-sample residuals of both."""
-    out: dict[str, list[Verdict]] = {}
-    for cls in CLASSES:
-        vs: list[Verdict] = []
-        for k in range(len(horizons)):
-            ok = np.isfinite(method[:, :, k]) & np.isfinite(pers[:, :, k]) & (classes == cls)[:, None]
-            states = sorted(set(state[ok.any(axis=1)].tolist()))
-            if len(states) < MIN_CLASS_STATES:
-                vs.append((None, f"series of the class from {len(states)} states; {MIN_CLASS_STATES} needed"))
-                continue
-            pooled = 1 - float(np.mean(method[:, :, k][ok] ** 2)) / float(np.mean(pers[:, :, k][ok] ** 2))
-            wins = sum(int(np.mean(method[:, :, k][ok & (state == s)[:, None]] ** 2)
-                           < np.mean(pers[:, :, k][ok & (state == s)[:, None]] ** 2)) for s in states)
-            good = pooled > 0 and 2 * wins > len(states)
-            vs.append((bool(good), f"pooled skill {pooled:+.3f} over {len(states)} states, {wins} of them above 0"))
-        out[cls] = vs
-    return out
+    """Per class, per horizon: (beats_persistence, reason) from out-of-sample residuals of both (the class
+    verdict; None where the class's series in this pool come from fewer than MIN_CLASS_STATES states)."""
+    both = np.isfinite(method) & np.isfinite(pers)
+    return {cls: [_verdict(method[:, :, k], pers[:, :, k], both[:, :, k] & (classes == cls)[:, None], state)
+                  for k in range(len(horizons))] for cls in CLASSES}
 
 
-def fallback_mask(v: Mapping[str, list[Verdict]], classes: np.ndarray, horizons: Sequence[int] = HORIZONS
-                  ) -> np.ndarray:
-    """[n, H] True where the series' class is the fallback class and its verdict is not true."""
-    bad = np.array([v[FALLBACK_CLASS][k][0] is not True for k in range(len(horizons))])
+def pooled_verdicts(method: np.ndarray, pers: np.ndarray, state: np.ndarray, horizons: Sequence[int] = HORIZONS
+                    ) -> list[Verdict]:
+    """Per horizon: the verdict pooled over classes (protocol 3, change 1), every series of the pool."""
+    both = np.isfinite(method) & np.isfinite(pers)
+    return [_verdict(method[:, :, k], pers[:, :, k], both[:, :, k], state) for k in range(len(horizons))]
+
+
+def acting(v: Mapping[str, list[Verdict]], pooled: Sequence[Verdict]) -> dict[str, list[bool | None]]:
+    """Per class and horizon, the verdict the forecast follows: the class's where it has one, else the
+    verdict pooled over classes (protocol 3, change 1)."""
+    return {c: [x[0] if x[0] is not None else pooled[k][0] for k, x in enumerate(vs)] for c, vs in v.items()}
+
+
+def fallback_mask(v: Mapping[str, list[Verdict]], classes: np.ndarray, horizons: Sequence[int] = HORIZONS,
+                  pooled: Sequence[Verdict] | None = None) -> np.ndarray:
+    """[n, H] True where the series' class is the fallback class and persistence replaces its forecast:
+    protocol 2 (no `pooled`) where the class verdict is not true; protocol 3 only where the acting verdict
+    is false (a missing verdict never causes it)."""
+    if pooled is None:
+        bad = np.array([v[FALLBACK_CLASS][k][0] is not True for k in range(len(horizons))])
+    else:
+        bad = np.array([a is False for a in acting(v, pooled)[FALLBACK_CLASS]])
     return (classes == FALLBACK_CLASS)[:, None] & bad[None, :]
+
+
+def base_of(pick: str, fam: Family, idx: np.ndarray) -> int:
+    """The k of a several-months pick (1 for the simplest); idx: [n] its chosen variants at that horizon."""
+    if pick == SIMPLEST:
+        return 1
+    return int(fam.params[int(idx[0]) if idx.size else 0][1])
+
+
+def base_months_mask(alpha: np.ndarray, fb: np.ndarray, base: Sequence[int]) -> np.ndarray:
+    """[n, H] where a record carries the k-month base (protocol 3, change 2): k > 1 at horizon h and the
+    series' forecast is the alpha = 1 ratio, without the fallback, at h and at horizons 1..k-1 (so the
+    clients' I(m)/I(m-j), the published j-month ratio from month m-j, is exact)."""
+    plain = (alpha == 1.0) & ~fb
+    out = np.zeros(plain.shape, dtype=bool)
+    for k, kb in enumerate(base):
+        if kb > 1:
+            out[:, k] = plain[:, k] & plain[:, : kb - 1].all(axis=1)
+    return out
 
 
 def compose(resids: Mapping[str, np.ndarray], picks: Sequence[str], fb: np.ndarray | None) -> np.ndarray:
@@ -331,8 +375,9 @@ class LevelResult:
     zone: np.ndarray
     cand: Candidates
     scored: dict[str, Scored]
-    fold_picks: dict[str, list[str]] = field(default_factory=dict)  # held-out state -> pick per horizon
-    fold_verdicts: dict[str, dict[str, list[Verdict]]] = field(default_factory=dict)
+    fold_picks: dict[str, dict[str, list[str]]] = field(default_factory=dict)  # held-out state -> rule -> picks
+    fold_verdicts: dict[str, dict[str, list[Verdict]]] = field(default_factory=dict)  # class verdicts of the pool
+    fold_acting: dict[str, dict[str, list[bool | None]]] = field(default_factory=dict)  # what the forecast followed
     outer: dict[str, np.ndarray] = field(default_factory=dict)  # every family's outer residuals
 
 
@@ -340,20 +385,67 @@ def _score(resid: np.ndarray, q: np.ndarray) -> Scored:
     return Scored(resid, q, wis(resid, q), crps(resid, q))
 
 
-def level_cv(series: CaseSeries, index: np.ndarray, classes: Sequence[str], zones: Mapping[str, str],
-             picks_by_fold: Mapping[str, list[str]] | None = None, horizons: Sequence[int] = HORIZONS,
-             extra_alphas: Sequence[float] = ()) -> LevelResult:
-    """Doubly nested leave-one-state-out of every family and of the published rule at one level.
+@dataclass(frozen=True)
+class Rules:
+    """What the registered rules chose from one verdict pool (a fold's inner residuals, or all seven
+    states' outer residuals), and how each rule's forecast is put together from a family's residuals."""
 
-    `picks_by_fold`: the rule's picks per held-out state made at another level (the state level uses the
-    LGA level's); without it the rule is applied here."""
+    picks: dict[str, list[str]]  # rule (RULES) -> pick per horizon
+    verdicts: dict[str, list[Verdict]]  # protocol 3: class verdicts of the one-count pick
+    pooled: list[Verdict]  # protocol 3: the verdicts pooled over classes
+    fallback: np.ndarray  # [n, H] protocol 3's fallback
+    fallback_2: np.ndarray  # [n, H] protocol 2's
+    alpha: np.ndarray  # [n, H] the one-count pick's alpha of each series
+    base: list[int]  # the several-months pick's k per horizon (1: the simplest)
+    several: np.ndarray  # [n, H] the series whose record carries the k-month base
+
+    def compose(self, rule: str, resids: Mapping[str, np.ndarray]) -> np.ndarray:
+        one = compose(resids, self.picks[PUBLISHED], self.fallback)
+        if rule == PUBLISHED:
+            return one
+        if rule == PROTOCOL_2:
+            return compose(resids, self.picks[PROTOCOL_2], self.fallback_2)
+        k_pick = compose(resids, self.picks[SEVERAL], None)
+        return np.where(self.several[:, None, :], k_pick, one)
+
+
+def rules(pool: Mapping[str, np.ndarray], fits: Mapping[str, np.ndarray], cand: Candidates, cls: np.ndarray,
+          st: np.ndarray, zone: np.ndarray, given: Mapping[str, list[str]] | None = None,
+          horizons: Sequence[int] = HORIZONS) -> Rules:
+    """Protocol 3's two rules (one count, several months) and protocol 2's, their verdicts and fallbacks,
+    from the residuals of a pool; `fits` [n, H] the variant of each series every family was fitted to
+    (the parameters the forecasts use); `given` the picks made at another level."""
+    freer = {PUBLISHED: ONE_COUNT, SEVERAL: SEVERAL_MONTHS, PROTOCOL_2: FREER}
+    picks = {r: list(given[r]) if given is not None and r in given else select(pool, zone, horizons, f)[0]
+             for r, f in freer.items()}
+    pers = pool["persistence"]
+    v = verdicts(compose(pool, picks[PUBLISHED], None), pers, cls, st, horizons)
+    pooled = pooled_verdicts(compose(pool, picks[PUBLISHED], None), pers, st, horizons)
+    fb = fallback_mask(v, cls, horizons, pooled)
+    v2 = verdicts(compose(pool, picks[PROTOCOL_2], None), pers, cls, st, horizons)
+    n = len(cls)
+    alpha = np.ones((n, len(horizons)))
+    for k, pk in enumerate(picks[PUBLISHED]):
+        alpha[:, k] = np.asarray([a for a, _ in cand.families[pk].params])[fits[pk][:, k]]
+    base = [base_of(pk, cand.families[pk], fits[pk][:, k]) for k, pk in enumerate(picks[SEVERAL])]
+    return Rules(picks, v, pooled, fb, fallback_mask(v2, cls, horizons), alpha, base,
+                 base_months_mask(alpha, fb, base))
+
+
+def level_cv(series: CaseSeries, index: np.ndarray, classes: Sequence[str], zones: Mapping[str, str],
+             picks_by_fold: Mapping[str, Mapping[str, list[str]]] | None = None, horizons: Sequence[int] = HORIZONS,
+             extra_alphas: Sequence[float] = ()) -> LevelResult:
+    """Doubly nested leave-one-state-out of every family and of the registered rules at one level.
+
+    `picks_by_fold`: the rules' picks per held-out state made at another level (the state level uses the
+    LGA level's); without it the rules are applied here."""
     cand = candidates(series, index, horizons, extra_alphas)
     cls = np.asarray(classes)
     st = series.state
     zone = np.array([zones.get(s, s) for s in st.tolist()])
     states = sorted(set(st.tolist()))
     n, T, H = cand.target.shape
-    names = [*cand.families, PUBLISHED]
+    names = [*cand.families, *RULES]
     res = {m: np.full((n, T, H), np.nan) for m in names}
     qs = {m: np.full((n, H, len(QUANTILE_LEVELS)), np.nan) for m in names}
     out = LevelResult(series, cls, zone, cand, {})
@@ -362,20 +454,23 @@ def level_cv(series: CaseSeries, index: np.ndarray, classes: Sequence[str], zone
         rows = st == s
         tr = np.isin(st, train)
         inner = {name: oos(f, cand, train, st, cls) for name, f in cand.families.items()}
-        held = {}
+        held, fits = {}, {}
         for name, f in cand.families.items():
-            r = cand.target - predict(f, fit(f, cand.target, cand.valid, tr, cls, st))
+            fits[name] = fit(f, cand.target, cand.valid, tr, cls, st)
+            r = cand.target - predict(f, fits[name])
             held[name] = np.where(cand.valid, r, np.nan)
             res[name][rows] = held[name][rows]
             qs[name][rows] = quantiles_of(calibrate(inner[name], cls, st, horizons), cls[rows])
-        picks = list(picks_by_fold[s]) if picks_by_fold is not None else select(inner, zone, horizons)[0]
-        v = verdicts(compose(inner, picks, None), inner["persistence"], cls, st, horizons)
-        fb = fallback_mask(v, cls, horizons)
-        pub_inner = compose(inner, picks, fb)
-        res[PUBLISHED][rows] = compose(held, picks, fb)[rows]
-        qs[PUBLISHED][rows] = quantiles_of(calibrate(pub_inner, cls, st, horizons), cls[rows])
-        out.fold_picks[s] = picks
-        out.fold_verdicts[s] = v
+        ru = rules(inner, fits, cand, cls, st, zone, None if picks_by_fold is None else picks_by_fold[s], horizons)
+        for rule in RULES:
+            res[rule][rows] = ru.compose(rule, held)[rows]
+        # the several-months forecast is issued with the one-count quantiles the records carry
+        q_one = quantiles_of(calibrate(ru.compose(PUBLISHED, inner), cls, st, horizons), cls[rows])
+        qs[PUBLISHED][rows] = qs[SEVERAL][rows] = q_one
+        qs[PROTOCOL_2][rows] = quantiles_of(calibrate(ru.compose(PROTOCOL_2, inner), cls, st, horizons), cls[rows])
+        out.fold_picks[s] = ru.picks
+        out.fold_verdicts[s] = ru.verdicts
+        out.fold_acting[s] = acting(ru.verdicts, ru.pooled)
     out.scored = {m: _score(res[m], qs[m]) for m in names}
     out.outer = {name: oos(f, cand, states, st, cls) for name, f in cand.families.items()}
     return out
@@ -386,38 +481,43 @@ def level_cv(series: CaseSeries, index: np.ndarray, classes: Sequence[str], zone
 
 @dataclass(frozen=True)
 class Published:
-    picks: list[str]  # per horizon
+    picks: list[str]  # per horizon: the one-count rule's pick (the records' ratio and quantiles)
     zone_skill: list[dict[str, dict[str, float]]]
     alpha: dict[str, list[float]]  # class -> per horizon (1 where the pick has no alpha)
-    base_months: list[int]
-    verdicts: dict[str, list[Verdict]]
+    base_months: list[int]  # per horizon: the several-months rule's k (1: the simplest)
+    verdicts: dict[str, list[Verdict]]  # class verdicts (None: fewer than MIN_CLASS_STATES states)
     fallback: list[bool]  # per horizon: the fallback class takes persistence
     q: dict[str, np.ndarray]  # class -> [H, 5] residual quantiles
+    pooled: list[Verdict] = field(default_factory=list)  # per horizon: the verdict pooled over classes
+    picks_several_months: list[str] = field(default_factory=list)
+    zone_skill_several_months: list[dict[str, dict[str, float]]] = field(default_factory=list)
 
 
-def published(lv: LevelResult, picks: Sequence[str] | None = None, horizons: Sequence[int] = HORIZONS) -> Published:
-    """The rule, the parameters, the verdicts and the quantiles on all seven states (outer residuals)."""
+def published(lv: LevelResult, picks: Mapping[str, list[str]] | None = None, horizons: Sequence[int] = HORIZONS
+              ) -> Published:
+    """The rules, the parameters, the verdicts and the quantiles on all seven states (outer residuals);
+    `picks` the rules' picks made at another level (the state level takes the LGA level's)."""
     cand, cls, st = lv.cand, lv.classes, lv.series.state
-    if picks is None:
-        picks, detail = select(lv.outer, lv.zone, horizons)
-    else:
-        detail = [{} for _ in horizons]
     every = np.ones(len(cls), dtype=bool)
+    fits = {name: fit(f, cand.target, cand.valid, every, cls, st) for name, f in cand.families.items()}
+    ru = rules(lv.outer, fits, cand, cls, st, lv.zone, picks, horizons)
+    if picks is None:
+        detail = select(lv.outer, lv.zone, horizons, ONE_COUNT)[1]
+        detail_k = select(lv.outer, lv.zone, horizons, SEVERAL_MONTHS)[1]
+    else:
+        detail = detail_k = [{} for _ in horizons]
     alpha = {c: [1.0] * len(horizons) for c in CLASSES}
-    base = [1] * len(horizons)
-    for k, p in enumerate(picks):
+    for k, p in enumerate(ru.picks[PUBLISHED]):
         f = cand.families[p]
-        idx = fit(f, cand.target, cand.valid, every, cls, st)
+        pooled_idx = fit(Family(f.variants, f.params), cand.target, cand.valid, every, cls, st)
         for c in CLASSES:
             rows = np.flatnonzero(cls == c)
-            i = int(idx[rows[0], k]) if rows.size else int(np.bincount(idx[:, k]).argmax()) if idx.size else 0
-            a, kb = f.params[i]
-            alpha[c][k] = float(a)
-            base[k] = int(kb)
-    v = verdicts(compose(lv.outer, picks, None), lv.outer["persistence"], cls, st, horizons)
-    fb = fallback_mask(v, cls, horizons)
-    q = calibrate(compose(lv.outer, picks, fb), cls, st, horizons)
-    fbk = [v[FALLBACK_CLASS][k][0] is not True for k in range(len(horizons))]
+            i = int(fits[p][rows[0], k]) if rows.size else int(pooled_idx[0, k]) if len(cls) else 0
+            alpha[c][k] = float(f.params[i][0])
+    v = ru.verdicts
+    fb = ru.fallback
+    q = calibrate(ru.compose(PUBLISHED, lv.outer), cls, st, horizons)
+    fbk = [a is False for a in acting(v, ru.pooled)[FALLBACK_CLASS]]
     if any(fbk):  # the fallback class's quantiles are persistence's of that class
         qp = calibrate(np.where(fb[:, None, :], lv.outer["persistence"], np.nan), cls, st, horizons)
         for j in np.flatnonzero(fbk):
@@ -425,7 +525,8 @@ def published(lv: LevelResult, picks: Sequence[str] | None = None, horizons: Seq
         for c in CLASSES:
             q[c][:, :2] = np.minimum.accumulate(q[c][:, :2], axis=0)
             q[c][:, 3:] = np.maximum.accumulate(q[c][:, 3:], axis=0)
-    return Published(list(picks), detail, alpha, base, v, fbk, q)
+    return Published(list(ru.picks[PUBLISHED]), detail, alpha, ru.base, v, fbk, q, ru.pooled,
+                     list(ru.picks[SEVERAL]), detail_k)
 
 
 # --- scorecard rows ------------------------------------------------------------------------
@@ -496,6 +597,7 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
     alpha = np.ones((n, H))
     fb = np.zeros((n, H), dtype=bool)
     qexp = np.full((n, H, len(QUANTILE_FIELDS)), np.nan)
+    base = np.ones((n, H), dtype=int)
     if pub is not None:
         for c in set(cls_arr.tolist()):
             rows = cls_arr == c
@@ -504,6 +606,7 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
             qc = np.asarray(pub.q[c], dtype=float)
             ok = np.isfinite(qc).all(axis=1)
             qexp[np.ix_(rows, ok)] = np.exp(qc[ok])
+        base = np.where(base_months_mask(alpha, fb, pub.base_months), np.asarray(pub.base_months)[None, :], 1)
     m = np.arange(MONTHS)
     future = ix[:, (m[:, None] + hs[None, :]) % MONTHS]  # [n, 12, H]
     val = np.where(fb[:, None, :], 1.0, (future / ix[:, :, None]) ** alpha[:, None, :])
@@ -523,13 +626,27 @@ def ratio_rows(index: np.ndarray, classes: Sequence[str], pub: Published | None,
                              "low": qv[0], "high": qv[-1], **dict(zip(QUANTILE_FIELDS, qv, strict=True)),
                              "beats_persistence": beats, "insufficient_skill": beats is not True,
                              "forecast": "persistence" if fb[i, k] else "projected",
-                             "base_months": 1 if fb[i, k] or pub is None else pub.base_months[k]})
+                             "base_months": int(base[i, k])})
         out.append(recs)
     return out
 
 
 def evidence(pub: Published, horizons: Sequence[int] = HORIZONS) -> dict[str, list[dict[str, Any]]]:
-    """The verdicts with their reasons, per class and horizon (the method block of the ratio documents)."""
-    return {c: [{"months_ahead": h, "beats_persistence": pub.verdicts[c][k][0], "reason": pub.verdicts[c][k][1],
-                 "forecast": "persistence" if c == FALLBACK_CLASS and pub.fallback[k] else "projected"}
-                for k, h in enumerate(horizons)] for c in CLASSES}
+    """The verdicts with their reasons, per class and horizon (the method block of the ratio documents):
+    where the class has no verdict, the reason says which verdict pooled over classes the forecast follows."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    for c in CLASSES:
+        rows = []
+        for k, h in enumerate(horizons):
+            claim, why = pub.verdicts[c][k]
+            if claim is None and k < len(pub.pooled):
+                pv, pwhy = pub.pooled[k]
+                why += f"; forecast by the verdict pooled over classes: {_word(pv)} ({pwhy})"
+            rows.append({"months_ahead": h, "beats_persistence": claim, "reason": why,
+                         "forecast": "persistence" if c == FALLBACK_CLASS and pub.fallback[k] else "projected"})
+        out[c] = rows
+    return out
+
+
+def _word(v: bool | None) -> str:
+    return "null" if v is None else str(v).lower()

@@ -250,18 +250,22 @@ SKILL_METHODS = ("projected", "projected_published", "projected_chosen", "persis
 SKILL_MEASURES = ("skill_vs_persistence", "skill_vs_flat", "coverage_80")
 
 
-SCORECARD_METHODS = ("published", "projected_a1", "seasonal_adjustment_k3", "seasonal_naive", "flat", "protocol_1",
-                     "persistence")
+SCORECARD_METHODS = ("published", "published_several_months", "protocol_2", "projected_a1", "seasonal_adjustment_k3",
+                     "seasonal_naive", "flat", "protocol_1", "persistence")
 SCORECARD_MEASURES = ("skill_vs_persistence", "relative_wis_vs_persistence", "coverage_50", "coverage_80")
-AIM_FIGURES = ("vs_persistence.before", "vs_persistence.after", "weak_vs_persistence.after", "coverage.before_lga_80",
-               "coverage.after.lga_80", "coverage.after.lga_50", "coverage.after.state_80", "coverage.after.state_50",
-               "vs_seasonal_adjustment_k3.published", "vs_seasonal_adjustment_k3.projected_a1")
+AIM_FIGURES = ("vs_persistence.before", "vs_persistence.after", "vs_persistence.several_months", "vs_persistence.protocol_1",
+               "weak_vs_persistence.before", "weak_vs_persistence.after", "coverage.before_lga_80",
+               *(f"coverage.{w}.{c}" for w in ("before", "after", "several_months")
+                 for c in ("lga_80", "lga_50", "state_80", "state_50")),
+               "vs_seasonal_adjustment_k3.published", "vs_seasonal_adjustment_k3.several_months",
+               "vs_seasonal_adjustment_k3.before", "vs_seasonal_adjustment_k3.projected_a1")
 
 
 def scorecard_figure_names() -> list[str]:
-    """The protocol-2 figures docs/skill.md may quote: present (as not in this release) even when the
+    """The scorecard figures (protocols 2 and 3) docs/skill.md may quote: present (as not in this release) even when the
     scorecard was not run."""
-    out = ["skill.published.lgas.picks_by_horizon", "skill.data.digest", "skill.data.months", "skill.model.season_digest"]
+    out = ["skill.published.lgas.picks_by_horizon", "skill.published.lgas.picks_several_months_by_horizon",
+           "skill.data.digest", "skill.data.months", "skill.model.season_digest"]
     for h in (1, 2, 3, 4):
         out += [f"skill.aims.{h}.{k}" for k in AIM_FIGURES]
         for level in ("lgas", "states"):

@@ -591,15 +591,17 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
         "beats_persistence": _nullable("boolean", "Whether, in that cross-validation, projected counts beat the "
                                        "count carried forward for areas of this season class at this horizon; "
                                        "null where series of the class came from fewer than 3 dated states "
-                                       "(method.evidence says why)."),
+                                       "(method.evidence says why, and which verdict pooled over classes the "
+                                       "forecast then follows)."),
         **{f"q{p}": _nullable("number", f"The {p} % quantile of the ratio (split-conformal, from out-of-sample "
                               "errors of the same level, horizon and class; null where none was run)."
                               + (" Equals low." if p == 10 else " Equals high." if p == 90 else ""))
            for p in (10, 25, 50, 75, 90)},
         "insufficient_skill": {"type": "boolean", "description": "true where beats_persistence is not true: the "
                                "evidence is missing or says the projection did not beat the count carried forward."},
-        "forecast": _str("`projected` (the count x ratio) or `persistence` (the weak class without evidence "
-                         "for the projection: ratio 1, quantiles from persistence errors).",
+        "forecast": _str("`projected` (the count x ratio) or `persistence` (the weak class where the evidence "
+                         "says the projection did not beat the count carried forward: ratio 1, quantiles from "
+                         "persistence errors).",
                          enum=["projected", "persistence"]),
         "base_months": _int("Months of counts the ratio applies to (1: the count of the start month; k > 1: the "
                             "geometric mean of the last k counts, each times I(start)/I(its month), docs/skill.md).",
@@ -624,7 +626,10 @@ def resource_schemas(adopted: tuple[str, ...] = ()) -> dict[str, Schema]:
                                    "description": "Months of counts in the base per horizon: with k > 1 the "
                                    "base is the geometric mean of c(t-j) x I(m)/I(m-j), j < k (docs/skill.md)."},
         "forecast_by_horizon": {"type": ["array", "null"], "items": {"type": "string"},
-                                "description": "The candidate the registered rule chose per horizon."},
+                                "description": "The candidate the registered one-count rule chose per horizon."},
+        "forecast_several_months_by_horizon": {"type": ["array", "null"], "items": {"type": "string"},
+                                               "description": "The candidate the registered several-months rule "
+                                               "chose per horizon (its k is base_months_by_horizon)."},
         "quantile_levels": {"type": "array", "items": {"type": "number"}, "description": "Levels of q10..q90."},
         "evidence": {"type": ["object", "null"], "additionalProperties": {"type": "array", "items": evidence_item},
                      "description": "Per season class: the verdict and its reason per horizon."},

@@ -38,7 +38,7 @@
   function wholeCases(x) { return Math.floor(x + 0.5); }
 
   /** The projection of `cases` counted in `month` (YYYY-MM) from one LGA's ratio records. A weak season
-   * without evidence for the projection carries the count forward (`forecast` "persistence"). */
+   * whose evidence says the projection lost carries the count forward (`forecast` "persistence"). */
   function project(records, month, cases) {
     var y = Number(month.slice(0, 4)), m = Number(month.slice(5, 7));
     return records.filter(function (r) { return r.start_month === m; })

@@ -90,6 +90,20 @@ def test_the_scorecard_is_summaries_of_nested_cv_over_seven_states(real_build: P
     # a class claim needs series from three states: the marked class has none among the dated seven
     ev = report["published"]["lgas"]["evidence"]
     assert all((e["beats_persistence"] is None) == ("3 needed" in e["reason"]) for c in ev.values() for e in c)
+    # protocol 3: persistence replaces the weak class only where its acting verdict is false (its own, or
+    # the one pooled over classes when it has none); protocol 2's rule is scored beside on the same triples
+    for level, pub in report["published"].items():
+        pooled = {e["months_ahead"]: e["beats_persistence"] for e in pub["pooled_over_classes"]}
+        for c, es in pub["evidence"].items():
+            for e in es:
+                acting = e["beats_persistence"] if e["beats_persistence"] is not None else pooled[e["months_ahead"]]
+                assert (e["forecast"] == "persistence") == (c == "weak" and acting is False), (level, c, e)
+        assert {(x["season_class"], x["months_ahead"]) for x in pub["insufficient_skill"]} == {
+            (c, e["months_ahead"]) for c, es in pub["evidence"].items() for e in es if e["beats_persistence"] is not True}
+    for h in lgas["horizons"]:
+        m = h["all"]["methods"]
+        assert m["protocol_2"]["mse"] is not None
+        assert m["published_several_months"]["coverage_80"] is not None
     text = json.dumps(report)
     assert "NG0" not in text  # no LGA named with a figure
 

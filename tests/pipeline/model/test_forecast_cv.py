@@ -85,14 +85,17 @@ def test_weak_class_fallback_equals_persistence(seed: int) -> None:
     classes = np.array(["weak"] * len(series.codes))  # one class: 4 states, over 3 needed in the outer CV
     lv = fc.level_cv(series, index, classes, {})
     pub = fc.published(lv)
-    # in every outer fold the training states hold 3 weak states: a verdict; where it is not true the
-    # held-out weak series are forecast by persistence exactly
+    # in every outer fold the training states hold 3 weak states: a class verdict; where it is false (and
+    # only there) the held-out weak series are forecast by persistence exactly
     for s, v in lv.fold_verdicts.items():
         rows = series.state == s
+        assert lv.fold_acting[s]["weak"] == [x[0] for x in v["weak"]]
         for k in range(4):
-            if v["weak"][k][0] is not True:
-                np.testing.assert_array_equal(lv.scored[fc.PUBLISHED].resid[rows, :, k],
-                                              lv.scored["persistence"].resid[rows, :, k])
+            pub_r, pers_r = lv.scored[fc.PUBLISHED].resid[rows, :, k], lv.scored["persistence"].resid[rows, :, k]
+            if v["weak"][k][0] is False:
+                np.testing.assert_array_equal(pub_r, pers_r)
+            else:
+                assert not np.array_equal(pub_r, pers_r, equal_nan=True)
     # the published table: a fallback horizon has ratio 1 and persistence's quantiles
     lone = fc.Published(pub.picks, pub.zone_skill, pub.alpha, pub.base_months,
                         {**pub.verdicts, "weak": [(None, "no evidence")] * 4}, [True] * 4, pub.q)
@@ -178,3 +181,98 @@ def test_published_ratios_compose_across_horizons(index: np.ndarray, alpha: floa
     for m in range(12):
         for h in (2, 3, 4):
             assert r[(m, h)] == pytest.approx(r[(m, h - 1)] * r[((m + h - 1) % 12, 1)], rel=1e-9)
+
+
+def _resid(skill_by_state: dict[str, float], lgas: int = 3, T: int = 20) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(method residuals, persistence residuals, state of each series) with a known skill per state:
+    persistence errs by 1, the method by sqrt(1 - skill)."""
+    state = np.repeat(list(skill_by_state), lgas)
+    pers = np.ones((len(state), T, 4))
+    method = pers * np.sqrt(1 - np.array([skill_by_state[s] for s in state]))[:, None, None]
+    return method, pers, state
+
+
+def test_acting_verdicts_and_the_fallback_follow_protocol_3() -> None:
+    """A class without a verdict follows the verdict pooled over classes; persistence replaces the weak
+    class only where that acting verdict is false; protocol 2 replaced it wherever it was not true."""
+    cls = np.array(["weak", "moderate"])
+    for claim, pooled, p3, p2 in ((None, True, False, True), (None, False, True, True), (True, False, False, False),
+                                  (False, True, True, True), (None, None, False, True)):
+        v = {"weak": [(claim, "")] * 4, "moderate": [(True, "")] * 4, "marked": [(None, "")] * 4}
+        fb3 = fc.fallback_mask(v, cls, pooled=[(pooled, "")] * 4)
+        fb2 = fc.fallback_mask(v, cls)
+        assert fb3[0].tolist() == [p3] * 4 and fb2[0].tolist() == [p2] * 4
+        assert not fb3[1].any() and not fb2[1].any()  # only the weak class ever falls back
+        assert fc.acting(v, [(pooled, "")] * 4)["weak"] == [claim if claim is not None else pooled] * 4
+
+
+def test_a_class_from_two_training_states_takes_the_verdict_pooled_over_classes() -> None:
+    """Six training states; the weak class in two of them, where the method loses to persistence; the
+    others gain: the weak class gets no verdict of its own, and the pooled one (true) is what it follows."""
+    method, pers, state = _resid({"A": -0.3, "B": -0.3, "C": 0.4, "D": 0.4, "E": 0.4, "F": 0.4})
+    cls = np.where(np.isin(state, ["A", "B"]), "weak", "moderate")
+    v = fc.verdicts(method, pers, cls, state)
+    pooled = fc.pooled_verdicts(method, pers, state)
+    assert all(x is None and "2 states; 3 needed" in why for x, why in v["weak"])
+    assert all(x is True for x, _ in v["moderate"]) and all(x is True for x, _ in pooled)
+    assert fc.acting(v, pooled)["weak"] == [True] * 4
+    assert not fc.fallback_mask(v, cls, pooled=pooled).any()
+    # the same two states' loss, now with a third weak state that loses too: a class verdict, false
+    method, pers, state = _resid({"A": -0.3, "B": -0.3, "C": -0.3, "D": 0.4, "E": 0.4, "F": 0.4})
+    cls = np.where(np.isin(state, ["A", "B", "C"]), "weak", "moderate")
+    v = fc.verdicts(method, pers, cls, state)
+    assert [x for x, _ in v["weak"]] == [False] * 4
+    assert fc.fallback_mask(v, cls, pooled=fc.pooled_verdicts(method, pers, state))[state == "A"].all()
+
+
+def test_a_fold_with_two_weak_training_states_forecasts_by_the_pooled_verdict() -> None:
+    """Three weak states of six: holding one out leaves two weak training states inside the fold (no class
+    verdict there), yet the published claim, counted over the outer folds, has its three states."""
+    series, index = synthetic(4, states=6, lgas=3)
+    classes = np.where(np.isin(series.state, ["S0", "S1", "S2"]), "weak", "moderate")
+    lv = fc.level_cv(series, index, classes, {})
+    for s in ("S0", "S1", "S2"):
+        assert all(x is None for x, _ in lv.fold_verdicts[s]["weak"])  # two training states: no class verdict
+        assert lv.fold_acting[s]["weak"] == [True] * 4  # the season is real: the pooled verdict holds
+        rows = series.state == s
+        # so the held-out weak series are projected (protocol 2 fell back to persistence here)
+        np.testing.assert_array_equal(lv.scored[fc.PUBLISHED].resid[rows], lv.scored[fc.SIMPLEST].resid[rows])
+        np.testing.assert_array_equal(lv.scored[fc.PROTOCOL_2].resid[rows], lv.scored["persistence"].resid[rows])
+    pub = fc.published(lv)
+    assert all(x is not None for x, _ in pub.verdicts["weak"])  # three states over the outer folds: a claim
+
+
+def test_a_class_from_fewer_than_three_states_is_null_but_projected_when_the_pooled_verdict_holds() -> None:
+    series, index = synthetic(6, states=5, lgas=3)
+    classes = np.where(np.isin(series.state, ["S0", "S1"]), "weak", "moderate")
+    pub = fc.published(fc.level_cv(series, index, classes, {}))
+    assert all(x is None for x, _ in pub.verdicts["weak"]) and [x for x, _ in pub.pooled] == [True] * 4
+    assert pub.fallback == [False] * 4
+    ev = fc.evidence(pub)["weak"]
+    assert all("pooled over classes: true" in e["reason"] and e["forecast"] == "projected" for e in ev)
+    rows = fc.ratio_rows(index[:1], ["weak"], pub)[0]
+    assert all(r["insufficient_skill"] and r["forecast"] == "projected" for r in rows)
+    assert any(r["ratio"] != 1.0 for r in rows)
+
+
+def test_the_k_month_base_only_where_the_record_is_the_plain_season_ratio() -> None:
+    alpha = np.ones((3, 4))
+    fb = np.zeros((3, 4), dtype=bool)
+    alpha[1, 1] = 1.25  # series 1: alpha != 1 at h = 2
+    fb[2, 0] = True  # series 2: persistence at h = 1
+    got = fc.base_months_mask(alpha, fb, [1, 2, 3, 3])
+    assert got[0].tolist() == [False, True, True, True]
+    assert got[1].tolist() == [False, False, False, False]  # h = 2 itself, and h = 3-4 need the 2-month ratio
+    assert got[2].tolist() == [False, False, False, False]  # every k > 1 needs the 1-month ratio
+
+
+def test_several_months_scores_the_k_month_base_with_the_one_count_quantiles() -> None:
+    series, index = synthetic(8, states=5, lgas=3)
+    lv = fc.level_cv(series, index, skill.class_of_index(index), {})
+    sev, one = lv.scored[fc.SEVERAL], lv.scored[fc.PUBLISHED]
+    np.testing.assert_array_equal(sev.q, one.q)
+    for s, picks in lv.fold_picks.items():
+        rows = series.state == s
+        for k, p in enumerate(picks[fc.SEVERAL]):
+            want = lv.scored[p].resid[rows, :, k] if p != fc.SIMPLEST else one.resid[rows, :, k]
+            np.testing.assert_array_equal(sev.resid[rows, :, k], want)

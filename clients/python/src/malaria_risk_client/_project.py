@@ -95,9 +95,10 @@ QUANTILES = ("q10", "q25", "q50", "q75", "q90")
 
 def _base(counts: list[float], k: int, back: dict[int, float | None]) -> tuple[float, int]:
     """(base, months used): with k > 1 published and k counts given (all > 0), the geometric mean of
-    c(t-j) x I(m)/I(m-j), I(m)/I(m-j) = 1 / the published j-month ratio from month m-j; else the last count."""
+    c(t-j) x I(m)/I(m-j), each earlier count carried to month m by the season: I(m)/I(m-j) is the published
+    j-month ratio from month m-j; else the last count."""
     if k > 1 and len(counts) >= k and all(c > 0 for c in counts[-k:]) and all(back.get(j) for j in range(1, k)):
-        logs = [math.log(counts[-1])] + [math.log(counts[-1 - j] / back[j]) for j in range(1, k)]  # type: ignore[operator]
+        logs = [math.log(counts[-1])] + [math.log(counts[-1 - j] * back[j]) for j in range(1, k)]  # type: ignore[operator]
         return math.exp(sum(logs) / k), k
     return counts[-1], 1
 

@@ -327,7 +327,7 @@ mr_projection <- function(rows, area, cal, year, cases, horizons) {
     if (k < 2 || n < k) next
     b <- vapply(seq_len(k - 1), back, numeric(1))
     if (all(cases[(n - k + 1):n] > 0) && all(!is.na(b) & b > 0)) {
-      base[[i]] <- exp(sum(c(log(cases[[n]]), log(cases[n - seq_len(k - 1)] / b))) / k)
+      base[[i]] <- exp(sum(c(log(cases[[n]]), log(cases[n - seq_len(k - 1)] * b))) / k)  # b = I(m)/I(m-j)
       used[[i]] <- k
     }
   }
