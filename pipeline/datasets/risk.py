@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from pipeline import cache
 from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
@@ -535,7 +536,29 @@ def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], seas
         lg = _shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
         own = np.sqrt(off.var)
     shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
-    return support.rank_ranges(lg, shared, own, c * f, md.state_idx)
+    factor = c * f
+    if not lg.shape[1]:
+        return support.rank_ranges(lg, shared, own, factor, md.state_idx)
+    # a month's ranges are a function of its own column and of what every column shares (the states'
+    # rows, the LGAs' own sd, the draws: `support.rank_ranges` draws the same numbers whatever the
+    # columns), so the months a new month leaves alone are kept from the previous build (cache.columns)
+    common = hashlib.sha256()
+    for a in (np.asarray(md.state_idx, dtype=np.int64), np.asarray(own, dtype=float)):
+        common.update(f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes())
+    keys = []
+    for j in range(lg.shape[1]):
+        h = common.copy()
+        for a in (lg[:, j], shared[:, j], factor[:, j]):
+            h.update(np.ascontiguousarray(a, dtype=float).tobytes())
+        keys.append(h.hexdigest())
+
+    def compute(cols: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        low, high = support.rank_ranges(lg[:, cols], shared[:, cols], own, factor[:, cols], md.state_idx)
+        return [(low[:, k], high[:, k]) for k in range(len(cols))]
+
+    got = cache.columns("lga-rank-ranges", cache.code_of("pipeline.model.evidence"), keys, compute)
+    return (np.stack([g[0] for g in got], axis=1).astype(np.int64, copy=False),
+            np.stack([g[1] for g in got], axis=1).astype(np.int64, copy=False))
 
 
 def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:
