@@ -96,8 +96,14 @@ def rendered_histories(df: pl.DataFrame, key: str, static: tuple[str, ...], rout
     for start in range(0, n, chunk):
         for include, frame in grouped.items():
             rows = frame.slice(start, chunk)
-            docs: dict[tuple[str, ...], dict[str, Any]] = {(doc[key], include): doc for doc in rows.to_dicts()}
-            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months")))
+            made = tabular.frame_csv_rows(rows, "months")
+            # the JSON too is spelled from the frame (`tabular.frame_json_rows`: the bytes orjson makes of
+            # the dicts); the dicts are made only when the CSV needs them
+            docs: dict[tuple[str, ...], Any] = (
+                {(code, include): None for code in rows[key].to_list()} if made is not None
+                else {(doc[key], include): doc for doc in rows.to_dicts()})
+            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=made,
+                                        jsons=tabular.frame_json_rows(rows)))
     return out
 
 

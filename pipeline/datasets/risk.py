@@ -488,6 +488,21 @@ def _shift_to_mean(state_logit: np.ndarray, delta: np.ndarray, weight: np.ndarra
     return hit.copy()
 
 
+def _column_keys(common: tuple[np.ndarray, ...], columns: tuple[np.ndarray, ...]) -> list[str]:
+    """Per column of the `columns` arrays ([rows, T] each), a digest of that column and of `common`."""
+    h = hashlib.sha256()
+    for a in common:
+        arr = np.ascontiguousarray(a)
+        h.update(f"{arr.dtype}{arr.shape}".encode() + arr.tobytes())
+    keys = []
+    for j in range(columns[0].shape[1]):
+        k = h.copy()
+        for a in columns:
+            k.update(np.ascontiguousarray(a[:, j], dtype=float).tobytes())
+        keys.append(k.hexdigest())
+    return keys
+
+
 def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[model.Scores, model.Scores]:
     """LGA scores for month indices: the state baseline range spread over its LGAs x the LGA's c x, in
     an estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast).
@@ -542,15 +557,8 @@ def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], seas
     # a month's ranges are a function of its own column and of what every column shares (the states'
     # rows, the LGAs' own sd, the draws: `support.rank_ranges` draws the same numbers whatever the
     # columns), so the months a new month leaves alone are kept from the previous build (cache.columns)
-    common = hashlib.sha256()
-    for a in (np.asarray(md.state_idx, dtype=np.int64), np.asarray(own, dtype=float)):
-        common.update(f"{a.dtype}{a.shape}".encode() + np.ascontiguousarray(a).tobytes())
-    keys = []
-    for j in range(lg.shape[1]):
-        h = common.copy()
-        for a in (lg[:, j], shared[:, j], factor[:, j]):
-            h.update(np.ascontiguousarray(a, dtype=float).tobytes())
-        keys.append(h.hexdigest())
+    keys = _column_keys((np.asarray(md.state_idx, dtype=np.int64), np.asarray(own, dtype=float)),
+                        (lg, shared, factor))
 
     def compute(cols: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
         low, high = support.rank_ranges(lg[:, cols], shared[:, cols], own, factor[:, cols], md.state_idx)

@@ -369,16 +369,29 @@ def to_csv_many(docs: Sequence[dict[str, Any]]) -> list[bytes]:
     return [b for b in out if b is not None]
 
 
+def frame_json_rows(rows: pl.DataFrame) -> list[bytes]:
+    """`[orjson.dumps(d) for d in rows.to_dicts()]`, encoded by polars without the cells as Python
+    objects: the same bytes (numbers in the shortest form that reads back, non-finite numbers as null,
+    text as UTF-8 with the same escapes, fields in column order; tests/pipeline/release/test_tabular.py
+    compares the two on awkward values)."""
+    if not rows.width:
+        return [b"{}"] * rows.height
+    return [s.encode("utf-8") for s in rows.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_list()]
+
+
 def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True,
              reuse: Reuse | None = None, route: str | None = None,
-             made: Sequence[bytes] | None = None) -> dict[tuple[str, ...], Rendered]:
+             made: Sequence[bytes] | None = None,
+             jsons: Sequence[bytes] | None = None) -> dict[tuple[str, ...], Rendered]:
     """Documents as the bytes the renderer would make of them (JSON, and CSV when the route has a
     CSV variant): the same bytes, made early so the dicts can go.
 
     With `reuse` and the route's path, a CSV is keyed by its JSON bytes (`Reuse.csv_key`) and the
-    previous release's CSV made from the same bytes is linked rather than written again."""
+    previous release's CSV made from the same bytes is linked rather than written again. `jsons` (the
+    documents' JSON bytes, in their order, e.g. `frame_json_rows`) and `made` (their CSVs) let a caller
+    pass keys with no dicts behind them: `docs` is then read for its keys only."""
     keys = list(docs)
-    jsons = [orjson.dumps(docs[k]) for k in keys]
+    jsons = list(jsons) if jsons is not None else [orjson.dumps(docs[k]) for k in keys]
     texts: list[bytes | Linked | None] = [None] * len(keys)
     csv_keys: list[str | None] = [None] * len(keys)
     if csv and reuse is not None and route is not None:
