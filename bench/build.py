@@ -13,7 +13,9 @@ is its own. Printed side by side, as ratios measured in this run (targets: docs/
 * disk after N monthly refreshes with the default retention / one release;
 * full build peak memory (MiB);
 * `malaria-risk audit` CPU seconds on the new month's release (aim <= 25), and with `--base REV` the
-  same audit by the code of that revision (`git archive`), run beside it on the same release.
+  same audit by the code of that revision (`git archive`), run beside it on the same release;
+* with `--base REV`, that revision's full build and new month (twice each, as this tree's), so the
+  figures above have their before beside them.
 
     .venv/bin/python bench/build.py [--months 12] [--base REV]
 """
@@ -179,6 +181,7 @@ def main(months: int, keep: int, base: str | None, quick: bool) -> None:
         release = out / "releases" / new["release"]
         audits = {"this tree": run_audit(ROOT, release, data_dir)}
         base_full: list[dict] = []
+        base_new: list[dict] = []
         if base:
             (work / "base").mkdir()
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", base], check=True, capture_output=True).stdout
@@ -188,8 +191,10 @@ def main(months: int, keep: int, base: str | None, quick: bool) -> None:
             if libs.is_dir() and not (work / "base" / "pipeline" / "site" / "node_modules").exists():
                 os.symlink(libs, work / "base" / "pipeline" / "site" / "node_modules")
             audits[f"base {base}"] = run_audit(work / "base", release, data_dir)
-            # the base revision's full build from nothing, twice, interleaved with this tree's above
-            base_full = [run_build(loads[-2][1], work / f"base-build{i}", code=work / "base") for i in (1, 2)]
+            # the base revision's full build from nothing and its new month, twice, as this tree's above
+            for i in (1, 2):
+                base_full.append(run_build(loads[-2][1], work / f"base-build{i}", code=work / "base"))
+                base_new.append(run_build(loads[-1][1], work / f"base-build{i}", code=work / "base"))
             audits["this tree (again)"] = run_audit(ROOT, release, data_dir)
         # N monthly refreshes with the default retention (as `refresh` runs it)
         monthly = work / "monthly"
@@ -222,9 +227,19 @@ def main(months: int, keep: int, base: str | None, quick: bool) -> None:
         ]
         if base_full:
             base_cpu = min(b["cpu"] for b in base_full)
+            base_s = min(b["seconds"] for b in base_full)
             rows += [(f"full build CPU s, this tree / base {base} (best of 2 each)", f"{full_cpu / base_cpu:.2f}",
                       "<= 1.20"),
-                     ("  base full build CPU s (each run)", ",".join(f"{b['cpu']:.1f}" for b in base_full), "")]
+                     ("  base full build CPU s (each run)", ",".join(f"{b['cpu']:.1f}" for b in base_full), ""),
+                     (f"base {base}: one new month / full build (seconds)",
+                      f"{min(b['seconds'] for b in base_new) / base_s:.2f}", "<= 0.35"),
+                     (f"base {base}: one new month / full build (CPU seconds)",
+                      f"{min(b['cpu'] for b in base_new) / base_cpu:.2f}", "<= 0.35"),
+                     ("  base full build s / new month s (each run)",
+                      ",".join(f"{b['seconds']:.1f}" for b in base_full) + "/"
+                      + ",".join(f"{b['seconds']:.1f}" for b in base_new), ""),
+                     ("  base new month CPU s (each run)", ",".join(f"{b['cpu']:.1f}" for b in base_new), ""),
+                     ("  base full build peak memory (MiB)", f"{max(b['peak_mib'] for b in base_full):.0f}", "")]
         mine = min(a["cpu"] for k, a in audits.items() if k.startswith("this tree"))
         rows.append(("audit CPU seconds (this tree, best of the runs)", f"{mine:.1f}", "<= 25"))
         rows += [(f"  audit CPU seconds, {k} ({a['findings']} findings)", f"{a['cpu']:.1f}", "")

@@ -127,6 +127,40 @@ def call(name: str, code: Iterable[Path], fn: Callable[..., T], *args: Any, loca
     return cached(name, Path("."), [], code, lambda: fn(*args, **kwargs), extra=digest, local=local)
 
 
+def columns(name: str, code: Iterable[Path], keys: list[str], compute: Callable[[list[int]], list[T]]) -> list[T]:
+    """`compute(positions)` (one result per position asked for) for the positions of `keys` whose result
+    no earlier build of this root kept, and the kept result for the others.
+
+    For a computation made column by column, each column a function of its own inputs (`keys[i]`:
+    a digest of them): a new month adds a column and leaves the others' inputs as they were, so only
+    the new columns are computed. The entry holds the latest build's columns (under `LOCAL_DIR`: it is
+    this root's) and is keyed by the code as well, so a change of code computes every column again."""
+    root = _ROOT.get()
+    if root is None:
+        return compute(list(range(len(keys))))
+    digest = content_key(name, Path("."), [], code)
+    path = root / LOCAL_DIR / f"{name}.pickle"
+    kept: dict[str, Any] = {}
+    with contextlib.suppress(OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, TypeError,
+                             ValueError), open(path, "rb") as f:
+        code_key, got = pickle.load(f)  # noqa: S301 (written by this cache, under the build root)
+        if code_key == digest and isinstance(got, dict):
+            kept = got
+    missing = [i for i, k in enumerate(keys) if k not in kept]
+    fresh = dict(zip(missing, compute(missing), strict=True)) if missing else {}
+    out = [fresh[i] if i in fresh else kept[k] for i, k in enumerate(keys)]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.parent / f".{path.name}.{os.getpid()}"
+    try:
+        with open(tmp, "wb") as f:
+            pickle.dump((digest, dict(zip(keys, out, strict=True))), f, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, path)
+    except (OSError, pickle.PicklingError, TypeError, AttributeError):
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return out
+
+
 def code_of(*modules: str) -> list[Path]:
     """Source paths of dotted module or package names (a package: its whole directory)."""
     out = []

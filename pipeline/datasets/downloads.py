@@ -14,7 +14,7 @@ import io
 import zipfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import orjson
@@ -38,6 +38,8 @@ from pipeline.datasets.bundle_scopes import (
 from pipeline.errors import DatasetUnavailable
 from pipeline.release import tabular
 from pipeline.settings import DEFAULT_BASE_URL
+
+T = TypeVar("T")
 
 ROUTE = "/v1/downloads"
 PARQUET = "application/vnd.apache.parquet"
@@ -427,6 +429,18 @@ def parquet_bytes(df: pl.DataFrame) -> bytes:
     return buf.getvalue()
 
 
+def _kept(tables: Callable[[Mapping[str, dict]], T], docs: Mapping[str, dict], *routes: str) -> T:
+    """`tables(docs)` for a function of the documents of `routes` only, kept between builds of a root by
+    those documents and the code (pipeline.cache): the season, ratio, SMC and context tables read no
+    month, so a new month reads them back."""
+    return cache.call(f"bundle-{tables.__name__}", cache.code_of("pipeline.datasets.downloads", "pipeline.release.tabular"),
+                      _tables_of, tables, {r: docs[r] for r in routes}, pl.__version__, local=True)
+
+
+def _tables_of(tables: Callable[[Mapping[str, dict]], T], docs: Mapping[str, dict], _polars: str) -> T:
+    return tables(docs)
+
+
 def full_tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFrame]:
     """Every table with every field the documents have."""
     docs = _docs(produced)
@@ -442,14 +456,16 @@ def full_tables(produced: list[Produced], geography: Any) -> dict[str, pl.DataFr
     out["risk_state_month"] = risk_table(
         (docs["/v1/risk/states"][k] for k in sorted(docs["/v1/risk/states"])),
         [docs["/v1/forecasts/states"][("4",)]], periods, "risk_state_month")
-    out["context_lga"], out["context_state"] = context_tables(docs)
+    out["context_lga"], out["context_state"] = _kept(context_tables, docs, "/v1/context/lgas", "/v1/context/states")
     if "transmission" in have:
-        lga, state, survey = transmission_tables(docs)
+        lga, state, survey = _kept(transmission_tables, docs, "/v1/transmission/lgas", "/v1/transmission/states")
         out["transmission_lga_month"], out["transmission_state_month"], out["survey_trend"] = lga, state, survey
     if "ratios" in have:
-        out["season_ratio_lga"], out["season_ratio_state"] = ratio_tables(docs)
+        out["season_ratio_lga"], out["season_ratio_state"] = _kept(
+            ratio_tables, docs, "/v1/transmission/ratios/lgas", "/v1/transmission/ratios/states")
     if "smc" in have:
-        out["smc_lga"], out["smc_state"] = smc_tables(docs)
+        out["smc_lga"], out["smc_state"] = _kept(smc_tables, docs, "/v1/transmission/smc/lgas",
+                                                 "/v1/transmission/smc/states")
     out["gazetteer"] = gazetteer(geography)
     return out
 

@@ -96,23 +96,31 @@ def rendered_histories(df: pl.DataFrame, key: str, static: tuple[str, ...], rout
     for start in range(0, n, chunk):
         for include, frame in grouped.items():
             rows = frame.slice(start, chunk)
-            docs: dict[tuple[str, ...], dict[str, Any]] = {(doc[key], include): doc for doc in rows.to_dicts()}
-            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months")))
+            # the JSON too is spelled from the frame (`tabular.frame_json_rows`: the bytes orjson makes of
+            # the dicts), so no document is made as dicts
+            docs: dict[tuple[str, ...], None] = {(code, include): None for code in rows[key].to_list()}
+            out.update(tabular.rendered(docs, reuse=reuse, route=route, made=tabular.frame_csv_rows(rows, "months"),
+                                        jsons=tabular.frame_json_rows(rows)))
     return out
 
 
-def all_lgas(lga: pl.DataFrame, record_fields: list[str],
-             chunk: int = 12) -> Iterator[dict[tuple[str, ...], dict[str, Any]]]:
-    """Per estimated month, every LGA of the country, highest score first and ties by `lga_code`
-    (the per-state reports' order, over all states); `chunk` months at a time."""
+def _all_lgas_frame(lga: pl.DataFrame, record_fields: list[str]) -> pl.DataFrame:
+    """One row per estimated month: its document's fields, in their order, every LGA of the country
+    highest score first and ties by `lga_code` (the per-state reports' order, over all states)."""
     est = lga.filter(pl.col("kind") == "estimated").sort(
         ["period", "score", "lga_code"], descending=[False, True, False], nulls_last=True)
     extra = [pl.col("basis").first()] if "basis" in est.columns else []
     grouped = est.group_by("period", maintain_order=True).agg(pl.struct(*record_fields).alias("lgas"), *extra)
-    for start in range(0, grouped.height, chunk):
-        yield {(r["period"],): {"period": r["period"], "kind": "estimated", "lgas": r["lgas"],
-                                **({"basis": r["basis"]} if extra else {})}
-               for r in grouped.slice(start, chunk).to_dicts()}
+    return grouped.select("period", pl.lit("estimated").alias("kind"), "lgas", *(["basis"] if extra else []))
+
+
+def rendered_all_lgas(lga: pl.DataFrame, record_fields: list[str], reuse: Reuse | None = None
+                      ) -> dict[tuple[str, ...], Rendered]:
+    """`all_lgas` as response bytes, the JSON spelled from the frame (`tabular.frame_json_rows`) and a
+    CSV made only where the previous release's is not linked (a new month: its own month's)."""
+    grouped = _all_lgas_frame(lga, record_fields)
+    docs: dict[tuple[str, ...], None] = {(period,): None for period in grouped["period"].to_list()}
+    return tabular.rendered(docs, reuse=reuse, route=ALL_LGAS_ROUTE, jsons=tabular.frame_json_rows(grouped))
 
 
 def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]],
@@ -141,8 +149,7 @@ def build_documents(docs: Mapping[str, Mapping[tuple[str, ...], Any]],
     out: dict[str, dict] = {STATES_ROUTE: {}, LGAS_ROUTE: {}, ALL_LGAS_ROUTE: {}}
     out[STATES_ROUTE] = rendered_histories(state, "state_code", STATE_FIELDS, STATES_ROUTE, reuse=reuse)
     out[LGAS_ROUTE] = rendered_histories(lga, "lga_code", LGA_FIELDS, LGAS_ROUTE, LGA_MONTH_FIELDS, reuse)
-    for months in all_lgas(lga, record):
-        out[ALL_LGAS_ROUTE].update(tabular.rendered(months, reuse=reuse, route=ALL_LGAS_ROUTE))
+    out[ALL_LGAS_ROUTE] = rendered_all_lgas(lga, record, reuse)
     return out, sorted({code for code, _ in out[LGAS_ROUTE]})
 
 

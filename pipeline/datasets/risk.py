@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import polars as pl
 
+from pipeline import cache
 from pipeline.datasets import months as month_terms
 from pipeline.datasets.base import BuildContext, Produced
 from pipeline.datasets.transmission import SeasonModel, season_model
@@ -487,6 +488,21 @@ def _shift_to_mean(state_logit: np.ndarray, delta: np.ndarray, weight: np.ndarra
     return hit.copy()
 
 
+def _column_keys(common: tuple[np.ndarray, ...], columns: tuple[np.ndarray, ...]) -> list[str]:
+    """Per column of the `columns` arrays ([rows, T] each), a digest of that column and of `common`."""
+    h = hashlib.sha256()
+    for a in common:
+        arr = np.ascontiguousarray(a)
+        h.update(f"{arr.dtype}{arr.shape}".encode() + arr.tobytes())
+    keys = []
+    for j in range(columns[0].shape[1]):
+        k = h.copy()
+        for a in columns:
+            k.update(np.ascontiguousarray(a[:, j], dtype=float).tobytes())
+        keys.append(k.hexdigest())
+    return keys
+
+
 def lga_scores(md: ModelData, base: model.Baseline, months: list[int]) -> tuple[model.Scores, model.Scores]:
     """LGA scores for month indices: the state baseline range spread over its LGAs x the LGA's c x, in
     an estimated month, the adopted rain term's multiplier (forecast months: 1, no rain forecast).
@@ -535,7 +551,22 @@ def lga_rank_ranges(md: ModelData, base: model.Baseline, months: list[int], seas
         lg = _shift_to_mean(ls, off.delta, md.population, md.state_idx, np.clip(centre, model.EPS, 1 - model.EPS))
         own = np.sqrt(off.var)
     shared = np.sqrt(sd_state**2 + model.season_logit_var(model.expit(lg), season_sd))
-    return support.rank_ranges(lg, shared, own, c * f, md.state_idx)
+    factor = c * f
+    if not lg.shape[1]:
+        return support.rank_ranges(lg, shared, own, factor, md.state_idx)
+    # a month's ranges are a function of its own column and of what every column shares (the states'
+    # rows, the LGAs' own sd, the draws: `support.rank_ranges` draws the same numbers whatever the
+    # columns), so the months a new month leaves alone are kept from the previous build (cache.columns)
+    keys = _column_keys((np.asarray(md.state_idx, dtype=np.int64), np.asarray(own, dtype=float)),
+                        (lg, shared, factor))
+
+    def compute(cols: list[int]) -> list[tuple[np.ndarray, np.ndarray]]:
+        low, high = support.rank_ranges(lg[:, cols], shared[:, cols], own, factor[:, cols], md.state_idx)
+        return [(low[:, k], high[:, k]) for k in range(len(cols))]
+
+    got = cache.columns("lga-rank-ranges", cache.code_of("pipeline.model.evidence"), keys, compute)
+    return (np.stack([g[0] for g in got], axis=1).astype(np.int64, copy=False),
+            np.stack([g[1] for g in got], axis=1).astype(np.int64, copy=False))
 
 
 def lga_evidence(md: ModelData) -> dict[str, np.ndarray]:

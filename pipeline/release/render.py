@@ -235,13 +235,17 @@ def with_scopes(entries: dict[str, dict[str, Any]], scopes: dict[str, tuple[str,
 
 
 def release_id_for(updated_at: str, files: list[tuple[str, str, bytes | Linked]],
-                   scopes: dict[str, tuple[str, ...]] | None = None) -> str:
+                   scopes: dict[str, tuple[str, ...]] | None = None, digests: dict[str, str] | None = None) -> str:
     """The load time and a hash of every file (and of the scopes a bundle file needs, which the
-    manifest records: a change of the scope rule is a new release, never a rewritten manifest)."""
+    manifest records: a change of the scope rule is a new release, never a rewritten manifest).
+    `digests` collects each file's SHA-256, so the store does not hash the same bytes again."""
     h = hashlib.sha256()
     for key, _, data in files:
         h.update(key.encode())
-        h.update((data.sha256 if isinstance(data, Linked) else sha256_hex(data)).encode())
+        digest = data.sha256 if isinstance(data, Linked) else sha256_hex(data)
+        if digests is not None:
+            digests[key] = digest
+        h.update(digest.encode())
         if scopes and key in scopes:
             h.update(("scopes:" + " ".join(scopes[key])).encode())
     stamp = datetime.fromisoformat(updated_at.replace("Z", "+00:00")).astimezone(UTC)
@@ -266,7 +270,8 @@ def render_release(
     keys: dict[str, str] = {}
     files = plan(produced, facts, frozenset(p.dataset for p in stampers), seen, reuse, keys)
     scopes = download_scopes(produced)
-    release_id = release_id_for(updated_at, files, scopes)
+    digests: dict[str, str] = {}
+    release_id = release_id_for(updated_at, files, scopes, digests)
     stamp_started = time.perf_counter()
     if stampers:
         stamped = []
@@ -293,7 +298,7 @@ def render_release(
                 out, release_id, files,
                 lambda entries: Manifest(release_id, updated_at, model_version, facts.to_json(),
                                          with_scopes(entries, scopes), built_at),
-                progress, known, in_bucket)
+                progress, known, in_bucket, digests)
         except StaleReuse as stale:
             if reuse is None or reuse.previous_id is None:
                 raise

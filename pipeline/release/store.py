@@ -33,10 +33,11 @@ def sha256_hex(data: bytes) -> str:
 
 
 def _read_whole(fd: int, size: int) -> bytes:
-    """`size` bytes and whatever follows them (so a file that grew shows), by plain reads: a build
-    reads thousands of small objects, and a buffered file object costs four more system calls each."""
+    """The `size` bytes of an open file whose `fstat` size the caller has just read as `size`, by
+    plain reads: a build reads thousands of small objects, and a buffered file object costs four
+    more system calls each (and a read past the end, one more: a file that grew shows in its size)."""
     parts = []
-    left = size + 1
+    left = size
     while left > 0:
         chunk = os.read(fd, min(left, 1 << 24))
         if not chunk:
@@ -46,14 +47,17 @@ def _read_whole(fd: int, size: int) -> bytes:
     return b"".join(parts)
 
 
-def _sha256_file(path: str | os.PathLike[str]) -> str:
+def _sha256_file(path: str | os.PathLike[str], size: int | None = None) -> str | None:
+    """The SHA-256 of a file's bytes; None when `size` is given and the file is of another size."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        size = os.fstat(fd).st_size
-        if size > 1 << 26:  # a large file (a bundle's zip): hashed as it is read
+        actual = os.fstat(fd).st_size
+        if size is not None and actual != size:
+            return None
+        if actual > 1 << 26:  # a large file (a bundle's zip): hashed as it is read
             with os.fdopen(os.dup(fd), "rb") as f:
                 return hashlib.file_digest(f, "sha256").hexdigest()
-        return hashlib.sha256(_read_whole(fd, size)).hexdigest()
+        return hashlib.sha256(_read_whole(fd, actual)).hexdigest()
     finally:
         os.close(fd)
 
@@ -104,8 +108,8 @@ class Store:
         (its modification time, its mode) says that its bytes were not written since it was
         stored: `touch -d` and `cp -p` set the time back. Used for an object a build links without
         having its bytes at hand (a reused gzip copy)."""
-        try:
-            return os.stat(self._at(sha256)).st_size == size and self.intact(sha256)
+        try:  # one open: the size from the descriptor, then the bytes
+            return _sha256_file(self._at(sha256), size) == sha256
         except OSError:
             return False
 

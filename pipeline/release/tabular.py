@@ -369,16 +369,34 @@ def to_csv_many(docs: Sequence[dict[str, Any]]) -> list[bytes]:
     return [b for b in out if b is not None]
 
 
-def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True,
+def frame_json_rows(rows: pl.DataFrame) -> list[bytes]:
+    """`[orjson.dumps(d) for d in rows.to_dicts()]`, encoded by polars without the cells as Python
+    objects: the same bytes (numbers in the shortest form that reads back, non-finite numbers as null,
+    text as UTF-8 with the same escapes, fields in column order; tests/pipeline/release/test_tabular.py
+    compares the two on awkward values)."""
+    if not rows.width:
+        return [b"{}"] * rows.height
+    return [s.encode("utf-8") for s in rows.select(pl.struct(pl.all()).struct.json_encode()).to_series().to_list()]
+
+
+def _doc_or_json(doc: dict[str, Any] | None, js: bytes) -> dict[str, Any]:
+    return doc if doc is not None else orjson.loads(js)
+
+
+def rendered(docs: Mapping[tuple[str, ...], dict[str, Any] | None], csv: bool = True,
              reuse: Reuse | None = None, route: str | None = None,
-             made: Sequence[bytes] | None = None) -> dict[tuple[str, ...], Rendered]:
+             made: Sequence[bytes] | None = None,
+             jsons: Sequence[bytes] | None = None) -> dict[tuple[str, ...], Rendered]:
     """Documents as the bytes the renderer would make of them (JSON, and CSV when the route has a
     CSV variant): the same bytes, made early so the dicts can go.
 
     With `reuse` and the route's path, a CSV is keyed by its JSON bytes (`Reuse.csv_key`) and the
-    previous release's CSV made from the same bytes is linked rather than written again."""
+    previous release's CSV made from the same bytes is linked rather than written again. `jsons` (the
+    documents' JSON bytes, in their order, e.g. `frame_json_rows`) let a caller pass keys with no dicts
+    behind them (None): a CSV to make (not in `made`, not linked) is then tabulated from its JSON, which
+    is all a CSV is made of."""
     keys = list(docs)
-    jsons = [orjson.dumps(docs[k]) for k in keys]
+    jsons = list(jsons) if jsons is not None else [orjson.dumps(docs[k]) for k in keys]
     texts: list[bytes | Linked | None] = [None] * len(keys)
     csv_keys: list[str | None] = [None] * len(keys)
     if csv and reuse is not None and route is not None:
@@ -391,7 +409,7 @@ def rendered(docs: Mapping[tuple[str, ...], dict[str, Any]], csv: bool = True,
         todo = [i for i, t in enumerate(texts) if t is None]
         # `made`: the CSVs already tabulated from the documents' frame (`frame_csv_rows`), in their order
         for i, t in zip(todo, [made[i] for i in todo] if made is not None else
-                        to_csv_many([docs[keys[i]] for i in todo]), strict=True):
+                        to_csv_many([_doc_or_json(docs[keys[i]], jsons[i]) for i in todo]), strict=True):
             texts[i] = t
     return {k: Rendered(js, t, ck) for k, js, t, ck in zip(keys, jsons, texts, csv_keys, strict=True)}
 

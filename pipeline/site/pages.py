@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
+import markdown_it
 import orjson
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -40,6 +41,7 @@ from edge.routes import (
     Param,
     Route,
 )
+from pipeline import cache
 from pipeline.attribution import SOURCES, licence_table
 from pipeline.datasets.base import BuildContext, Produced, Rendered
 from pipeline.errors import SiteError
@@ -176,6 +178,17 @@ def markdown_page(slug: str, text: str, known: set[str]) -> MarkdownPage:
         close = next(i for i, t in enumerate(tokens) if t.type == "heading_close")
         body = md.renderer.render(tokens[close + 1 :], md.options, {})
     return MarkdownPage(slug, title or nav_title(slug), Markup(html), tuple(headings), Markup(body))
+
+
+def _kept_page(slug: str, text: str, known: set[str]) -> MarkdownPage:
+    """`markdown_page`, kept between builds of a root by its text, the pages it may link to, this
+    module and the parser's version (pipeline.cache): most pages read the same in a new month."""
+    return cache.call(f"page-{slug}", cache.code_of("pipeline.site.pages"), _page_of, slug, text,
+                      tuple(sorted(known)), markdown_it.__version__, local=True)
+
+
+def _page_of(slug: str, text: str, known: tuple[str, ...], _parser: str) -> MarkdownPage:
+    return markdown_page(slug, text, set(known))
 
 
 def nav_title(slug: str) -> str:
@@ -480,7 +493,7 @@ def render_site(
     slugs = [s for s in markdown if s not in GENERATED]
     doc_slugs = _ordered(slugs)
     known = set(slugs) | set(GENERATED)
-    pages = {slug: markdown_page(slug, text, known) for slug, text in markdown.items()}
+    pages = {slug: _kept_page(slug, text, known) for slug, text in markdown.items()}
     env = _environment(templates)
     # the month terms in this release's score (its /v1/periods `score_terms`): the words of what a month is
     # made of come from the model's declared terms (pipeline.model.terms)

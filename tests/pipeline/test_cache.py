@@ -78,3 +78,31 @@ def test_a_local_entry_is_kept_apart_from_the_entries_the_scheduled_job_carries(
         cache.call("small-fit", [], fit, np.arange(2))
     assert [p.name.rsplit("-", 1)[0] for p in root.glob("*.pickle")] == ["small-fit"]
     assert [p.name.rsplit("-", 1)[0] for p in (root / cache.LOCAL_DIR).glob("*.pickle")] == ["big-fit"]
+
+
+def test_columns_computes_only_the_columns_no_earlier_build_kept(tmp_path: Path):
+    """`cache.columns`: a new month adds a column; the others, keyed by their own inputs, are read back;
+    a changed column or a change of code computes again."""
+    asked: list[list[int]] = []
+    code = tmp_path / "ranges.py"
+    code.write_text("x = 1\n")
+
+    def compute(cols: list[int], values: list[str]) -> list[str]:
+        asked.append(cols)
+        return [values[i].upper() for i in cols]
+
+    def run(values: list[str]) -> list[str]:
+        return cache.columns("ranges", [code], [f"key-{v}" for v in values], lambda cols: compute(cols, values))
+
+    assert run(["a", "b"]) == ["A", "B"] and asked == [[0, 1]]  # no cache active: every column
+    with cache.use(tmp_path / "cache"):
+        assert run(["a", "b"]) == ["A", "B"] and asked[-1] == [0, 1]
+        assert run(["a", "b", "c"]) == ["A", "B", "C"] and asked[-1] == [2]  # the new month only
+        n = len(asked)
+        assert run(["a", "b", "c"]) == ["A", "B", "C"] and len(asked) == n  # nothing new: nothing computed
+        assert run(["a", "x", "c"]) == ["A", "X", "C"] and asked[-1] == [1]  # a changed column
+        code.write_text("x = 2\n")
+        assert run(["a", "x", "c"]) == ["A", "X", "C"] and asked[-1] == [0, 1, 2]  # new code: all again
+        (tmp_path / "cache" / cache.LOCAL_DIR / "ranges.pickle").write_bytes(b"not a pickle")
+        assert run(["a", "x"]) == ["A", "X"] and asked[-1] == [0, 1]  # an unreadable entry: all again
+    assert [p.name for p in (tmp_path / "cache" / cache.LOCAL_DIR).iterdir()] == ["ranges.pickle"]

@@ -113,6 +113,19 @@ def test_overlapping_draws_give_wider_rank_ranges(n: int, gap: float) -> None:
     assert width_wide > width_narrow and width_wide >= 2
 
 
+@settings(max_examples=40, deadline=None)
+@given(states(), st.data())
+def test_a_columns_ranges_are_the_same_whatever_columns_are_drawn_with(case: tuple, data: st.DataObject) -> None:
+    """What lets a build keep the ranges of the months a new month leaves alone (pipeline.datasets.risk,
+    cache.columns): the ranges of any subset of the columns are those columns of the ranges of all."""
+    centre, shared, own, factor, group = case
+    cols = data.draw(st.lists(st.integers(0, centre.shape[1] - 1), min_size=1, unique=True))
+    low, high = evidence.rank_ranges(centre, shared, own, factor, group, draws=60, seed=3)
+    sub_low, sub_high = evidence.rank_ranges(centre[:, cols], shared[:, cols], own, factor[:, cols], group,
+                                             draws=60, seed=3)
+    assert (sub_low == low[:, cols]).all() and (sub_high == high[:, cols]).all()
+
+
 def test_rank_ranges_are_seeded() -> None:
     rng = np.random.default_rng(5)
     centre, shared = rng.normal(size=(8, 3)), np.full((8, 3), 0.2)

@@ -199,3 +199,31 @@ def test_a_frame_of_documents_is_tabulated_to_the_bytes_of_its_dicts():
     tiny = rows.with_columns(pl.lit(0.00001).alias("x"))
     assert tabular.frame_csv_rows(tiny, "months") is None
     assert tabular.frame_csv_rows(rows.with_columns(pl.col("months").list.head(0)), "months") is None
+
+
+def test_a_frame_of_documents_is_encoded_to_the_json_bytes_of_its_dicts():
+    """`frame_json_rows` (the histories' JSON, made from their frame) against `orjson.dumps` of each row's
+    dict: numbers at the edges of their spelling, non-finite numbers, text that JSON escapes or does
+    not, nulls, booleans, nested record lists, a column null in every row."""
+    import orjson
+
+    from pipeline.release import tabular
+
+    floats = [0.0001, 1e-05, 1e-06, 1e-07, 1e15, 1e16, 1e21, 1.5e300, -0.0, 5e-324, 0.30000000000000004, 2.0,
+              123456.789, float("nan"), float("inf"), None]
+    texts = ["é", "\u2028", "\x1f", "<>&/", '"q"', "\\", "tab\t", "nl\n", "\x7f", "𝄞", "=cmd", None]
+    n = max(len(floats), len(texts))
+    months = pl.List(pl.Struct({"period": pl.String, "score": pl.Float64, "rank": pl.Int64,
+                                "provisional": pl.Boolean, "note": pl.String}))
+    rows = pl.DataFrame({
+        "code": [f"NG{i:03d}" for i in range(n)],
+        "x": [floats[i % len(floats)] for i in range(n)],
+        "name": [texts[i % len(texts)] for i in range(n)],
+        "big": [2**53 + i if i % 3 else None for i in range(n)],
+        "flag": [[True, False, None][i % 3] for i in range(n)],
+        "band": [None] * n,
+        "months": [[{"period": "2020-01", "score": floats[(i + 1) % len(floats)], "rank": i, "provisional": i % 2 == 0,
+                     "note": texts[(i + 2) % len(texts)]}] * (i % 3) for i in range(n)],
+    }, schema_overrides={"band": pl.String, "months": months})
+    assert tabular.frame_json_rows(rows) == [orjson.dumps(d) for d in rows.to_dicts()]
+    assert tabular.frame_json_rows(rows.select("months")) == [orjson.dumps(d) for d in rows.select("months").to_dicts()]
