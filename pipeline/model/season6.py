@@ -8,6 +8,7 @@ states can transfer where per-state case fits did not. Pure numpy: arrays in, ar
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import product
 
@@ -182,44 +183,61 @@ def _state_weights(groups: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndar
     return rows, W
 
 
-def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
-        recorded: np.ndarray) -> KernelFit:
-    """The four constants that make the training states' predicted profiles closest to their recorded
-    ones (mean squared difference of smoothed log profiles, each state equally), on the protocol's grid,
-    extended at an edge at most MAX_EXTEND times. `groups[i]` = (row indices into rain/suit of state i's
-    LGAs, their population weights); `recorded[i]` its recorded profile."""
-    grids = [list(GRID_H_MM), list(GRID_MU), list(GRID_SIGMA), list(GRID_B)]
-    rows, W = _state_weights(groups)
-    R, S = rain[rows], suit[rows]
-    target = smooth_log(np.asarray(recorded, dtype=float))
+def _search(grids: list[list[float]], down: tuple[int, ...], drive_axes: tuple[int, ...],
+            kernel_axes: tuple[int, ...], drive_of: Callable[..., np.ndarray],
+            kernel_of: Callable[..., np.ndarray], W: np.ndarray, target: np.ndarray
+            ) -> tuple[tuple[float, ...], float, bool]:
+    """(best constants, loss, at a grid edge) of a four-constant season on its grid, the last constant the
+    background b: every drive (one per combination of the drive axes' values) scored against every lag
+    kernel (one per combination of the kernel axes') and background at once. A best value at the last
+    grid value extends that axis upward (axis 1, the lag: +0.5 month; others x2), at the first value of an
+    axis in `down` downward (/2), at most MAX_EXTEND times per axis; the other first values are bounds
+    of the model, not edges."""
     scores: dict[tuple[float, ...], float] = {}
-    extended = [0, 0, 0, 0]
+    extended = [0] * len(grids)
     while True:
-        pairs = list(product(grids[1], grids[2]))
+        kpts = list(product(*(grids[a] for a in kernel_axes)))
+        kernels = np.stack([kernel_of(*kp) for kp in kpts])  # [k, 12, 12]
         bs = np.array(grids[3], dtype=float)
-        kernels = np.stack([lag_matrix(mu, sigma) for mu, sigma in pairs])  # [k, 12, 12]
-        for h in grids[0]:
-            if all((h, mu, sg, b) in scores for mu, sg in pairs for b in grids[3]):
+        for dp in product(*(grids[a] for a in drive_axes)):
+            def key(kp: tuple[float, ...], b: float, dp: tuple[float, ...] = dp) -> tuple[float, ...]:
+                p = [0.0] * 4
+                for ax, v in (*zip(drive_axes, dp, strict=True), *zip(kernel_axes, kp, strict=True), (3, b)):
+                    p[ax] = v
+                return tuple(p)
+            if all(key(kp, b) in scores for kp in kpts for b in grids[3]):
                 continue
-            sc = _grid_scores(drive(R, S, h), kernels, W, bs, target)  # [k, b]
-            for k, (mu, sg) in enumerate(pairs):
+            sc = _grid_scores(drive_of(*dp), kernels, W, bs, target)  # [k, b]
+            for k, kp in enumerate(kpts):
                 for j, b in enumerate(grids[3]):
-                    scores.setdefault((h, mu, sg, b), float(sc[k, j]))
+                    scores.setdefault(key(kp, b), float(sc[k, j]))
         best = min(scores, key=lambda k: (round(scores[k], 12), k))
         moved = False
-        for j in range(4):
-            g = grids[j]
+        for j, g in enumerate(grids):
             if best[j] == g[-1] and extended[j] < MAX_EXTEND:
                 g.append(g[-1] + 0.5 if j == 1 else g[-1] * 2)
                 extended[j] += 1
                 moved = True
-            elif best[j] == g[0] and j in (0, 2) and extended[j] < MAX_EXTEND:
+            elif best[j] == g[0] and j in down and extended[j] < MAX_EXTEND:
                 g.insert(0, g[0] / 2)
                 extended[j] += 1
                 moved = True
         if not moved:
-            edge = any(best[j] == grids[j][-1] for j in range(4)) or any(best[j] == grids[j][0] for j in (0, 2))
-            return KernelFit(best[0], best[1], best[2], best[3], loss=scores[best], at_grid_edge=bool(edge))
+            edge = any(best[j] == g[-1] for j, g in enumerate(grids)) or any(best[j] == grids[j][0] for j in down)
+            return best, scores[best], bool(edge)
+
+
+def fit(rain: np.ndarray, suit: np.ndarray, groups: list[tuple[np.ndarray, np.ndarray]],
+        recorded: np.ndarray) -> KernelFit:
+    """The four constants that make the training states' predicted profiles closest to their recorded
+    ones (mean squared difference of smoothed log profiles, each state equally), on the protocol's grid,
+    extended at an edge at most MAX_EXTEND times (h and sigma also downward). `groups[i]` = (row indices
+    into rain/suit of state i's LGAs, their population weights); `recorded[i]` its recorded profile."""
+    rows, W = _state_weights(groups)
+    R, S = rain[rows], suit[rows]
+    best, loss, edge = _search([list(GRID_H_MM), list(GRID_MU), list(GRID_SIGMA), list(GRID_B)], (0, 2), (0,), (1, 2),
+                               lambda h: drive(R, S, h), lag_matrix, W, smooth_log(np.asarray(recorded, dtype=float)))
+    return KernelFit(best[0], best[1], best[2], best[3], loss=loss, at_grid_edge=edge)
 
 
 # --- model 7: the rains' onset (docs/model-7-protocol.md) ----------------------------------------------
@@ -278,34 +296,10 @@ def fit_onset(rain: np.ndarray, suit: np.ndarray, onset: np.ndarray, groups: lis
               recorded: np.ndarray) -> OnsetFit:
     """`rain_onset`'s four constants (h, mu, omega, b) by the same criterion as `fit`, on the model-7 grid:
     h extends both ways, mu, omega and b upward only (their lower ends are bounds of the model)."""
-    grids = [list(GRID_H_MM), list(GRID_MU_ONSET), list(GRID_OMEGA), list(GRID_B)]
     rows, W = _state_weights(groups)
     R, S, On = rain[rows], suit[rows], onset[rows]
-    target = smooth_log(np.asarray(recorded, dtype=float))
-    scores: dict[tuple[float, ...], float] = {}
-    extended = [0, 0, 0, 0]
-    while True:
-        kernels = np.stack([lag_matrix(mu, ONSET_SIGMA, ONSET_LAG_MIN) for mu in grids[1]])  # [k, 12, 12]
-        bs = np.array(grids[3], dtype=float)
-        for h, om in product(grids[0], grids[2]):
-            if all((h, mu, om, b) in scores for mu in grids[1] for b in grids[3]):
-                continue
-            sc = _grid_scores(onset_drive(R, S, On, h, om), kernels, W, bs, target)  # [k, b]
-            for k, mu in enumerate(grids[1]):
-                for j, b in enumerate(grids[3]):
-                    scores.setdefault((h, mu, om, b), float(sc[k, j]))
-        best = min(scores, key=lambda k: (round(scores[k], 12), k))
-        moved = False
-        for j in range(4):
-            g = grids[j]
-            if best[j] == g[-1] and extended[j] < MAX_EXTEND:
-                g.append(g[-1] + 0.5 if j == 1 else g[-1] * 2)
-                extended[j] += 1
-                moved = True
-            elif j == 0 and best[j] == g[0] and extended[j] < MAX_EXTEND:
-                g.insert(0, g[0] / 2)
-                extended[j] += 1
-                moved = True
-        if not moved:
-            edge = any(best[j] == grids[j][-1] for j in range(4)) or best[0] == grids[0][0]
-            return OnsetFit(best[0], best[1], best[2], best[3], loss=scores[best], at_grid_edge=bool(edge))
+    best, loss, edge = _search([list(GRID_H_MM), list(GRID_MU_ONSET), list(GRID_OMEGA), list(GRID_B)], (0,), (0, 2),
+                               (1,), lambda h, om: onset_drive(R, S, On, h, om),
+                               lambda mu: lag_matrix(mu, ONSET_SIGMA, ONSET_LAG_MIN), W,
+                               smooth_log(np.asarray(recorded, dtype=float)))
+    return OnsetFit(best[0], best[1], best[2], best[3], loss=loss, at_grid_edge=edge)
