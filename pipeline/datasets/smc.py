@@ -71,12 +71,9 @@ def _area_frames(ctx: BuildContext) -> tuple[pl.DataFrame, pl.DataFrame, pl.Data
     if not ctx.inputs.has(rainfall.CHIRPS_DEKADAL):
         raise DatasetUnavailable("SMC planning needs the dekadal state rainfall (" + rainfall.CHIRPS_DEKADAL + ")")
     geo = ctx.geography
-    codes = dict(zip(geo.states["ocha_pcode"].to_list(), geo.states["state_code"].to_list(), strict=True))
-    dek = ctx.inputs.state_dekadal
-    assert dek is not None
-    dek = dek.filter(pl.col("ocha_pcode").is_in(list(codes))).with_columns(
-        pl.col("ocha_pcode").replace_strict(codes).alias("area"))
-    state = rs.dekadal_rain_seasons(dek.select("area", "dekad_start", "rain_mm", "provisional"))
+    raw = ctx.inputs.state_dekadal
+    assert raw is not None
+    dek, state = rs.state_dekadal_seasons(raw, geo.states)
     lga_state = geo.lgas.select(pl.col("lga_code").alias("lga"), pl.col("state_code").alias("state"))
     if ctx.inputs.has(rainfall.LGA_MONTHLY):
         monthly = rainfall.read_lga_monthly_rainfall(ctx.data_dir)

@@ -638,19 +638,13 @@ def state_rain_seasons(inputs: Inputs, geo: Geography) -> pl.DataFrame | None:
     from pipeline.model import rain_season
 
     dek = inputs.state_dekadal
-    if dek is None:
-        return None
-    codes = dict(zip(geo.states["ocha_pcode"].to_list(), geo.states["state_code"].to_list(), strict=True))
-    dek = dek.filter(pl.col("ocha_pcode").is_in(list(codes))).with_columns(
-        pl.col("ocha_pcode").replace_strict(codes).alias("area"))
-    return rain_season.dekadal_rain_seasons(dek.select("area", "dekad_start", "rain_mm", "provisional"))
+    return None if dek is None else rain_season.state_dekadal_seasons(dek, geo.states)[1]
 
 
 def area_onsets(seasons: pl.DataFrame, geo: Geography, inputs: Inputs) -> tuple[np.ndarray, np.ndarray | None]:
     """([n, 12] share of each LGA's state's complete climatology years whose rains began in each calendar
     month, [n, MAX_LAG + T] 1 in the calendar month of each dated year's onset, as dated_area_rain's
     columns; None without dated series)."""
-    from pipeline.model import season6
 
     states = geo.states.sort("state_code")["state_code"].to_list()
     lstate = geo.lgas.sort("lga_code")["state_code"].to_list()
@@ -666,9 +660,7 @@ def area_onsets(seasons: pl.DataFrame, geo: Geography, inputs: Inputs) -> tuple[
     rows = [srow[c] for c in lstate]
     if inputs.dated_cases is None or inputs.dated_cases.height == 0:
         return shares[rows], None
-    yms = dated_months(inputs.dated_cases)
-    first = yms[0] // 100 * 12 + yms[0] % 100 - 1 - season6.MAX_LAG
-    periods = [f"{(first + k) // 12:04d}-{(first + k) % 12 + 1:02d}" for k in range(season6.MAX_LAG + len(yms))]
+    periods = kernel_periods(dated_months(inputs.dated_cases))
     col = {p: k for k, p in enumerate(periods)}
     on = seasons.filter(pl.col("onset_date").is_not_null() & pl.col("area").is_in(states)).select(
         "area", pl.col("onset_date").dt.strftime("%Y-%m").alias("p")).filter(pl.col("p").is_in(periods))
@@ -1012,6 +1004,15 @@ def dated_months(dated_cases: pl.DataFrame) -> list[int]:
     return sorted(set((dated_cases["year"] * 100 + dated_cases["month"]).to_list()))
 
 
+def kernel_periods(yms: list[int]) -> list[str]:
+    """YYYY-MM of the MAX_LAG months before the first dated month and of the months after it, as many as
+    the dated months: the columns the rain kernel reads over the dated series."""
+    from pipeline.model import season6
+
+    first = yms[0] // 100 * 12 + yms[0] % 100 - 1 - season6.MAX_LAG
+    return [f"{(first + k) // 12:04d}-{(first + k) % 12 + 1:02d}" for k in range(season6.MAX_LAG + len(yms))]
+
+
 def dated_area_rain(inputs: Inputs, geo: Geography, lga_codes: list[str], lga_rain: np.ndarray,
                     state_clim: np.ndarray) -> np.ndarray | None:
     """[n, MAX_LAG + T] each LGA's recorded rain over the dated months and the MAX_LAG months before them:
@@ -1022,9 +1023,7 @@ def dated_area_rain(inputs: Inputs, geo: Geography, lga_codes: list[str], lga_ra
     if inputs.dated_cases is None or inputs.dated_cases.height == 0:
         return None
     yms = dated_months(inputs.dated_cases)
-    first = yms[0] // 100 * 12 + yms[0] % 100 - 1 - season6.MAX_LAG
-    periods = [f"{(first + k) // 12:04d}-{(first + k) % 12 + 1:02d}"
-               for k in range(season6.MAX_LAG + len(yms))]
+    periods = kernel_periods(yms)
     if [p for p in periods[season6.MAX_LAG:]] != [f"{m // 100:04d}-{m % 100:02d}" for m in yms]:
         return None  # the dated months are not one unbroken run
     states = geo.states.sort("state_code")

@@ -304,3 +304,13 @@ def rain_season_climate(seasons: pl.DataFrame, key: str | list[str] = "area", n:
         )
         .sort(keys)
     )
+
+
+def state_dekadal_seasons(dekads: pl.DataFrame, states: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """(the dekads of the geography's states keyed by state_code as `area`, their rain seasons per year):
+    what SMC planning and model 7's onsets both read, from the file's rows (ocha_pcode, dekad_start,
+    rain_mm, provisional, ...) and the states (ocha_pcode, state_code)."""
+    codes = dict(zip(states["ocha_pcode"].to_list(), states["state_code"].to_list(), strict=True))
+    dek = dekads.filter(pl.col("ocha_pcode").is_in(list(codes))).with_columns(
+        pl.col("ocha_pcode").replace_strict(codes).alias("area"))
+    return dek, dekadal_rain_seasons(dek.select("area", "dekad_start", "rain_mm", "provisional"))
