@@ -914,7 +914,7 @@ def run_check(
     if m5 is not None:
         check["model_5"] = model_5_check(m5, names_of)
         if m5.protocol >= 6:
-            check[f"model_{m5.protocol}"] = model_6_check(m5)
+            check[f"model_{m5.protocol}"] = season_protocol_check(m5)
     return params, rule, check, sfit, harmonic, m5
 
 
@@ -1069,7 +1069,7 @@ def lga_temperature(inputs: Inputs, lga_codes: list[str], lga_rain: np.ndarray) 
     return out
 
 
-def model_6_check(m6: season5.Published) -> dict[str, Any]:
+def season_protocol_check(m6: season5.Published) -> dict[str, Any]:
     """`method.check.model_6` (model 7: `method.check.model_7`): what the protocol (docs/model-6-protocol.md,
     docs/model-7-protocol.md) adds to the nested check in `model_5`: the candidates in the rule's order,
     those it may publish, the rule, what it picked and with which constants, the class correction, and
